@@ -1,0 +1,94 @@
+// Command summary reads `go test -json` output and prints failures in full, then a closing summary:
+// each package's result, every skipped test with its reason, and the totals.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+	Elapsed float64
+}
+
+func main() {
+	output := map[string]*strings.Builder{} // package/test -> output
+	var failed, skipped []string
+	pkgs := map[string]string{}
+	var pass, fail, skip int
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var e event
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			fmt.Println(sc.Text()) // build errors and other plain lines
+			continue
+		}
+		key := e.Package + " " + e.Test
+		switch e.Action {
+		case "output":
+			if output[key] == nil {
+				output[key] = &strings.Builder{}
+			}
+			output[key].WriteString(e.Output)
+		case "pass", "fail", "skip":
+			if e.Test == "" {
+				pkgs[e.Package] = fmt.Sprintf("%-4s %s (%.1fs)", strings.ToUpper(e.Action), e.Package, e.Elapsed)
+				if e.Action == "fail" {
+					failed = append(failed, key)
+				}
+				continue
+			}
+			switch e.Action {
+			case "pass":
+				pass++
+			case "fail":
+				fail++
+				failed = append(failed, key)
+			case "skip":
+				skip++
+				skipped = append(skipped, key)
+			}
+		}
+	}
+	for _, k := range failed {
+		fmt.Printf("=== output of %s\n%s\n", k, text(output[k]))
+	}
+	fmt.Println("--- summary")
+	var names []string
+	for p := range pkgs {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		fmt.Println(pkgs[p])
+	}
+	for _, k := range skipped {
+		reason := ""
+		for _, l := range strings.Split(text(output[k]), "\n") {
+			if strings.Contains(l, "skip") || strings.Contains(l, "SKIP") {
+				reason = strings.TrimSpace(l)
+			}
+		}
+		fmt.Printf("skipped %s: %s\n", k, reason)
+	}
+	fmt.Printf("tests: %d passed, %d failed, %d skipped\n", pass, fail, skip)
+	if fail > 0 || len(failed) > 0 {
+		os.Exit(1)
+	}
+}
+
+func text(b *strings.Builder) string {
+	if b == nil {
+		return ""
+	}
+	return b.String()
+}

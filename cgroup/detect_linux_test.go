@@ -1,0 +1,336 @@
+package cgroup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Helper processes: tests re-run this test binary in another mount namespace, cgroup namespace or as
+// another user, with CGROUP_TEST_HELPER naming what to do there. The helper prints a JSON result.
+func TestMain(m *testing.M) {
+	if h := os.Getenv("CGROUP_TEST_HELPER"); h != "" {
+		res, err := helpers[h]()
+		if err != nil {
+			res.Err = err.Error()
+			res.EROFS, res.EACCES = errors.Is(err, unix.EROFS), errors.Is(err, unix.EACCES)
+		}
+		json.NewEncoder(os.Stdout).Encode(res)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type helperResult struct {
+	Info          Info
+	Err           string
+	EROFS, EACCES bool
+	Created       bool     // whether the requested root exists afterwards
+	SelfAfter     string   // own cgroup after OpenRoot
+	SliceCgroup   string   // cgroup a child spawned into a slice reported
+	Report        string   // kill report
+	Left          []string // slices left under the root
+}
+
+var helpers = map[string]func() (helperResult, error){
+	// detect: Detect and OpenRoot with the root named by CGROUP_TEST_ROOT.
+	"detect": func() (helperResult, error) {
+		opts := Options{Root: os.Getenv("CGROUP_TEST_ROOT")}
+		res := helperResult{Info: Detect(opts)}
+		_, err := OpenRoot(opts)
+		res.Created = exists(opts.Root)
+		return res, err
+	},
+	// delegated: inside a cgroup namespace, open the default root as a delegated supervisor, then
+	// run a process in a slice and kill it.
+	"delegated": func() (helperResult, error) {
+		var res helperResult
+		r, err := OpenRoot(Options{Delegated: true})
+		if err != nil {
+			return res, err
+		}
+		res.Info = r.Info()
+		res.SelfAfter, _ = ownCgroup("/proc/self/cgroup")
+		s, err := r.Create("s-1")
+		if err != nil {
+			return res, err
+		}
+		f, err := s.OpenFD()
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		cmd := exec.Command("/bin/sh", "-c", "grep '^0::' /proc/self/cgroup; exec sleep 1000")
+		out, _ := cmd.StdoutPipe()
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}
+		if err := cmd.Start(); err != nil {
+			return res, err
+		}
+		line := make([]byte, 256)
+		n, _ := out.Read(line)
+		res.SliceCgroup = strings.TrimSpace(string(line[:n]))
+		rep, err := s.Kill(context.Background(), KillOptions{Grace: time.Second})
+		cmd.Wait()
+		if err != nil {
+			return res, err
+		}
+		res.Report = fmt.Sprintf("%d processes, phase %v", rep.Processes, rep.Phase)
+		if err := s.Remove(); err != nil {
+			return res, err
+		}
+		res.Left, err = r.Slices()
+		return res, err
+	},
+}
+
+// runHelper runs the named helper through argv (which ends in the test binary) and decodes its result.
+func runHelper(t *testing.T, name string, env []string, argv []string, attr *syscall.SysProcAttr) helperResult {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), append(env, "CGROUP_TEST_HELPER="+name)...)
+	cmd.SysProcAttr = attr
+	cmd.Stderr = os.Stderr
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper %s (%v): %v\n%s", name, argv, err, out)
+	}
+	var res helperResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("helper %s printed %q: %v", name, out, err)
+	}
+	return res
+}
+
+func TestDetectHere(t *testing.T) {
+	info := Detect(Options{})
+	t.Logf("detected: %s", info)
+	if info.Mode == Unavailable {
+		if info.Reason == "" {
+			t.Error("unavailable without a reason")
+		}
+		return
+	}
+	if info.Mountpoint == "" || info.Root == "" || info.Self == "" {
+		t.Errorf("incomplete info: %+v", info)
+	}
+	if want := filepath.Join(info.Mountpoint, info.Self, "reaper"); info.Root != want {
+		t.Errorf("default root %s, want %s (a child of our own cgroup)", info.Root, want)
+	}
+	if s := info.String(); !strings.Contains(s, info.Root) || !strings.Contains(s, "kill via") {
+		t.Errorf("String() = %q lacks the root or the kill method", s)
+	}
+	if os.Geteuid() == 0 && info.Usable() && info.Kill == KillAuto {
+		t.Error("no kill method detected")
+	}
+}
+
+func TestOwnCgroupParsing(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ content, want, err string }{
+		{"12:pids:/a\n0::/user.slice/x.scope\n", "/user.slice/x.scope", ""},
+		{"0::/\n", "/", ""},
+		{"4:memory:/a\n1:cpu:/\n", "", "no cgroup2 entry"},
+		{"0::/gone (deleted)\n", "", "unusable"},
+	} {
+		f := filepath.Join(dir, "cgroup")
+		os.WriteFile(f, []byte(tc.content), 0o644)
+		got, err := ownCgroup(f)
+		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("ownCgroup(%q) = %q, %v; want %q, error containing %q", tc.content, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestReadOnlyCgroupfsIsDetected(t *testing.T) {
+	info := requireCgroup2(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("skipped: needs unshare(1) from util-linux")
+	}
+	root := filepath.Join(info.Mountpoint, randName("reaper-test-ro-"))
+	t.Cleanup(func() { destroy(t, root) })
+	// A bind mount remounted read-only in a private mount namespace: the machine's cgroup2 stays
+	// writable (remounting the cgroup2 superblock itself would make it read-only everywhere).
+	m := info.Mountpoint
+	script := fmt.Sprintf(`mount --bind %[1]s %[1]s && mount -o bind,remount,ro %[1]s %[1]s && exec "$0"`, m)
+	res := runHelper(t, "detect", []string{"CGROUP_TEST_ROOT=" + root},
+		[]string{"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script, os.Args[0]}, nil)
+	if res.Info.Writable || res.Info.Usable() {
+		t.Errorf("read-only cgroupfs reported writable: %+v", res.Info)
+	}
+	if !strings.Contains(res.Info.Reason, "read-only") {
+		t.Errorf("reason %q should say read-only", res.Info.Reason)
+	}
+	if !res.EROFS {
+		t.Errorf("OpenRoot error %q does not wrap EROFS", res.Err)
+	}
+	if res.Created {
+		t.Error("the root was created on a read-only cgroupfs")
+	}
+	// Outside the namespace nothing changed.
+	if !Detect(Options{}).Writable {
+		t.Fatal("the machine's cgroup2 became read-only: the test touched the superblock")
+	}
+}
+
+func TestUnprivilegedIsDetected(t *testing.T) {
+	info := requireCgroup2(t)
+	// nobody must be able to run the test binary: copy it into a world-readable directory.
+	dir, err := os.MkdirTemp("", "reaper-test-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	bin := filepath.Join(dir, "cgroup.test")
+	copyFile(t, os.Args[0], bin)
+	root := filepath.Join(info.Mountpoint, randName("reaper-test-user-"))
+	t.Cleanup(func() { destroy(t, root) })
+	res := runHelper(t, "detect", []string{"CGROUP_TEST_ROOT=" + root}, []string{bin},
+		&syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}})
+	if res.Info.Writable {
+		t.Errorf("unprivileged user reported writable: %+v", res.Info)
+	}
+	if !res.EACCES || !strings.Contains(res.Info.Reason, "not writable") {
+		t.Errorf("want EACCES and a reason saying not writable; got %q / %q", res.Err, res.Info.Reason)
+	}
+	if res.Created {
+		t.Error("root created by an unprivileged user")
+	}
+}
+
+func TestCgroupNamespaceSelfMove(t *testing.T) {
+	info := requireCgroup2(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("skipped: needs unshare(1) from util-linux")
+	}
+	// The namespace's root is a fresh cgroup; the helper starts in it and unshares from there.
+	nsroot := filepath.Join(info.Mountpoint, randName("reaper-test-ns-"))
+	if err := os.Mkdir(nsroot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { destroy(t, nsroot) })
+	fd, err := unix.Open(nsroot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	// In the new mount namespace a fresh cgroup2 mount at /sys/fs/cgroup shows the namespace's view,
+	// as a container with a cgroup namespace on a unified host sees it. It is a new mount, not a
+	// remount: the superblock's options are untouched.
+	script := `mount -t cgroup2 none /sys/fs/cgroup && exec "$0"`
+	res := runHelper(t, "delegated", nil,
+		[]string{"unshare", "--cgroup", "--mount", "--propagation", "private", "/bin/sh", "-c", script, os.Args[0]},
+		&syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd})
+	if res.Err != "" {
+		t.Fatalf("helper failed: %s (info %+v)", res.Err, res.Info)
+	}
+	if res.Info.Self != "/" || res.Info.Mode != Unified {
+		t.Errorf("inside the namespace: mode %v, own cgroup %q; want unified, /", res.Info.Mode, res.Info.Self)
+	}
+	if res.SelfAfter != "/supervisor" {
+		t.Errorf("after OpenRoot own cgroup = %q, want /supervisor (moved into a leaf)", res.SelfAfter)
+	}
+	if res.SliceCgroup != "0::/reaper/s-1" {
+		t.Errorf("child in the slice saw %q, want 0::/reaper/s-1", res.SliceCgroup)
+	}
+	if !strings.Contains(res.Report, "phase SIGTERM") || len(res.Left) != 0 {
+		t.Errorf("kill in the namespace: %s, slices left %v", res.Report, res.Left)
+	}
+	// Seen from outside, the layout is below the namespace's root.
+	if !exists(filepath.Join(nsroot, "supervisor")) || !exists(filepath.Join(nsroot, "reaper")) {
+		t.Errorf("expected %s/supervisor and %s/reaper", nsroot, nsroot)
+	}
+}
+
+func TestDelegationNeverTouchesTheTrueRoot(t *testing.T) {
+	info := requireCgroup2(t)
+	if !isTrueRoot(info.Mountpoint) {
+		t.Skip("skipped: this process does not see the machine's true root cgroup")
+	}
+	before, _ := os.ReadFile(filepath.Join(info.Mountpoint, "cgroup.subtree_control"))
+	root := filepath.Join(info.Mountpoint, randName("reaper-test-"))
+	t.Cleanup(func() { destroy(t, root) })
+	_, err := OpenRoot(Options{Root: root, Controllers: info.Controllers[:min(1, len(info.Controllers))]})
+	if len(info.Controllers) > 0 && (err == nil || !strings.Contains(err.Error(), "root cgroup")) {
+		t.Errorf("enabling %v on the true root: err = %v, want a refusal", info.Controllers[:1], err)
+	}
+	if _, err := OpenRoot(Options{Root: root, Delegated: true}); err != nil {
+		t.Errorf("Delegated on the true root should be a no-op, got %v", err)
+	}
+	after, _ := os.ReadFile(filepath.Join(info.Mountpoint, "cgroup.subtree_control"))
+	if string(before) != string(after) {
+		t.Errorf("true root's subtree_control changed: %q -> %q", before, after)
+	}
+	if self, _ := ownCgroup("/proc/self/cgroup"); self != info.Self {
+		t.Errorf("this process moved from %s to %s", info.Self, self)
+	}
+}
+
+func TestBadInputIsRefused(t *testing.T) {
+	r := testRoot(t)
+	for _, name := range []string{"", ".", "..", "a/b", "../x", "/abs", "cgroup.procs", ".hidden", "a b", "x\n", strings.Repeat("n", 200)} {
+		if _, err := r.Create(name); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("Create(%q) = %v, want ErrInvalidName", name, err)
+		}
+		if _, err := r.Open(name); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidName", name, err)
+		}
+	}
+	if names, _ := r.Slices(); len(names) != 0 {
+		t.Errorf("bad names created %v", names)
+	}
+	if _, err := r.Create("ok-name_1.2"); err != nil {
+		t.Errorf("a valid name was refused: %v", err)
+	}
+	if _, err := r.Create("ok-name_1.2"); !errors.Is(err, os.ErrExist) {
+		t.Errorf("creating an existing slice = %v, want ErrExist", err)
+	}
+
+	mount := r.Info().Mountpoint
+	outside := filepath.Join(t.TempDir(), "not-cgroupfs")
+	for _, root := range []string{outside, "relative/path", mount, mount + "/../etc", mount + "/a/../b", mount + "/bad name"} {
+		_, err := OpenRoot(Options{Root: root})
+		if err == nil {
+			t.Errorf("OpenRoot(%q) succeeded", root)
+		} else if !strings.Contains(err.Error(), "root") {
+			t.Errorf("OpenRoot(%q) error %q does not explain the root", root, err)
+		}
+	}
+	if exists(outside) {
+		t.Errorf("%s was created", outside)
+	}
+	if _, err := OpenRoot(Options{Mountpoint: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "not a cgroup2") {
+		t.Errorf("a tmpfs mountpoint: %v, want 'not a cgroup2 filesystem'", err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

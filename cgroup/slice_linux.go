@@ -1,0 +1,205 @@
+package cgroup
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Slice is one cgroup below a [Root], possibly with nested leaves. Its methods are safe for concurrent
+// use; they hold no state beyond the path.
+type Slice struct {
+	mount string     // cgroup2 mountpoint, for containerd's resource writer
+	path  string     // absolute path of the cgroup directory
+	kill  KillMethod // detected kill method
+}
+
+// create makes dir/name and returns it as a slice.
+func create(mount, dir, name string, kill KillMethod) (*Slice, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	s := &Slice{mount: mount, path: filepath.Join(dir, name), kill: kill}
+	if err := os.Mkdir(s.path, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup: create %s: %w", s.path, err)
+	}
+	return s, nil
+}
+
+// Path returns the absolute path of the slice's cgroup directory.
+func (s *Slice) Path() string { return s.path }
+
+// Create makes a nested leaf below the slice (for example one per task inside a session's slice).
+func (s *Slice) Create(name string) (*Slice, error) {
+	return create(s.mount, s.path, name, s.kill)
+}
+
+// Leaf returns the existing nested leaf name below the slice, without checking that it exists.
+func (s *Slice) Leaf(name string) (*Slice, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	return &Slice{mount: s.mount, path: filepath.Join(s.path, name), kill: s.kill}, nil
+}
+
+// OpenFD opens the slice's directory for SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}, which
+// makes the kernel start a child in the slice from its first instruction (clone3 with
+// CLONE_INTO_CGROUP). The caller closes the file.
+func (s *Slice) OpenFD() (*os.File, error) {
+	fd, err := unix.Open(s.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: open %s: %w", s.path, err)
+	}
+	return os.NewFile(uintptr(fd), s.path), nil
+}
+
+// JoinArgs returns an argv that, run by a process started outside the slice, moves that process into
+// the slice and then executes argv. It is the fallback for hosts that refuse clone3 into a cgroup
+// (ENOSYS under a container's seccomp profile, EPERM): the process joins before it runs anything, so
+// nothing it starts can be born outside the slice, and no pid is ever moved after it started working.
+// The join fails the command with exit status 125 if the slice cannot be joined.
+func (s *Slice) JoinArgs(argv []string) []string {
+	// "0" written to cgroup.procs means "the writing process"; echo is a builtin, so that is the shell
+	// itself, which then replaces itself with argv.
+	const script = `echo 0 >"$1" || { echo "reaper: cannot join cgroup $1" >&2; exit 125; }; shift; exec "$@"`
+	return append([]string{"/bin/sh", "-c", script, "reaper-join", filepath.Join(s.path, "cgroup.procs")}, argv...)
+}
+
+// Pids lists the processes in the slice and all its descendants. A slice that no longer exists has
+// no processes.
+func (s *Slice) Pids() ([]int, error) {
+	return pidsRecursive(s.path, nil)
+}
+
+// Populated reports whether any process lives in the slice or below it (cgroup.events "populated").
+// A slice that no longer exists is not populated.
+func (s *Slice) Populated() (bool, error) {
+	b, err := os.ReadFile(filepath.Join(s.path, "cgroup.events"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cgroup: read %s: %w", filepath.Join(s.path, "cgroup.events"), err)
+	}
+	v, _ := eventValue(b, "populated")
+	return v, nil
+}
+
+// Remove deletes the slice and its nested leaves, deepest first. It must be empty: kill it first; a
+// populated slice is refused at once. EBUSY on an empty slice (the kernel may still be releasing
+// exited processes) is retried a bounded number of times, for up to about two seconds. A slice that is
+// already gone is not an error.
+func (s *Slice) Remove() error {
+	dirs, err := postOrder(s.path)
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		if err := rmdirRetry(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rmdirRetry removes one empty cgroup directory, retrying EBUSY with a growing delay.
+func rmdirRetry(dir string) error {
+	delay := time.Millisecond
+	var err error
+	for attempt := 0; attempt < 12; attempt++ {
+		err = unix.Rmdir(dir)
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT):
+			return nil
+		case !errors.Is(err, unix.EBUSY):
+			return fmt.Errorf("cgroup: remove %s: %w", dir, err)
+		}
+		if populated, _ := (&Slice{path: dir}).Populated(); populated {
+			return fmt.Errorf("cgroup: remove %s: still populated (kill it first): %w", dir, err)
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 400*time.Millisecond)
+	}
+	return fmt.Errorf("cgroup: remove %s: still busy after retries: %w", dir, err)
+}
+
+// postOrder lists dir and every cgroup below it, children before parents.
+func postOrder(dir string) ([]string, error) {
+	children, err := childDirs(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range children {
+		sub, err := postOrder(filepath.Join(dir, c))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub...)
+	}
+	return append(out, dir), nil
+}
+
+// pidsRecursive appends the pids of dir and its descendants to dst. A directory that vanishes while it
+// is read contributes nothing.
+func pidsRecursive(dir string, dst []int) ([]int, error) {
+	dst, err := readPids(filepath.Join(dir, "cgroup.procs"), dst)
+	if err != nil {
+		return dst, err
+	}
+	children, err := childDirs(dir)
+	if err != nil {
+		return dst, err
+	}
+	for _, c := range children {
+		if dst, err = pidsRecursive(filepath.Join(dir, c), dst); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+// readPids appends the pids listed in a cgroup.procs file to dst. We parse the bytes ourselves rather
+// than use containerd's Manager.Procs: the kill loop re-reads slices many times, and this avoids a
+// scanner and a string per pid. Pids of other pid namespaces read as 0 and are skipped.
+func readPids(file string, dst []int) ([]int, error) {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV) {
+		return dst, nil
+	}
+	if err != nil {
+		return dst, fmt.Errorf("cgroup: read %s: %w", file, err)
+	}
+	pid := 0
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			pid = pid*10 + int(c-'0')
+		case c == '\n':
+			if pid > 0 {
+				dst = append(dst, pid)
+			}
+			pid = 0
+		}
+	}
+	if pid > 0 {
+		dst = append(dst, pid)
+	}
+	return dst, nil
+}
+
+// eventValue returns the value of key ("populated", "frozen") in the contents of a cgroup.events file.
+func eventValue(b []byte, key string) (value, found bool) {
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		k, v, ok := bytes.Cut(line, []byte{' '})
+		if ok && string(k) == key {
+			return string(bytes.TrimSpace(v)) == "1", true
+		}
+	}
+	return false, false
+}

@@ -1,0 +1,68 @@
+// Command reaper runs shell commands for AI agents over MCP and guarantees that nothing a session
+// started outlives it.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise the module version
+// or VCS revision recorded by the Go toolchain is used.
+var version = ""
+
+const usage = `reaper: a cgroup-based process reaper that speaks MCP
+
+Every MCP session gets its own cgroup v2 slice; when the session ends, every process it started dies,
+including those that escaped with setsid, double forks or nohup.
+
+Usage:
+  reaper version         print the version
+  reaper help            print this help
+
+Run "reaper <command> --help" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches a command line and returns the process's exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "reaper", versionString())
+		return 0
+	case "help", "--help", "-help", "-h":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "reaper: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && (v == "" || v == "(devel)") {
+			v = "devel-" + s.Value[:min(12, len(s.Value))]
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	return v + " " + bi.GoVersion
+}
