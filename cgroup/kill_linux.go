@@ -165,7 +165,7 @@ func (s *Slice) Kill(ctx context.Context, opts KillOptions) (rep KillReport, err
 		left, _ := s.Pids()
 		note(left)
 		for _, p := range left {
-			rep.Remaining = append(rep.Remaining, describe(p))
+			rep.Remaining = append(rep.Remaining, Describe(p))
 		}
 		return rep, fmt.Errorf("cgroup: kill %s: %d processes remain after %v [%s]: %w",
 			s.path, len(left), timeout, procList(rep.Remaining), ErrNotEmpty)
@@ -254,8 +254,8 @@ func (s *Slice) sweep(sig unix.Signal, signalled map[int]bool, deadline time.Tim
 	}
 }
 
-// describe reads a process's state and command name for a report.
-func describe(pid int) Proc {
+// Describe reads a process's state and command name, for reports of what outlived a kill.
+func Describe(pid int) Proc {
 	p := Proc{Pid: pid, State: "?"}
 	if proc, err := procfs.NewProc(pid); err == nil {
 		if st, err := proc.Stat(); err == nil {
