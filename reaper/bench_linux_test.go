@@ -1,0 +1,234 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkSpawnTrue measures spawn-to-exit of `true` through a session (cgroup containment: a leaf
+// per task, clone3 into it, the output pump, the working-directory trap) beside plain os/exec of the
+// same shell command. os/exec's Wait and a Reaper's wait4 loop cannot share a process, so the two
+// alternate in rounds of 50 within the run, os/exec while no Reaper exists; ratio is session over
+// os/exec.
+//
+//	go test -run '^$' -bench BenchmarkSpawnTrue -benchtime 1000x ./reaper
+func BenchmarkSpawnTrue(b *testing.B) {
+	shell, err := findShell("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var plain, session time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		n := min(50, b.N-done)
+		b.StopTimer()
+		start := time.Now()
+		for range n {
+			if err := exec.Command(shell, "-c", "true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		plain += time.Since(start)
+		r, err := New(Options{Containment: ContainCgroup, Cgroup: benchRoot(b)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, err := r.NewSession("bench", SessionOptions{WorkDir: "/"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start = time.Now()
+		for range n {
+			if res, err := s.Run(context.Background(), "true", RunOptions{}); err != nil || res.ExitCode != 0 {
+				b.Fatal(res, err)
+			}
+		}
+		session += time.Since(start)
+		b.StopTimer()
+		if err := r.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		done += n
+	}
+	b.ReportMetric(float64(plain.Microseconds())/float64(b.N), "exec-µs")
+	b.ReportMetric(float64(session.Microseconds())/float64(b.N), "session-µs")
+	b.ReportMetric(float64(session)/float64(plain), "ratio")
+}
+
+// benchRoot returns cgroup options for a uniquely named root, removed when the benchmark ends.
+func benchRoot(b *testing.B) cgroup.Options {
+	b.Helper()
+	info := cgroup.Detect(cgroup.Options{})
+	if os.Geteuid() != 0 || !info.Usable() {
+		b.Skipf("skipped: needs root and a writable cgroup2 hierarchy: %s", info)
+	}
+	root := filepath.Join(info.Mountpoint, "reaper-bench-"+newID("")[:12])
+	b.Cleanup(func() { os.Remove(root) })
+	return cgroup.Options{Root: root}
+}
+
+// BenchmarkClose measures Session.Close of a session holding 10, 100 and 1000 sleeping processes
+// (SIGTERM ends them, so the polite phase suffices; then the /proc walks and the slice's removal),
+// beside the cgroup floor measured in the same run on an identical session: one write to the
+// slice's cgroup.kill and a poll until cgroup.events reads "populated 0". ratio is close over floor.
+//
+//	go test -run '^$' -bench BenchmarkClose -benchtime 5x ./reaper
+func BenchmarkClose(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("procs=%d", n), func(b *testing.B) {
+			r := newTestReaper(b, ContainCgroup, Options{Grace: 5 * time.Second})
+			var floor, closing time.Duration
+			for i := range b.N {
+				b.StopTimer()
+				s := fullSession(b, r, fmt.Sprintf("floor-%d", i), n)
+				slice := s.slice.Path()
+				start := time.Now()
+				rawKill(b, slice)
+				floor += time.Since(start)
+				s.Close(context.Background())
+
+				s = fullSession(b, r, fmt.Sprintf("close-%d", i), n)
+				b.StartTimer()
+				start = time.Now()
+				rep, err := s.Close(context.Background())
+				closing += time.Since(start)
+				b.StopTimer()
+				if err != nil || rep.Total() != n+1 {
+					b.Fatalf("Close: %v, %v (want %d processes)", rep, err, n+1)
+				}
+			}
+			b.ReportMetric(float64(floor.Microseconds())/1e3/float64(b.N), "floor-ms")
+			b.ReportMetric(float64(closing.Microseconds())/1e3/float64(b.N), "close-ms")
+			b.ReportMetric(float64(closing)/float64(floor), "ratio")
+		})
+	}
+}
+
+// fullSession returns a session whose one task left n sleeping processes and itself sleeps.
+func fullSession(b *testing.B, r *Reaper, id string, n int) *Session {
+	b.Helper()
+	s, err := r.NewSession(id, SessionOptions{WorkDir: "/"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Start("i=0; while [ $i -lt "+strconv.Itoa(n)+" ]; do sleep 1000 & i=$((i+1)); done; exec sleep 1000", ""); err != nil {
+		b.Fatal(err)
+	}
+	eventually(b, "the processes", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		pids, _ := s.slice.Pids()
+		return len(pids) == n+1
+	})
+	// cgroup.events notifications come at most every 10 ms; let the one for "populated 1" pass.
+	time.Sleep(20 * time.Millisecond)
+	return s
+}
+
+// rawKill is the floor: cgroup.kill, then poll on cgroup.events until "populated 0".
+func rawKill(b *testing.B, dir string) {
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+		b.Fatal(err)
+	}
+	fd, err := unix.Open(filepath.Join(dir, "cgroup.events"), unix.O_RDONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 64)
+	for {
+		n, _ := unix.Pread(fd, buf, 0)
+		if string(buf[:n]) == "populated 0\nfrozen 0\n" {
+			return
+		}
+		unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}, 10000)
+	}
+}
+
+// BenchmarkWalk measures the /proc walk of a teardown on a host with about 2000 processes (2000
+// sleeping ones started for it, below this process), beside a raw read of every /proc/<pid>/stat
+// into one buffer in the same run. "slice" is the cgroup-containment walk (the slice's pids are
+// known, only outsiders matter); "tree" is the process-containment walk (every descendant of the
+// task is found by parent pid). ratio is walk over raw.
+//
+//	go test -run '^$' -bench BenchmarkWalk -benchtime 30x ./reaper
+func BenchmarkWalk(b *testing.B) {
+	r := newTestReaper(b, ContainCgroup, Options{})
+	s := fullSession(b, r, "walk", 2000)
+	s.mu.Lock()
+	var task *task
+	for _, t := range s.tasks {
+		task = t
+	}
+	pids, _ := s.slice.Pids()
+	s.mu.Unlock()
+	known := make(map[int]bool, len(pids))
+	seeds := make(map[int]uint64, len(pids))
+	for _, p := range pids {
+		known[p], seeds[p] = true, 0
+	}
+	w := newWalker()
+	for _, tc := range []struct {
+		name string
+		walk func() int
+	}{
+		{"slice", func() int { f, _ := w.find(r.self, seeds, known, s.marker); return len(f) }},
+		{"tree", func() int {
+			f, _ := w.find(r.self, map[int]uint64{task.pid: task.start}, nil, s.marker)
+			return len(f)
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var raw, walk time.Duration
+			var procs, found int
+			for range b.N {
+				start := time.Now()
+				procs = rawStatRead(b)
+				raw += time.Since(start)
+				start = time.Now()
+				found = tc.walk()
+				walk += time.Since(start)
+			}
+			b.ReportMetric(float64(procs), "procs")
+			b.ReportMetric(float64(found), "found")
+			b.ReportMetric(float64(raw.Microseconds())/1e3/float64(b.N), "raw-ms")
+			b.ReportMetric(float64(walk.Microseconds())/1e3/float64(b.N), "walk-ms")
+			b.ReportMetric(float64(walk)/float64(raw), "ratio")
+		})
+	}
+}
+
+// rawStatRead reads every /proc/<pid>/stat into one buffer and returns how many it read.
+func rawStatRead(b *testing.B) int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	buf := make([]byte, 4096)
+	n := 0
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		fd, err := unix.Open("/proc/"+name+"/stat", unix.O_RDONLY, 0)
+		if err != nil {
+			continue
+		}
+		unix.Read(fd, buf)
+		unix.Close(fd)
+		n++
+	}
+	return n
+}

@@ -1,0 +1,229 @@
+package reaper
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"golang.org/x/sys/unix"
+)
+
+// Helper processes: some tests re-run this test binary under a seccomp filter or in another mount
+// namespace, with RTEST_HELPER naming what to do there. The helper prints a JSON result.
+func TestMain(m *testing.M) {
+	if h := os.Getenv("RTEST_HELPER"); h != "" {
+		res, err := helpers[h]()
+		if err != nil {
+			res.Err = err.Error()
+		}
+		json.NewEncoder(os.Stdout).Encode(res)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type helperResult struct {
+	Containment string
+	Mode        string
+	NoClone3    bool
+	Cgroup      string // the task's /proc/self/cgroup line
+	Report      string
+	Survivors   []int
+	Err         string
+}
+
+var helpers = map[string]func() (helperResult, error){
+	// seccomp: clone3 answers ENOSYS, as under Docker's default profile; tasks must still be born
+	// into their leaf (by joining it before exec).
+	"seccomp": func() (helperResult, error) {
+		var res helperResult
+		if err := denyClone3(); err != nil {
+			return res, err
+		}
+		return runZoo(Options{Containment: ContainCgroup, Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}})
+	},
+	// auto: whatever New(auto) picks in this namespace (a read-only cgroupfs: process containment).
+	"auto": func() (helperResult, error) {
+		return runZoo(Options{Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}})
+	},
+}
+
+// runZoo starts a Reaper, runs the escapee zoo in a session, closes it, and reports what is left.
+func runZoo(opts Options) (helperResult, error) {
+	var res helperResult
+	opts.Grace = 300 * time.Millisecond
+	r, err := New(opts)
+	if err != nil {
+		return res, err
+	}
+	defer r.Close(context.Background())
+	res.Containment, res.Mode = r.Containment().String(), r.Containment().Mode.String()
+	s, err := r.NewSession("helper", SessionOptions{WorkDir: "/"})
+	if err != nil {
+		return res, err
+	}
+	out, err := s.Run(context.Background(), "grep '^0::' /proc/self/cgroup", RunOptions{Timeout: time.Minute})
+	if err != nil {
+		return res, err
+	}
+	res.Cgroup = strings.TrimSpace(out.Output)
+	res.NoClone3 = r.noClone3.Load()
+	if _, err := s.Run(context.Background(), zoo, RunOptions{Timeout: time.Minute}); err != nil {
+		return res, err
+	}
+	rep, err := s.Close(context.Background())
+	res.Report = rep.String()
+	if err != nil {
+		return res, err
+	}
+	left, _ := newWalker().descendants(os.Getpid())
+	for _, p := range left {
+		res.Survivors = append(res.Survivors, p.pid)
+	}
+	return res, nil
+}
+
+// denyClone3 installs a seccomp filter, on every thread, that answers clone3 with ENOSYS.
+func denyClone3() error {
+	const (
+		nrClone3    = 435 // the same on every architecture that has clone3
+		retAllow    = 0x7fff0000
+		retErrno    = 0x00050000
+		setModeFilt = 1 // SECCOMP_SET_MODE_FILTER
+		flagTsync   = 1 // SECCOMP_FILTER_FLAG_TSYNC
+	)
+	filter := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // seccomp_data.nr
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: nrClone3, Jt: 0, Jf: 1},
+		{Code: unix.BPF_RET | unix.BPF_K, K: retErrno | uint32(unix.ENOSYS)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: retAllow},
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, setModeFilt, flagTsync, uintptr(unsafe.Pointer(&prog))); e != 0 {
+		return fmt.Errorf("seccomp: %w", e)
+	}
+	return nil
+}
+
+func runHelper(t *testing.T, name string, env []string, argv ...string) helperResult {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), append(env, "RTEST_HELPER="+name)...)
+	cmd.Stderr = os.Stderr
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper %s: %v\n%s", name, err, out)
+	}
+	var res helperResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("helper %s printed %q: %v", name, out, err)
+	}
+	t.Logf("helper %s: %+v", name, res)
+	return res
+}
+
+// testRootPath returns a unique root below the cgroup2 mountpoint for a helper, removed at cleanup.
+func testRootPath(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: needs root to create cgroups (run the tests as root)")
+	}
+	info := cgroup.Detect(cgroup.Options{})
+	if !info.Usable() {
+		t.Skipf("skipped: needs a writable cgroup2 hierarchy: %s", info)
+	}
+	root := filepath.Join(info.Mountpoint, "reaper-test-"+newID("")[:12])
+	t.Cleanup(func() {
+		if err := os.Remove(root); err != nil && !os.IsNotExist(err) {
+			t.Errorf("cleanup: remove %s: %v", root, err)
+		}
+	})
+	return root
+}
+
+func TestJoinBeforeExecWhenClone3IsRefused(t *testing.T) {
+	root := testRootPath(t)
+	res := runHelper(t, "seccomp", []string{"RTEST_ROOT=" + root}, os.Args[0])
+	if res.Err != "" {
+		t.Fatalf("helper: %s", res.Err)
+	}
+	if !res.NoClone3 {
+		t.Error("clone3 was not refused: the seccomp filter did not apply")
+	}
+	rel := strings.TrimPrefix(root, cgroup.Detect(cgroup.Options{}).Mountpoint)
+	if !strings.HasPrefix(res.Cgroup, "0::"+rel+"/r") || !strings.Contains(res.Cgroup, "/s-1/l-") {
+		t.Errorf("task ran in %q, want its leaf below %s", res.Cgroup, rel)
+	}
+	if len(res.Survivors) != 0 {
+		t.Errorf("survivors after Close: %v (%s)", res.Survivors, res.Report)
+	}
+}
+
+func TestReadOnlyCgroupfsFallsBackToProcessContainment(t *testing.T) {
+	root := testRootPath(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("skipped: needs unshare(1) from util-linux")
+	}
+	m := cgroup.Detect(cgroup.Options{}).Mountpoint
+	// A bind mount remounted read-only in a private mount namespace, as a non-privileged pod sees
+	// its cgroupfs; the machine's cgroup2 stays writable.
+	script := fmt.Sprintf(`mount --bind %[1]s %[1]s && mount -o bind,remount,ro %[1]s %[1]s && exec "$0"`, m)
+	res := runHelper(t, "auto", []string{"RTEST_ROOT=" + root},
+		"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script, os.Args[0])
+	if res.Err != "" {
+		t.Fatalf("helper: %s", res.Err)
+	}
+	if res.Mode != "process" || !strings.Contains(res.Containment, "read-only") {
+		t.Errorf("containment %q, want process containment that says the cgroupfs is read-only", res.Containment)
+	}
+	if len(res.Survivors) != 0 {
+		t.Errorf("survivors after Close: %v (%s)", res.Survivors, res.Report)
+	}
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("the read-only run created %s", root)
+	}
+}
+
+func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{})
+	s := newTestSession(t, r, SessionOptions{})
+	// Root may write cgroup.procs: these two leave the slice for the hierarchy's top. The first
+	// keeps the marker; the second clears its environment but its parent is still in the slice.
+	procs := filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs")
+	res := run(t, s, fmt.Sprintf(`
+sh -c 'echo $$ > %[1]s; echo $$; exec sleep 1000' &
+sh -c 'env -i /bin/sh -c "echo \$\$ > %[1]s; echo \$\$; exec sleep 1000" & wait' &
+sleep 0.3`, procs))
+	escaped := pidsIn(t, res.Output)
+	if len(escaped) != 2 {
+		t.Fatalf("want 2 pids, got %q", res.Output)
+	}
+	for _, p := range escaped {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.pid)); !strings.Contains(string(b), "0::/\n") {
+			t.Fatalf("pid %d did not leave the slice: %s", p.pid, b)
+		}
+	}
+	rep, err := s.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Found < 2 {
+		t.Errorf("report %v: the walk should have found both escapees", rep)
+	}
+	assertDead(t, escaped)
+	if d := descendants(t); len(d) != 0 {
+		t.Errorf("left: %v", d)
+	}
+}

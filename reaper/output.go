@@ -1,0 +1,229 @@
+package reaper
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// DefaultOutputLimit is the number of output bytes kept per task when Options.OutputLimit is zero.
+const DefaultOutputLimit = 1 << 20
+
+// output keeps a task's combined stdout and stderr within a fixed budget: the first half of the budget
+// holds the head of the stream, the second half a ring of its most recent bytes, and whatever falls
+// between is counted but dropped. Offsets are positions in the whole stream, so a reader that falls
+// behind learns exactly how much it missed. Nothing here splits on lines: a 10 MB line is just bytes.
+type output struct {
+	// mu guards the fields that follow.
+	mu    sync.Mutex
+	half  int    // the head's capacity; the ring gets the rest of the budget
+	limit int    // the whole budget
+	head  []byte // the stream's first bytes, up to half; grown as needed
+	ring  []byte // the stream's last bytes, circular, allocated once head is full
+	rpos  int    // where the next byte goes in ring
+	rlen  int    // valid bytes in ring
+	total int64  // bytes written to the stream so far
+	lines int64  // newlines written so far
+	next  int64  // the cursor of incremental reads: where the previous read ended
+	gone  bool   // discard: nobody will read the stream again; only count it
+}
+
+func newOutput(limit int) *output {
+	if limit <= 0 {
+		limit = DefaultOutputLimit
+	}
+	return &output{half: limit / 2, limit: limit}
+}
+
+// Write appends p to the stream; it never fails and never blocks on a reader.
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(p)
+	o.total += int64(n)
+	o.lines += int64(bytes.Count(p, []byte{'\n'}))
+	if o.gone {
+		return n, nil
+	}
+	if room := o.half - len(o.head); room > 0 {
+		k := min(room, len(p))
+		o.head = append(o.head, p[:k]...)
+		p = p[k:]
+	}
+	if len(p) == 0 || o.limit == o.half {
+		return n, nil
+	}
+	if o.ring == nil {
+		o.ring = make([]byte, o.limit-o.half)
+	}
+	if len(p) > len(o.ring) {
+		p = p[len(p)-len(o.ring):]
+	}
+	for len(p) > 0 {
+		k := copy(o.ring[o.rpos:], p)
+		p = p[k:]
+		o.rpos = (o.rpos + k) % len(o.ring)
+		o.rlen = min(o.rlen+k, len(o.ring))
+	}
+	return n, nil
+}
+
+// discard frees the buffers: the stream is only counted from now on. A finished foreground
+// command's output has been returned; what its leftover processes write later is not kept.
+func (o *output) discard() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.gone, o.head, o.ring, o.rlen, o.rpos = true, nil, nil, 0, 0
+	o.next = o.total
+}
+
+// Chunk is a piece of a task's output.
+type Chunk struct {
+	// Text is the output between Offset and Next, as valid UTF-8: each run of invalid bytes became
+	// U+FFFD.
+	Text string
+	// Offset is where Text starts in the stream; Next is where the following read continues.
+	Offset, Next int64
+	// Skipped counts bytes between the requested offset and Offset that were dropped to keep the
+	// output bounded (the middle of a long stream).
+	Skipped int64
+	// Total is the length of the whole stream so far, dropped bytes included.
+	Total int64
+}
+
+// readAt returns the output from offset from (clamped to what exists) to the end, at most max bytes of
+// it (max <= 0: no limit), and moves the incremental cursor to where it ends. If partial is true (the
+// task still runs), an incomplete UTF-8 sequence at the end is held back for the next read rather
+// than turned into U+FFFD.
+func (o *output) readAt(from int64, max int, partial bool) Chunk {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.readLocked(from, max, partial)
+	o.next = c.Next
+	return c
+}
+
+// readNext is readAt from the incremental cursor.
+func (o *output) readNext(max int, partial bool) Chunk {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.readLocked(o.next, max, partial)
+	o.next = c.Next
+	return c
+}
+
+// all returns the whole stream as it is kept: the head, a line that says how many bytes were dropped
+// (if any), and the tail. It moves the incremental cursor to the end.
+func (o *output) all(partial bool) (text string, dropped, total int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.readLocked(0, 0, partial)
+	text = c.Text
+	if c.Next < o.total {
+		rest := o.readLocked(c.Next, 0, partial)
+		dropped = rest.Skipped
+		if dropped > 0 {
+			text += fmt.Sprintf("\n[... %d bytes of output dropped ...]\n", dropped)
+		}
+		text += rest.Text
+		c = rest
+	}
+	o.next = c.Next
+	return text, dropped, o.total
+}
+
+// unread reports how many bytes lie past the incremental cursor.
+func (o *output) unread() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.total - o.next
+}
+
+func (o *output) readLocked(from int64, max int, partial bool) Chunk {
+	from = min(max64(from, 0), o.total)
+	c := Chunk{Offset: from, Total: o.total}
+	tailStart := o.total - int64(o.rlen)
+	var b []byte
+	if from < int64(len(o.head)) {
+		b = append(b, o.head[from:]...)
+		if tailStart == int64(len(o.head)) {
+			b = append(b, o.ringBytes(0)...)
+		}
+	} else {
+		if from < tailStart {
+			c.Skipped = tailStart - from
+			c.Offset = tailStart
+		}
+		b = o.ringBytes(int(c.Offset - tailStart))
+	}
+	if max > 0 && len(b) > max {
+		b = b[:max]
+		partial = true
+	}
+	if partial {
+		b = b[:len(b)-incompleteSuffix(b)]
+	}
+	c.Next = c.Offset + int64(len(b))
+	c.Text = validText(b)
+	return c
+}
+
+// ringBytes returns the ring's valid bytes in stream order, starting skip bytes in.
+func (o *output) ringBytes(skip int) []byte {
+	if o.rlen == 0 || skip >= o.rlen {
+		return nil
+	}
+	start := (o.rpos - o.rlen + len(o.ring)) % len(o.ring)
+	start = (start + skip) % len(o.ring)
+	n := o.rlen - skip
+	out := make([]byte, 0, n)
+	first := min(n, len(o.ring)-start)
+	out = append(out, o.ring[start:start+first]...)
+	return append(out, o.ring[:n-first]...)
+}
+
+// incompleteSuffix returns the length of a UTF-8 sequence cut off at the end of b (0 to 3 bytes).
+func incompleteSuffix(b []byte) int {
+	for i := 1; i <= 3 && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if c < 0x80 {
+			return 0 // ASCII: nothing pending
+		}
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return i
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// validText converts output bytes to valid UTF-8: each run of invalid bytes becomes one U+FFFD.
+func validText(b []byte) string {
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// size returns the length of the whole stream so far.
+func (o *output) size() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.total
+}
+
+// lastBytes returns up to n of the most recent bytes of the stream.
+func (o *output) lastBytes(n int) []byte {
+	if o.rlen == 0 {
+		return o.head[len(o.head)-min(n, len(o.head)):]
+	}
+	return o.ringBytes(max(0, o.rlen-n))
+}

@@ -1,0 +1,94 @@
+package reaper
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestOutputKeepsHeadAndTail(t *testing.T) {
+	o := newOutput(10) // 5 bytes of head, 5 of tail
+	o.Write([]byte("0123"))
+	o.Write([]byte("45678"))
+	if c := o.readAt(0, 0, false); c.Text != "012345678" || c.Next != 9 || c.Skipped != 0 {
+		t.Fatalf("before the limit: %+v", c)
+	}
+	o.Write([]byte("abcdefghij")) // total 19: head 01234, tail fghij, 9 dropped
+	text, dropped, total := o.all(false)
+	if total != 19 || dropped != 9 || !strings.HasPrefix(text, "01234") || !strings.HasSuffix(text, "fghij") ||
+		!strings.Contains(text, "9 bytes of output dropped") {
+		t.Fatalf("all() = %q, %d, %d", text, dropped, total)
+	}
+	// Reading from inside the dropped part says how much was skipped.
+	if c := o.readAt(7, 0, false); c.Offset != 14 || c.Skipped != 7 || c.Text != "fghij" || c.Next != 19 {
+		t.Errorf("readAt(7) = %+v", c)
+	}
+	if c := o.readAt(3, 0, false); c.Text != "34" || c.Next != 5 {
+		t.Errorf("readAt(3) = %+v: the head ends where the gap begins", c)
+	}
+	if c := o.readAt(100, 0, false); c.Offset != 19 || c.Text != "" {
+		t.Errorf("readAt past the end = %+v", c)
+	}
+}
+
+func TestOutputIncremental(t *testing.T) {
+	o := newOutput(1 << 10)
+	o.Write([]byte("one\n"))
+	if c := o.readNext(0, true); c.Text != "one\n" {
+		t.Fatalf("first read %+v", c)
+	}
+	if c := o.readNext(0, true); c.Text != "" || c.Next != 4 {
+		t.Fatalf("nothing new: %+v", c)
+	}
+	o.Write([]byte("two\nthree\n"))
+	if c := o.readNext(4, true); c.Text != "two\n" || c.Next != 8 {
+		t.Fatalf("capped read %+v", c)
+	}
+	if c := o.readNext(0, true); c.Text != "three\n" {
+		t.Fatalf("rest %+v", c)
+	}
+	if c := o.readAt(0, 0, true); c.Text != "one\ntwo\nthree\n" {
+		t.Fatalf("from offset 0: %+v", c)
+	}
+}
+
+func TestOutputValidText(t *testing.T) {
+	o := newOutput(1 << 10)
+	euro := []byte("€") // 3 bytes
+	o.Write([]byte("a"))
+	o.Write(euro[:2])
+	// While the task runs the cut-off rune is held back, not mangled.
+	if c := o.readNext(0, true); c.Text != "a" || c.Next != 1 {
+		t.Fatalf("partial rune: %+v", c)
+	}
+	o.Write(euro[2:])
+	o.Write([]byte{0xff, 0xfe, 'z', 0})
+	c := o.readNext(0, false)
+	if c.Text != "€\uFFFDz\x00" || !utf8.ValidString(c.Text) {
+		t.Fatalf("got %q", c.Text)
+	}
+	// Once the task has ended a truncated rune is replaced.
+	o.Write(euro[:1])
+	if c := o.readNext(0, false); c.Text != "\uFFFD" {
+		t.Fatalf("final partial rune: %q", c.Text)
+	}
+}
+
+func TestOutputRingWrapsManyTimes(t *testing.T) {
+	o := newOutput(64)
+	var all bytes.Buffer
+	for i := 0; i < 1000; i++ {
+		line := []byte(strings.Repeat(string(rune('a'+i%26)), i%7) + "\n")
+		all.Write(line)
+		o.Write(line)
+	}
+	text, dropped, total := o.all(false)
+	want := all.Bytes()
+	if total != int64(len(want)) || dropped != total-64 {
+		t.Fatalf("total %d dropped %d, want %d %d", total, dropped, len(want), len(want)-64)
+	}
+	if !strings.HasPrefix(text, string(want[:32])) || !strings.HasSuffix(text, string(want[len(want)-32:])) {
+		t.Fatalf("head or tail wrong: %q", text)
+	}
+}

@@ -1,0 +1,102 @@
+package reaper
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pump copies a task's output pipe into its bounded buffer until EOF. It is how a foreground command
+// returns as soon as its main process exits without losing output and without waiting for EOF: after
+// the exit, drain takes everything already in the pipe (all the main process wrote) on the caller's
+// goroutine; processes the command left behind may keep the pipe open and write on, into the buffer.
+//
+// The pipe is non-blocking. The pump's goroutine waits for it in the runtime's poller and reads under
+// mu; drain reads under the same mu until EAGAIN, so the two never interleave and nothing is read
+// twice or lost.
+type pump struct {
+	f    *os.File
+	rc   syscall.RawConn
+	out  *output
+	done chan struct{} // closed when the pump has stopped
+
+	// mu guards the fields that follow and every read of the pipe.
+	mu     sync.Mutex
+	buf    []byte
+	eof    bool // every writer is gone, or the pump was aborted: the pipe is closed
+	abortd bool
+}
+
+func newPump(f *os.File, out *output) (*pump, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &pump{f: f, rc: rc, out: out, done: make(chan struct{}), buf: make([]byte, 32<<10)}, nil
+}
+
+// run reads until EOF or abort; the caller runs it in a goroutine it waits for.
+func (p *pump) run() {
+	defer close(p.done)
+	for {
+		err := p.rc.Read(func(fd uintptr) bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.readLocked(int(fd)) // false: nothing to read, wait for the poller
+		})
+		p.mu.Lock()
+		stop := p.eof || p.abortd || err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+		if stop {
+			p.eof = true
+			p.f.Close()
+		}
+		p.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// readLocked reads until the pipe is empty (false) or at its end (true, and eof is set).
+func (p *pump) readLocked(fd int) bool {
+	for {
+		n, err := unix.Read(fd, p.buf)
+		if n > 0 {
+			p.out.Write(p.buf[:n])
+			continue
+		}
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			return false
+		case err != nil, n == 0:
+			p.eof = true // EOF, or an error no later read will fix
+			return true
+		}
+	}
+}
+
+// drain reads, on the calling goroutine, everything the pipe holds now.
+func (p *pump) drain() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.eof {
+		return
+	}
+	p.rc.Control(func(fd uintptr) { p.readLocked(int(fd)) })
+}
+
+// abort makes the pump stop after draining what is in the pipe, even though writers may remain (a
+// process that survived its kill, in D state); it does not wait.
+func (p *pump) abort() {
+	p.drain()
+	p.mu.Lock()
+	p.abortd = true
+	p.mu.Unlock()
+	p.f.SetReadDeadline(time.Unix(1, 0)) // in the past: wakes the waiting pump at once
+}

@@ -1,0 +1,275 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"golang.org/x/sys/unix"
+)
+
+// active guards the one process-wide resource a Reaper takes: the child table. A process can have
+// only one wait4(-1) loop, so only one Reaper may exist at a time. This is the package's only global
+// state, and it mirrors the kernel's.
+var active atomic.Bool
+
+// Reaper owns every process the program starts. Create one with New, and Close it before exit.
+type Reaper struct {
+	opts     Options
+	log      *slog.Logger
+	self     int
+	kids     *children
+	devnull  *os.File
+	shell    string
+	env      []string
+	workDir  string
+	stateDir string // where sessions keep their small files; tmpfs where there is one
+	info     ContainmentInfo
+	root     *cgroup.Root  // nil in process containment
+	instance *cgroup.Slice // this Reaper's slice below root, holding the sessions' slices
+	noClone3 atomic.Bool   // the host refused clone3 into a cgroup once: join before exec instead
+
+	// mu guards the fields that follow.
+	mu       sync.Mutex
+	sessions map[*Session]bool
+	seq      int
+	closing  bool
+	done     chan struct{} // closed when Close has finished
+	closeErr error
+}
+
+// ContainmentInfo says how a Reaper contains processes, and why.
+type ContainmentInfo struct {
+	// Mode is ContainCgroup or ContainProcess.
+	Mode Containment
+	// Cgroup is what was detected (also in process containment, where it says why cgroups are not
+	// used).
+	Cgroup cgroup.Info
+	// Slice is the Reaper's own slice, under which every session's slice is created; empty in
+	// process containment.
+	Slice string
+}
+
+func (c ContainmentInfo) String() string {
+	if c.Mode == ContainCgroup {
+		return fmt.Sprintf("cgroup (%s; sessions under %s)", c.Cgroup, c.Slice)
+	}
+	why := c.Cgroup.Reason
+	if why == "" {
+		why = "requested"
+	}
+	return "process (process groups, environment marker, subreaper and /proc walk; cgroups not used: " + why + ")"
+}
+
+// New makes this process a child subreaper, starts the child reaper and decides the containment
+// mode. Only one Reaper may exist in a process at a time.
+func New(opts Options) (*Reaper, error) {
+	if !active.CompareAndSwap(false, true) {
+		return nil, errors.New("reaper: another Reaper is active in this process (there is one child table)")
+	}
+	r, err := newReaper(opts.withDefaults())
+	if err != nil {
+		active.Store(false)
+		return nil, err
+	}
+	return r, nil
+}
+
+func newReaper(opts Options) (*Reaper, error) {
+	r := &Reaper{
+		opts: opts, log: opts.Logger, self: os.Getpid(), env: baseEnv(opts.Env),
+		sessions: make(map[*Session]bool), done: make(chan struct{}),
+	}
+	var err error
+	if r.shell, err = findShell(opts.Shell); err != nil {
+		return nil, err
+	}
+	if r.workDir = opts.WorkDir; r.workDir == "" {
+		if r.workDir, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("reaper: working directory: %w", err)
+		}
+	}
+	r.stateDir = stateDir()
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("reaper: become child subreaper: %w", err)
+	}
+	if err := r.contain(); err != nil {
+		return nil, err
+	}
+	if r.devnull, err = os.Open(os.DevNull); err != nil {
+		r.dropInstance()
+		return nil, fmt.Errorf("reaper: %w", err)
+	}
+	r.kids = newChildren()
+	return r, nil
+}
+
+// contain decides the containment mode and, for cgroups, creates this Reaper's slice.
+func (r *Reaper) contain() error {
+	r.info.Cgroup = cgroup.Detect(r.opts.Cgroup)
+	if r.opts.Containment == ContainProcess {
+		r.info.Mode = ContainProcess
+		r.info.Cgroup.Reason = "process containment was requested"
+		return nil
+	}
+	root, err := cgroup.OpenRoot(r.opts.Cgroup)
+	if err == nil {
+		// One slice per Reaper instance, named by pid and start time, so that Reapers sharing a
+		// root never touch each other's sessions, and a successor can tell a dead owner's slices.
+		st, _ := newWalker().stat(r.self)
+		r.instance, err = root.Create("r" + strconv.Itoa(r.self) + "-" + strconv.FormatUint(st.start, 10))
+	}
+	if err != nil {
+		if r.opts.Containment == ContainCgroup {
+			return fmt.Errorf("reaper: cgroup containment required but unavailable: %w", err)
+		}
+		r.info.Mode = ContainProcess
+		r.info.Cgroup.Reason = strings.TrimPrefix(err.Error(), "cgroup: ")
+		return nil
+	}
+	r.root = root
+	r.info.Mode = ContainCgroup
+	r.info.Cgroup = root.Info()
+	r.info.Slice = r.instance.Path()
+	return nil
+}
+
+// stateDir picks the directory for the shells' working-directory files: each command's shell writes
+// one as it exits, so a memory filesystem (/dev/shm, $XDG_RUNTIME_DIR) saves a disk journal's
+// latency on every command; elsewhere the temporary directory.
+func stateDir() string {
+	for _, d := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm"} {
+		var st unix.Statfs_t
+		if d != "" && unix.Statfs(d, &st) == nil && st.Type == unix.TMPFS_MAGIC && unix.Access(d, unix.W_OK) == nil {
+			return d
+		}
+	}
+	return os.TempDir()
+}
+
+// Containment says how processes are contained.
+func (r *Reaper) Containment() ContainmentInfo { return r.info }
+
+// NewSession creates a session. Its slice is created on its first command, so sessions that never
+// run anything cost nothing but a temporary directory. id must be 1 to 128 printable ASCII
+// characters without spaces; it names the session in logs and in the REAPER_SESSION marker.
+func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	dir := opts.WorkDir
+	if dir == "" {
+		dir = r.workDir
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return nil, fmt.Errorf("reaper: new session %s: %w", id, ErrReaperClosed)
+	}
+	tmp, err := os.MkdirTemp(r.stateDir, "reaper-session-")
+	if err != nil {
+		return nil, fmt.Errorf("reaper: new session %s: %w", id, err)
+	}
+	r.seq++
+	s := &Session{
+		r: r, id: id, name: "s-" + strconv.Itoa(r.seq), marker: EnvSession + "=" + id, tmp: tmp,
+		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
+		abandon: make(chan struct{}), done: make(chan struct{}),
+	}
+	r.sessions[s] = true
+	return s, nil
+}
+
+func checkID(id string) error {
+	if id == "" || len(id) > 128 {
+		return fmt.Errorf("reaper: session id must be 1 to 128 characters, got %d", len(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return fmt.Errorf("reaper: session id %q: byte %q not allowed (printable ASCII without spaces)", id, id[i])
+		}
+	}
+	return nil
+}
+
+// forget drops a closed session.
+func (r *Reaper) forget(s *Session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.sessions, s)
+}
+
+// Close closes every session (in parallel, at most 8 at a time), then kills whatever this process
+// still has below it, removes its slice and stops the child reaper. Cancelling ctx cuts grace
+// periods short: a second shutdown signal should cancel it. It is idempotent and returns only when
+// the work is done.
+func (r *Reaper) Close(ctx context.Context) error {
+	r.mu.Lock()
+	first := !r.closing
+	r.closing = true
+	sessions := make([]*Session, 0, len(r.sessions))
+	for s := range r.sessions {
+		sessions = append(sessions, s)
+	}
+	r.mu.Unlock()
+	if !first {
+		<-r.done
+		return r.closeErr
+	}
+	defer close(r.done)
+	errs := []error{closeSessions(ctx, sessions)}
+
+	// Nothing may outlive us: whatever is still below this process (an escapee whose marker was
+	// scrubbed, in process containment) dies now.
+	w := newWalker()
+	if left, err := w.descendants(r.self); err == nil && len(left) > 0 {
+		hs := w.verify(left)
+		signalAll(hs, unix.SIGKILL)
+		w.waitGone(context.Background(), hs, time.Now().Add(r.opts.CloseTimeout))
+		closeAll(hs)
+		r.log.Info("killed processes no session claimed", "count", len(hs))
+	}
+	errs = append(errs, r.dropInstance())
+	r.kids.close([]string{r.shell, "-c", ":"})
+	r.devnull.Close()
+	active.Store(false)
+	r.closeErr = errors.Join(errs...)
+	return r.closeErr
+}
+
+// dropInstance kills and removes this Reaper's slice.
+func (r *Reaper) dropInstance() error {
+	if r.instance == nil {
+		return nil
+	}
+	if _, err := r.instance.Kill(context.Background(), cgroup.KillOptions{Timeout: r.opts.CloseTimeout}); err != nil {
+		return err
+	}
+	return r.instance.Remove()
+}
+
+// closeSessions closes sessions in parallel, at most 8 at a time, and joins their errors.
+func closeSessions(ctx context.Context, sessions []*Session) error {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	errs := make([]error, len(sessions))
+	for i, s := range sessions {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, errs[i] = s.Close(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

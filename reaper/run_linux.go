@@ -1,0 +1,263 @@
+package reaper
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+)
+
+// RunOptions configures one foreground command. The zero value runs without a timeout and without
+// progress reports.
+type RunOptions struct {
+	// Timeout kills the command's whole tree when it runs longer; zero means no timeout.
+	Timeout time.Duration
+	// Description is kept with the task (it shows if the command is moved to the background).
+	Description string
+	// OnProgress, if set, is called about every ProgressInterval while the command runs, on the
+	// calling goroutine.
+	OnProgress func(Progress)
+	// ProgressInterval is the period of OnProgress; zero means one second.
+	ProgressInterval time.Duration
+}
+
+// Progress describes a running foreground command.
+type Progress struct {
+	Elapsed time.Duration
+	// Bytes and Lines count the output so far (lines by newlines seen).
+	Bytes, Lines int64
+	// LastLine is the last complete line of output, cut to 200 bytes.
+	LastLine string
+}
+
+// Result is the outcome of a foreground command.
+type Result struct {
+	// TaskID is set when the command was moved to the background (Options.AutoBackground): it is
+	// still running, and the other fields describe it so far.
+	TaskID string
+	// Output is the command's combined stdout and stderr as valid UTF-8. If the output exceeded the
+	// limit, its head and tail are kept and Dropped says how many bytes between them were lost.
+	Output  string
+	Dropped int64
+	// Total is the length of the whole output, dropped bytes included.
+	Total    int64
+	Status   Status
+	ExitCode int
+	TimedOut bool
+	// Cwd is the session's working directory after the command.
+	Cwd string
+	// Leftover counts processes the command left running (for example `server &`); they stay in the
+	// session and die with it at the latest.
+	Leftover int
+	Duration time.Duration
+	// Notice tells of something the caller should know, such as a working directory that vanished
+	// and was reset.
+	Notice string
+}
+
+// Run runs command in the foreground: it returns as soon as the command's main process has exited,
+// never waiting for pipe EOF (a background grandchild may hold the pipe forever), with everything the
+// main process wrote. On timeout, or when ctx is done, the command's whole tree is killed; the
+// result says so (and with ctx, the error is ctx's).
+func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (Result, error) {
+	t, notice, err := s.start(command, opts.Description, false)
+	if err != nil {
+		return Result{}, err
+	}
+	var timeoutC, autoC, tickC <-chan time.Time
+	if opts.Timeout > 0 {
+		timer := time.NewTimer(opts.Timeout)
+		defer timer.Stop()
+		timeoutC = timer.C
+	}
+	if d := s.r.opts.AutoBackground; d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		autoC = timer.C
+	}
+	if opts.OnProgress != nil {
+		every := opts.ProgressInterval
+		if every <= 0 {
+			every = time.Second
+		}
+		ticker := time.NewTicker(every)
+		defer ticker.Stop()
+		tickC = ticker.C
+	}
+	for {
+		select {
+		case <-t.done:
+			return s.finalResult(t, notice), nil
+		case <-timeoutC:
+			s.end(t, TimedOut)
+			return s.finalResult(t, notice), nil
+		case <-ctx.Done():
+			s.end(t, Killed)
+			return s.finalResult(t, notice), ctx.Err()
+		case <-autoC:
+			if s.promote(t) {
+				res := s.result(t, notice)
+				res.TaskID = t.id
+				return res, nil
+			}
+		case <-tickC:
+			opts.OnProgress(t.out.progress(time.Since(t.started)))
+		}
+	}
+}
+
+// end kills the task's tree, recording status as, and waits (bounded) for its end.
+func (s *Session) end(t *task, as Status) {
+	if t.stopping(as) {
+		s.killTask(context.Background(), t)
+	}
+	timer := time.NewTimer(s.r.opts.CloseTimeout)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+	case <-timer.C:
+	}
+}
+
+// promote moves a running foreground task to the background, if a background slot is free.
+func (s *Session) promote(t *task) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runningBackgroundLocked() >= s.r.opts.MaxTasks {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.status.Terminal() {
+		return false
+	}
+	t.background = true
+	return true
+}
+
+// finalResult describes a foreground task that ended, then frees its output buffer: the output has
+// been returned, and what leftover processes write later is not kept.
+func (s *Session) finalResult(t *task, notice string) Result {
+	res := s.result(t, notice)
+	t.out.discard()
+	return res
+}
+
+// result describes a foreground task now; its output counts as read.
+func (s *Session) result(t *task, notice string) Result {
+	text, dropped, total := t.out.all(!t.currentStatus().Terminal())
+	info := t.info(0)
+	res := Result{
+		Output: text, Dropped: dropped, Total: total,
+		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut,
+		Cwd: s.Cwd(), Duration: time.Since(t.started), Notice: notice,
+	}
+	if info.Status.Terminal() {
+		if t.leaf != nil {
+			if populated, _ := t.leaf.Populated(); populated {
+				pids, _ := t.leaf.Pids()
+				res.Leftover = len(pids)
+			}
+		} else {
+			res.Leftover = len(newWalker().orphans(s.r.self, EnvTask+"="+t.id))
+		}
+	}
+	return res
+}
+
+// Start runs command as a background task and returns at once.
+func (s *Session) Start(command, description string) (TaskInfo, error) {
+	t, _, err := s.start(command, description, true)
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	return t.info(1), nil
+}
+
+// Wait blocks until the task ends, timeout passes or ctx is done, and describes it.
+func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (TaskInfo, error) {
+	t, err := s.lookup(id)
+	if err != nil {
+		return TaskInfo{}, err
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+	case <-timer.C:
+	case <-ctx.Done():
+		return s.info(t), ctx.Err()
+	}
+	return s.info(t), nil
+}
+
+// OutputOptions selects what Output returns.
+type OutputOptions struct {
+	// Offset, if non-negative, reads from this position of the stream instead of continuing where
+	// the previous read ended. Reads continue from where this one ends.
+	Offset int64
+	// Max caps the bytes returned; zero means no cap beyond the buffer itself.
+	Max int
+}
+
+// Output returns the task's output that is new since the previous read (or from opts.Offset), and
+// the task's state. Reading a finished task's output to its end lets the task be cleared.
+func (s *Session) Output(id string, opts OutputOptions) (TaskInfo, Chunk, error) {
+	t, err := s.lookup(id)
+	if err != nil {
+		return TaskInfo{}, Chunk{}, err
+	}
+	info := s.info(t)
+	partial := !info.Status.Terminal()
+	var c Chunk
+	if opts.Offset >= 0 {
+		c = t.out.readAt(opts.Offset, opts.Max, partial)
+	} else {
+		c = t.out.readNext(opts.Max, partial)
+	}
+	if !partial && c.Next == c.Total {
+		t.mu.Lock()
+		t.readToEnd = true
+		t.mu.Unlock()
+	}
+	return info, c, nil
+}
+
+// Stop kills the task's whole tree and returns its final state. Stopping a finished task only
+// describes it.
+func (s *Session) Stop(ctx context.Context, id string) (TaskInfo, KillReport, error) {
+	t, err := s.lookup(id)
+	if err != nil {
+		return TaskInfo{}, KillReport{}, err
+	}
+	// A task that ended on its own keeps its status, but may have left processes behind: stop
+	// means the whole tree either way.
+	t.stopping(Killed)
+	rep, err := s.killTask(ctx, t)
+	timer := time.NewTimer(s.r.opts.CloseTimeout)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+	case <-timer.C:
+		return s.info(t), rep, fmt.Errorf("reaper: stop task %s: main process %d did not exit", id, t.pid)
+	}
+	return s.info(t), rep, err
+}
+
+// progress describes the output so far.
+func (o *output) progress(elapsed time.Duration) Progress {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := Progress{Elapsed: elapsed, Bytes: o.total, Lines: o.lines}
+	tail := o.lastBytes(4096)
+	tail = bytes.TrimRight(tail, "\n")
+	if i := bytes.LastIndexByte(tail, '\n'); i >= 0 {
+		tail = tail[i+1:]
+	}
+	if len(tail) > 200 {
+		tail = tail[:200]
+		tail = tail[:len(tail)-incompleteSuffix(tail)]
+	}
+	p.LastLine = validText(tail)
+	return p
+}

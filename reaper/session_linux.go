@@ -1,0 +1,459 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+)
+
+// SessionOptions configures one session. The zero value is ready to use.
+type SessionOptions struct {
+	// WorkDir is the session's first working directory; empty means Options.WorkDir.
+	WorkDir string
+	// OnTaskEnd, if set, is called once for each background task when it becomes terminal, on a
+	// goroutine of the session; it must return promptly.
+	OnTaskEnd func(TaskInfo)
+}
+
+// Session runs the commands of one client and owns everything they start. Its methods are safe for
+// concurrent use.
+type Session struct {
+	r         *Reaper
+	id        string
+	name      string // the slice's name, unique within the Reaper
+	marker    string // EnvSession=id
+	tmp       string // private directory for the shell's working-directory files
+	onTaskEnd func(TaskInfo)
+	workDir   string        // the first working directory, where a vanished one is reset to
+	abandon   chan struct{} // closed when Close stops waiting for processes that will not exit
+	wg        sync.WaitGroup
+
+	// mu guards the fields that follow; it is held while a task is spawned, so Close never misses
+	// a task that is being started.
+	mu      sync.Mutex
+	cwd     string
+	slice   *cgroup.Slice   // created on the first command; nil in process containment
+	idle    []*cgroup.Slice // empty leaves kept for reuse: a fresh cgroup costs more than the fork
+	leaves  int             // leaves created so far, for their names
+	tasks   map[string]*task
+	recent  map[string]string // foreground commands by task id, to name their leftovers in List
+	closing bool
+	done    chan struct{} // closed when Close has finished
+	rep     KillReport
+	err     error
+}
+
+// ID returns the id the session was created with.
+func (s *Session) ID() string { return s.id }
+
+// Cwd returns the working directory the next command starts in.
+func (s *Session) Cwd() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cwd
+}
+
+// start spawns command as a new task. The caller holds no lock.
+func (s *Session) start(command, description string, background bool) (*task, string, error) {
+	if err := checkCommand(command); err != nil {
+		return nil, "", err
+	}
+	s.prune()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, "", fmt.Errorf("reaper: session %s: %w", s.id, ErrSessionClosed)
+	}
+	if background && s.runningBackgroundLocked() >= s.r.opts.MaxTasks {
+		return nil, "", fmt.Errorf("reaper: session %s: %w (the limit is %d; stop one or wait for one to end)",
+			s.id, ErrTooManyTasks, s.r.opts.MaxTasks)
+	}
+	var notice string
+	if fi, err := os.Stat(s.cwd); err != nil || !fi.IsDir() {
+		notice = fmt.Sprintf("working directory %s no longer exists; reset to %s", s.cwd, s.workDir)
+		s.cwd = s.workDir
+	}
+	if s.r.root != nil && s.slice == nil {
+		slice, err := s.r.instance.Create(s.name)
+		if err != nil {
+			return nil, "", fmt.Errorf("reaper: session %s: %w", s.id, err)
+		}
+		s.slice = slice
+	}
+	t := &task{
+		id: newID("t-"), command: command, description: description, started: time.Now(),
+		background: background, status: Running, done: make(chan struct{}),
+		out: newOutput(s.r.opts.OutputLimit),
+	}
+	if s.slice != nil {
+		leaf, err := s.leafLocked()
+		if err != nil {
+			return nil, "", fmt.Errorf("reaper: session %s: %w", s.id, err)
+		}
+		t.leaf = leaf
+	}
+	t.cwdFile = filepath.Join(s.tmp, "cwd-"+t.id)
+	pr, pw, err := os.Pipe()
+	if err == nil {
+		if t.pump, err = newPump(pr, t.out); err != nil {
+			pr.Close()
+			pw.Close()
+		}
+	}
+	if err != nil {
+		s.releaseLeafLocked(t.leaf)
+		return nil, "", fmt.Errorf("reaper: session %s: output pipe: %w", s.id, err)
+	}
+	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
+	sp, err := s.r.spawn(spawnSpec{
+		argv:   []string{s.r.shell, "-c", shellScript(command, t.cwdFile)},
+		env:    env,
+		dir:    s.cwd,
+		stdout: pw,
+		leaf:   t.leaf,
+	})
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		s.releaseLeafLocked(t.leaf)
+		return nil, "", fmt.Errorf("reaper: session %s: %w", s.id, err)
+	}
+	t.pid, t.start = sp.pid, sp.start
+	s.tasks[t.id] = t
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		t.pump.run()
+	}()
+	go s.watch(t, sp)
+	return t, notice, nil
+}
+
+// maxIdleLeaves bounds the leaves a session keeps for reuse.
+const maxIdleLeaves = 4
+
+// leafLocked returns an empty leaf of the session's slice for a new task: an idle one, or a new one.
+func (s *Session) leafLocked() (*cgroup.Slice, error) {
+	if n := len(s.idle); n > 0 {
+		leaf := s.idle[n-1]
+		s.idle = s.idle[:n-1]
+		return leaf, nil
+	}
+	s.leaves++
+	return s.slice.Create("l-" + strconv.Itoa(s.leaves))
+}
+
+// releaseLeafLocked keeps an empty leaf for reuse, or removes it.
+func (s *Session) releaseLeafLocked(leaf *cgroup.Slice) {
+	if leaf == nil {
+		return
+	}
+	if populated, err := leaf.Populated(); err != nil || populated {
+		return // still in use by leftover processes: the session's Close removes it
+	}
+	if len(s.idle) < maxIdleLeaves && !s.closing {
+		s.idle = append(s.idle, leaf)
+		return
+	}
+	leaf.Remove()
+}
+
+func (s *Session) runningBackgroundLocked() int {
+	n := 0
+	for _, t := range s.tasks {
+		t.mu.Lock()
+		if t.background && t.status == Running {
+			n++
+		}
+		t.mu.Unlock()
+	}
+	return n
+}
+
+// watch waits for the task's main process to exit, enforces the background safety net, records the
+// end and, for background tasks, reports it.
+func (s *Session) watch(t *task, sp spawned) {
+	defer s.wg.Done()
+	var timeout <-chan time.Time
+	if d := s.r.opts.BackgroundTimeout; d > 0 && t.isBackground() {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	code := -1
+	select {
+	case st := <-sp.exited:
+		code = st.code()
+	case <-timeout:
+		if t.stopping(TimedOut) {
+			s.killTask(context.Background(), t)
+		}
+		select {
+		case st := <-sp.exited:
+			code = st.code()
+		case <-s.abandon:
+		}
+	case <-s.abandon:
+	}
+	if sp.pidfd >= 0 {
+		closeFD(sp.pidfd)
+	}
+	// Everything the main process wrote is in the pipe now; take it before declaring the end.
+	t.pump.drain()
+	if !t.isBackground() {
+		if b, err := os.ReadFile(t.cwdFile); err == nil {
+			if dir := strings.TrimSuffix(string(b), "\n"); filepath.IsAbs(dir) {
+				s.mu.Lock()
+				s.cwd = dir
+				s.mu.Unlock()
+			}
+		}
+	}
+	os.Remove(t.cwdFile)
+	t.finish(code)
+	if t.isBackground() && s.onTaskEnd != nil {
+		s.onTaskEnd(s.info(t))
+	}
+}
+
+// killTask ends the task's whole tree: its leaf, and processes outside it that carry its marker or
+// descend from it.
+func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
+	return s.r.terminate(ctx, scope{
+		slice:  t.leaf,
+		seeds:  map[int]uint64{t.pid: t.start},
+		marker: EnvTask + "=" + t.id,
+	})
+}
+
+// lookup finds a task of this session.
+func (s *Session) lookup(id string) (*task, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tasks[id]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("reaper: session %s: %w %q (finished tasks are cleared once their output was read to the end, or after %v)",
+		s.id, ErrUnknownTask, id, s.r.opts.Retention)
+}
+
+// processes counts the task's live processes.
+func (s *Session) processes(t *task) []int {
+	if t.leaf != nil {
+		pids, _ := t.leaf.Pids()
+		return pids
+	}
+	found, _ := newWalker().find(s.r.self, map[int]uint64{t.pid: t.start}, nil, EnvTask+"="+t.id)
+	pids := make([]int, len(found))
+	for i, p := range found {
+		pids[i] = p.pid
+	}
+	return pids
+}
+
+func (s *Session) info(t *task) TaskInfo {
+	return t.info(len(s.processes(t)))
+}
+
+// prune clears finished tasks that are no longer needed: background tasks whose output was read to
+// the end or that ended more than Retention ago, foreground ones at once. In cgroup containment a
+// task whose leaf still holds processes is kept, so that they stay visible (and the leaf is not
+// reused); in process containment telling that would take a walk of /proc, so the task goes and
+// its processes stay visible through List, which walks.
+func (s *Session) prune() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, t := range s.tasks {
+		t.mu.Lock()
+		done := t.status.Terminal() && (!t.background || t.readToEnd || time.Since(t.ended) > s.r.opts.Retention)
+		t.mu.Unlock()
+		if !done {
+			continue
+		}
+		if t.leaf != nil {
+			if populated, err := t.leaf.Populated(); err != nil || populated {
+				continue
+			}
+			s.releaseLeafLocked(t.leaf)
+		} else if !t.background {
+			s.rememberLocked(t)
+		}
+		delete(s.tasks, id)
+	}
+}
+
+// maxRecent bounds the foreground commands remembered to name leftovers in process containment.
+const maxRecent = 64
+
+func (s *Session) rememberLocked(t *task) {
+	if s.recent == nil {
+		s.recent = make(map[string]string)
+	}
+	if len(s.recent) >= maxRecent {
+		for id := range s.recent { // forget an arbitrary one: only names are lost
+			delete(s.recent, id)
+			break
+		}
+	}
+	s.recent[t.id] = t.command
+}
+
+// Close ends the session: every process it started dies (see the package documentation), its slice
+// is removed, and starting tasks fails from then on. It is idempotent and safe to call concurrently;
+// every call returns the report of the one teardown. It returns when the teardown is done, or when
+// ctx is done (the teardown goes on; cancelling ctx also cuts the grace period short). Processes
+// that outlive the deadline are listed in the report and the error.
+func (s *Session) Close(ctx context.Context) (KillReport, error) {
+	s.mu.Lock()
+	first := !s.closing
+	s.closing = true
+	done := s.done
+	s.mu.Unlock()
+	if first {
+		s.teardown(ctx)
+	}
+	select {
+	case <-done:
+		return s.rep, s.err
+	case <-ctx.Done():
+		return KillReport{}, fmt.Errorf("reaper: close session %s: %w", s.id, ctx.Err())
+	}
+}
+
+func (s *Session) teardown(ctx context.Context) {
+	defer close(s.done)
+	start := time.Now()
+	s.mu.Lock()
+	tasks := make([]*task, 0, len(s.tasks))
+	seeds := make(map[int]uint64, len(s.tasks))
+	for _, t := range s.tasks {
+		tasks = append(tasks, t)
+		if t.stopping(Killed) {
+			seeds[t.pid] = t.start
+		}
+	}
+	slice := s.slice
+	s.mu.Unlock()
+
+	var errs []error
+	if slice != nil || s.r.root == nil && len(tasks) > 0 {
+		rep, err := s.r.terminate(ctx, scope{slice: slice, seeds: seeds, marker: s.marker})
+		s.rep = rep
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Every main process is dead or listed as remaining; wait for the watchers to see the exits,
+	// then let go of whatever will not exit.
+	deadline := time.NewTimer(s.r.opts.CloseTimeout)
+	for _, t := range tasks {
+		select {
+		case <-t.done:
+		case <-deadline.C:
+		}
+	}
+	deadline.Stop()
+	close(s.abandon)
+	for _, t := range tasks {
+		t.pump.abort()
+	}
+	s.wg.Wait()
+	if slice != nil {
+		if err := slice.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	os.RemoveAll(s.tmp)
+	s.r.forget(s)
+	s.rep.Duration = time.Since(start)
+	if len(errs) > 0 {
+		s.err = fmt.Errorf("reaper: close session %s: %w", s.id, errors.Join(errs...))
+	}
+	s.r.log.Info("session closed", "session", s.id, "tasks", len(tasks), "report", s.rep.String(), "err", s.err)
+}
+
+// Listing is what a session has running.
+type Listing struct {
+	// Tasks are the session's background tasks, oldest first, including finished ones that are still
+	// kept.
+	Tasks []TaskInfo
+	// Leftovers are processes that finished foreground commands left running in the session; they
+	// die with the session at the latest.
+	Leftovers []Leftover
+}
+
+// Leftover is what one finished foreground command left running.
+type Leftover struct {
+	TaskID  string
+	Command string
+	Pids    []int
+}
+
+// List describes the session's tasks and leftover processes.
+func (s *Session) List() Listing {
+	s.prune()
+	s.mu.Lock()
+	tasks := make([]*task, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		tasks = append(tasks, t)
+	}
+	recent := maps.Clone(s.recent)
+	s.mu.Unlock()
+	sort.Slice(tasks, func(i, j int) bool { return tasks[i].started.Before(tasks[j].started) })
+
+	// In process containment one walk finds all of the session's processes, grouped by task.
+	var byTask map[string][]int
+	if s.r.root == nil {
+		byTask = s.processesByTask(tasks)
+	}
+	var l Listing
+	for _, t := range tasks {
+		var pids []int
+		if t.leaf != nil {
+			pids, _ = t.leaf.Pids()
+		} else {
+			pids = byTask[t.id]
+			delete(byTask, t.id)
+		}
+		if t.isBackground() {
+			l.Tasks = append(l.Tasks, t.info(len(pids)))
+		} else if t.currentStatus().Terminal() && len(pids) > 0 {
+			l.Leftovers = append(l.Leftovers, Leftover{TaskID: t.id, Command: t.command, Pids: pids})
+		}
+	}
+	ids := slices.Sorted(maps.Keys(byTask))
+	for _, id := range ids {
+		l.Leftovers = append(l.Leftovers, Leftover{TaskID: id, Command: recent[id], Pids: byTask[id]})
+	}
+	return l
+}
+
+// processesByTask walks /proc once for the session's processes and groups them by the task marker
+// they carry ("" for processes that cleared it but descend from a task).
+func (s *Session) processesByTask(tasks []*task) map[string][]int {
+	seeds := make(map[int]uint64)
+	for _, t := range tasks {
+		if !t.currentStatus().Terminal() {
+			seeds[t.pid] = t.start
+		}
+	}
+	w := newWalker()
+	found, _ := w.find(s.r.self, seeds, nil, s.marker)
+	out := make(map[string][]int)
+	for _, p := range found {
+		id, _ := w.env(p.pid, EnvTask)
+		out[id] = append(out[id], p.pid)
+	}
+	return out
+}

@@ -1,0 +1,442 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// zoo starts one of every process that escapes a process group or its parent, each printing its pid.
+const zoo = `
+setsid sh -c 'echo $$; exec sleep 1000' &
+sh -c 'sh -c "echo \$\$; exec sleep 1000" &' &
+nohup sh -c 'echo $$; exec sleep 1000' >/dev/stdout 2>/dev/null &
+sh -c 'trap "" TERM; echo $$; exec sleep 1000' &
+sh -c 'echo $$; kill -STOP $$; exec sleep 1000' &
+sh -c 'echo $$; while :; do sleep 1000 & sleep 0.02; done' &
+wait_for() { i=0; while [ $i -lt 200 ] && [ "$(wc -l <"$1" 2>/dev/null || echo 0)" -lt "$2" ]; do sleep 0.01; i=$((i+1)); done; }
+sleep 0.3
+`
+
+func TestCloseLeavesNothing(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{})
+			s := newTestSession(t, r, SessionOptions{})
+			var all []proc
+			for range 3 {
+				ti, err := s.Start("sleep 1000 & echo $!; exec sleep 1000", "background")
+				if err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, "background task output", func() bool {
+					_, c, _ := s.Output(ti.ID, OutputOptions{Offset: 0})
+					return strings.Contains(c.Text, "\n")
+				})
+				_, c, _ := s.Output(ti.ID, OutputOptions{Offset: 0})
+				all = append(all, pidsIn(t, c.Text)...)
+			}
+			res := run(t, s, zoo)
+			all = append(all, pidsIn(t, res.Output)...)
+			if len(all) != 9 {
+				t.Fatalf("expected 9 pids, got %d from %q", len(all), res.Output)
+			}
+			if res.Leftover < 6 {
+				t.Errorf("the zoo left %d processes in the session, want at least 6", res.Leftover)
+			}
+			slice := ""
+			if mode == ContainCgroup {
+				s.mu.Lock()
+				slice = s.slice.Path()
+				s.mu.Unlock()
+			}
+
+			rep, err := s.Close(context.Background())
+			if err != nil {
+				t.Fatalf("Close: %v (report %v)", err, rep)
+			}
+			t.Logf("close: %v", rep)
+			assertDead(t, all)
+			if d := descendants(t); len(d) != 0 {
+				t.Errorf("processes left below us after Close: %v", d)
+			}
+			assertNoZombies(t)
+			if slice != "" {
+				if _, err := os.Stat(slice); !os.IsNotExist(err) {
+					t.Errorf("slice %s left behind: %v", slice, err)
+				}
+			}
+			if rep.Killed == 0 {
+				t.Errorf("report %v: the SIGTERM-ignoring process needs the hard kill", rep)
+			}
+			if mode == ContainProcess && rep.Found < 9 {
+				t.Errorf("report %v: in process containment the walk must find every process", rep)
+			}
+
+			// Close again, and concurrently: the same report, nothing more happens.
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					again, err := s.Close(context.Background())
+					if err != nil || again.Total() != rep.Total() {
+						t.Errorf("second Close = %v, %v; want the first report %v", again, err, rep)
+					}
+				}()
+			}
+			wg.Wait()
+			if _, err := s.Run(context.Background(), "true", RunOptions{}); !errors.Is(err, ErrSessionClosed) {
+				t.Errorf("Run after Close = %v, want ErrSessionClosed", err)
+			}
+			if _, err := s.Start("true", ""); !errors.Is(err, ErrSessionClosed) {
+				t.Errorf("Start after Close = %v, want ErrSessionClosed", err)
+			}
+		})
+	}
+}
+
+func TestCloseWithFinishedAndRunningTasks(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{})
+			s := newTestSession(t, r, SessionOptions{})
+			done, err := s.Start("echo finished", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ti, _ := s.Wait(context.Background(), done.ID, time.Minute); ti.Status != Completed {
+				t.Fatalf("first task: %+v", ti)
+			}
+			live, err := s.Start("echo $$; exec sleep 1000", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "pid", func() bool { _, c, _ := s.Output(live.ID, OutputOptions{Offset: 0}); return c.Total > 0 })
+			_, c, _ := s.Output(live.ID, OutputOptions{Offset: 0})
+			pids := pidsIn(t, c.Text)
+			rep, err := s.Close(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Total() != 1 {
+				t.Errorf("report %v: want exactly the one running process ended", rep)
+			}
+			assertDead(t, pids)
+			for _, id := range []string{done.ID, live.ID} {
+				ti, _, err := s.Output(id, OutputOptions{Offset: -1})
+				if err != nil {
+					t.Fatalf("task %s after Close: %v", id, err)
+				}
+				want := map[string]Status{done.ID: Completed, live.ID: Killed}[id]
+				if ti.Status != want {
+					t.Errorf("task %s status %s, want %s", id, ti.Status, want)
+				}
+			}
+		})
+	}
+}
+
+func TestForegroundDoesNotWaitForPipe(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{})
+			s := newTestSession(t, r, SessionOptions{})
+			for _, cmd := range []string{"sleep 3 & echo started", "setsid sleep 3 & echo started", "(sleep 3; echo late) & echo started"} {
+				start := time.Now()
+				res := run(t, s, cmd)
+				if took := time.Since(start); took > time.Second {
+					t.Errorf("%q took %v: it waited for the pipe", cmd, took)
+				}
+				if res.Output != "started\n" || res.Status != Completed || res.Leftover < 1 {
+					t.Errorf("%q: %+v", cmd, res)
+				}
+			}
+			l := s.List()
+			if len(l.Leftovers) != 3 {
+				t.Errorf("List().Leftovers = %+v, want the 3 commands' sleeps", l.Leftovers)
+			}
+		})
+	}
+}
+
+func TestOutputOfFastExitIsComplete(t *testing.T) {
+	r := newTestReaper(t, ContainProcess, Options{})
+	s := newTestSession(t, r, SessionOptions{})
+	// The main process writes more than a pipe holds and exits at once; every byte must arrive.
+	for i := range 20 {
+		res := run(t, s, "head -c 300000 /dev/zero | tr '\\0' x; echo; echo end")
+		if res.Total != 300005 || !strings.HasSuffix(res.Output, "x\nend\n") {
+			t.Fatalf("round %d: got %d bytes ending %q", i, res.Total, res.Output[max(0, len(res.Output)-10):])
+		}
+	}
+}
+
+func TestWorkingDirectory(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{})
+			base := t.TempDir()
+			for _, d := range []string{"a", "b", "c", "d", "e"} {
+				os.Mkdir(base+"/"+d, 0o755)
+			}
+			s := newTestSession(t, r, SessionOptions{WorkDir: base})
+			for _, tc := range []struct {
+				command string
+				cwd     string
+				code    int
+			}{
+				{"cd a; sleep 2 &", base + "/a", 0},                                                  // ends with &
+				{"cd ../b && exit 3", base + "/b", 3},                                                // exit
+				{"cd ../c; echo '__CWD__ /etc'; printf 'REAPER_CWD=/etc\\n/etc\\n'", base + "/c", 0}, // look-alikes
+				{"cd ../d && false", base + "/d", 1},                                                 // cd then fail
+				{"cd /nonexistent-dir-xyz", base + "/d", 1},                                          // failed cd
+				{"cd ../e && sleep 2 &", base + "/d", 0},                                             // the cd goes to the background
+				{"cd ../e; (cd /; pwd)", base + "/e", 0},                                             // a subshell's cd
+				{"pwd", base + "/e", 0},
+			} {
+				start := time.Now()
+				res := run(t, s, tc.command)
+				if res.Cwd != tc.cwd || s.Cwd() != tc.cwd || res.ExitCode != tc.code {
+					t.Errorf("%q: cwd %q (session %q), exit %d; want %q, %d", tc.command, res.Cwd, s.Cwd(), res.ExitCode, tc.cwd, tc.code)
+				}
+				if time.Since(start) > time.Second {
+					t.Errorf("%q took %v", tc.command, time.Since(start))
+				}
+			}
+			if res := run(t, s, "pwd"); res.Output != base+"/e\n" {
+				t.Errorf("pwd printed %q", res.Output)
+			}
+			// Environment variables do not persist.
+			run(t, s, "export REAPER_TEST_VAR=1")
+			if res := run(t, s, "echo ${REAPER_TEST_VAR:-unset}"); res.Output != "unset\n" {
+				t.Errorf("environment persisted: %q", res.Output)
+			}
+			// A directory that vanishes is reset, and the caller is told.
+			os.RemoveAll(base + "/e")
+			res := run(t, s, "pwd")
+			if res.Output != base+"\n" || !strings.Contains(res.Notice, "no longer exists") {
+				t.Errorf("after removing the cwd: output %q notice %q", res.Output, res.Notice)
+			}
+		})
+	}
+}
+
+func TestMarkersAndIsolation(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{})
+	s := newTestSession(t, r, SessionOptions{})
+	res := run(t, s, "echo $REAPER_SESSION $REAPER_TASK; env | grep -c '^REAPER_'; cat /proc/self/cgroup | grep '^0::'; ls -l /proc/self/fd/0")
+	lines := strings.Split(res.Output, "\n")
+	if len(lines) < 4 {
+		t.Fatalf("output %q", res.Output)
+	}
+	f := strings.Fields(lines[0])
+	if len(f) != 2 || f[0] != s.ID() || !strings.HasPrefix(f[1], "t-") {
+		t.Errorf("markers %q, want the session id and a task id", lines[0])
+	}
+	if lines[1] != "2" {
+		t.Errorf("%s REAPER_ variables in the task's environment, want only the 2 markers", lines[1])
+	}
+	if !strings.Contains(lines[2], "/s-1/l-") {
+		t.Errorf("task's cgroup %q is not its own leaf in the session's slice", lines[2])
+	}
+	if !strings.HasSuffix(lines[3], "/dev/null") {
+		t.Errorf("stdin is %q, want /dev/null", lines[3])
+	}
+}
+
+func TestTaskLifecycle(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{MaxTasks: 2, BackgroundTimeout: 2 * time.Second})
+			var ended []TaskInfo
+			var mu sync.Mutex
+			s := newTestSession(t, r, SessionOptions{OnTaskEnd: func(ti TaskInfo) {
+				mu.Lock()
+				ended = append(ended, ti)
+				mu.Unlock()
+			}})
+			other := newTestSession(t, r, SessionOptions{})
+
+			// A task that ends on its own frees its slot at once.
+			quick, err := s.Start("echo out; echo err >&2; exit 7", "quick")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ti, err := s.Wait(context.Background(), quick.ID, time.Minute)
+			if err != nil || ti.Status != Failed || ti.ExitCode != 7 || ti.Ended.IsZero() {
+				t.Fatalf("Wait = %+v, %v; want failed with 7", ti, err)
+			}
+			// Another session cannot see it.
+			if _, _, err := other.Output(quick.ID, OutputOptions{Offset: -1}); !errors.Is(err, ErrUnknownTask) {
+				t.Errorf("other session read the task: %v", err)
+			}
+			if _, _, err := other.Stop(context.Background(), quick.ID); !errors.Is(err, ErrUnknownTask) {
+				t.Errorf("other session stopped the task: %v", err)
+			}
+			long1, err := s.Start("setsid sh -c 'echo $$; exec sleep 1000'; exec sleep 1000", "long")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Start("sleep 1000", "long"); err != nil {
+				t.Fatalf("second running task refused (the quick one must not count): %v", err)
+			}
+			if _, err := s.Start("sleep 1000", "one too many"); !errors.Is(err, ErrTooManyTasks) {
+				t.Errorf("third running task: %v, want ErrTooManyTasks", err)
+			}
+			// Stop kills the whole tree, setsid child included.
+			eventually(t, "setsid pid", func() bool { _, c, _ := s.Output(long1.ID, OutputOptions{Offset: 0}); return c.Total > 0 })
+			_, c, _ := s.Output(long1.ID, OutputOptions{Offset: 0})
+			escapee := pidsIn(t, c.Text)
+			ti, rep, err := s.Stop(context.Background(), long1.ID)
+			if err != nil || ti.Status != Killed || ti.Processes != 0 {
+				t.Errorf("Stop = %+v, %v, %v", ti, rep, err)
+			}
+			assertDead(t, escapee)
+			// The safety net times the other one out.
+			l := s.List()
+			var long2 string
+			for _, x := range l.Tasks {
+				if x.Description == "long" && x.ID != long1.ID {
+					long2 = x.ID
+				}
+			}
+			ti, _ = s.Wait(context.Background(), long2, time.Minute)
+			if ti.Status != TimedOut {
+				t.Errorf("background safety net: %+v", ti)
+			}
+			// Output of the quick task, read to the end, clears it.
+			_, c, err = s.Output(quick.ID, OutputOptions{Offset: -1})
+			if err != nil || c.Text != "out\nerr\n" {
+				t.Errorf("output %q, %v", c.Text, err)
+			}
+			s.List() // prunes
+			if _, _, err := s.Output(quick.ID, OutputOptions{Offset: -1}); !errors.Is(err, ErrUnknownTask) {
+				t.Errorf("a task read to the end was not cleared: %v", err)
+			}
+			// OnTaskEnd runs after the task became terminal, so give it a moment.
+			var got map[Status]int
+			eventually(t, "three task-end reports", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				got = map[Status]int{}
+				for _, e := range ended {
+					got[e.Status]++
+				}
+				return len(ended) >= 3
+			})
+			if got[Failed] != 1 || got[Killed] != 1 || got[TimedOut] != 1 {
+				t.Errorf("OnTaskEnd saw %v, want one failed, one killed, one timed out", got)
+			}
+		})
+	}
+}
+
+func TestForegroundTimeoutAndCancel(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{})
+			s := newTestSession(t, r, SessionOptions{})
+			start := time.Now()
+			res, err := s.Run(context.Background(), "setsid sh -c 'echo $$; exec sleep 1000' & echo $$; sleep 1000", RunOptions{Timeout: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.TimedOut || res.Status != TimedOut || time.Since(start) > 10*time.Second {
+				t.Errorf("timeout: %+v after %v", res, time.Since(start))
+			}
+			if n := len(strings.Fields(res.Output)); n != 2 {
+				t.Errorf("want the 2 pids the command printed before its timeout, got %q", res.Output)
+			}
+			// The command's tree, setsid child included, is gone: nothing is left below us.
+			if d := descendants(t); len(d) != 0 {
+				t.Errorf("processes left after the timeout: %v", d)
+			}
+
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			res, err = s.Run(ctx, "sleep 1000", RunOptions{})
+			if !errors.Is(err, context.DeadlineExceeded) || res.Status != Killed {
+				t.Errorf("cancelled Run = %+v, %v", res, err)
+			}
+			if l := s.List(); len(l.Leftovers) != 0 {
+				t.Errorf("leftovers after timeout and cancel: %+v", l.Leftovers)
+			}
+			if d := descendants(t); len(d) != 0 {
+				t.Errorf("processes left after the cancel: %v", d)
+			}
+		})
+	}
+}
+
+func TestAutoBackground(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{AutoBackground: 300 * time.Millisecond})
+	s := newTestSession(t, r, SessionOptions{})
+	res := run(t, s, "echo begun; sleep 1; echo done")
+	if res.TaskID == "" || res.Status != Running || res.Output != "begun\n" {
+		t.Fatalf("long command was not moved to the background: %+v", res)
+	}
+	ti, err := s.Wait(context.Background(), res.TaskID, time.Minute)
+	if err != nil || ti.Status != Completed || !ti.Background {
+		t.Errorf("Wait = %+v, %v", ti, err)
+	}
+	if _, c, _ := s.Output(res.TaskID, OutputOptions{Offset: -1}); c.Text != "done\n" {
+		t.Errorf("the rest of the output: %q", c.Text)
+	}
+	if res := run(t, s, "echo quick"); res.TaskID != "" || res.Output != "quick\n" {
+		t.Errorf("a quick command: %+v", res)
+	}
+}
+
+func TestBadCommands(t *testing.T) {
+	r := newTestReaper(t, ContainProcess, Options{})
+	s := newTestSession(t, r, SessionOptions{})
+	for _, cmd := range []string{"", "   ", "echo a\x00b", strings.Repeat("x", MaxCommandBytes+1)} {
+		if _, err := s.Run(context.Background(), cmd, RunOptions{}); !errors.Is(err, ErrBadCommand) {
+			t.Errorf("Run(%.20q) = %v, want ErrBadCommand", cmd, err)
+		}
+	}
+	if _, _, err := s.Output("t-0000000000000000", OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
+		t.Errorf("unknown id: %v", err)
+	}
+	if res := run(t, s, "echo still serving"); res.Output != "still serving\n" {
+		t.Errorf("after bad input: %+v", res)
+	}
+	if res := run(t, s, "echo "+strings.Repeat("y", 90<<10)+" | wc -c"); strings.TrimSpace(res.Output) != "92161" {
+		t.Errorf("a 90 KiB command: %q", res.Output)
+	}
+}
+
+func TestConcurrentExitStatuses(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{})
+	s := newTestSession(t, r, SessionOptions{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for i := range 400 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Run(context.Background(), "exit "+itoa(i%256), RunOptions{Timeout: 2 * time.Minute})
+			if err != nil {
+				errs <- err
+			} else if res.ExitCode != i%256 {
+				errs <- errors.New("command " + itoa(i) + " got exit code " + itoa(res.ExitCode))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := r.kids.reaped(); n != 0 {
+		t.Logf("%d orphans reaped", n)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

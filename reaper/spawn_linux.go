@@ -1,0 +1,149 @@
+package reaper
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"golang.org/x/sys/unix"
+)
+
+// Environment markers every task's processes inherit; the /proc walk looks for them.
+const (
+	EnvSession = "REAPER_SESSION"
+	EnvTask    = "REAPER_TASK"
+)
+
+// findShell returns the shell commands run with: shell if set, else bash from PATH, else /bin/sh.
+func findShell(shell string) (string, error) {
+	if shell != "" {
+		return exec.LookPath(shell)
+	}
+	if p, err := exec.LookPath("bash"); err == nil {
+		return p, nil
+	}
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		return "", fmt.Errorf("reaper: no shell: neither bash in PATH nor /bin/sh")
+	}
+	return "/bin/sh", nil
+}
+
+// baseEnv returns env, or this process's environment without REAPER_* variables (configuration,
+// possibly a token, and the markers of an outer reaper that ours replace).
+func baseEnv(env []string) []string {
+	if env != nil {
+		return append([]string(nil), env...)
+	}
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REAPER_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// shellScript prefixes command with a trap that records the shell's final working directory in
+// cwdFile when the shell exits, by whatever path: the end of the script, `exit 3`, a failed `cd`,
+// errexit. The prefix shares the command's first line so that the shell's line numbers stay right.
+// Nothing is written to the command's output, so no marker can be confused with what the command
+// prints, and a top-level `&` backgrounds only its own part of the command. Subshells and background
+// jobs do not inherit the trap. A command that replaces the shell (exec) or is killed leaves the
+// directory unchanged.
+func shellScript(command, cwdFile string) string {
+	return "__reaper_cwd=" + shellQuote(cwdFile) + `; trap 'pwd >"$__reaper_cwd" 2>/dev/null' EXIT; ` + command
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// checkCommand refuses commands that cannot be run as one shell argument.
+func checkCommand(command string) error {
+	switch {
+	case strings.TrimSpace(command) == "":
+		return fmt.Errorf("reaper: %w: empty", ErrBadCommand)
+	case strings.IndexByte(command, 0) >= 0:
+		return fmt.Errorf("reaper: %w: contains a NUL byte", ErrBadCommand)
+	case len(command) > MaxCommandBytes:
+		return fmt.Errorf("reaper: %w: %d bytes, the limit is %d (Linux caps one argument at 128 KiB); write long scripts to a file and run that",
+			ErrBadCommand, len(command), MaxCommandBytes)
+	}
+	return nil
+}
+
+// spawnSpec is one process to start.
+type spawnSpec struct {
+	argv   []string
+	env    []string
+	dir    string
+	stdout *os.File      // also stderr
+	leaf   *cgroup.Slice // the cgroup to be born in; nil in process containment
+}
+
+// spawned is a started process.
+type spawned struct {
+	pid    int
+	start  uint64 // start time, read while the pid could not yet be reaped
+	pidfd  int    // -1 where the kernel has none
+	exited <-chan exitStatus
+}
+
+// spawn starts a process in its own process group, with stdin from /dev/null, registered with the
+// child reaper. In cgroup containment it is born in spec.leaf through clone3 with CLONE_INTO_CGROUP;
+// where the host refuses that (ENOSYS under a container's seccomp profile, EPERM), it is started
+// through cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command, and the Reaper
+// remembers to do so from then on.
+func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
+	if spec.leaf != nil && !r.noClone3.Load() {
+		sp, err := r.fork(spec, true)
+		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
+			return sp, err
+		}
+		if r.noClone3.CompareAndSwap(false, true) {
+			r.log.Warn("clone3 into a cgroup is refused; tasks will join their cgroup before exec", "err", err)
+		}
+	}
+	if spec.leaf != nil {
+		spec.argv = spec.leaf.JoinArgs(spec.argv)
+	}
+	return r.fork(spec, false)
+}
+
+func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
+	pidfd := -1
+	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
+	if intoCgroup {
+		f, err := spec.leaf.OpenFD()
+		if err != nil {
+			return spawned{}, err
+		}
+		defer f.Close()
+		sys.UseCgroupFD, sys.CgroupFD = true, int(f.Fd())
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   spec.dir,
+		Env:   spec.env,
+		Files: []uintptr{r.devnull.Fd(), spec.stdout.Fd(), spec.stdout.Fd()},
+		Sys:   sys,
+	}
+	var start uint64
+	pid, exited, err := r.kids.start(func() (int, error) {
+		pid, err := syscall.ForkExec(spec.argv[0], spec.argv, attr)
+		if err == nil {
+			// The child cannot be reaped while the lock is held, so its pid is still its own.
+			st, _ := newWalker().stat(pid)
+			start = st.start
+		}
+		return pid, err
+	})
+	if err != nil {
+		return spawned{}, fmt.Errorf("reaper: start %s in %s: %w", spec.argv[0], spec.dir, err)
+	}
+	return spawned{pid: pid, start: start, pidfd: pidfd, exited: exited}, nil
+}

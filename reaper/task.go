@@ -1,0 +1,141 @@
+package reaper
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+)
+
+// Status is where a task is in its life.
+type Status string
+
+const (
+	// Running: the task's main process has not exited.
+	Running Status = "running"
+	// Completed: the main process exited with status 0.
+	Completed Status = "completed"
+	// Failed: the main process exited with another status, or died of a signal it was not sent by
+	// reaper.
+	Failed Status = "failed"
+	// Killed: the task was stopped on request, or its session closed.
+	Killed Status = "killed"
+	// TimedOut: the task ran past its timeout (a foreground timeout or the background safety net)
+	// and was killed.
+	TimedOut Status = "timed_out"
+)
+
+// Terminal reports whether the status is final.
+func (s Status) Terminal() bool { return s != Running && s != "" }
+
+// TaskInfo describes a task at one moment.
+type TaskInfo struct {
+	ID          string
+	Command     string
+	Description string
+	// Background is true for background tasks, including foreground commands that were moved to
+	// the background.
+	Background bool
+	Status     Status
+	// ExitCode is the main process's exit status once Status is terminal; 128+n for a death by
+	// signal n. It is -1 if the exit could not be observed.
+	ExitCode int
+	Started  time.Time
+	// Ended is zero while the task runs.
+	Ended time.Time
+	// Processes is the number of the task's processes alive when the info was taken, including
+	// any the main process left behind after it exited.
+	Processes int
+	// OutputBytes is the length of the task's output stream so far, dropped bytes included.
+	OutputBytes int64
+}
+
+// task is one command run by a session.
+type task struct {
+	id, command, description string
+	started                  time.Time
+	pid                      int
+	start                    uint64 // start time of the main process
+	leaf                     *cgroup.Slice
+	out                      *output
+	pump                     *pump
+	cwdFile                  string
+	done                     chan struct{} // closed when the task is terminal
+
+	// mu guards the fields that follow.
+	mu         sync.Mutex
+	background bool
+	status     Status
+	exitCode   int
+	ended      time.Time
+	stopAs     Status // the status to record when the main process exits, if reaper ended it
+	readToEnd  bool   // the output was read to its end after the task ended
+}
+
+// newID returns prefix and 16 random hex digits: unguessable, so an id cannot be used to reach a task
+// that was not handed to the caller.
+func newID(prefix string) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// stopping records that reaper is ending the task, and with which status, unless it already ended.
+// It returns false if the task had already ended.
+func (t *task) stopping(as Status) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.status.Terminal() {
+		return false
+	}
+	if t.stopAs == "" {
+		t.stopAs = as
+	}
+	return true
+}
+
+// finish records the main process's end and closes done.
+func (t *task) finish(code int) {
+	t.mu.Lock()
+	t.exitCode = code
+	t.ended = time.Now()
+	switch {
+	case t.stopAs != "":
+		t.status = t.stopAs
+	case code == 0:
+		t.status = Completed
+	default:
+		t.status = Failed
+	}
+	t.mu.Unlock()
+	close(t.done)
+}
+
+func (t *task) isBackground() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.background
+}
+
+func (t *task) currentStatus() Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status
+}
+
+// info returns the task's description; processes is filled in by the caller.
+func (t *task) info(processes int) TaskInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ti := TaskInfo{
+		ID: t.id, Command: t.command, Description: t.description, Background: t.background,
+		Status: t.status, ExitCode: t.exitCode, Started: t.started, Ended: t.ended,
+		Processes: processes,
+	}
+	if t.out != nil {
+		ti.OutputBytes = t.out.size()
+	}
+	return ti
+}
