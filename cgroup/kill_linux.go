@@ -31,6 +31,12 @@ type KillOptions struct {
 	Timeout time.Duration
 	// Method forces a kill method; KillAuto uses the one detected for the root.
 	Method KillMethod
+	// BeforeTerm, if set, is called in the polite phase once the slice's processes have been listed
+	// and before they are sent SIGTERM one by one. A caller that knows the slice's process groups can
+	// signal them there, one call per group: the kernel then signals a whole group before any of it
+	// runs, where signals sent one by one let each woken process preempt the sender and serialise the
+	// exits on one CPU.
+	BeforeTerm func()
 }
 
 // Phase says which phase of [Slice.Kill] ended the slice's processes.
@@ -120,6 +126,9 @@ func (s *Slice) Kill(ctx context.Context, opts KillOptions) (rep KillReport, err
 
 	if opts.Grace > 0 && ctx.Err() == nil {
 		graceEnd := start.Add(opts.Grace)
+		if opts.BeforeTerm != nil {
+			opts.BeforeTerm()
+		}
 		signalled := make(map[int]bool)
 		if err := s.sweep(unix.SIGTERM, signalled, graceEnd); err != nil {
 			return rep, err
@@ -130,7 +139,7 @@ func (s *Slice) Kill(ctx context.Context, opts KillOptions) (rep KillReport, err
 			return rep, err
 		}
 		if empty {
-			rep.Phase, rep.Terminated = PhasePolite, len(signalled)
+			rep.Phase, rep.Terminated = PhasePolite, len(seen)
 			rep.Duration = time.Since(start)
 			return rep, nil
 		}

@@ -157,9 +157,10 @@ func rawKill(b *testing.B, dir string) {
 
 // BenchmarkWalk measures the /proc walk of a teardown on a host with about 2000 processes (2000
 // sleeping ones started for it, below this process), beside a raw read of every /proc/<pid>/stat
-// into one buffer in the same run. "slice" is the cgroup-containment walk (the slice's pids are
-// known, only outsiders matter); "tree" is the process-containment walk (every descendant of the
-// task is found by parent pid). ratio is walk over raw.
+// into one buffer in the same run. "slice" is the cgroup-containment walk before the kill (the
+// slice's 2000 pids are listed, only processes outside it are read); "tree" is the
+// process-containment walk (every descendant of the task is found by parent pid). ratio is walk over
+// raw.
 //
 //	go test -run '^$' -bench BenchmarkWalk -benchtime 30x ./reaper
 func BenchmarkWalk(b *testing.B) {
@@ -173,18 +174,17 @@ func BenchmarkWalk(b *testing.B) {
 	pids, _ := s.slice.Pids()
 	s.mu.Unlock()
 	known := make(map[int]bool, len(pids))
-	seeds := make(map[int]uint64, len(pids))
 	for _, p := range pids {
-		known[p], seeds[p] = true, 0
+		known[p] = true
 	}
 	w := newWalker()
 	for _, tc := range []struct {
 		name string
 		walk func() int
 	}{
-		{"slice", func() int { f, _ := w.find(r.self, seeds, known, s.marker); return len(f) }},
+		{"slice", func() int { f, _ := w.findScope(r.self, nil, known, known, nil, s.marker); return len(f) }},
 		{"tree", func() int {
-			f, _ := w.find(r.self, map[int]uint64{task.pid: task.start}, nil, s.marker)
+			f, _ := w.findScope(r.self, map[int]uint64{task.pid: task.start}, nil, nil, nil, s.marker)
 			return len(f)
 		}},
 	} {

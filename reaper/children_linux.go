@@ -112,6 +112,17 @@ func (c *children) loop() {
 	}
 }
 
+// registered returns the pids of the live children started through start.
+func (c *children) registered() map[int]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[int]bool, len(c.waiting))
+	for pid := range c.waiting {
+		out[pid] = true
+	}
+	return out
+}
+
 // reaped returns how many processes were reaped that nobody had registered.
 func (c *children) reaped() int {
 	c.mu.Lock()

@@ -132,7 +132,7 @@ func assertNoZombies(t testing.TB) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var zombies []int
-		procs, _ := newWalker().snapshot()
+		procs, _ := newWalker().snapshot(nil)
 		for _, p := range procs {
 			if p.ppid == os.Getpid() && p.state == 'Z' {
 				zombies = append(zombies, p.pid)

@@ -120,4 +120,3 @@ func (w *walker) waitGone(ctx context.Context, hs []handle, deadline time.Time) 
 	}
 }
 
-func closeFD(fd int) { unix.Close(fd) }

@@ -93,7 +93,7 @@ func (s *Session) start(command, description string, background bool) (*task, st
 	}
 	t := &task{
 		id: newID("t-"), command: command, description: description, started: time.Now(),
-		background: background, status: Running, done: make(chan struct{}),
+		background: background, status: Running, done: make(chan struct{}), pidfd: -1,
 		out: newOutput(s.r.opts.OutputLimit),
 	}
 	if s.slice != nil {
@@ -112,7 +112,9 @@ func (s *Session) start(command, description string, background bool) (*task, st
 		}
 	}
 	if err != nil {
-		s.releaseLeafLocked(t.leaf)
+		if t.leaf != nil {
+			s.releaseLeafLocked(t.leaf)
+		}
 		return nil, "", fmt.Errorf("reaper: session %s: output pipe: %w", s.id, err)
 	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
@@ -125,11 +127,13 @@ func (s *Session) start(command, description string, background bool) (*task, st
 	})
 	pw.Close()
 	if err != nil {
-		pr.Close()
-		s.releaseLeafLocked(t.leaf)
+		t.pump.f.Close()
+		if t.leaf != nil {
+			s.releaseLeafLocked(t.leaf)
+		}
 		return nil, "", fmt.Errorf("reaper: session %s: %w", s.id, err)
 	}
-	t.pid, t.start = sp.pid, sp.start
+	t.pid, t.start, t.pidfd = sp.pid, sp.start, sp.pidfd
 	s.tasks[t.id] = t
 	s.wg.Add(2)
 	go func() {
@@ -154,19 +158,18 @@ func (s *Session) leafLocked() (*cgroup.Slice, error) {
 	return s.slice.Create("l-" + strconv.Itoa(s.leaves))
 }
 
-// releaseLeafLocked keeps an empty leaf for reuse, or removes it.
-func (s *Session) releaseLeafLocked(leaf *cgroup.Slice) {
-	if leaf == nil {
-		return
-	}
+// releaseLeafLocked keeps an empty leaf for reuse, or removes it, and reports true; a leaf that
+// still holds processes stays where it is (the session's Close removes it) and it reports false.
+func (s *Session) releaseLeafLocked(leaf *cgroup.Slice) bool {
 	if populated, err := leaf.Populated(); err != nil || populated {
-		return // still in use by leftover processes: the session's Close removes it
+		return false
 	}
 	if len(s.idle) < maxIdleLeaves && !s.closing {
 		s.idle = append(s.idle, leaf)
-		return
+	} else {
+		leaf.Remove()
 	}
-	leaf.Remove()
+	return true
 }
 
 func (s *Session) runningBackgroundLocked() int {
@@ -206,9 +209,7 @@ func (s *Session) watch(t *task, sp spawned) {
 		}
 	case <-s.abandon:
 	}
-	if sp.pidfd >= 0 {
-		closeFD(sp.pidfd)
-	}
+	t.exited()
 	// Everything the main process wrote is in the pipe now; take it before declaring the end.
 	t.pump.drain()
 	if !t.isBackground() {
@@ -233,6 +234,7 @@ func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
 	return s.r.terminate(ctx, scope{
 		slice:  t.leaf,
 		seeds:  map[int]uint64{t.pid: t.start},
+		groups: []*task{t},
 		marker: EnvTask + "=" + t.id,
 	})
 }
@@ -254,7 +256,7 @@ func (s *Session) processes(t *task) []int {
 		pids, _ := t.leaf.Pids()
 		return pids
 	}
-	found, _ := newWalker().find(s.r.self, map[int]uint64{t.pid: t.start}, nil, EnvTask+"="+t.id)
+	found, _ := newWalker().findScope(s.r.self, map[int]uint64{t.pid: t.start}, nil, nil, s.r.kids.registered(), EnvTask+"="+t.id)
 	pids := make([]int, len(found))
 	for i, p := range found {
 		pids[i] = p.pid
@@ -282,10 +284,9 @@ func (s *Session) prune() {
 			continue
 		}
 		if t.leaf != nil {
-			if populated, err := t.leaf.Populated(); err != nil || populated {
+			if !s.releaseLeafLocked(t.leaf) {
 				continue
 			}
-			s.releaseLeafLocked(t.leaf)
 		} else if !t.background {
 			s.rememberLocked(t)
 		}
@@ -337,10 +338,12 @@ func (s *Session) teardown(ctx context.Context) {
 	s.mu.Lock()
 	tasks := make([]*task, 0, len(s.tasks))
 	seeds := make(map[int]uint64, len(s.tasks))
+	var live []*task
 	for _, t := range s.tasks {
 		tasks = append(tasks, t)
 		if t.stopping(Killed) {
 			seeds[t.pid] = t.start
+			live = append(live, t)
 		}
 	}
 	slice := s.slice
@@ -348,7 +351,7 @@ func (s *Session) teardown(ctx context.Context) {
 
 	var errs []error
 	if slice != nil || s.r.root == nil && len(tasks) > 0 {
-		rep, err := s.r.terminate(ctx, scope{slice: slice, seeds: seeds, marker: s.marker})
+		rep, err := s.r.terminate(ctx, scope{slice: slice, seeds: seeds, groups: live, marker: s.marker})
 		s.rep = rep
 		if err != nil {
 			errs = append(errs, err)
@@ -449,7 +452,7 @@ func (s *Session) processesByTask(tasks []*task) map[string][]int {
 		}
 	}
 	w := newWalker()
-	found, _ := w.find(s.r.self, seeds, nil, s.marker)
+	found, _ := w.findScope(s.r.self, seeds, nil, nil, s.r.kids.registered(), s.marker)
 	out := make(map[string][]int)
 	for _, p := range found {
 		id, _ := w.env(p.pid, EnvTask)

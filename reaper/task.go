@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"golang.org/x/sys/unix"
 )
 
 // Status is where a task is in its life.
@@ -66,6 +67,7 @@ type task struct {
 
 	// mu guards the fields that follow.
 	mu         sync.Mutex
+	pidfd      int // of the main process until its exit is seen; -1 after, or without pidfds
 	background bool
 	status     Status
 	exitCode   int
@@ -94,6 +96,33 @@ func (t *task) stopping(as Status) bool {
 		t.stopAs = as
 	}
 	return true
+}
+
+// signalGroup sends sigs to the task's process group, which holds most of its processes (all but
+// those that called setsid), with one call each: the kernel signals the whole group before any of
+// them runs, while signalling processes one by one lets each woken process preempt the signaller
+// and serialises their exits on one CPU. It goes through the main process's pidfd
+// (PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9), so the group is certainly the task's; where that is not
+// possible it does nothing and the caller's per-process signals do the work.
+func (t *task) signalGroup(sigs ...unix.Signal) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pidfd < 0 {
+		return
+	}
+	for _, sig := range sigs {
+		unix.PidfdSendSignal(t.pidfd, sig, nil, unix.PIDFD_SIGNAL_PROCESS_GROUP)
+	}
+}
+
+// exited closes the main process's pidfd once its exit has been seen.
+func (t *task) exited() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pidfd >= 0 {
+		unix.Close(t.pidfd)
+		t.pidfd = -1
+	}
 }
 
 // finish records the main process's end and closes done.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
@@ -46,10 +47,12 @@ func (r *KillReport) add(o KillReport) {
 }
 
 // scope is what a teardown ends: a slice (nil in process containment), processes known to belong
-// (pid -> start time), and the environment marker its processes inherit.
+// (pid -> start time), the tasks whose process groups are signalled as a whole, and the environment
+// marker its processes inherit.
 type scope struct {
 	slice  *cgroup.Slice
 	seeds  map[int]uint64
+	groups []*task // tasks whose process groups get each signal first
 	marker string
 }
 
@@ -60,10 +63,11 @@ const maxWalkPasses = 16
 // terminate ends every process of sc:
 //
 //  1. A first walk of /proc, while the process tree is intact, finds processes outside the slice
-//     (descendants of the scope's processes by parent pid, and those with the marker).
-//  2. They get SIGTERM and SIGCONT, and the slice gets its own polite phase, grace period and
-//     cgroup.kill (cgroup.Slice.Kill); then whatever outside is still alive after the grace period
-//     gets SIGKILL.
+//     that descend from the scope's processes (by parent pid); without a slice, also those that
+//     carry the marker.
+//  2. The tasks' process groups get SIGTERM and SIGCONT, then each process found; the slice gets its
+//     own polite phase, grace period and cgroup.kill (cgroup.Slice.Kill); whatever outside is
+//     still alive after the grace period gets SIGKILL.
 //  3. Walks repeat, killing what they find, until a pass finds nothing new.
 //  4. A bounded wait for the killed processes to exit; what is left is reported.
 //
@@ -75,10 +79,12 @@ func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 	var rep KillReport
 	var errs []error
 
+	// The pids listed in the slice now are the scope's, without a start time to check: they seed
+	// the first walk only; after the kill they are dead and may be reused by anyone.
 	known := make(map[int]bool)
-	seeds := make(map[int]uint64, len(sc.seeds))
-	for pid, st := range sc.seeds {
-		seeds[pid] = st
+	seeds := maps.Clone(sc.seeds)
+	if seeds == nil {
+		seeds = make(map[int]uint64)
 	}
 	if sc.slice != nil {
 		pids, err := sc.slice.Pids()
@@ -87,24 +93,36 @@ func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 		}
 		for _, p := range pids {
 			known[p] = true
-			if _, ok := seeds[p]; !ok {
-				seeds[p] = 0 // listed in the slice just now: no start time needed
-			}
 		}
 	}
-	found, err := w.find(r.self, seeds, known, sc.marker)
+	// With a slice, this first walk looks for what left it by parent pid only; processes that
+	// carry the marker outside the slice are found by the walks after the kill.
+	skip := r.kids.registered()
+	marker := sc.marker
+	if sc.slice != nil {
+		marker = ""
+	}
+	found, err := w.findScope(r.self, seeds, known, known, skip, marker)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("walk /proc: %w", err))
 	}
 	hs := w.verify(found)
 	defer func() { closeAll(hs) }()
 	graceEnd := start.Add(grace)
+	termGroups := func() {
+		for _, t := range sc.groups {
+			t.signalGroup(unix.SIGTERM, unix.SIGCONT)
+		}
+	}
 	if grace > 0 {
+		if sc.slice == nil {
+			termGroups()
+		}
 		signalAll(hs, unix.SIGTERM, unix.SIGCONT)
 	}
 
 	if sc.slice != nil {
-		crep, err := sc.slice.Kill(ctx, cgroup.KillOptions{Grace: grace, Timeout: timeout})
+		crep, err := sc.slice.Kill(ctx, cgroup.KillOptions{Grace: grace, Timeout: timeout, BeforeTerm: termGroups})
 		rep.Terminated, rep.Killed, rep.Remaining = crep.Terminated, crep.Killed, crep.Remaining
 		if err != nil && !errors.Is(err, cgroup.ErrNotEmpty) {
 			errs = append(errs, err)
@@ -114,8 +132,7 @@ func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 	alive := w.waitGone(ctx, hs, graceEnd)
 	rep.Terminated += len(hs) - len(alive)
 
-	// From here on pids listed in the slice are dead and may be reused by anyone: only processes
-	// identified by start time seed the walks.
+	// From here on only processes identified by start time seed the walks.
 	handled := make(map[int]bool, len(hs))
 	seeds = make(map[int]uint64, len(sc.seeds)+len(hs))
 	for pid, st := range sc.seeds {
@@ -125,11 +142,16 @@ func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 		handled[h.pid] = true
 		seeds[h.pid] = h.start
 	}
+	if len(alive) > 0 {
+		for _, t := range sc.groups {
+			t.signalGroup(unix.SIGKILL)
+		}
+	}
 	pending := alive
 	for pass := 0; pass < maxWalkPasses; pass++ {
 		signalAll(pending, unix.SIGKILL)
 		rep.Killed += len(pending)
-		more, err := w.find(r.self, seeds, handled, sc.marker)
+		more, err := w.findScope(r.self, seeds, nil, handled, skip, sc.marker)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("walk /proc: %w", err))
 			break

@@ -3,6 +3,7 @@ package reaper
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 // procStat is what the walk needs from /proc/<pid>/stat.
 type procStat struct {
 	pid, ppid int
+	threads   int    // field 20
 	start     uint64 // field 22: start time in clock ticks since boot; with pid, a process's identity
 	state     byte
 }
@@ -32,8 +34,8 @@ func newWalker() *walker {
 	return &walker{buf: make([]byte, 4096), path: make([]byte, 0, 64)}
 }
 
-// snapshot returns every process in /proc.
-func (w *walker) snapshot() ([]procStat, error) {
+// snapshot returns every process in /proc but those in skip, whose stat it does not read.
+func (w *walker) snapshot(skip map[int]bool) ([]procStat, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, err
@@ -49,7 +51,7 @@ func (w *walker) snapshot() ([]procStat, error) {
 			continue
 		}
 		pid, err := strconv.Atoi(n)
-		if err != nil {
+		if err != nil || skip[pid] {
 			continue
 		}
 		if st, ok := w.stat(pid); ok {
@@ -82,6 +84,8 @@ func parseStat(pid int, b []byte) (procStat, bool) {
 			switch field {
 			case 4:
 				st.ppid = int(v)
+			case 20:
+				st.threads = int(v)
 			case 22:
 				st.start = v
 				return st, true
@@ -160,11 +164,13 @@ func (w *walker) env(pid int, key string) (string, bool) {
 }
 
 // find returns the processes that belong to a scope but are not in known: every descendant (by
-// parent pid) of a process in seeds (pid -> start time; a start time of 0 matches any), and every
-// descendant of self whose environment carries marker. Only descendants of self are considered: as
-// child subreaper, everything this program started stays below it even when its parents die.
-func (w *walker) find(self int, seeds map[int]uint64, known map[int]bool, marker string) ([]procStat, error) {
-	procs, err := w.snapshot()
+// parent pid) of a process in seeds (pid -> start time; a start time of 0 matches any) or in trusted,
+// and every descendant of self whose environment carries marker. Only descendants of self are
+// considered: as child subreaper, everything this program started stays below it even when its
+// parents die. trusted are pids just listed in the scope's slice: members and descendants of self
+// whose stat is not even read, so that a slice of a thousand processes costs only their listing.
+func (w *walker) find(self int, seeds map[int]uint64, trusted, known map[int]bool, marker string) ([]procStat, error) {
+	procs, err := w.snapshot(trusted)
 	if err != nil {
 		return nil, err
 	}
@@ -174,9 +180,12 @@ func (w *walker) find(self int, seeds map[int]uint64, known map[int]bool, marker
 		kids[p.ppid] = append(kids[p.ppid], i)
 		byPid[p.pid] = i
 	}
-	// member: the seeds and their descendants.
+	// member: the seeds, the trusted, and their descendants.
 	member := make(map[int]bool)
 	var stack []int
+	for pid := range trusted {
+		stack = append(stack, kids[pid]...)
+	}
 	for pid, start := range seeds {
 		if i, ok := byPid[pid]; ok && (start == 0 || procs[i].start == start) {
 			stack = append(stack, i)
@@ -193,10 +202,18 @@ func (w *walker) find(self int, seeds map[int]uint64, known map[int]bool, marker
 	}
 	var out []procStat
 	stack = append(stack[:0], kids[self]...)
+	for pid := range trusted {
+		stack = append(stack, kids[pid]...)
+	}
+	visited := make(map[int]bool)
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		p := procs[i]
+		if visited[p.pid] {
+			continue
+		}
+		visited[p.pid] = true
 		stack = append(stack, kids[p.pid]...)
 		if known[p.pid] || p.state == 'Z' {
 			continue
@@ -210,56 +227,159 @@ func (w *walker) find(self int, seeds map[int]uint64, known map[int]bool, marker
 
 // descendants returns every live descendant of self.
 func (w *walker) descendants(self int) ([]procStat, error) {
-	return w.find(self, map[int]uint64{self: 0}, nil, "")
+	return w.find(self, map[int]uint64{self: 0}, nil, nil, "")
 }
 
-// children returns pid's children, from /proc/<pid>/task/<tid>/children of each of its threads
-// (a child belongs to the thread that forked it, or that adopted it as subreaper).
-func (w *walker) children(pid int) []int {
-	w.path = strconv.AppendInt(append(w.path[:0], "/proc/"...), int64(pid), 10)
+// children returns the children of the process st, from /proc/<pid>/task/<tid>/children of each
+// of its threads (a child belongs to the thread that forked it, or that adopted it as subreaper).
+func (w *walker) children(st procStat) []int {
+	var out []int
+	if st.threads == 1 {
+		return w.threadChildren(st.pid, strconv.Itoa(st.pid), out)
+	}
+	w.path = strconv.AppendInt(append(w.path[:0], "/proc/"...), int64(st.pid), 10)
 	d, err := os.Open(string(w.path) + "/task")
 	if err != nil {
 		return nil
 	}
 	tids, _ := d.Readdirnames(-1)
 	d.Close()
-	var out []int
 	for _, tid := range tids {
-		b, ok := w.read(pid, "/task/"+tid+"/children", 0)
-		if !ok {
-			continue
-		}
-		v := 0
-		for _, c := range b {
-			if c >= '0' && c <= '9' {
-				v = v*10 + int(c-'0')
-			} else if v > 0 {
-				out = append(out, v)
-				v = 0
-			}
+		out = w.threadChildren(st.pid, tid, out)
+	}
+	return out
+}
+
+func (w *walker) threadChildren(pid int, tid string, out []int) []int {
+	b, ok := w.read(pid, "/task/"+tid+"/children", 0)
+	if !ok {
+		return out
+	}
+	v := 0
+	for _, c := range b {
+		if c >= '0' && c <= '9' {
+			v = v*10 + int(c-'0')
+		} else if v > 0 {
+			out = append(out, v)
+			v = 0
 		}
 	}
 	return out
+}
+
+// selfStat describes this process for children().
+func (w *walker) selfStat(self int) procStat {
+	st, _ := w.stat(self)
+	return st
 }
 
 // orphans returns the processes that carry marker among self's direct children (orphans adopted as
 // subreaper, such as what a finished command left running), with their descendants. It reads only
 // self's children and those subtrees, not all of /proc.
 func (w *walker) orphans(self int, marker string) []int {
-	var out, queue []int
-	for _, c := range w.children(self) {
-		if w.marked(c, marker) {
-			queue = append(queue, c)
-		}
-	}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		if st, ok := w.stat(p); !ok || st.state == 'Z' {
-			continue
-		}
-		out = append(out, p)
-		queue = append(queue, w.children(p)...)
+	found, _ := w.findTree(self, nil, nil, nil, marker, -1)
+	out := make([]int, len(found))
+	for i, p := range found {
+		out[i] = p.pid
 	}
 	return out
+}
+
+// findTree answers the same question as find, but reads only the subtrees that can hold members
+// instead of every process in /proc: those of the seeds, and those of self's children that are not
+// in skip (the Reaper's live task processes) and carry marker. It misses one case find covers, a
+// marked process whose parent is some other live process of ours, which only a command that copies
+// another session's marker can make. Reading a process's children costs about twice reading its stat,
+// so it gives up (false) once it has read more than budget processes, and the caller scans instead;
+// a negative budget means no limit.
+func (w *walker) findTree(self int, seeds map[int]uint64, known, skip map[int]bool, marker string, budget int) ([]procStat, bool) {
+	var queue []procStat
+	seen := make(map[int]bool)
+	for pid, start := range seeds {
+		if st, ok := w.stat(pid); ok && (start == 0 || st.start == start) {
+			queue = append(queue, st)
+			seen[pid] = true
+		}
+	}
+	if marker != "" {
+		for _, c := range w.children(w.selfStat(self)) {
+			if seen[c] || skip[c] {
+				continue
+			}
+			if st, ok := w.stat(c); ok && st.state != 'Z' && w.marked(c, marker) {
+				queue = append(queue, st)
+				seen[c] = true
+			}
+		}
+	}
+	var out []procStat
+	for len(queue) > 0 {
+		if budget >= 0 && len(seen) > budget {
+			return nil, false
+		}
+		p := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if p.state == 'Z' {
+			continue
+		}
+		if !known[p.pid] {
+			out = append(out, p)
+		}
+		for _, c := range w.children(p) {
+			if seen[c] {
+				continue
+			}
+			if budget >= 0 && len(seen) > budget {
+				return nil, false
+			}
+			seen[c] = true
+			if st, ok := w.stat(c); ok {
+				queue = append(queue, st)
+			}
+		}
+	}
+	return out, true
+}
+
+// machineProcs estimates the number of processes on the machine from /proc/loadavg (it counts
+// threads, an upper bound), or returns 0.
+func (w *walker) machineProcs() int {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 4 {
+		return 0
+	}
+	_, total, _ := strings.Cut(f[3], "/")
+	n, _ := strconv.Atoi(total)
+	return n
+}
+
+// findScope finds a scope's processes outside known the cheaper way. trusted are pids just listed in
+// the scope's slice (see find). Walking the process tree reads each visited process's children as
+// well as its stat, about twice the cost of the stat alone; scanning /proc reads the stat of every
+// process on the machine but the trusted. The tree is walked when the part of it that is known (the
+// trusted) costs less than the scan, with a budget of a tenth of the scan for what is not known;
+// past it the walk gives up and /proc is scanned, so a wrong guess costs at most about 20%. skip
+// names processes that belong to the Reaper's other tasks.
+func (w *walker) findScope(self int, seeds map[int]uint64, trusted, known, skip map[int]bool, marker string) ([]procStat, error) {
+	scan := w.machineProcs() - len(trusted)
+	if 2*len(trusted) < scan {
+		all := seeds
+		if len(trusted) > 0 {
+			all = maps.Clone(seeds)
+			if all == nil {
+				all = make(map[int]uint64, len(trusted))
+			}
+			for pid := range trusted {
+				all[pid] = 0
+			}
+		}
+		if found, ok := w.findTree(self, all, known, skip, marker, len(trusted)+max(scan/10, 8)); ok {
+			return found, nil
+		}
+	}
+	return w.find(self, seeds, trusted, known, marker)
 }
