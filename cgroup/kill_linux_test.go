@@ -199,14 +199,16 @@ func TestKillFrozenSlice(t *testing.T) {
 
 func TestKillReportsWhatRemains(t *testing.T) {
 	r := testRoot(t)
-	s, err := r.Create("slow")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// With a deadline of 1ns the wait after cgroup.kill ends before hundreds of processes can have
 	// been torn down, which exercises the report of survivors without a real D-state process.
 	var rep KillReport
+	var s *Slice
+	var err error
 	for attempt := 0; ; attempt++ {
+		// A fresh slice each time: children forked into a slice while its cgroup.kill runs die.
+		if s, err = r.Create(fmt.Sprintf("slow-%d", attempt)); err != nil {
+			t.Fatal(err)
+		}
 		spawn(t, s, "i=0; while [ $i -lt 300 ]; do sleep 1000 & i=$((i+1)); done; echo ready; wait", 0)
 		waitPids(t, s, 301)
 		rep, err = s.Kill(context.Background(), KillOptions{Timeout: time.Nanosecond})

@@ -119,4 +119,3 @@ func (w *walker) waitGone(ctx context.Context, hs []handle, deadline time.Time) 
 		timeout = int((left + time.Millisecond - 1) / time.Millisecond)
 	}
 }
-
