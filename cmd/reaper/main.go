@@ -19,6 +19,7 @@ Every MCP session gets its own cgroup v2 slice; when the session ends, every pro
 including those that escaped with setsid, double forks or nohup.
 
 Usage:
+  reaper serve [flags]   serve MCP over stdio, or Streamable HTTP with --http [ADDR]
   reaper version         print the version
   reaper help            print this help
 
@@ -26,11 +27,11 @@ Run "reaper <command> --help" for a command's flags.
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run dispatches a command line and returns the process's exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -42,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "--help", "-help", "-h":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "serve":
+		return serve(args[1:], getenv, stdin, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "reaper: unknown command %q\n\n%s", args[0], usage)
 	return 2

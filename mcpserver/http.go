@@ -1,0 +1,171 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MaxRequestBytes bounds an HTTP request body. It is above the SDK's default (4 MiB) so that an
+// oversized command reaches the bash tool and gets a clear tool error, rather than an HTTP 413 the
+// agent never sees; it matches the stdio transport's default line limit.
+const MaxRequestBytes = 16 << 20
+
+// HTTPOptions configures the Streamable HTTP handler.
+type HTTPOptions struct {
+	// Tokens maps each accepted bearer token to the identity it stands for. A session is bound to
+	// the identity that created it; a request with another identity cannot use, or DELETE, it.
+	// Empty means no authentication: only for loopback listeners (the caller checks).
+	Tokens map[string]string
+}
+
+const sessionHeader = "Mcp-Session-Id"
+
+// activity tracks the requests of one HTTP session for its idle lease.
+type activity struct {
+	inFlight int       // requests whose connection is still open
+	last     time.Time // when the last request began or ended
+}
+
+// HTTPHandler returns the handler for the MCP endpoint: cross-origin protection, bearer
+// authentication (if tokens are set), the session front (DELETE and the idle lease), then the SDK's
+// Streamable HTTP handler, which also rejects DNS-rebinding Host headers on loopback.
+func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		// The SDK's own timeout frees sessions that never ran a command; sessions that did are
+		// ended (processes first) by the lease below, which fires first.
+		SessionTimeout:      s.opts.IdleTimeout + time.Minute,
+		MaxRequestBodyBytes: MaxRequestBytes,
+		Logger:              sdkLogger(s.log),
+	})
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.front(w, r, sdk) })
+	if len(opts.Tokens) > 0 {
+		h = auth.RequireBearerToken(verifier(opts.Tokens), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	}
+	return http.NewCrossOriginProtection().Handler(h)
+}
+
+// verifier checks a bearer token against every configured token in constant time (comparing
+// digests, so that neither the length nor the content of a token leaks through timing).
+func verifier(tokens map[string]string) auth.TokenVerifier {
+	type entry struct {
+		sum      [32]byte
+		identity string
+	}
+	var entries []entry
+	for tok, id := range tokens {
+		entries = append(entries, entry{sha256.Sum256([]byte(tok)), id})
+	}
+	return func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		sum := sha256.Sum256([]byte(token))
+		identity, found := "", 0
+		for _, e := range entries {
+			if subtle.ConstantTimeCompare(sum[:], e.sum[:]) == 1 {
+				identity, found = e.identity, 1
+			}
+		}
+		if found == 0 {
+			return nil, fmt.Errorf("%w: unknown bearer token", auth.ErrInvalidToken)
+		}
+		return &auth.TokenInfo{UserID: identity}, nil
+	}
+}
+
+// front handles what the SDK cannot: a DELETE kills the session's processes before the SDK closes
+// the session (the SDK's close waits for running tool calls, which may be waiting on those
+// processes), and every request counts for the session's idle lease while its connection lives.
+func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	id := r.Header.Get(sessionHeader)
+	if id == "" {
+		next.ServeHTTP(w, r)
+		return
+	}
+	if r.Method == http.MethodDelete {
+		s.mu.Lock()
+		st := s.byID[id]
+		s.mu.Unlock()
+		if st != nil {
+			if st.owner != identity(r) {
+				http.Error(w, "session belongs to another identity", http.StatusForbidden)
+				return
+			}
+			s.end(context.Background(), st, "client DELETE")
+		}
+		next.ServeHTTP(w, r)
+		return
+	}
+	done := s.begin(id, r.Context())
+	defer done()
+	next.ServeHTTP(w, r)
+}
+
+func identity(r *http.Request) string {
+	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+		return ti.UserID
+	}
+	return ""
+}
+
+// begin records a request of session id. The returned function records its end; it also runs when
+// the client's connection goes away first (a client killed in the middle of a long call), so that a
+// vanished client cannot hold the lease open.
+func (s *Server) begin(id string, ctx context.Context) func() {
+	s.mu.Lock()
+	a := s.activity[id]
+	if a == nil {
+		a = &activity{}
+		s.activity[id] = a
+	}
+	a.inFlight++
+	a.last = time.Now()
+	s.mu.Unlock()
+	var ended bool
+	finish := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if ended {
+			return
+		}
+		ended = true
+		a.inFlight--
+		a.last = time.Now()
+		if a.inFlight == 0 && s.byID[id] == nil {
+			delete(s.activity, id) // no reaper session: nothing to lease
+		}
+	}
+	stop := context.AfterFunc(ctx, finish)
+	return func() {
+		stop()
+		finish()
+	}
+}
+
+// checkLease ends the session if it has been idle for IdleTimeout, or re-arms the lease. A request in
+// flight on a live connection keeps the session busy.
+func (s *Server) checkLease(st *session) {
+	s.mu.Lock()
+	if s.byID[st.id] != st {
+		s.mu.Unlock()
+		return // ended meanwhile
+	}
+	var wait time.Duration
+	if a := s.activity[st.id]; a != nil {
+		if a.inFlight > 0 {
+			wait = s.opts.IdleTimeout
+		} else {
+			wait = s.opts.IdleTimeout - time.Since(a.last)
+		}
+	}
+	s.mu.Unlock()
+	if wait > 0 {
+		st.lease.Reset(wait)
+		return
+	}
+	s.end(context.Background(), st, fmt.Sprintf("idle for %v", s.opts.IdleTimeout))
+}

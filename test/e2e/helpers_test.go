@@ -1,0 +1,408 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// bin is the reaper binary built for this test run.
+var bin string
+
+func TestMain(m *testing.M) {
+	if h := os.Getenv("E2E_HELPER"); h != "" {
+		os.Exit(helpers[h]())
+	}
+	dir, err := os.MkdirTemp("", "reaper-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "reaper")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/cgreaper/reaper/cmd/reaper")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building reaper:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// reaperProc is a running reaper binary.
+type reaperProc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	url    string // the MCP endpoint, for HTTP
+	done   chan struct{}
+	err    error // the exit error, once done is closed
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer goroutine and test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// cgroupArgs returns --cgroup-root with a unique root when this host offers writable cgroup2 (removed
+// at cleanup), so that each test's slices are its own; elsewhere reaper falls back to process
+// containment by itself and no flag is needed.
+func cgroupArgs(t testing.TB) []string {
+	t.Helper()
+	info := cgroup.Detect(cgroup.Options{})
+	if os.Geteuid() != 0 || !info.Usable() {
+		t.Logf("no writable cgroup2 here (%s): reaper runs in process containment", info)
+		return nil
+	}
+	root := filepath.Join(info.Mountpoint, "reaper-e2e-"+rand.Text()[:10])
+	t.Cleanup(func() {
+		if err := os.Remove(root); err != nil && !os.IsNotExist(err) {
+			t.Errorf("cleanup: %s: %v", root, err)
+		}
+	})
+	return []string{"--cgroup-root", root}
+}
+
+// startHTTP starts `reaper serve --http 127.0.0.1:PORT` with args and waits until it serves.
+func startHTTP(t testing.TB, args ...string) *reaperProc {
+	t.Helper()
+	port := freePort(t)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p := start(t, append([]string{"serve", "--http", addr}, args...), nil)
+	p.url = "http://" + addr + "/mcp"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return p
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("reaper exited: %v\n%s", p.err, p.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reaper did not listen on %s\n%s", addr, p.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// start runs the binary; cleanup stops it (SIGTERM, then SIGKILL) and waits for it.
+func start(t testing.TB, args []string, stdin io.Reader) *reaperProc {
+	t.Helper()
+	p := &reaperProc{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdin = stdin
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.stop(t) })
+	return p
+}
+
+// stop ends the reaper gracefully and waits, failing the test if it does not exit in time.
+func (p *reaperProc) stop(t testing.TB) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Errorf("reaper did not exit within 30s of SIGTERM\n%s", p.stderr)
+	}
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// connectStdio starts `reaper serve` with args and connects the SDK's client to it over stdio.
+func connectStdio(t testing.TB, args ...string) (*mcp.ClientSession, *exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect over stdio: %v\n%s", err, stderr)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, cmd, stderr
+}
+
+// connectHTTP connects the SDK's client to p's endpoint, with a bearer token if token is set.
+func connectHTTP(t testing.TB, url, token string) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: tokenClient(token)}, nil)
+	if err != nil {
+		t.Fatalf("connect over HTTP: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// tokenClient is an HTTP client that sends a bearer token.
+func tokenClient(token string) *http.Client {
+	if token == "" {
+		return &http.Client{}
+	}
+	return &http.Client{Transport: bearer{token}}
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// callTool calls a tool and returns its result, failing the test on a protocol error.
+func callTool(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s(%v): %v", name, args, err)
+	}
+	return res
+}
+
+// bashResult is the bash tool's structured output.
+type bashResult struct {
+	Output   string `json:"output"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code"`
+	TimedOut bool   `json:"timed_out"`
+	Cwd      string `json:"cwd"`
+	TaskID   string `json:"task_id"`
+	Leftover int    `json:"leftover_processes"`
+}
+
+// bash runs a command that must not be a tool error and decodes its structured result.
+func bash(t testing.TB, cs *mcp.ClientSession, command string, extra ...any) bashResult {
+	t.Helper()
+	args := map[string]any{"command": command}
+	for i := 0; i+1 < len(extra); i += 2 {
+		args[extra[i].(string)] = extra[i+1]
+	}
+	res := callTool(t, cs, "bash", args)
+	if res.IsError {
+		t.Fatalf("bash %q: tool error: %s", command, textOf(res))
+	}
+	var out bashResult
+	decode(t, res, &out)
+	return out
+}
+
+func decode(t testing.TB, res *mcp.CallToolResult, v any) {
+	t.Helper()
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// taskOutput reads a task's new output.
+func taskOutput(t testing.TB, cs *mcp.ClientSession, id string, block bool) (status, output string) {
+	t.Helper()
+	res := callTool(t, cs, "task_output", map[string]any{"task_id": id, "block": block})
+	if res.IsError {
+		t.Fatalf("task_output %s: %s", id, textOf(res))
+	}
+	var out struct {
+		Status string `json:"status"`
+		Output string `json:"output"`
+	}
+	decode(t, res, &out)
+	return out.Status, out.Output
+}
+
+// proc is a process identified by pid and start time.
+type proc struct {
+	pid   int
+	start string
+}
+
+func (p proc) String() string { return strconv.Itoa(p.pid) }
+
+// procsIn parses the pids printed in output, recording their start times now.
+func procsIn(t testing.TB, output string) []proc {
+	t.Helper()
+	var out []proc
+	for _, f := range strings.Fields(output) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		st, state := statOf(pid)
+		if st == "" || state == "Z" {
+			t.Fatalf("pid %d is already gone", pid)
+		}
+		out = append(out, proc{pid: pid, start: st})
+	}
+	return out
+}
+
+// statOf returns the start time and state of pid, or "" if it is gone.
+func statOf(pid int) (start, state string) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", ""
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+2:]))
+	return f[19], f[0]
+}
+
+func running(p proc) bool {
+	st, state := statOf(p.pid)
+	return st == p.start && state != "Z"
+}
+
+// awaitDead polls until every process is dead, failing if one still runs after within.
+func awaitDead(t testing.TB, ps []proc, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		var alive []proc
+		for _, p := range ps {
+			if running(p) {
+				alive = append(alive, p)
+			}
+		}
+		if len(alive) == 0 {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("still running %v after %v: %v", within, time.Since(start), alive)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// marked returns the live processes whose environment holds REAPER_SESSION=id.
+func marked(id string) []proc {
+	var out []proc
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil || !bytes.Contains(env, []byte("\x00REAPER_SESSION="+id+"\x00")) && !bytes.HasPrefix(env, []byte("REAPER_SESSION="+id+"\x00")) {
+			continue
+		}
+		if st, state := statOf(pid); st != "" && state != "Z" {
+			out = append(out, proc{pid: pid, start: st})
+		}
+	}
+	return out
+}
+
+// escapees starts, in a session, a background task with a setsid escapee and a double-forked
+// child, and returns the task's processes.
+func escapees(t testing.TB, cs *mcp.ClientSession) []proc {
+	t.Helper()
+	r := bash(t, cs, `setsid sh -c 'echo $$; exec sleep 1000' & sh -c 'sh -c "echo \$\$; exec sleep 1000" &'; echo $$; exec sleep 1000`, "run_in_background", true)
+	if r.TaskID == "" {
+		t.Fatalf("no task id: %+v", r)
+	}
+	var out string
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(out, "\n") < 3 {
+		_, o := taskOutput(t, cs, r.TaskID, false)
+		out += o
+		if time.Now().After(deadline) {
+			t.Fatalf("the task printed %q", out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return procsIn(t, out)
+}
+
+// lineReader reads lines from a reader in the background.
+func lineReader(r io.Reader) <-chan string {
+	ch := make(chan string, 100)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	return ch
+}

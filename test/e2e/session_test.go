@@ -1,0 +1,424 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// helpers are modes of this test binary that tests run as separate processes.
+var helpers = map[string]func() int{
+	// client connects to E2E_URL, starts escapees in a background task, prints their pids on one
+	// line and waits to be killed: a client that vanishes without a goodbye.
+	"client": func() int {
+		ctx := context.Background()
+		client := mcp.NewClient(&mcp.Implementation{Name: "e2e-client", Version: "1"}, nil)
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: os.Getenv("E2E_URL")}, nil)
+		if err != nil {
+			fmt.Println("ERR", err)
+			return 1
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+			"command": `setsid sh -c 'echo $$; exec sleep 1000' & echo $$; exec sleep 1000`, "run_in_background": true}})
+		if err != nil || res.IsError {
+			fmt.Println("ERR", err, textOf(res))
+			return 1
+		}
+		var started struct {
+			TaskID string `json:"task_id"`
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &started)
+		var out string
+		for strings.Count(out, "\n") < 2 {
+			r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "task_output", Arguments: map[string]any{"task_id": started.TaskID}})
+			if err != nil {
+				fmt.Println("ERR", err)
+				return 1
+			}
+			var o struct{ Output string }
+			b, _ := json.Marshal(r.StructuredContent)
+			json.Unmarshal(b, &o)
+			out += o.Output
+			time.Sleep(10 * time.Millisecond)
+		}
+		fmt.Println("PIDS", strings.Join(strings.Fields(out), " "))
+		select {} // until SIGKILL
+	},
+	"minimal": minimalServer,
+}
+
+func TestToolsAndSchemas(t *testing.T) {
+	cs, _, _ := connectStdio(t, cgroupArgs(t)...)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{ // tool -> required arguments
+		"bash":        {"command"},
+		"task_output": {"task_id"},
+		"task_stop":   {"task_id"},
+		"task_list":   nil,
+	}
+	props := map[string][]string{
+		"bash":        {"command", "description", "run_in_background", "timeout"},
+		"task_output": {"block", "task_id", "timeout"},
+		"task_stop":   {"task_id"},
+		"task_list":   nil,
+	}
+	if len(res.Tools) != len(want) {
+		t.Errorf("%d tools, want %d", len(res.Tools), len(want))
+	}
+	for _, tool := range res.Tools {
+		b, _ := json.Marshal(tool.InputSchema)
+		var schema struct {
+			Type       string                     `json:"type"`
+			Required   []string                   `json:"required"`
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		json.Unmarshal(b, &schema)
+		var names []string
+		for n := range schema.Properties {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		if schema.Type != "object" || !slices.Equal(schema.Required, want[tool.Name]) || !slices.Equal(names, props[tool.Name]) {
+			t.Errorf("%s: schema %s; want required %v, properties %v", tool.Name, b, want[tool.Name], props[tool.Name])
+		}
+		if tool.OutputSchema == nil {
+			t.Errorf("%s has no output schema", tool.Name)
+		}
+	}
+	var bashTool *mcp.Tool
+	for _, tool := range res.Tools {
+		if tool.Name == "bash" {
+			bashTool = tool
+		}
+	}
+	for _, want := range []string{"600000", "120000", "1 MiB", "At most 10 background tasks", "killed when the session ends"} {
+		if bashTool == nil || !strings.Contains(bashTool.Description, want) {
+			t.Errorf("the bash tool's description does not tell agents %q", want)
+		}
+	}
+}
+
+func TestEchoAndWorkingDirectory(t *testing.T) {
+	p := startHTTP(t, cgroupArgs(t)...)
+	transports := map[string]func() *mcp.ClientSession{
+		"stdio": func() *mcp.ClientSession { cs, _, _ := connectStdio(t, cgroupArgs(t)...); return cs },
+		"http":  func() *mcp.ClientSession { return connectHTTP(t, p.url, "") },
+	}
+	for name, connect := range transports {
+		t.Run(name, func(t *testing.T) {
+			cs := connect()
+			r := bash(t, cs, "echo hello")
+			if r.Output != "hello\n" || r.ExitCode == nil || *r.ExitCode != 0 || r.Status != "completed" {
+				t.Errorf("echo hello: %+v", r)
+			}
+			dir := t.TempDir()
+			bash(t, cs, "cd "+dir)
+			if r := bash(t, cs, "pwd; exit 4"); r.Output != dir+"\n" || r.Cwd != dir || *r.ExitCode != 4 {
+				t.Errorf("cwd not kept: %+v", r)
+			}
+			start := time.Now()
+			if r := bash(t, cs, "sleep 3 & echo started"); r.Output != "started\n" || time.Since(start) > 2*time.Second {
+				t.Errorf("a background child held the call for %v: %+v", time.Since(start), r)
+			}
+		})
+	}
+}
+
+func TestHTTPSessionsAreSeparate(t *testing.T) {
+	p := startHTTP(t, cgroupArgs(t)...)
+	a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
+	da, db := t.TempDir(), t.TempDir()
+	var wg sync.WaitGroup
+	for _, s := range []struct {
+		cs  *mcp.ClientSession
+		dir string
+	}{{a, da}, {b, db}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				bash(t, s.cs, "cd "+s.dir)
+				if r := bash(t, s.cs, "pwd"); r.Output != s.dir+"\n" {
+					t.Errorf("session saw cwd %q, want %q", r.Output, s.dir)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	task := bash(t, a, "sleep 1000", "run_in_background", true)
+	for _, tool := range []string{"task_output", "task_stop"} {
+		if res := callTool(t, b, tool, map[string]any{"task_id": task.TaskID}); !res.IsError || !strings.Contains(textOf(res), "unknown task") {
+			t.Errorf("%s of another session's task: %s", tool, textOf(res))
+		}
+	}
+	if res := callTool(t, b, "task_list", nil); strings.Contains(textOf(res), task.TaskID) {
+		t.Errorf("another session's task is listed: %s", textOf(res))
+	}
+}
+
+// grace is the grace period the session-end tests run reaper with; "dead within the grace period
+// plus a second" is what they check.
+const grace = time.Second
+
+func TestSessionEndKillsEverything(t *testing.T) {
+	t.Run("stdio close", func(t *testing.T) {
+		cs, cmd, stderr := connectStdio(t, append(cgroupArgs(t), "--grace", grace.String())...)
+		ps := escapees(t, cs)
+		cs.Close() // closes stdin (EOF) and waits for reaper to exit
+		took := awaitDead(t, ps, grace+time.Second)
+		t.Logf("dead %v after the client closed", took)
+		if st := cmd.ProcessState; st == nil || st.ExitCode() != 0 {
+			t.Errorf("reaper exited with %v after EOF\n%s", st, stderr)
+		}
+	})
+	t.Run("http delete", func(t *testing.T) {
+		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String())...)
+		cs := connectHTTP(t, p.url, "")
+		ps := escapees(t, cs)
+		cs.Close() // sends DELETE
+		t.Logf("dead %v after DELETE", awaitDead(t, ps, grace+time.Second))
+		if !strings.Contains(p.stderr.String(), "reason=\"client DELETE\"") {
+			t.Errorf("the session end was not logged with its reason:\n%s", p.stderr)
+		}
+	})
+	t.Run("idle timeout with a killed client", func(t *testing.T) {
+		idle := 2 * time.Second
+		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String(), "--idle-timeout", idle.String())...)
+		client := exec.Command(os.Args[0], "-test.run=^$")
+		client.Env = append(os.Environ(), "E2E_HELPER=client", "E2E_URL="+p.url)
+		out, _ := client.StdoutPipe()
+		if err := client.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Process.Kill(); client.Wait() })
+		var ps []proc
+		select {
+		case line := <-lineReader(out):
+			if !strings.HasPrefix(line, "PIDS ") {
+				t.Fatalf("client: %s", line)
+			}
+			ps = procsIn(t, strings.TrimPrefix(line, "PIDS "))
+		case <-time.After(30 * time.Second):
+			t.Fatal("the client did not start its task")
+		}
+		client.Process.Signal(syscall.SIGKILL)
+		killed := time.Now()
+		awaitDead(t, ps, idle+grace+time.Second)
+		t.Logf("dead %v after the client was killed (idle timeout %v)", time.Since(killed), idle)
+	})
+	t.Run("sigterm", func(t *testing.T) {
+		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String())...)
+		ps := escapees(t, connectHTTP(t, p.url, ""))
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		t.Logf("dead %v after SIGTERM", awaitDead(t, ps, grace+time.Second))
+		select {
+		case <-p.done:
+			if p.err != nil {
+				t.Errorf("reaper exited with %v after SIGTERM", p.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("reaper did not exit after SIGTERM")
+		}
+	})
+}
+
+func TestDeleteDuringLongCall(t *testing.T) {
+	p := startHTTP(t, cgroupArgs(t)...)
+	cs := connectHTTP(t, p.url, "")
+	bash(t, cs, "true") // the reaper session exists from the first call
+	returned := make(chan time.Time, 1)
+	go func() {
+		cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 60", "timeout": 600000}})
+		returned <- time.Now()
+	}()
+	var ps []proc
+	deadline := time.Now().Add(30 * time.Second)
+	for len(ps) == 0 {
+		ps = marked(cs.ID())
+		if time.Now().After(deadline) {
+			t.Fatal("the long call's process did not show up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, p.url, nil)
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	took := time.Since(start)
+	if resp.StatusCode != http.StatusNoContent || took > time.Second {
+		t.Errorf("DELETE during a long call: %s after %v", resp.Status, took)
+	}
+	awaitDead(t, ps, time.Second)
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Error("the long call did not return after DELETE")
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	p := startHTTP(t, cgroupArgs(t)...)
+	cs := connectHTTP(t, p.url, "")
+	other := connectHTTP(t, p.url, "")
+	otherTask := bash(t, other, "sleep 1000", "run_in_background", true).TaskID
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"bash", map[string]any{}, "command"},
+		{"bash", map[string]any{"command": 42}, "command"},
+		{"bash", map[string]any{"command": "true", "timeout": "soon"}, "timeout"},
+		{"bash", map[string]any{"command": "true", "timeout": 0}, "between 1 and 600000"},
+		{"bash", map[string]any{"command": "true", "timeout": 600001}, "between 1 and 600000"},
+		{"bash", map[string]any{"command": strings.Repeat("x", 10<<20)}, "limit"},
+		{"task_output", map[string]any{}, "task_id"},
+		{"task_output", map[string]any{"task_id": "t-0123456789abcdef"}, "unknown task"},
+		{"task_output", map[string]any{"task_id": otherTask}, "unknown task"},
+		{"task_output", map[string]any{"task_id": otherTask, "block": true, "timeout": -5}, "between 1 and 600000"},
+		{"task_stop", map[string]any{"task_id": otherTask}, "unknown task"},
+	} {
+		res := callTool(t, cs, tc.tool, tc.args)
+		if !res.IsError || !strings.Contains(textOf(res), tc.want) {
+			t.Errorf("%s(%.60v): error=%v %q; want an error result mentioning %q", tc.tool, tc.args, res.IsError, textOf(res), tc.want)
+		}
+	}
+	if r := bash(t, cs, "echo still serving"); r.Output != "still serving\n" {
+		t.Errorf("after bad input: %+v", r)
+	}
+	if status, _ := taskOutput(t, other, otherTask, false); status != "running" {
+		t.Errorf("the other session's task was touched: %s", status)
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	tokens := t.TempDir() + "/tokens"
+	os.WriteFile(tokens, []byte("# two identities\nalice tok-alice-123\nbob tok-bob-456\n"), 0o600)
+	p := startHTTP(t, append(cgroupArgs(t), "--token-file", tokens)...)
+
+	post := func(token, session string) int {
+		req, _ := http.NewRequest(http.MethodPost, p.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("", ""); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d, want 401", code)
+	}
+	if code := post("tok-mallory", ""); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d, want 401", code)
+	}
+	alice := connectHTTP(t, p.url, "tok-alice-123")
+	ps := escapees(t, alice)
+	if code := post("tok-bob-456", alice.ID()); code != http.StatusForbidden {
+		t.Errorf("bob using alice's session: %d, want 403", code)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, p.url, nil)
+	req.Header.Set("Mcp-Session-Id", alice.ID())
+	req.Header.Set("Authorization", "Bearer tok-bob-456")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("bob deleting alice's session: %s, want 403", resp.Status)
+	}
+	for _, p := range ps {
+		if !running(p) {
+			t.Errorf("alice's process %d died after bob's DELETE", p.pid)
+		}
+	}
+	if r := bash(t, alice, "echo mine"); r.Output != "mine\n" {
+		t.Errorf("alice after bob's attempts: %+v", r)
+	}
+	bob := connectHTTP(t, p.url, "tok-bob-456")
+	if r := bash(t, bob, "echo bob"); r.Output != "bob\n" {
+		t.Errorf("bob in his own session: %+v", r)
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	run := func(env []string, args ...string) (string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return string(out), code
+	}
+	out, code := run(nil, "serve", "--help")
+	for _, flag := range []string{"-http", "-token", "-token-file", "-idle-timeout", "-keepalive", "-grace", "-bg-timeout", "-max-tasks", "-containment", "-cgroup-root", "REAPER_"} {
+		if code != 0 || !strings.Contains(out, flag) {
+			t.Errorf("serve --help (exit %d) does not list %s", code, flag)
+		}
+	}
+	if out, code := run(nil, "version"); code != 0 || !strings.HasPrefix(out, "reaper ") {
+		t.Errorf("version: %d %q", code, out)
+	}
+	if out, code := run(nil, "serve", "--http", "0.0.0.0:0"); code == 0 || !strings.Contains(out, "refusing") || !strings.Contains(out, "token") {
+		t.Errorf("a public address without a token: exit %d, %q", code, out)
+	}
+	if out, code := run([]string{"REAPER_MAX_TASKS=zero"}, "serve"); code != 2 || !strings.Contains(out, "REAPER_MAX_TASKS") {
+		t.Errorf("a bad environment value: exit %d, %q", code, out)
+	}
+	if out, code := run(nil, "serve", "--containment", "magic"); code != 2 || !strings.Contains(out, "magic") {
+		t.Errorf("a bad containment: exit %d, %q", code, out)
+	}
+
+	// The environment sets what flags do not; a flag wins.
+	cmd := exec.Command(bin, append([]string{"serve", "--max-tasks", "3"}, cgroupArgs(t)...)...)
+	cmd.Env = append(os.Environ(), "REAPER_MAX_TASKS=7", "REAPER_IDLE_TIMEOUT=42s")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if tool.Name == "bash" && (!strings.Contains(tool.Description, "At most 3 background") || !strings.Contains(tool.Description, "42s")) {
+			t.Errorf("flag and environment not applied: %s", tool.Description)
+		}
+	}
+	first, _, _ := strings.Cut(stderr.String(), "\n")
+	if !strings.Contains(first, "stdio") || !strings.Contains(first, "containment=") {
+		t.Errorf("first log line %q should name the transport and the containment", first)
+	}
+}
