@@ -440,3 +440,31 @@ func TestConcurrentExitStatuses(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestRetentionClearsUnreadTasks(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{Retention: 200 * time.Millisecond})
+	s := newTestSession(t, r, SessionOptions{})
+	ti, err := s.Start("echo never read", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wait(context.Background(), ti.ID, time.Minute)
+	if l := s.List(); len(l.Tasks) != 1 {
+		t.Fatalf("a task that just ended is not listed: %+v", l)
+	}
+	eventually(t, "the unread task to be cleared after its retention", func() bool { return len(s.List().Tasks) == 0 })
+	if _, _, err := s.Output(ti.ID, OutputOptions{Offset: -1}); !errors.Is(err, ErrUnknownTask) {
+		t.Errorf("Output after retention: %v", err)
+	}
+}
+
+func TestPlainShWorks(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{Shell: "/bin/sh"})
+	s := newTestSession(t, r, SessionOptions{WorkDir: "/"})
+	if res := run(t, s, "cd /tmp && echo $0 && exit 5"); res.Cwd != "/tmp" || res.ExitCode != 5 || !strings.Contains(res.Output, "sh") {
+		t.Errorf("with /bin/sh: %+v", res)
+	}
+	if res := run(t, s, "sleep 3 & pwd"); res.Output != "/tmp\n" || res.Duration > time.Second {
+		t.Errorf("with /bin/sh: %+v", res)
+	}
+}

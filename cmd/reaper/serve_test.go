@@ -1,0 +1,88 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNormalizeHTTPFlag(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"--http"}, []string{"--http=" + defaultHTTPAddr}},
+		{[]string{"--http", "0.0.0.0:9000", "--grace", "1s"}, []string{"--http=0.0.0.0:9000", "--grace", "1s"}},
+		{[]string{"--http", "--grace", "1s"}, []string{"--http=" + defaultHTTPAddr, "--grace", "1s"}},
+		{[]string{"-http=:1"}, []string{"-http=:1"}},
+		{[]string{"--", "--http"}, []string{"--", "--http"}},
+	} {
+		if got := normalizeHTTPFlag(tc.in); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("normalizeHTTPFlag(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestParseServeEnvironment(t *testing.T) {
+	env := map[string]string{"REAPER_GRACE": "2s", "REAPER_MAX_TASKS": "4", "REAPER_HTTP": "true", "REAPER_IDLE_TIMEOUT": "1m"}
+	c, err := parseServe([]string{"--max-tasks", "6"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.grace != 2*time.Second || c.maxTasks != 6 || c.http != defaultHTTPAddr || c.idleTimeout != time.Minute {
+		t.Errorf("config %+v: want grace from the environment, max-tasks from the flag", c)
+	}
+	for _, bad := range [][]string{{"--max-tasks", "0"}, {"--idle-timeout", "0s"}, {"--grace", "-1s"}, {"--containment", "vm"}, {"extra"}} {
+		if _, err := parseServe(bad, func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("parseServe(%q) accepted", bad)
+		}
+	}
+	if _, err := parseServe(nil, func(k string) string { return map[string]string{"REAPER_KEEPALIVE": "often"}[k] }, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "REAPER_KEEPALIVE") {
+		t.Errorf("a bad environment value: %v", err)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(f, []byte("# comment\nalice secret-a\n\nsecret-b # anonymous\n"), 0o600)
+	got, err := serveConfig{token: "secret-c", tokenFile: f}.tokens()
+	want := map[string]string{"secret-a": "alice", "secret-b": "token-4", "secret-c": "token"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("tokens() = %v, %v; want %v", got, err, want)
+	}
+	os.WriteFile(f, []byte("a b c\n"), 0o600)
+	if _, err := (serveConfig{tokenFile: f}).tokens(); err == nil {
+		t.Error("a line with three fields was accepted")
+	}
+	os.WriteFile(f, []byte("# nothing\n"), 0o600)
+	if _, err := (serveConfig{tokenFile: f}).tokens(); err == nil {
+		t.Error("an empty token file was accepted")
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8765": true, "[::1]:1": true, "localhost:80": true,
+		"0.0.0.0:8765": false, ":8765": false, "10.1.2.3:1": false,
+	} {
+		if got, err := isLoopback(addr); err != nil || got != want {
+			t.Errorf("isLoopback(%q) = %v, %v; want %v", addr, got, err, want)
+		}
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	var out strings.Builder
+	if code := run([]string{"version"}, os.Getenv, nil, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "reaper ") {
+		t.Errorf("version: %d %q", code, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"--help"}, os.Getenv, nil, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "reaper serve") {
+		t.Errorf("--help: %d %q", code, out.String())
+	}
+	if code := run([]string{"frobnicate"}, os.Getenv, nil, io.Discard, io.Discard); code != 2 {
+		t.Errorf("unknown command: exit %d, want 2", code)
+	}
+}
