@@ -169,3 +169,15 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// taskPids waits until a task has printed n lines and returns the pids among them.
+func taskPids(t testing.TB, s *Session, id string, n int) []proc {
+	t.Helper()
+	var text string
+	eventually(t, "the task's pids", func() bool {
+		_, c, err := s.Output(id, OutputOptions{Offset: 0})
+		text = c.Text
+		return err == nil && strings.Count(text, "\n") >= n
+	})
+	return pidsIn(t, text)
+}

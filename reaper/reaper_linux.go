@@ -229,13 +229,22 @@ func (r *Reaper) Close(ctx context.Context) error {
 
 	// Nothing may outlive us: whatever is still below this process (an escapee whose marker was
 	// scrubbed, in process containment) dies now.
+	// Repeat until a pass finds nothing, for what forks while a pass runs.
 	w := newWalker()
-	if left, err := w.descendants(r.self); err == nil && len(left) > 0 {
+	killed := 0
+	for pass := 0; pass < maxWalkPasses; pass++ {
+		left, err := w.descendants(r.self)
+		if err != nil || len(left) == 0 {
+			break
+		}
 		hs := w.verify(left)
 		signalAll(hs, unix.SIGKILL)
 		w.waitGone(context.Background(), hs, time.Now().Add(r.opts.CloseTimeout))
 		closeAll(hs)
-		r.log.Info("killed processes no session claimed", "count", len(hs))
+		killed += len(hs)
+	}
+	if killed > 0 {
+		r.log.Info("killed processes no session claimed", "count", killed)
 	}
 	errs = append(errs, r.dropInstance())
 	r.kids.close([]string{r.shell, "-c", ":"})

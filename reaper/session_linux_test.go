@@ -34,12 +34,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				eventually(t, "background task output", func() bool {
-					_, c, _ := s.Output(ti.ID, OutputOptions{Offset: 0})
-					return strings.Contains(c.Text, "\n")
-				})
-				_, c, _ := s.Output(ti.ID, OutputOptions{Offset: 0})
-				all = append(all, pidsIn(t, c.Text)...)
+				all = append(all, taskPids(t, s, ti.ID, 1)...)
 			}
 			res := run(t, s, zoo)
 			all = append(all, pidsIn(t, res.Output)...)
@@ -117,9 +112,7 @@ func TestCloseWithFinishedAndRunningTasks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "pid", func() bool { _, c, _ := s.Output(live.ID, OutputOptions{Offset: 0}); return c.Total > 0 })
-			_, c, _ := s.Output(live.ID, OutputOptions{Offset: 0})
-			pids := pidsIn(t, c.Text)
+			pids := taskPids(t, s, live.ID, 1)
 			rep, err := s.Close(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -290,9 +283,7 @@ func TestTaskLifecycle(t *testing.T) {
 				t.Errorf("third running task: %v, want ErrTooManyTasks", err)
 			}
 			// Stop kills the whole tree, setsid child included.
-			eventually(t, "setsid pid", func() bool { _, c, _ := s.Output(long1.ID, OutputOptions{Offset: 0}); return c.Total > 0 })
-			_, c, _ := s.Output(long1.ID, OutputOptions{Offset: 0})
-			escapee := pidsIn(t, c.Text)
+			escapee := taskPids(t, s, long1.ID, 1)
 			ti, rep, err := s.Stop(context.Background(), long1.ID)
 			if err != nil || ti.Status != Killed || ti.Processes != 0 {
 				t.Errorf("Stop = %+v, %v, %v", ti, rep, err)
@@ -311,7 +302,7 @@ func TestTaskLifecycle(t *testing.T) {
 				t.Errorf("background safety net: %+v", ti)
 			}
 			// Output of the quick task, read to the end, clears it.
-			_, c, err = s.Output(quick.ID, OutputOptions{Offset: -1})
+			_, c, err := s.Output(quick.ID, OutputOptions{Offset: -1})
 			if err != nil || c.Text != "out\nerr\n" {
 				t.Errorf("output %q, %v", c.Text, err)
 			}

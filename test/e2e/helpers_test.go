@@ -406,3 +406,27 @@ func lineReader(r io.Reader) <-chan string {
 	}()
 	return ch
 }
+
+// startClient runs this binary as the "client" helper against url: a separate process that starts a
+// background task with a setsid escapee and then waits. It returns the client and the task's
+// processes; cleanup kills the client.
+func startClient(t testing.TB, url string) (*exec.Cmd, []proc) {
+	t.Helper()
+	client := exec.Command(os.Args[0], "-test.run=^$")
+	client.Env = append(os.Environ(), "E2E_HELPER=client", "E2E_URL="+url)
+	out, _ := client.StdoutPipe()
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Process.Kill(); client.Wait() })
+	select {
+	case line := <-lineReader(out):
+		if !strings.HasPrefix(line, "PIDS ") {
+			t.Fatalf("client: %s", line)
+		}
+		return client, procsIn(t, strings.TrimPrefix(line, "PIDS "))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client did not start its task")
+	}
+	return nil, nil
+}

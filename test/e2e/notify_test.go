@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -97,23 +95,7 @@ func TestCrossOriginAndRebinding(t *testing.T) {
 
 func TestKeepAliveEndsUnresponsiveClient(t *testing.T) {
 	p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String(), "--keepalive", "500ms", "--idle-timeout", "10m")...)
-	client := exec.Command(os.Args[0], "-test.run=^$")
-	client.Env = append(os.Environ(), "E2E_HELPER=client", "E2E_URL="+p.url)
-	out, _ := client.StdoutPipe()
-	if err := client.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Process.Kill(); client.Wait() })
-	var ps []proc
-	select {
-	case line := <-lineReader(out):
-		if !strings.HasPrefix(line, "PIDS ") {
-			t.Fatalf("client: %s", line)
-		}
-		ps = procsIn(t, strings.TrimPrefix(line, "PIDS "))
-	case <-time.After(30 * time.Second):
-		t.Fatal("the client did not start its task")
-	}
+	client, ps := startClient(t, p.url)
 	// A stopped client keeps its connections open but answers no ping.
 	client.Process.Signal(syscall.SIGSTOP)
 	stopped := time.Now()

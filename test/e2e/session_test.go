@@ -199,23 +199,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 	t.Run("idle timeout with a killed client", func(t *testing.T) {
 		idle := 2 * time.Second
 		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String(), "--idle-timeout", idle.String())...)
-		client := exec.Command(os.Args[0], "-test.run=^$")
-		client.Env = append(os.Environ(), "E2E_HELPER=client", "E2E_URL="+p.url)
-		out, _ := client.StdoutPipe()
-		if err := client.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { client.Process.Kill(); client.Wait() })
-		var ps []proc
-		select {
-		case line := <-lineReader(out):
-			if !strings.HasPrefix(line, "PIDS ") {
-				t.Fatalf("client: %s", line)
-			}
-			ps = procsIn(t, strings.TrimPrefix(line, "PIDS "))
-		case <-time.After(30 * time.Second):
-			t.Fatal("the client did not start its task")
-		}
+		client, ps := startClient(t, p.url)
 		client.Process.Signal(syscall.SIGKILL)
 		killed := time.Now()
 		awaitDead(t, ps, idle+grace+time.Second)
