@@ -118,9 +118,9 @@ func (s *Server) addTools() {
 The working directory persists between commands of the session; environment variables do not.
 Foreground commands return as soon as the command itself exits, even if it left processes running (such as "server &"); those stay in the session.
 Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed. Output is kept up to %s per command (head and tail; the middle of longer output is dropped and counted).
-With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling), stop it with task_stop, see all with task_list. At most %d background tasks run at once.
+With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling), stop it with task_stop, see all with task_list. At most %d background tasks run at once%s.
 Everything this session starts, background tasks and escaped or detached processes included, is killed when the session ends (over HTTP, also after %v without requests).`,
-			sizeString(l.OutputLimit), l.MaxTasks, s.opts.IdleTimeout),
+			sizeString(l.OutputLimit), l.MaxTasks, bgTimeoutText(l.BgTimeout), s.opts.IdleTimeout),
 		Annotations: &mcp.ToolAnnotations{Title: "Run a shell command", OpenWorldHint: ptr(true)},
 	}, s.bash)
 	mcp.AddTool(s.mcp, &mcp.Tool{
@@ -349,6 +349,13 @@ func limitsOrDefaults(l Limits) Limits {
 		l.Grace = reaper.DefaultGrace
 	}
 	return l
+}
+
+func bgTimeoutText(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; a background task still running after %v is killed", d)
 }
 
 func graceText(grace time.Duration) string {

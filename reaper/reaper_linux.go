@@ -34,7 +34,8 @@ type Reaper struct {
 	stateDir string // where sessions keep their small files; tmpfs where there is one
 	info     ContainmentInfo
 	root     *cgroup.Root  // nil in process containment
-	instance *cgroup.Slice // this Reaper's slice below root, holding the sessions' slices
+	name     string        // r<pid>-<start time>: this Reaper among others, past and present
+	instance *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
 	noClone3 atomic.Bool   // the host refused clone3 into a cgroup once: join before exec instead
 
 	// mu guards the fields that follow.
@@ -101,6 +102,8 @@ func newReaper(opts Options) (*Reaper, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("reaper: become child subreaper: %w", err)
 	}
+	st, _ := newWalker().stat(r.self)
+	r.name = "r" + strconv.Itoa(r.self) + "-" + strconv.FormatUint(st.start, 10)
 	if err := r.contain(); err != nil {
 		return nil, err
 	}
@@ -124,8 +127,7 @@ func (r *Reaper) contain() error {
 	if err == nil {
 		// One slice per Reaper instance, named by pid and start time, so that Reapers sharing a
 		// root never touch each other's sessions, and a successor can tell a dead owner's slices.
-		st, _ := newWalker().stat(r.self)
-		r.instance, err = root.Create("r" + strconv.Itoa(r.self) + "-" + strconv.FormatUint(st.start, 10))
+		r.instance, err = root.Create(r.name)
 	}
 	if err != nil {
 		if r.opts.Containment == ContainCgroup {
@@ -160,7 +162,7 @@ func (r *Reaper) Containment() ContainmentInfo { return r.info }
 
 // NewSession creates a session. Its slice is created on its first command, so sessions that never
 // run anything cost nothing but a temporary directory. id must be 1 to 128 printable ASCII
-// characters without spaces; it names the session in logs and in the REAPER_SESSION marker.
+// characters without spaces; it names the session in logs and errors.
 func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
@@ -180,10 +182,13 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	}
 	r.seq++
 	s := &Session{
-		r: r, id: id, name: "s-" + strconv.Itoa(r.seq), marker: EnvSession + "=" + id, tmp: tmp,
+		r: r, id: id, name: "s-" + strconv.Itoa(r.seq), tmp: tmp,
 		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
 		abandon: make(chan struct{}), done: make(chan struct{}),
 	}
+	// The marker names the session by the Reaper and the slice, not by id: an MCP session id may
+	// be a credential, and the environment of a process is readable by more than its owner's client.
+	s.marker = EnvSession + "=" + r.name + "/" + s.name
 	r.sessions[s] = true
 	return s, nil
 }

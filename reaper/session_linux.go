@@ -32,7 +32,7 @@ type Session struct {
 	r         *Reaper
 	id        string
 	name      string // the slice's name, unique within the Reaper
-	marker    string // EnvSession=id
+	marker    string // EnvSession=<reaper name>/<session name>, inherited by every task
 	tmp       string // private directory for the shell's working-directory files
 	onTaskEnd func(TaskInfo)
 	workDir   string        // the first working directory, where a vanished one is reset to
@@ -56,6 +56,9 @@ type Session struct {
 
 // ID returns the id the session was created with.
 func (s *Session) ID() string { return s.id }
+
+// Marker returns the REAPER_SESSION=... entry every process of the session inherits.
+func (s *Session) Marker() string { return s.marker }
 
 // Cwd returns the working directory the next command starts in.
 func (s *Session) Cwd() string {

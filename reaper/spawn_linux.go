@@ -143,7 +143,7 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		return pid, err
 	})
 	if err != nil {
-		return spawned{}, fmt.Errorf("reaper: start %s in %s: %w", spec.argv[0], spec.dir, err)
+		return spawned{}, fmt.Errorf("start %s in %s: %w", spec.argv[0], spec.dir, err)
 	}
 	return spawned{pid: pid, start: start, pidfd: pidfd, exited: exited}, nil
 }

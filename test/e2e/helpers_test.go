@@ -353,24 +353,19 @@ func awaitDead(t testing.TB, ps []proc, within time.Duration) time.Duration {
 	}
 }
 
-// marked returns the live processes whose environment holds REAPER_SESSION=id.
-func marked(id string) []proc {
-	var out []proc
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+// pidFromFile polls until path holds a pid and returns that process.
+func pidFromFile(t testing.TB, path string) proc {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
+			return procsIn(t, string(b))[0]
 		}
-		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if err != nil || !bytes.Contains(env, []byte("\x00REAPER_SESSION="+id+"\x00")) && !bytes.HasPrefix(env, []byte("REAPER_SESSION="+id+"\x00")) {
-			continue
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", path)
 		}
-		if st, state := statOf(pid); st != "" && state != "Z" {
-			out = append(out, proc{pid: pid, start: st})
-		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return out
 }
 
 // escapees starts, in a session, a background task with a setsid escapee and a double-forked

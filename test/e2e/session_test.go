@@ -123,6 +123,12 @@ func TestEchoAndWorkingDirectory(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cs := connect()
 			r := bash(t, cs, "echo hello")
+			if cs.ID() != "" {
+				// The MCP session id authorizes requests; it must not leak into tasks.
+				if env := bash(t, cs, "env").Output; strings.Contains(env, cs.ID()) {
+					t.Errorf("the session id %s is in the tasks' environment", cs.ID())
+				}
+			}
 			if r.Output != "hello\n" || r.ExitCode == nil || *r.ExitCode != 0 || r.Status != "completed" {
 				t.Errorf("echo hello: %+v", r)
 			}
@@ -226,19 +232,13 @@ func TestDeleteDuringLongCall(t *testing.T) {
 	cs := connectHTTP(t, p.url, "")
 	bash(t, cs, "true") // the reaper session exists from the first call
 	returned := make(chan time.Time, 1)
+	pidFile := t.TempDir() + "/pid"
 	go func() {
-		cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sleep 60", "timeout": 600000}})
+		cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+			"command": "echo $$ > " + pidFile + "; exec sleep 60", "timeout": 600000}})
 		returned <- time.Now()
 	}()
-	var ps []proc
-	deadline := time.Now().Add(30 * time.Second)
-	for len(ps) == 0 {
-		ps = marked(cs.ID())
-		if time.Now().After(deadline) {
-			t.Fatal("the long call's process did not show up")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	ps := []proc{pidFromFile(t, pidFile)}
 	req, _ := http.NewRequest(http.MethodDelete, p.url, nil)
 	req.Header.Set("Mcp-Session-Id", cs.ID())
 	start := time.Now()
