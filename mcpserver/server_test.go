@@ -1,0 +1,131 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/reaper"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// connect runs a Server over in-memory transports, with a Reaper in process containment so that
+// the test needs neither root nor cgroups (the binary's tests in test/e2e cover both), and returns
+// the client's session. Cleanup closes everything.
+func connect(t *testing.T) (*Server, *mcp.ClientSession) {
+	t.Helper()
+	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: 200 * time.Millisecond, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Options{Reaper: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx, st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		cancel()
+		<-ran
+		srv.Close(context.Background())
+		r.Close(context.Background())
+	})
+	return srv, cs
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, out any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != nil && !res.IsError {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res
+}
+
+func TestTaskLifecycleThroughTools(t *testing.T) {
+	_, cs := connect(t)
+	var started BashOutput
+	call(t, cs, "bash", map[string]any{"command": "echo one; sleep 0.3; echo two; exit 2", "run_in_background": true, "description": "count"}, &started)
+	if started.TaskID == "" || started.Status != "running" {
+		t.Fatalf("background start: %+v", started)
+	}
+	var listed TaskListOutput
+	call(t, cs, "task_list", nil, &listed)
+	if len(listed.Tasks) != 1 || listed.Tasks[0].TaskID != started.TaskID || listed.Tasks[0].Description != "count" {
+		t.Errorf("task_list: %+v", listed)
+	}
+	var out TaskOutput
+	res := call(t, cs, "task_output", map[string]any{"task_id": started.TaskID, "block": true, "timeout": 30000}, &out)
+	if out.Status != "failed" || out.ExitCode == nil || *out.ExitCode != 2 || out.Output != "one\ntwo\n" {
+		t.Errorf("task_output after the end: %+v", out)
+	}
+	if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, "exit code 2") {
+		t.Errorf("text result %q does not say how the task ended", text)
+	}
+	var long BashOutput
+	call(t, cs, "bash", map[string]any{"command": "sleep 1000", "run_in_background": true}, &long)
+	var stopped TaskStopOutput
+	call(t, cs, "task_stop", map[string]any{"task_id": long.TaskID}, &stopped)
+	if stopped.Status != "killed" || stopped.Killed != 2 { // the shell (kept for its EXIT trap) and sleep
+		t.Errorf("task_stop: %+v", stopped)
+	}
+}
+
+func TestForegroundResultText(t *testing.T) {
+	_, cs := connect(t)
+	res := call(t, cs, "bash", map[string]any{"command": "printf 'no newline'; sleep 5 & exit 1", "timeout": 10000}, nil)
+	text := res.Content[0].(*mcp.TextContent).Text
+	for _, want := range []string{"no newline\n", "[exit code 1]", "still run in this session", "[cwd: "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text result %q lacks %q", text, want)
+		}
+	}
+	res = call(t, cs, "bash", map[string]any{"command": "sleep 10", "timeout": 100}, nil)
+	if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, "timed out after 100ms") {
+		t.Errorf("timeout result %q", text)
+	}
+}
+
+func TestVerifier(t *testing.T) {
+	v := verifier(map[string]string{"secret-a": "alice", "secret-b": "bob"})
+	for token, want := range map[string]string{"secret-a": "alice", "secret-b": "bob"} {
+		if ti, err := v(context.Background(), token, nil); err != nil || ti.UserID != want {
+			t.Errorf("token %s: %+v, %v", token, ti, err)
+		}
+	}
+	for _, bad := range []string{"", "secret", "secret-a ", "secret-c"} {
+		if _, err := v(context.Background(), bad, nil); !errors.Is(err, auth.ErrInvalidToken) {
+			t.Errorf("token %q: %v, want ErrInvalidToken", bad, err)
+		}
+	}
+}
+
+func TestMillis(t *testing.T) {
+	for _, tc := range []struct {
+		v    *int
+		want time.Duration
+		ok   bool
+	}{{nil, 2 * time.Second, true}, {ptr(1), time.Millisecond, true}, {ptr(600000), 10 * time.Minute, true}, {ptr(0), 0, false}, {ptr(600001), 0, false}, {ptr(-3), 0, false}} {
+		got, err := millis("timeout", tc.v, 2000)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("millis(%v) = %v, %v", tc.v, got, err)
+		}
+	}
+}
