@@ -29,7 +29,7 @@ const sessionHeader = "Mcp-Session-Id"
 
 // activity tracks the requests of one HTTP session for its idle lease.
 type activity struct {
-	inFlight int       // requests whose connection is still open
+	inFlight int       // POSTs whose connection is still open
 	last     time.Time // when the last request began or ended
 }
 
@@ -79,7 +79,7 @@ func verifier(tokens map[string]string) auth.TokenVerifier {
 
 // front handles what the SDK cannot: a DELETE kills the session's processes before the SDK closes
 // the session (the SDK's close waits for running tool calls, which may be waiting on those
-// processes), and every request counts for the session's idle lease while its connection lives.
+// processes), and every POST counts for the session's idle lease while its connection lives.
 func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	id := r.Header.Get(sessionHeader)
 	if id == "" {
@@ -100,9 +100,25 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 		next.ServeHTTP(w, r)
 		return
 	}
+	if r.Method != http.MethodPost {
+		// A GET holds the stream for server messages open for as long as the client lives; it is
+		// activity when it starts, but does not keep an idle session alive.
+		s.touch(id)
+		next.ServeHTTP(w, r)
+		return
+	}
 	done := s.begin(id, r.Context())
 	defer done()
 	next.ServeHTTP(w, r)
+}
+
+// touch records activity of session id, if it has a lease.
+func (s *Server) touch(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.activity[id]; a != nil {
+		a.last = time.Now()
+	}
 }
 
 func identity(r *http.Request) string {

@@ -405,10 +405,10 @@ func lineReader(r io.Reader) <-chan string {
 // startClient runs this binary as the "client" helper against url: a separate process that starts a
 // background task with a setsid escapee and then waits. It returns the client and the task's
 // processes; cleanup kills the client.
-func startClient(t testing.TB, url string) (*exec.Cmd, []proc) {
+func startClient(t testing.TB, url string, env ...string) (*exec.Cmd, []proc) {
 	t.Helper()
 	client := exec.Command(os.Args[0], "-test.run=^$")
-	client.Env = append(os.Environ(), "E2E_HELPER=client", "E2E_URL="+url)
+	client.Env = append(append(os.Environ(), "E2E_HELPER=client", "E2E_URL="+url), env...)
 	out, _ := client.StdoutPipe()
 	if err := client.Start(); err != nil {
 		t.Fatal(err)

@@ -54,6 +54,11 @@ var helpers = map[string]func() int{
 			time.Sleep(10 * time.Millisecond)
 		}
 		fmt.Println("PIDS", strings.Join(strings.Fields(out), " "))
+		if f := os.Getenv("E2E_PIDFILE"); f != "" {
+			// Vanish in the middle of a long foreground call.
+			cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+				"command": "echo $$ > " + f + "; exec sleep 1000", "timeout": 600000}})
+		}
 		select {} // until SIGKILL
 	},
 	"minimal": minimalServer,
@@ -210,6 +215,29 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		killed := time.Now()
 		awaitDead(t, ps, idle+grace+time.Second)
 		t.Logf("dead %v after the client was killed (idle timeout %v)", time.Since(killed), idle)
+	})
+	t.Run("idle timeout with a client killed during a long call", func(t *testing.T) {
+		idle := 2 * time.Second
+		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String(), "--idle-timeout", idle.String())...)
+		pidFile := t.TempDir() + "/pid"
+		client, ps := startClient(t, p.url, "E2E_PIDFILE="+pidFile)
+		ps = append(ps, pidFromFile(t, pidFile))
+		client.Process.Signal(syscall.SIGKILL)
+		killed := time.Now()
+		awaitDead(t, ps, idle+grace+time.Second)
+		t.Logf("dead %v after the client was killed mid-call (idle timeout %v)", time.Since(killed), idle)
+	})
+	t.Run("idle timeout with a live idle client", func(t *testing.T) {
+		idle := 2 * time.Second
+		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String(), "--idle-timeout", idle.String())...)
+		cs := connectHTTP(t, p.url, "") // keeps its stream for server messages (GET) open
+		ps := escapees(t, cs)
+		idleSince := time.Now()
+		awaitDead(t, ps, idle+grace+time.Second)
+		t.Logf("dead %v after the last request (idle timeout %v)", time.Since(idleSince), idle)
+		if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_list"}); err == nil && !res.IsError {
+			t.Error("the idle session still answers")
+		}
 	})
 	t.Run("sigterm", func(t *testing.T) {
 		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String())...)
