@@ -290,17 +290,15 @@ func isTrueRoot(dir string) bool {
 	return errors.Is(err, os.ErrNotExist)
 }
 
-// detectKill looks for cgroup.kill and cgroup.freeze in the nearest existing non-root cgroup on the way
-// from root up to the mountpoint; where only the true root exists, the kernel version decides.
+// detectKill looks for cgroup.kill and cgroup.freeze in root or, before it exists, its nearest
+// existing ancestor; where that is the machine's true root (which has neither file), the kernel
+// version decides.
 func detectKill(mount, root string) KillMethod {
-	for p := nearestExisting(root); strings.HasPrefix(p, mount); p = filepath.Dir(p) {
-		if isTrueRoot(p) {
-			break
-		}
-		if exists(filepath.Join(p, "cgroup.kill")) {
+	if p := nearestExisting(root); strings.HasPrefix(p, mount) && !isTrueRoot(p) {
+		switch {
+		case exists(filepath.Join(p, "cgroup.kill")):
 			return KillFile
-		}
-		if exists(filepath.Join(p, "cgroup.freeze")) {
+		case exists(filepath.Join(p, "cgroup.freeze")):
 			return KillFreeze
 		}
 		return KillSignal

@@ -71,10 +71,7 @@ type session struct {
 	owner string // the identity that created the session ("" without authentication)
 	lease *time.Timer
 	ended chan struct{} // closed when the session's teardown is complete
-
-	// once guards the teardown; endReason is set by the caller that ran it.
-	once      sync.Once
-	endReason string
+	once  sync.Once     // runs the teardown
 }
 
 // New returns a server with the bash, task_output, task_stop and task_list tools.
@@ -176,7 +173,6 @@ func (s *Server) session(req *mcp.CallToolRequest) (*session, error) {
 func (s *Server) end(ctx context.Context, st *session, reason string) {
 	st.once.Do(func() {
 		defer close(st.ended)
-		st.endReason = reason
 		if st.lease != nil {
 			st.lease.Stop()
 		}
@@ -203,7 +199,9 @@ func (s *Server) end(ctx context.Context, st *session, reason string) {
 }
 
 // taskEnded tells the client that a background task ended, so that it need not poll. The SDK drops
-// it unless the client has set a logging level.
+// it unless the client has set a logging level. Protocol 2026-07-28 deprecates logging
+// notifications, but the clients that speak 2025-11-25 (most, today) act on them; when they go, this
+// becomes a task-status notification.
 func (s *Server) taskEnded(st *session, ti reaper.TaskInfo) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -134,13 +134,6 @@ func (o *output) all(partial bool) (text string, dropped, total int64) {
 	return text, dropped, o.total
 }
 
-// unread reports how many bytes lie past the incremental cursor.
-func (o *output) unread() int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.total - o.next
-}
-
 func (o *output) readLocked(from int64, max int, partial bool) Chunk {
 	from = min(max64(from, 0), o.total)
 	c := Chunk{Offset: from, Total: o.total}

@@ -39,13 +39,6 @@ func (r KillReport) String() string {
 	return s
 }
 
-func (r *KillReport) add(o KillReport) {
-	r.Terminated += o.Terminated
-	r.Killed += o.Killed
-	r.Found += o.Found
-	r.Remaining = append(r.Remaining, o.Remaining...)
-}
-
 // scope is what a teardown ends: a slice (nil in process containment), processes known to belong
 // (pid -> start time), the tasks whose process groups are signalled as a whole, and the environment
 // marker its processes inherit.
