@@ -72,6 +72,7 @@ type session struct {
 	lease *time.Timer
 	ended chan struct{} // closed when the session's teardown is complete
 	once  sync.Once     // runs the teardown
+	err   error         // the teardown's error, set before ended is closed
 }
 
 // New returns a server with the bash, task_output, task_stop and task_list tools.
@@ -169,14 +170,15 @@ func (s *Server) session(req *mcp.CallToolRequest) (*session, error) {
 
 // end tears a session down once: its processes die first, then the MCP session is closed (which
 // waits for running tool calls, now quick to return). ctx is the teardown's: cancelling it cuts the
-// grace period short. Later calls wait for the first to finish.
-func (s *Server) end(ctx context.Context, st *session, reason string) {
+// grace period short. Later calls wait for the first to finish; all return its error.
+func (s *Server) end(ctx context.Context, st *session, reason string) error {
 	st.once.Do(func() {
 		defer close(st.ended)
 		if st.lease != nil {
 			st.lease.Stop()
 		}
 		rep, err := s.reg.CloseAndRemove(ctx, st.rs.ID())
+		st.err = err
 		s.log.Info("session ended", "session", st.rs.ID(), "reason", reason,
 			"killed", rep.Total(), "by_sigterm", rep.Terminated, "hard_killed", rep.Killed,
 			"found_by_walk", rep.Found, "remaining", len(rep.Remaining), "took", rep.Duration, "err", err)
@@ -196,6 +198,7 @@ func (s *Server) end(ctx context.Context, st *session, reason string) {
 		}()
 	})
 	<-st.ended
+	return st.err
 }
 
 // taskEnded tells the client that a background task ended, so that it need not poll. The SDK drops
@@ -228,22 +231,23 @@ func (s *Server) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	for _, st := range all {
+	errs := make([]error, len(all))
+	for i, st := range all {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s.end(ctx, st, "server shutdown")
+			errs[i] = s.end(ctx, st, "server shutdown")
 		}()
 	}
 	wg.Wait()
-	err := s.reg.CloseAll(ctx) // sessions that were being created meanwhile
+	// No session can start now (closing is set), so every reaper session was in all.
 	for ss := range s.mcp.Sessions() {
 		ss.Close()
 	}
 	s.wg.Wait()
-	return err
+	return errors.Join(errs...)
 }
 
 // Run serves one connection (stdio) until the client disconnects, then ends its session. If ctx is

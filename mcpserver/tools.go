@@ -145,9 +145,6 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInpu
 	if err != nil {
 		return nil, BashOutput{}, err
 	}
-	if strings.TrimSpace(in.Command) == "" {
-		return nil, BashOutput{}, errors.New("command is empty")
-	}
 	st, err := s.session(req)
 	if err != nil {
 		return nil, BashOutput{}, err

@@ -117,9 +117,9 @@ func newReaper(opts Options) (*Reaper, error) {
 
 // contain decides the containment mode and, for cgroups, creates this Reaper's slice.
 func (r *Reaper) contain() error {
-	r.info.Cgroup = cgroup.Detect(r.opts.Cgroup)
 	if r.opts.Containment == ContainProcess {
 		r.info.Mode = ContainProcess
+		r.info.Cgroup = cgroup.Detect(r.opts.Cgroup)
 		r.info.Cgroup.Reason = "process containment was requested"
 		return nil
 	}
@@ -134,6 +134,7 @@ func (r *Reaper) contain() error {
 			return fmt.Errorf("reaper: cgroup containment required but unavailable: %w", err)
 		}
 		r.info.Mode = ContainProcess
+		r.info.Cgroup = cgroup.Detect(r.opts.Cgroup) // what there is, for the log
 		r.info.Cgroup.Reason = strings.TrimPrefix(err.Error(), "cgroup: ")
 		return nil
 	}

@@ -262,8 +262,14 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	defer signal.Stop(sigs)
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	teardownCtx, hurry := context.WithCancel(context.Background())
-	defer hurry()
+	watched := make(chan struct{})
+	defer func() {
+		stopServing()
+		hurry()
+		<-watched
+	}()
 	go func() {
+		defer close(watched)
 		select {
 		case sig := <-sigs:
 			log.Info("shutting down: every session's processes are being killed", "signal", sig.String())
