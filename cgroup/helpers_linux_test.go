@@ -163,8 +163,15 @@ func running(p proc) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	f := strings.Fields(string(b[i+2:]))
 	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return v == p.start && f[0] != "Z"
+	flags, _ := strconv.ParseUint(f[6], 10, 64)
+	return v == p.start && f[0] != "Z" && flags&pfExiting == 0
 }
+
+// pfExiting is PF_EXITING in field 9 of /proc/<pid>/stat. A killed process leaves its cgroup in
+// do_exit, after its memory and files are released but before it becomes a zombie, so a slice can
+// report "populated 0" while one of its processes still shows state R for a moment. Such a process
+// never runs user code again: for these tests it is dead.
+const pfExiting = 0x4
 
 // waitPids polls until s holds exactly n processes, failing after a generous deadline.
 func waitPids(t testing.TB, s *Slice, n int) {

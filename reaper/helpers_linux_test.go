@@ -108,10 +108,22 @@ func pidsIn(t testing.TB, output string) []proc {
 	return out
 }
 
-// running reports whether p still runs (exists with the same start time and is not a zombie).
+// running reports whether p still runs: it exists with the same start time, is not a zombie, and
+// is not exiting. PF_EXITING (0x4, field 9 of /proc/<pid>/stat) counts as dead because a killed
+// process leaves its cgroup in do_exit, after its memory and files are released but before it
+// becomes a zombie: a slice reports "populated 0" while such a process still shows state R.
 func running(p proc) bool {
-	st, ok := newWalker().stat(p.pid)
-	return ok && st.start == p.start && st.state != 'Z'
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return false
+	}
+	st, ok := parseStat(p.pid, b)
+	if !ok || st.start != p.start || st.state == 'Z' {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	flags, _ := strconv.ParseUint(f[6], 10, 64)
+	return flags&0x4 == 0
 }
 
 // assertDead fails for each process that still runs.

@@ -307,7 +307,7 @@ func procsIn(t testing.TB, output string) []proc {
 		if err != nil {
 			continue
 		}
-		st, state := statOf(pid)
+		st, state, _ := statOf(pid)
 		if st == "" || state == "Z" {
 			t.Fatalf("pid %d is already gone", pid)
 		}
@@ -317,19 +317,23 @@ func procsIn(t testing.TB, output string) []proc {
 }
 
 // statOf returns the start time and state of pid, or "" if it is gone.
-func statOf(pid int) (start, state string) {
+func statOf(pid int) (start, state string, exiting bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return "", ""
+		return "", "", false
 	}
 	i := strings.LastIndexByte(string(b), ')')
 	f := strings.Fields(string(b[i+2:]))
-	return f[19], f[0]
+	flags, _ := strconv.ParseUint(f[6], 10, 64)
+	return f[19], f[0], flags&0x4 != 0
 }
 
+// running reports whether p still runs. A process with PF_EXITING (0x4 in field 9 of its stat)
+// counts as dead: it has left its cgroup and released its memory and files, and only has to become
+// a zombie; it never runs user code again.
 func running(p proc) bool {
-	st, state := statOf(p.pid)
-	return st == p.start && state != "Z"
+	st, state, exiting := statOf(p.pid)
+	return st == p.start && state != "Z" && !exiting
 }
 
 // awaitDead polls until every process is dead, failing if one still runs after within.
