@@ -95,9 +95,9 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 				http.Error(w, "session belongs to another identity", http.StatusForbidden)
 				return
 			}
-			s.end(context.Background(), st, "client DELETE")
+			s.teardown(context.Background(), st, "client DELETE")
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r) // the SDK closes the MCP session and answers
 		return
 	}
 	if r.Method != http.MethodPost {

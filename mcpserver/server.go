@@ -73,6 +73,8 @@ type session struct {
 	ended chan struct{} // closed when the session's teardown is complete
 	once  sync.Once     // runs the teardown
 	err   error         // the teardown's error, set before ended is closed
+
+	closeOnce sync.Once // closes the MCP session
 }
 
 // New returns a server with the bash, task_output, task_stop and task_list tools.
@@ -168,10 +170,26 @@ func (s *Server) session(req *mcp.CallToolRequest) (*session, error) {
 	return st, nil
 }
 
-// end tears a session down once: its processes die first, then the MCP session is closed (which
-// waits for running tool calls, now quick to return). ctx is the teardown's: cancelling it cuts the
-// grace period short. Later calls wait for the first to finish; all return its error.
+// end tears a session down: its processes die first (see teardown), then the MCP session is
+// closed without holding up the caller: closing waits for tool calls, which return now that their
+// processes are gone. The session's watcher sees it close and returns.
 func (s *Server) end(ctx context.Context, st *session, reason string) error {
+	err := s.teardown(ctx, st, reason)
+	st.closeOnce.Do(func() {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			st.ss.Close()
+		}()
+	})
+	return err
+}
+
+// teardown kills a session's processes and forgets the session, once; later calls wait for the first
+// to finish and return its error. ctx is the teardown's: cancelling it cuts the grace period short.
+// It leaves the MCP session open: a DELETE hands it to the SDK, which closes it and answers the
+// client (had we closed it already, the SDK would answer 404).
+func (s *Server) teardown(ctx context.Context, st *session, reason string) error {
 	st.once.Do(func() {
 		defer close(st.ended)
 		if st.lease != nil {
@@ -189,13 +207,6 @@ func (s *Server) end(ctx context.Context, st *session, reason string) error {
 			delete(s.activity, st.id)
 		}
 		s.mu.Unlock()
-		// Close the MCP session without holding up the caller: Close waits for tool calls that
-		// are returning now that their processes are gone. The watcher sees it end and returns.
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			st.ss.Close()
-		}()
 	})
 	<-st.ended
 	return st.err

@@ -4,6 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +139,57 @@ func TestMillis(t *testing.T) {
 			t.Errorf("millis(%v) = %v, %v", tc.v, got, err)
 		}
 	}
+}
+
+// TestDeleteAnswers204 ends HTTP sessions by DELETE, many times over: each DELETE must be answered
+// 204 after the processes died. (The teardown once closed the MCP session itself, racing the SDK's
+// DELETE handler, which then sometimes answered 404 for a session it had just ended.)
+func TestDeleteAnswers204(t *testing.T) {
+	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: 200 * time.Millisecond, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	srv, err := New(Options{Reaper: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close(context.Background()) })
+	hs := httptest.NewServer(srv.HTTPHandler(HTTPOptions{}))
+	t.Cleanup(hs.Close)
+	for i := range 30 {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: hs.URL, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out BashOutput
+		call(t, cs, "bash", map[string]any{"command": "sleep 1000 & echo $!"}, &out)
+		req, _ := http.NewRequest(http.MethodDelete, hs.URL, nil)
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE %d of a session with a tool call: %s, want 204", i, resp.Status)
+		}
+		if pid, _ := strconv.Atoi(strings.TrimSpace(out.Output)); pid <= 0 || alive(pid) {
+			t.Errorf("DELETE %d: the session's sleep (pid %q) still runs", i, out.Output)
+		}
+		cs.Close()
+	}
+}
+
+// alive reports whether pid exists and is neither a zombie nor exiting (PF_EXITING, 0x4 in field 9
+// of its stat: it has released its memory and files and only has to become a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	flags, _ := strconv.ParseUint(f[6], 10, 64)
+	return f[0] != "Z" && flags&0x4 == 0
 }

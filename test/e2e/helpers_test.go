@@ -79,6 +79,19 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// await polls until the buffer contains want, reporting whether it did within 10 seconds. The
+// process may have written it already: exec copies from the pipe in a goroutine of its own.
+func (s *syncBuffer) await(want string) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.String(), want) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
 // cgroupArgs returns --cgroup-root with a unique root when this host offers writable cgroup2 (removed
 // at cleanup), so that each test's slices are its own; elsewhere reaper falls back to process
 // containment by itself and no flag is needed.

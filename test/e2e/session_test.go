@@ -203,7 +203,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		ps := escapees(t, cs)
 		cs.Close() // sends DELETE
 		t.Logf("dead %v after DELETE", awaitDead(t, ps, grace+time.Second))
-		if !strings.Contains(p.stderr.String(), "reason=\"client DELETE\"") {
+		if !p.stderr.await(`reason="client DELETE"`) {
 			t.Errorf("the session end was not logged with its reason:\n%s", p.stderr)
 		}
 	})
@@ -429,6 +429,7 @@ func TestCommandLine(t *testing.T) {
 			t.Errorf("flag and environment not applied: %s", tool.Description)
 		}
 	}
+	stderr.await("\n")
 	first, _, _ := strings.Cut(stderr.String(), "\n")
 	if !strings.Contains(first, "stdio") || !strings.Contains(first, "containment=") {
 		t.Errorf("first log line %q should name the transport and the containment", first)
