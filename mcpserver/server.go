@@ -73,6 +73,7 @@ type session struct {
 	ended chan struct{} // closed when the session's teardown is complete
 	once  sync.Once     // runs the teardown
 	err   error         // the teardown's error, set before ended is closed
+	why   string        // why the session ended; set under Server.mu when the teardown begins
 
 	closeOnce sync.Once // closes the MCP session
 }
@@ -133,6 +134,11 @@ func (s *Server) session(req *mcp.CallToolRequest) (*session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, ok := s.sessions[ss]; ok {
+		if st.why != "" {
+			// The MCP session is being closed; a call that slipped in must not start a new
+			// reaper session in it.
+			return nil, fmt.Errorf("this session has ended (%s); connect again for a new one", st.why)
+		}
 		return st, nil
 	}
 	if s.closing {
@@ -165,6 +171,9 @@ func (s *Server) session(req *mcp.CallToolRequest) (*session, error) {
 		defer s.wg.Done()
 		ss.Wait()
 		s.end(context.Background(), st, "connection closed")
+		s.mu.Lock()
+		delete(s.sessions, ss)
+		s.mu.Unlock()
 	}()
 	s.log.Info("session started", "session", name, "owner", st.owner)
 	return st, nil
@@ -185,13 +194,17 @@ func (s *Server) end(ctx context.Context, st *session, reason string) error {
 	return err
 }
 
-// teardown kills a session's processes and forgets the session, once; later calls wait for the first
-// to finish and return its error. ctx is the teardown's: cancelling it cuts the grace period short.
-// It leaves the MCP session open: a DELETE hands it to the SDK, which closes it and answers the
-// client (had we closed it already, the SDK would answer 404).
+// teardown kills a session's processes, once; later calls wait for the first to finish and return
+// its error. ctx is the teardown's: cancelling it cuts the grace period short. It leaves the MCP
+// session open: a DELETE hands it to the SDK, which closes it and answers the client (had we closed
+// it already, the SDK would answer 404). Until the session's watcher sees the MCP session closed,
+// tool calls on it are refused.
 func (s *Server) teardown(ctx context.Context, st *session, reason string) error {
 	st.once.Do(func() {
 		defer close(st.ended)
+		s.mu.Lock()
+		st.why = reason
+		s.mu.Unlock()
 		if st.lease != nil {
 			st.lease.Stop()
 		}
@@ -200,13 +213,12 @@ func (s *Server) teardown(ctx context.Context, st *session, reason string) error
 		s.log.Info("session ended", "session", st.rs.ID(), "reason", reason,
 			"killed", rep.Total(), "by_sigterm", rep.Terminated, "hard_killed", rep.Killed,
 			"found_by_walk", rep.Found, "remaining", len(rep.Remaining), "took", rep.Duration, "err", err)
-		s.mu.Lock()
-		delete(s.sessions, st.ss)
 		if st.id != "" {
-			delete(s.byID, st.id)
+			s.mu.Lock()
+			delete(s.byID, st.id) // only now: a DELETE that came meanwhile waited for the teardown
 			delete(s.activity, st.id)
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 	})
 	<-st.ended
 	return st.err

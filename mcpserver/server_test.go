@@ -141,10 +141,9 @@ func TestMillis(t *testing.T) {
 	}
 }
 
-// TestDeleteAnswers204 ends HTTP sessions by DELETE, many times over: each DELETE must be answered
-// 204 after the processes died. (The teardown once closed the MCP session itself, racing the SDK's
-// DELETE handler, which then sometimes answered 404 for a session it had just ended.)
-func TestDeleteAnswers204(t *testing.T) {
+// serveHTTP runs a Server behind an httptest server, with a Reaper in process containment.
+func serveHTTP(t *testing.T) (*Server, string) {
+	t.Helper()
 	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: 200 * time.Millisecond, WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -157,15 +156,30 @@ func TestDeleteAnswers204(t *testing.T) {
 	t.Cleanup(func() { srv.Close(context.Background()) })
 	hs := httptest.NewServer(srv.HTTPHandler(HTTPOptions{}))
 	t.Cleanup(hs.Close)
+	return srv, hs.URL
+}
+
+func connectHTTP(t *testing.T, url string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// TestDeleteAnswers204 ends HTTP sessions by DELETE, many times over: each DELETE must be answered
+// 204 after the processes died. (The teardown once closed the MCP session itself, racing the SDK's
+// DELETE handler, which then sometimes answered 404 for a session it had just ended.)
+func TestDeleteAnswers204(t *testing.T) {
+	_, url := serveHTTP(t)
 	for i := range 30 {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-			&mcp.StreamableClientTransport{Endpoint: hs.URL, DisableStandaloneSSE: true}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cs := connectHTTP(t, url)
 		var out BashOutput
 		call(t, cs, "bash", map[string]any{"command": "sleep 1000 & echo $!"}, &out)
-		req, _ := http.NewRequest(http.MethodDelete, hs.URL, nil)
+		req, _ := http.NewRequest(http.MethodDelete, url, nil)
 		req.Header.Set("Mcp-Session-Id", cs.ID())
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -178,7 +192,32 @@ func TestDeleteAnswers204(t *testing.T) {
 		if pid, _ := strconv.Atoi(strings.TrimSpace(out.Output)); pid <= 0 || alive(pid) {
 			t.Errorf("DELETE %d: the session's sleep (pid %q) still runs", i, out.Output)
 		}
-		cs.Close()
+	}
+}
+
+// TestCallAfterEndIsRefused makes a tool call in the moment between a session's teardown (an idle
+// timeout, say) and the close of its MCP session: it must be refused, not given a fresh reaper
+// session that nobody would end.
+func TestCallAfterEndIsRefused(t *testing.T) {
+	srv, url := serveHTTP(t)
+	cs := connectHTTP(t, url)
+	call(t, cs, "bash", map[string]any{"command": "true"}, nil)
+	srv.mu.Lock()
+	st := srv.byID[cs.ID()]
+	srv.mu.Unlock()
+	if st == nil {
+		t.Fatal("no reaper session after a tool call")
+	}
+	// The teardown alone, as every end runs it first; the MCP session stays open.
+	if err := srv.teardown(context.Background(), st, "test"); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, cs, "task_list", nil, nil)
+	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "session has ended (test)") {
+		t.Errorf("task_list after the teardown: error=%v %+v", res.IsError, res.Content[0])
+	}
+	if n := srv.reg.Len(); n != 0 {
+		t.Errorf("%d reaper sessions after the only one ended", n)
 	}
 }
 
