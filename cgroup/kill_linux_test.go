@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +106,10 @@ func TestKillNestedLeaves(t *testing.T) {
 	pids, _ := s.Pids()
 	if len(pids) != 6 {
 		t.Errorf("Pids() of the session = %v, want 6 (3 leaves x shell + sleep)", pids)
+	}
+	// The processes are single-threaded: the thread ids are their pids.
+	if tids, _ := s.Threads(); !slices.Equal(slices.Sorted(slices.Values(tids)), slices.Sorted(slices.Values(pids))) {
+		t.Errorf("Threads() of the session = %v, want the pids %v", tids, pids)
 	}
 	// Killing one leaf leaves its siblings alone.
 	leaf0, _ := s.Leaf("task-0")

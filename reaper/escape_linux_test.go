@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,9 @@ import (
 // Helper processes: some tests re-run this test binary under a seccomp filter or in another mount
 // namespace, with RTEST_HELPER naming what to do there. The helper prints a JSON result.
 func TestMain(m *testing.M) {
+	if os.Getenv("RTEST_HELPER") == "threadfork" {
+		threadFork()
+	}
 	if h := os.Getenv("RTEST_HELPER"); h != "" {
 		res, err := helpers[h]()
 		if err != nil {
@@ -54,6 +58,32 @@ var helpers = map[string]func() (helperResult, error){
 	"auto": func() (helperResult, error) {
 		return runZoo(Options{Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}})
 	},
+}
+
+// threadFork is a helper run as a task: from a thread other than its main thread it starts a shell
+// that leaves the slice for the cgroup.procs file named by RTEST_PROCS and clears its environment,
+// prints that shell's pid, and then blocks until killed. The shell is the child of that thread only:
+// /proc/<pid>/task/<pid>/children does not list it.
+func threadFork() {
+	found := make(chan int)
+	var try func()
+	try = func() {
+		runtime.LockOSThread() // never unlocked: the thread stays ours, and the shell's parent
+		if unix.Gettid() == unix.Getpid() {
+			go try()
+			select {}
+		}
+		cmd := exec.Command("/bin/sh", "-c", `echo $$ > "$RTEST_PROCS" && exec env -i sleep 1000`)
+		if err := cmd.Start(); err != nil {
+			fmt.Println("start:", err)
+			os.Exit(1)
+		}
+		found <- cmd.Process.Pid
+		select {}
+	}
+	go try()
+	fmt.Println(<-found)
+	select {}
 }
 
 // runZoo starts a Reaper, runs the escapee zoo in a session, closes it, and reports what is left.
@@ -223,6 +253,50 @@ sleep 0.3`, procs))
 		t.Errorf("report %v: the walk should have found both escapees", rep)
 	}
 	assertDead(t, escaped)
+	if d := descendants(t); len(d) != 0 {
+		t.Errorf("left: %v", d)
+	}
+}
+
+// TestWalkFindsChildOfAnotherThread: a process in the slice forks from a thread other than its main
+// thread; the child leaves the slice and clears its environment. Only its parent link, which is to
+// that thread, ties it to the session; the teardown's walk must follow every thread's children.
+func TestWalkFindsChildOfAnotherThread(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{})
+	s := newTestSession(t, r, SessionOptions{})
+	out := filepath.Join(t.TempDir(), "pid")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs")
+	res := run(t, s, fmt.Sprintf("RTEST_HELPER=threadfork RTEST_PROCS=%s %s > %s & echo $!", procs, bin, out))
+	helper := pidsIn(t, res.Output)
+	var escapee []proc
+	eventually(t, "the helper's pid line", func() bool {
+		b, _ := os.ReadFile(out)
+		if !strings.HasSuffix(string(b), "\n") {
+			return false
+		}
+		escapee = pidsIn(t, string(b))
+		return true
+	})
+	eventually(t, "the escapee to leave the slice and clear its environment", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", escapee[0].pid))
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", escapee[0].pid))
+		return strings.Contains(string(b), "0::/\n") && len(env) == 0
+	})
+	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", helper[0].pid, helper[0].pid)); strings.Contains(" "+string(b), fmt.Sprintf(" %d ", escapee[0].pid)) {
+		t.Fatalf("the escapee %d is a child of the helper's main thread: the test does not test what it should", escapee[0].pid)
+	}
+	rep, err := s.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Found < 1 {
+		t.Errorf("report %v: the walk should have found the escapee", rep)
+	}
+	assertDead(t, append(helper, escapee...))
 	if d := descendants(t); len(d) != 0 {
 		t.Errorf("left: %v", d)
 	}

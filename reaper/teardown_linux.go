@@ -72,15 +72,17 @@ func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 	var rep KillReport
 	var errs []error
 
-	// The pids listed in the slice now are the scope's, without a start time to check: they seed
-	// the first walk only; after the kill they are dead and may be reused by anyone.
+	// The threads listed in the slice now are the scope's, without a start time to check: they seed
+	// the first walk only; after the kill they are dead and their ids may be reused by anyone.
+	// Threads, not processes: a child belongs to the thread that forked it, so the walk reads each
+	// thread's children; and a process's pid is its main thread's id.
 	known := make(map[int]bool)
 	seeds := maps.Clone(sc.seeds)
 	if seeds == nil {
 		seeds = make(map[int]uint64)
 	}
 	if sc.slice != nil {
-		pids, err := sc.slice.Pids()
+		pids, err := sc.slice.Threads()
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -3,7 +3,6 @@ package reaper
 import (
 	"bytes"
 	"errors"
-	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -167,8 +166,10 @@ func (w *walker) env(pid int, key string) (string, bool) {
 // parent pid) of a process in seeds (pid -> start time; a start time of 0 matches any) or in trusted,
 // and every descendant of self whose environment carries marker. Only descendants of self are
 // considered: as child subreaper, everything this program started stays below it even when its
-// parents die. trusted are pids just listed in the scope's slice: members and descendants of self
+// parents die. trusted are ids just listed in the scope's slice: members and descendants of self
 // whose stat is not even read, so that a slice of a thousand processes costs only their listing.
+// They may be thread ids (cgroup.threads): a process's pid is its main thread's id, and the ids of
+// other threads match no process in /proc.
 func (w *walker) find(self int, seeds map[int]uint64, trusted, known map[int]bool, marker string) ([]procStat, error) {
 	procs, err := w.snapshot(trusted)
 	if err != nil {
@@ -277,7 +278,7 @@ func (w *walker) selfStat(self int) procStat {
 // subreaper, such as what a finished command left running), with their descendants. It reads only
 // self's children and those subtrees, not all of /proc.
 func (w *walker) orphans(self int, marker string) []int {
-	found, _ := w.findTree(self, nil, nil, nil, marker, -1)
+	found, _ := w.findTree(self, nil, nil, nil, nil, marker, -1)
 	out := make([]int, len(found))
 	for i, p := range found {
 		out[i] = p.pid
@@ -286,16 +287,35 @@ func (w *walker) orphans(self int, marker string) []int {
 }
 
 // findTree answers the same question as find, but reads only the subtrees that can hold members
-// instead of every process in /proc: those of the seeds, and those of self's children that are not
-// in skip (the Reaper's live task processes) and carry marker. It misses one case find covers, a
+// instead of every process in /proc: those of the seeds and of the trusted, and those of self's
+// children that are not in skip (the Reaper's live task processes) and carry marker. trusted are
+// thread ids just listed in the scope's slice (cgroup.threads): their stat is not read, only the
+// children each thread forked or adopted; a trusted id is neither reported nor walked twice. It misses one case find covers, a
 // marked process whose parent is some other live process of ours, which only a command that copies
 // another session's marker can make. Reading a process's children costs about twice reading its stat,
 // so it gives up (false) once it has read more than budget processes, and the caller scans instead;
 // a negative budget means no limit.
-func (w *walker) findTree(self int, seeds map[int]uint64, known, skip map[int]bool, marker string, budget int) ([]procStat, bool) {
+func (w *walker) findTree(self int, seeds map[int]uint64, trusted, known, skip map[int]bool, marker string, budget int) ([]procStat, bool) {
 	var queue []procStat
-	seen := make(map[int]bool)
+	seen := make(map[int]bool, len(trusted)+len(seeds))
+	for tid := range trusted {
+		seen[tid] = true
+	}
+	for tid := range trusted {
+		for _, c := range w.threadChildren(tid, strconv.Itoa(tid), nil) {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			if st, ok := w.stat(c); ok {
+				queue = append(queue, st)
+			}
+		}
+	}
 	for pid, start := range seeds {
+		if seen[pid] {
+			continue
+		}
 		if st, ok := w.stat(pid); ok && (start == 0 || st.start == start) {
 			queue = append(queue, st)
 			seen[pid] = true
@@ -357,27 +377,17 @@ func (w *walker) machineProcs() int {
 	return n
 }
 
-// findScope finds a scope's processes outside known the cheaper way. trusted are pids just listed in
-// the scope's slice (see find). Walking the process tree reads each visited process's children as
-// well as its stat, about twice the cost of the stat alone; scanning /proc reads the stat of every
-// process on the machine but the trusted. The tree is walked when the part of it that is known (the
-// trusted) costs less than the scan, with a budget of a tenth of the scan for what is not known;
-// past it the walk gives up and /proc is scanned, so a wrong guess costs at most about 20%. skip
-// names processes that belong to the Reaper's other tasks.
+// findScope finds a scope's processes outside known the cheaper way. trusted are thread ids just
+// listed in the scope's slice (see find and findTree). Walking the process tree reads one children
+// file per trusted thread, and the stat and children of every other process it visits; scanning
+// /proc reads the stat of every process on the machine but the trusted. The tree is walked when the
+// trusted are fewer than the processes a scan would read, with a budget of a tenth of the scan for
+// what is not trusted; past it the walk gives up and /proc is scanned, so a wrong guess costs at
+// most about 20%. skip names processes that belong to the Reaper's other tasks.
 func (w *walker) findScope(self int, seeds map[int]uint64, trusted, known, skip map[int]bool, marker string) ([]procStat, error) {
 	scan := w.machineProcs() - len(trusted)
-	if 2*len(trusted) < scan {
-		all := seeds
-		if len(trusted) > 0 {
-			all = maps.Clone(seeds)
-			if all == nil {
-				all = make(map[int]uint64, len(trusted))
-			}
-			for pid := range trusted {
-				all[pid] = 0
-			}
-		}
-		if found, ok := w.findTree(self, all, known, skip, marker, len(trusted)+max(scan/10, 8)); ok {
+	if len(trusted) < scan {
+		if found, ok := w.findTree(self, seeds, trusted, known, skip, marker, len(trusted)+max(scan/10, 8)); ok {
 			return found, nil
 		}
 	}
