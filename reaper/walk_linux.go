@@ -290,11 +290,11 @@ func (w *walker) orphans(self int, marker string) []int {
 // instead of every process in /proc: those of the seeds and of the trusted, and those of self's
 // children that are not in skip (the Reaper's live task processes) and carry marker. trusted are
 // thread ids just listed in the scope's slice (cgroup.threads): their stat is not read, only the
-// children each thread forked or adopted; a trusted id is neither reported nor walked twice. It misses one case find covers, a
-// marked process whose parent is some other live process of ours, which only a command that copies
-// another session's marker can make. Reading a process's children costs about twice reading its stat,
-// so it gives up (false) once it has read more than budget processes, and the caller scans instead;
-// a negative budget means no limit.
+// children each thread forked or adopted; a trusted id is neither reported nor walked twice. It
+// misses one case find covers, a marked process whose parent is some other live process of ours,
+// which only a command that copies another session's marker can make. Reading a process's children
+// costs about twice reading its stat, so it gives up (false) once it has read more than budget
+// processes, and the caller scans instead; a negative budget means no limit.
 func (w *walker) findTree(self int, seeds map[int]uint64, trusted, known, skip map[int]bool, marker string, budget int) ([]procStat, bool) {
 	var queue []procStat
 	seen := make(map[int]bool, len(trusted)+len(seeds))
