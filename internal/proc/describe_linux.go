@@ -1,0 +1,63 @@
+package proc
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Proc describes a process for reports: what outlived a kill, what a job left behind.
+type Proc struct {
+	Pid int
+	// Comm is the command name (at most 15 bytes, from /proc/<pid>/stat).
+	Comm string
+	// State is as in /proc/<pid>/stat: "D" is uninterruptible sleep, "T" stopped, "Z" zombie; "?" when
+	// the process was already gone.
+	State string
+	// Age is how long the process had been running when it was described.
+	Age time.Duration
+}
+
+func (p Proc) String() string { return fmt.Sprintf("%d(%s,%s)", p.Pid, p.Comm, p.State) }
+
+// clockTicks is USER_HZ, the unit of start times in /proc/<pid>/stat: 100 on every architecture Linux
+// supports in its user ABI.
+const clockTicks = 100
+
+// Describe reads a process's command name, state and age.
+func Describe(pid int) Proc {
+	p := Proc{Pid: pid, State: "?"}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return p
+	}
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	st, ok := ParseStat(pid, b)
+	if !ok || open < 0 || end < open {
+		return p
+	}
+	p.Comm, p.State = string(b[open+1:end]), string(st.State)
+	if up, ok := uptime(); ok {
+		p.Age = max(0, up-time.Duration(st.Start)*time.Second/clockTicks)
+	}
+	return p
+}
+
+// uptime returns the time since boot from /proc/uptime.
+func uptime() (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0, false
+	}
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return 0, false
+	}
+	secs, err := strconv.ParseFloat(string(f[0]), 64)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(secs * float64(time.Second)), true
+}

@@ -1,0 +1,253 @@
+package proc
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Query names a scope's processes: everything that descends (by parent pid) from a seed or from a
+// trusted thread, and every descendant of Self whose environment carries Marker, with its own
+// descendants. Only descendants of Self are considered: as child subreaper, Self keeps everything it
+// started below it even when their parents die.
+type Query struct {
+	// Self is the subreaper whose descendants are searched.
+	Self int
+	// Seeds are processes known to belong, pid -> start time; a start time of 0 matches any.
+	Seeds map[int]uint64
+	// Trusted are ids just listed in the scope's cgroup (cgroup.threads): members, whose stat is not
+	// even read, so that a cgroup of a thousand processes costs only its listing. They may be thread
+	// ids: a process's pid is its main thread's id, and a child belongs to the thread that forked it.
+	// Trusted ids are not reported.
+	Trusted map[int]bool
+	// Known are processes the caller has already handled: they are searched through but not reported.
+	Known map[int]bool
+	// Skip are children of Self that belong to other scopes (other tasks' main processes): their
+	// subtrees are not read for the marker.
+	Skip map[int]bool
+	// Marker is an environment entry ("KEY=value") that every process of the scope inherits; empty
+	// means the marker is not looked for.
+	Marker string
+}
+
+// Find returns the processes of q's scope that are not Known or Trusted, the cheaper way. Walking
+// the process tree reads one children file per trusted thread, and the stat and children of every
+// other process it visits; scanning /proc reads the stat of every process on the machine but the
+// trusted. The tree is walked when the trusted are fewer than the processes a scan would read, with a
+// budget of a tenth of the scan for what is not trusted; past it the walk gives up and /proc is
+// scanned, so a wrong guess costs at most about 20%.
+func (w *Walker) Find(q Query) ([]Stat, error) {
+	scan := machineProcs() - len(q.Trusted)
+	if len(q.Trusted) < scan {
+		if found, ok := w.tree(q, len(q.Trusted)+max(scan/10, 8)); ok {
+			return found, nil
+		}
+	}
+	return w.scan(q)
+}
+
+// scan answers q by reading the stat of every process in /proc.
+func (w *Walker) scan(q Query) ([]Stat, error) {
+	procs, err := w.Snapshot(q.Trusted)
+	if err != nil {
+		return nil, err
+	}
+	kids := make(map[int][]int, len(procs))
+	byPid := make(map[int]int, len(procs))
+	for i, p := range procs {
+		kids[p.PPid] = append(kids[p.PPid], i)
+		byPid[p.Pid] = i
+	}
+	// member: the seeds, the trusted, and their descendants.
+	member := make(map[int]bool)
+	var stack []int
+	for pid := range q.Trusted {
+		stack = append(stack, kids[pid]...)
+	}
+	for pid, start := range q.Seeds {
+		if i, ok := byPid[pid]; ok && (start == 0 || procs[i].Start == start) {
+			stack = append(stack, i)
+		}
+	}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if member[procs[i].Pid] {
+			continue
+		}
+		member[procs[i].Pid] = true
+		stack = append(stack, kids[procs[i].Pid]...)
+	}
+	// Walk Self's subtree; a process is in the scope if it is a member, carries the marker, or
+	// descends from one that is.
+	type item struct {
+		i      int
+		inside bool
+	}
+	var out []Stat
+	var walk []item
+	for _, i := range kids[q.Self] {
+		walk = append(walk, item{i, false})
+	}
+	for pid := range q.Trusted {
+		for _, i := range kids[pid] {
+			walk = append(walk, item{i, true})
+		}
+	}
+	visited := make(map[int]bool)
+	for len(walk) > 0 {
+		it := walk[len(walk)-1]
+		walk = walk[:len(walk)-1]
+		p := procs[it.i]
+		if visited[p.Pid] {
+			continue
+		}
+		visited[p.Pid] = true
+		inside := it.inside || member[p.Pid] || q.Marker != "" && p.State != 'Z' && w.Marked(p.Pid, q.Marker)
+		for _, c := range kids[p.Pid] {
+			walk = append(walk, item{c, inside})
+		}
+		if inside && !q.Known[p.Pid] && p.State != 'Z' {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// tree answers q by reading only the subtrees that can hold members, instead of every process in
+// /proc: those of the seeds and of the trusted, and those of Self's children that are not in Skip and
+// carry the marker. It misses one case scan covers, a marked process whose parent is some other live
+// process of Self's, which only a command that copies another scope's marker can make. Reading a
+// process's children costs about twice reading its stat, so it gives up (false) once it has read more
+// than budget processes; a negative budget means no limit.
+func (w *Walker) tree(q Query, budget int) ([]Stat, bool) {
+	var queue []Stat
+	seen := make(map[int]bool, len(q.Trusted)+len(q.Seeds))
+	for tid := range q.Trusted {
+		seen[tid] = true
+	}
+	for tid := range q.Trusted {
+		for _, c := range w.threadChildren(tid, strconv.Itoa(tid), nil) {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			if st, ok := w.Stat(c); ok {
+				queue = append(queue, st)
+			}
+		}
+	}
+	for pid, start := range q.Seeds {
+		if seen[pid] {
+			continue
+		}
+		if st, ok := w.Stat(pid); ok && (start == 0 || st.Start == start) {
+			queue = append(queue, st)
+			seen[pid] = true
+		}
+	}
+	if q.Marker != "" {
+		self, _ := w.Stat(q.Self)
+		for _, c := range w.Children(self) {
+			if seen[c] || q.Skip[c] {
+				continue
+			}
+			if st, ok := w.Stat(c); ok && st.State != 'Z' && w.Marked(c, q.Marker) {
+				queue = append(queue, st)
+				seen[c] = true
+			}
+		}
+	}
+	var out []Stat
+	for len(queue) > 0 {
+		if budget >= 0 && len(seen) > budget {
+			return nil, false
+		}
+		p := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if p.State == 'Z' {
+			continue
+		}
+		if !q.Known[p.Pid] {
+			out = append(out, p)
+		}
+		for _, c := range w.Children(p) {
+			if seen[c] {
+				continue
+			}
+			if budget >= 0 && len(seen) > budget {
+				return nil, false
+			}
+			seen[c] = true
+			if st, ok := w.Stat(c); ok {
+				queue = append(queue, st)
+			}
+		}
+	}
+	return out, true
+}
+
+// Descendants returns every live descendant of self.
+func (w *Walker) Descendants(self int) ([]Stat, error) {
+	return w.scan(Query{Self: self, Seeds: map[int]uint64{self: 0}})
+}
+
+// Orphans returns the processes that carry marker among self's direct children (orphans adopted by
+// self as subreaper, such as what a finished command left running), with their descendants. It reads
+// only self's children and those subtrees, not all of /proc.
+func (w *Walker) Orphans(self int, marker string) []Stat {
+	found, _ := w.tree(Query{Self: self, Marker: marker}, -1)
+	return found
+}
+
+// Children returns the children of the process st, from /proc/<pid>/task/<tid>/children of each of
+// its threads (a child belongs to the thread that forked it, or that adopted it as subreaper).
+func (w *Walker) Children(st Stat) []int {
+	var out []int
+	if st.Threads == 1 {
+		return w.threadChildren(st.Pid, strconv.Itoa(st.Pid), out)
+	}
+	d, err := os.Open("/proc/" + strconv.Itoa(st.Pid) + "/task")
+	if err != nil {
+		return nil
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, tid := range tids {
+		out = w.threadChildren(st.Pid, tid, out)
+	}
+	return out
+}
+
+func (w *Walker) threadChildren(pid int, tid string, out []int) []int {
+	b, ok := w.read(pid, "/task/"+tid+"/children", 0)
+	if !ok {
+		return out
+	}
+	v := 0
+	for _, c := range b {
+		if c >= '0' && c <= '9' {
+			v = v*10 + int(c-'0')
+		} else if v > 0 {
+			out = append(out, v)
+			v = 0
+		}
+	}
+	return out
+}
+
+// machineProcs estimates the number of processes on the machine from /proc/loadavg (it counts
+// threads, an upper bound), or returns 0.
+func machineProcs() int {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 4 {
+		return 0
+	}
+	_, total, _ := strings.Cut(f[3], "/")
+	n, _ := strconv.Atoi(total)
+	return n
+}

@@ -1,0 +1,191 @@
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Handle is a process pinned for signalling. Where the kernel offers pidfds, fd refers to the process
+// itself, so a signal sent through it can never reach another process that reused the pid; where it
+// does not (ENOSYS before Linux 5.3, or a seccomp filter), fd is -1 and signals go by pid, after the
+// same checks.
+type Handle struct {
+	Stat
+	fd int
+}
+
+// NewHandle wraps a pidfd the caller already holds (from clone's CLONE_PIDFD, say) for a process it
+// knows; fd -1 means none. The Handle owns fd from then on: Close closes it.
+func NewHandle(st Stat, fd int) Handle { return Handle{Stat: st, fd: fd} }
+
+// HasFD reports whether the handle holds a pidfd.
+func (h Handle) HasFD() bool { return h.fd >= 0 }
+
+// Open opens a handle for each pid without checking who it is: the caller must confirm afterwards that
+// each pid still is the process it meant (for a pid listed in a cgroup, by listing the cgroup again:
+// the pidfd holds the process, so a pid still listed is the process the pidfd refers to). Pids already
+// gone are dropped.
+func Open(pids []int) []Handle {
+	out := make([]Handle, 0, len(pids))
+	for _, p := range pids {
+		fd, err := unix.PidfdOpen(p, 0)
+		switch {
+		case err == nil:
+			out = append(out, Handle{Stat: Stat{Pid: p}, fd: fd})
+		case errors.Is(err, unix.ESRCH):
+			// Exited between the listing and now: nothing to signal.
+		default:
+			out = append(out, Handle{Stat: Stat{Pid: p}, fd: -1})
+		}
+	}
+	return out
+}
+
+// Verify opens a handle for each process a walk saw and keeps those that are still that process: the
+// pidfd is opened first, then the start time is read again and compared with the walk's.
+func (w *Walker) Verify(ps []Stat) []Handle {
+	out := make([]Handle, 0, len(ps))
+	for _, p := range ps {
+		fd, err := unix.PidfdOpen(p.Pid, 0)
+		if errors.Is(err, unix.ESRCH) {
+			continue
+		}
+		if err != nil {
+			fd = -1
+		}
+		if now, ok := w.Stat(p.Pid); !ok || now.Start != p.Start {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			continue
+		}
+		out = append(out, Handle{Stat: p, fd: fd})
+	}
+	return out
+}
+
+// Signal sends sig to the process. A process that has exited meanwhile (ESRCH) is not an error; any
+// other failure is returned with the pid.
+func (h Handle) Signal(sig unix.Signal) error {
+	var err error
+	if h.fd >= 0 {
+		err = unix.PidfdSendSignal(h.fd, sig, nil, 0)
+	} else {
+		err = unix.Kill(h.Pid, sig)
+	}
+	if err == nil || errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	return fmt.Errorf("send %v to pid %d: %w", sig, h.Pid, err)
+}
+
+// SignalGroup sends sig to the process group the process leads, with one call: the kernel signals the
+// whole group before any of it runs, where signals sent one by one let each woken process preempt the
+// sender and serialise their exits on one CPU. It goes through the pidfd (PIDFD_SIGNAL_PROCESS_GROUP,
+// Linux 6.9), so the group is certainly the process's own. Where that is not possible (no pidfd, an
+// older kernel) it does nothing and reports false: the caller's per-process signals do the work.
+func (h Handle) SignalGroup(sig unix.Signal) (bool, error) {
+	if h.fd < 0 {
+		return false, nil
+	}
+	err := unix.PidfdSendSignal(h.fd, sig, nil, unix.PIDFD_SIGNAL_PROCESS_GROUP)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ESRCH):
+		return true, nil // the group is gone
+	case errors.Is(err, unix.EINVAL):
+		return false, nil // a kernel without PIDFD_SIGNAL_PROCESS_GROUP
+	}
+	return false, fmt.Errorf("send %v to the process group of pid %d: %w", sig, h.Pid, err)
+}
+
+// Close releases the pidfd. It is safe to call on a handle without one.
+func (h Handle) Close() {
+	if h.fd >= 0 {
+		unix.Close(h.fd)
+	}
+}
+
+// SignalAll sends each of sigs to each process, in that order per process, and returns the failures.
+func SignalAll(hs []Handle, sigs ...unix.Signal) error {
+	var errs []error
+	for _, h := range hs {
+		for _, sig := range sigs {
+			if err := h.Signal(sig); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CloseAll closes every handle.
+func CloseAll(hs []Handle) {
+	for _, h := range hs {
+		h.Close()
+	}
+}
+
+// WaitGone waits until every process in hs has exited (a zombie has), the deadline passes or ctx is
+// done, and returns those still alive. It sleeps in poll(2) on the pidfds, which become readable when
+// their process exits; processes without a pidfd are read again in /proc every 10 ms.
+func (w *Walker) WaitGone(ctx context.Context, hs []Handle, deadline time.Time) []Handle {
+	efd := -1
+	if ctx.Done() != nil {
+		// An eventfd makes a cancelled ctx wake the poll at once.
+		if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+			efd = fd
+			defer unix.Close(efd)
+			stop := context.AfterFunc(ctx, func() { unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0}) })
+			defer stop()
+		}
+	}
+	alive := append([]Handle(nil), hs...)
+	fds := make([]unix.PollFd, 0, len(alive)+1)
+	timeout := 0 // the first pass only looks
+	for {
+		fds = fds[:0]
+		byPid := false
+		for _, h := range alive {
+			if h.fd >= 0 {
+				fds = append(fds, unix.PollFd{Fd: int32(h.fd), Events: unix.POLLIN})
+			} else {
+				byPid = true
+			}
+		}
+		if efd >= 0 {
+			fds = append(fds, unix.PollFd{Fd: int32(efd), Events: unix.POLLIN})
+		}
+		if byPid && timeout > 10 {
+			timeout = 10
+		}
+		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
+			return alive
+		}
+		keep, i := alive[:0], 0
+		for _, h := range alive {
+			exited := false
+			if h.fd >= 0 {
+				exited = fds[i].Revents != 0
+				i++
+			} else {
+				st, ok := w.Stat(h.Pid)
+				exited = !ok || st.Start != h.Start || st.State == 'Z'
+			}
+			if !exited {
+				keep = append(keep, h)
+			}
+		}
+		alive = keep
+		left := time.Until(deadline)
+		if len(alive) == 0 || left <= 0 || ctx.Err() != nil {
+			return alive
+		}
+		timeout = int((left + time.Millisecond - 1) / time.Millisecond)
+	}
+}

@@ -1,0 +1,234 @@
+package proc
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseStat(t *testing.T) {
+	// A command name may hold spaces and ')'; parsing starts after the last ')'.
+	line := "4242 (a) b (c)) T 17 4242 4200 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 3 0 987654 1000 200 18446744073709551615"
+	st, ok := ParseStat(4242, []byte(line))
+	want := Stat{Pid: 4242, PPid: 17, Pgid: 4242, Sid: 4200, Flags: 4194564, Threads: 3, Start: 987654, State: 'T'}
+	if !ok || st != want {
+		t.Errorf("ParseStat = %+v, %v; want %+v", st, ok, want)
+	}
+	if !st.Exiting() || !st.Dead() {
+		t.Errorf("flags %#x carry PF_EXITING: Exiting and Dead should be true", st.Flags)
+	}
+	for _, bad := range []string{"", "12 (x", "12 (x) S 1 2", "12 (x) S 1 2 3 4 5 6 7 8 9 1 2 3 4 5 6 7 8 9 x"} {
+		if st, ok := ParseStat(12, []byte(bad)); ok {
+			t.Errorf("ParseStat(%q) = %+v, want failure", bad, st)
+		}
+	}
+}
+
+// start runs argv with env and returns it; cleanup kills and waits for it.
+func start(t *testing.T, env []string, argv ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+// TestMarkerAnywhere: a marker buried behind megabytes of other variables is found, wherever it sits,
+// and nothing that merely starts like it or is cut counts.
+func TestMarkerAnywhere(t *testing.T) {
+	filler := strings.Repeat("x", 100<<10)
+	var env []string
+	for i := range 15 { // 1.5 MB before the markers: within the kernel's 2 MB for an 8 MB stack
+		env = append(env, "FILL"+strconv.Itoa(i)+"="+filler)
+	}
+	env = append(env, "REAPER_SESSION=other", "REAPER_SESSION=ours/s-1", "REAPER_TASK=t-1"+filler)
+	// Not os/exec, which keeps only the last of duplicate keys.
+	pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "1000"}, &syscall.ProcAttr{Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p, _ := os.FindProcess(pid)
+		p.Kill()
+		p.Wait()
+	})
+	w := NewWalker()
+	for marker, want := range map[string]bool{
+		"REAPER_SESSION=ours/s-1": true,  // not the first entry with that key
+		"REAPER_SESSION=other":    true,  // the first
+		"REAPER_SESSION=ours":     false, // a prefix of an entry
+		"REAPER_SESSION=ours/s-":  false,
+		"REAPER_TASK=t-1":         false, // an entry that goes on
+		"FILL14=" + filler:        true,
+	} {
+		if got := w.Marked(pid, marker); got != want {
+			t.Errorf("Marked(%.40q) = %v, want %v", marker, got, want)
+		}
+	}
+	if v, ok := w.Env(pid, "REAPER_SESSION"); !ok || v != "other" {
+		t.Errorf("Env(REAPER_SESSION) = %q, %v; want the first entry's value", v, ok)
+	}
+	if v, ok := w.Env(pid, "REAPER_TASK"); !ok || len(v) != maxValue {
+		t.Errorf("Env(REAPER_TASK) = %d bytes, %v; want the value cut to %d bytes", len(v), ok, maxValue)
+	}
+	if _, ok := w.Env(pid, "MISSING"); ok {
+		t.Error("Env found a variable that is not there")
+	}
+	if w.Marked(1<<30, "A=b") {
+		t.Error("a pid that does not exist is marked")
+	}
+}
+
+// TestHandles: a handle signals the process it was verified for, WaitGone sees it exit, and a
+// handle whose start time does not match is not made.
+func TestHandles(t *testing.T) {
+	cmd := start(t, nil, "/bin/sleep", "1000")
+	w := NewWalker()
+	st, ok := w.Stat(cmd.Process.Pid)
+	if !ok {
+		t.Fatal("the sleep is gone")
+	}
+	stale := st
+	stale.Start--
+	if hs := w.Verify([]Stat{stale}); len(hs) != 0 {
+		t.Errorf("Verify accepted a start time that does not match: %+v", hs)
+	}
+	hs := w.Verify([]Stat{st})
+	defer CloseAll(hs)
+	if len(hs) != 1 || !hs[0].HasFD() {
+		t.Fatalf("Verify = %+v, want one handle with a pidfd", hs)
+	}
+	if alive := w.WaitGone(context.Background(), hs, time.Now().Add(10*time.Millisecond)); len(alive) != 1 {
+		t.Fatalf("WaitGone before any signal = %v, want the process alive", alive)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if alive := w.WaitGone(ctx, hs, time.Now().Add(time.Hour)); len(alive) != 1 {
+		t.Fatalf("WaitGone with a cancelled context = %v, want it to return at once", alive)
+	}
+	if err := SignalAll(hs, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// A pidfd becomes readable when its process exits: a zombie counts, nobody need reap it first.
+	if alive := w.WaitGone(context.Background(), hs, time.Now().Add(30*time.Second)); len(alive) != 0 {
+		t.Fatalf("the killed process is still alive: %v", alive)
+	}
+	// Signalling a process that is gone is not an error.
+	if err := hs[0].Signal(unix.SIGKILL); err != nil {
+		t.Errorf("signal to an exited process: %v", err)
+	}
+}
+
+// TestFind builds two small trees below this process and finds their processes by seed, by thread
+// and by marker, with the tree walk and with the scan of /proc alike.
+func TestFind(t *testing.T) {
+	// The first shell carries the marker; it starts one child that keeps it and one that clears its
+	// environment. The second shell does not carry it and starts one child that gets it, and one that
+	// does not.
+	marked := start(t, []string{"PATH=/usr/bin:/bin", "MARK=yes"}, "/bin/sh", "-c", `sleep 1000 & env -i /bin/sleep 1001 & wait`)
+	plain := start(t, []string{"PATH=/usr/bin:/bin"}, "/bin/sh", "-c", `MARK=yes sleep 1002 & sleep 1003 & wait`)
+	w := NewWalker()
+	self := unix.Getpid()
+	// children waits until the shell has two children that are sleep (until then env(1) still
+	// carries the marker it clears) and returns them, sorted.
+	children := func(cmd *exec.Cmd) (Stat, []int) {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st, _ := w.Stat(cmd.Process.Pid)
+			kids := w.Children(st)
+			if len(kids) == 2 && Describe(kids[0]).Comm == "sleep" && Describe(kids[1]).Comm == "sleep" {
+				slices.Sort(kids)
+				return st, kids
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the shell's children did not appear: %v", kids)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	sh, kids := children(marked)
+	sh2, kids2 := children(plain)
+	sorted := func(ps ...int) []int { slices.Sort(ps); return ps }
+	all := sorted(sh.Pid, kids[0], kids[1])
+	markedKid := kids2[0]
+	if !w.Marked(markedKid, "MARK=yes") {
+		markedKid = kids2[1]
+	}
+	pids := func(ss []Stat) []int {
+		out := make([]int, len(ss))
+		for i, s := range ss {
+			out[i] = s.Pid
+		}
+		return sorted(out...)
+	}
+	for _, tc := range []struct {
+		name string
+		q    Query
+		want []int
+	}{
+		{"seed", Query{Self: self, Seeds: map[int]uint64{sh.Pid: sh.Start}}, all},
+		{"stale seed", Query{Self: self, Seeds: map[int]uint64{sh.Pid: sh.Start + 1}}, []int{}},
+		{"trusted", Query{Self: self, Trusted: map[int]bool{sh.Pid: true}, Known: map[int]bool{sh.Pid: true}}, kids},
+		// The marked shell with both its children (one cleared the marker but descends from it), and
+		// the marked child of the other shell; not that shell, nor its other child.
+		{"marker", Query{Self: self, Marker: "MARK=yes"}, sorted(sh.Pid, kids[0], kids[1], markedKid)},
+		{"known", Query{Self: self, Seeds: map[int]uint64{sh.Pid: 0}, Known: map[int]bool{kids[0]: true}}, sorted(sh.Pid, kids[1])},
+		{"skip", Query{Self: self, Seeds: map[int]uint64{sh2.Pid: 0}, Skip: map[int]bool{sh.Pid: true}, Marker: "MARK=yes"}, sorted(sh2.Pid, kids2[0], kids2[1])},
+	} {
+		tree, ok := w.tree(tc.q, -1)
+		if !ok {
+			t.Fatalf("%s: the tree walk gave up without a budget", tc.name)
+		}
+		scan, err := w.scan(tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found, err := w.Find(tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for how, got := range map[string][]Stat{"tree": tree, "scan": scan, "Find": found} {
+			want := tc.want
+			switch {
+			case how == "scan" && tc.name == "skip":
+				continue // Skip only spares the tree walk reading subtrees; the scan reads everything anyway
+			case how != "scan" && tc.name == "marker" && !slices.Equal(pids(got), want):
+				// The tree walk looks for the marker among Self's children only: it misses a marked
+				// process whose parent is another live process of Self's (documented), and Find may
+				// have walked the tree.
+				want = slices.DeleteFunc(slices.Clone(want), func(p int) bool { return p == markedKid })
+			}
+			if g := pids(got); !slices.Equal(g, want) {
+				t.Errorf("%s by %s = %v, want %v", tc.name, how, g, want)
+			}
+		}
+	}
+	if d, err := w.Descendants(self); err != nil || len(d) < 6 {
+		t.Errorf("Descendants = %v, %v; want at least the two shells and their children", pids(d), err)
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	cmd := start(t, nil, "/bin/sleep", "1000")
+	p := Describe(cmd.Process.Pid)
+	if p.Comm != "sleep" || p.State != "S" && p.State != "R" || p.Age < 0 || p.Age > time.Minute {
+		t.Errorf("Describe = %+v", p)
+	}
+	if gone := Describe(1 << 30); gone.State != "?" {
+		t.Errorf("Describe of a missing pid = %+v", gone)
+	}
+}

@@ -1,0 +1,113 @@
+package testutil
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/internal/proc"
+)
+
+// Proc is a process identified by pid and start time, so that a reused pid is never mistaken for it.
+type Proc struct {
+	Pid   int
+	Start uint64
+}
+
+func (p Proc) String() string { return strconv.Itoa(p.Pid) }
+
+// ProcOf identifies pid by its start time now; ok is false if it is gone or already dead.
+func ProcOf(pid int) (Proc, bool) {
+	st, ok := proc.NewWalker().Stat(pid)
+	if !ok || st.Dead() {
+		return Proc{}, false
+	}
+	return Proc{Pid: pid, Start: st.Start}, true
+}
+
+// Running reports whether p still runs: it exists with the same start time, is not a zombie, and is
+// not exiting. A process with PF_EXITING counts as dead: a killed process leaves its cgroup inside
+// do_exit, after its memory and files are released but before it becomes a zombie, so a cgroup can
+// report "populated 0" while such a process still shows state R; it never runs user code again.
+func Running(p Proc) bool {
+	st, ok := proc.NewWalker().Stat(p.Pid)
+	return ok && st.Start == p.Start && !st.Dead()
+}
+
+// PidsIn identifies every whitespace-separated field of output that is a number as a process, now;
+// it fails the test if one is already gone.
+func PidsIn(t testing.TB, output string) []Proc {
+	t.Helper()
+	var out []Proc
+	for _, f := range strings.Fields(output) {
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		p, ok := ProcOf(pid)
+		if !ok {
+			t.Fatalf("pid %d printed by the command is already gone", pid)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Alive returns the processes of ps that still run.
+func Alive(ps []Proc) []Proc {
+	var out []Proc
+	for _, p := range ps {
+		if Running(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// AssertDead fails the test for each process of ps that still runs.
+func AssertDead(t testing.TB, ps []Proc) {
+	t.Helper()
+	for _, p := range Alive(ps) {
+		t.Errorf("pid %d survived: %s", p.Pid, proc.Describe(p.Pid))
+	}
+}
+
+// AwaitDead polls until every process of ps is dead and returns how long that took, failing the test
+// if one still runs after within.
+func AwaitDead(t testing.TB, ps []Proc, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		alive := Alive(ps)
+		if len(alive) == 0 {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("still running %v after %v: %v", within, time.Since(start), alive)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Eventually polls cond until it holds, failing the test after a generous deadline (30 s).
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// AwaitLines returns shell code that waits, polling for up to 30 s, until file holds n lines, and
+// then prints it. A foreground command that starts processes in the background ends with it, and each
+// of those appends its pid to file once it is ready (its trap set, say): the command then returns only
+// when they all are, instead of sleeping for a guessed while.
+func AwaitLines(file string, n int) string {
+	q := "'" + strings.ReplaceAll(file, "'", `'\''`) + "'"
+	return fmt.Sprintf(`__i=0; while [ $__i -lt 3000 ] && [ "$(wc -l < %[1]s 2>/dev/null || echo 0)" -lt %[2]d ]; do sleep 0.01; __i=$((__i+1)); done; cat %[1]s`, q, n)
+}
