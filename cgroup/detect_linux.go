@@ -44,19 +44,19 @@ func (m Mode) String() string {
 	return "unavailable"
 }
 
-// KillMethod says how a slice is killed after its polite phase.
+// KillMethod is the strongest way the kernel offers to kill a whole slice. The cgroup package only
+// provides the files ([Slice.Kill], [Slice.Freeze]); whoever kills uses the method.
 type KillMethod int
 
 const (
-	// KillAuto picks the best method the kernel offers; it is only meaningful in [KillOptions].
-	KillAuto KillMethod = iota
-	// KillFile writes "1" to cgroup.kill (Linux 5.14 and later).
-	KillFile
-	// KillFreeze freezes the slice (cgroup.freeze, Linux 5.2 and later), sends SIGKILL to every process
-	// in it and thaws it.
+	// KillSignal means neither cgroup.kill nor the freezer: every process must be sent SIGKILL, the
+	// slice re-read until no new pid appears.
+	KillSignal KillMethod = iota
+	// KillFreeze means the freezer (cgroup.freeze, Linux 5.2 and later): freeze the slice so that
+	// nothing can fork, SIGKILL every process, thaw.
 	KillFreeze
-	// KillSignal sends SIGKILL to every process, re-reading the slice until no new pid appears.
-	KillSignal
+	// KillFile means cgroup.kill (Linux 5.14 and later), which also kills children forked while it runs.
+	KillFile
 )
 
 func (k KillMethod) String() string {
@@ -65,10 +65,8 @@ func (k KillMethod) String() string {
 		return "cgroup.kill"
 	case KillFreeze:
 		return "freeze+SIGKILL"
-	case KillSignal:
-		return "SIGKILL sweep"
 	}
-	return "auto"
+	return "SIGKILL sweep"
 }
 
 // Options configures [Detect] and [OpenRoot]. The zero value detects everything and uses a child
@@ -112,7 +110,7 @@ type Info struct {
 	Writable bool
 	// Reason says, when Usable is false, why cgroup containment cannot be used.
 	Reason string
-	// Kill is the method a slice would be killed with.
+	// Kill is the strongest kill the kernel offers for slices under Root.
 	Kill KillMethod
 	// Controllers are the controllers offered to Root by its parent (cgroup.controllers of the
 	// parent), sorted as the kernel lists them.
@@ -154,7 +152,7 @@ func Detect(opts Options) Info {
 func detect(opts Options) (Info, error) {
 	info, err := detectInfo(opts)
 	if err != nil {
-		info.Reason = strings.TrimPrefix(err.Error(), "cgroup: ")
+		info.Reason = err.Error()
 	}
 	return info, err
 }
@@ -169,7 +167,7 @@ func detectInfo(opts Options) (Info, error) {
 	self, selfErr := ownCgroup("/proc/self/cgroup")
 	if selfErr == nil {
 		if _, err := os.Stat(filepath.Join(info.Mountpoint, self)); err != nil {
-			selfErr = fmt.Errorf("cgroup: own cgroup %s is not visible under %s", self, info.Mountpoint)
+			selfErr = fmt.Errorf("own cgroup %s is not visible under %s", self, info.Mountpoint)
 		} else {
 			info.Self = self
 		}
@@ -199,10 +197,10 @@ func detectMount(mountpoint string) (Mode, string, error) {
 	if mountpoint != "" {
 		var st unix.Statfs_t
 		if err := unix.Statfs(mountpoint, &st); err != nil {
-			return Unavailable, "", fmt.Errorf("cgroup: statfs %s: %w", mountpoint, err)
+			return Unavailable, "", fmt.Errorf("statfs %s: %w", mountpoint, err)
 		}
 		if st.Type != unix.CGROUP2_SUPER_MAGIC {
-			return Unavailable, "", fmt.Errorf("cgroup: %s is not a cgroup2 filesystem", mountpoint)
+			return Unavailable, "", fmt.Errorf("%s is not a cgroup2 filesystem", mountpoint)
 		}
 		return Mounted, filepath.Clean(mountpoint), nil
 	}
@@ -212,44 +210,44 @@ func detectMount(mountpoint string) (Mode, string, error) {
 	case cgroups.Hybrid:
 		return Hybrid, hybridMount, nil
 	case cgroups.Legacy:
-		return Unavailable, "", fmt.Errorf("cgroup: cgroup v1 only (no cgroup2 at %s or %s)", unifiedMount, hybridMount)
+		return Unavailable, "", fmt.Errorf("cgroup v1 only (no cgroup2 at %s or %s)", unifiedMount, hybridMount)
 	}
-	return Unavailable, "", fmt.Errorf("cgroup: no cgroup filesystem at %s", unifiedMount)
+	return Unavailable, "", fmt.Errorf("no cgroup filesystem at %s", unifiedMount)
 }
 
 // ownCgroup returns the cgroup2 path ("0::<path>") from a /proc/<pid>/cgroup file.
 func ownCgroup(file string) (string, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("cgroup: read %s: %w", file, err)
+		return "", fmt.Errorf("read %s: %w", file, err)
 	}
 	for _, line := range bytes.Split(b, []byte{'\n'}) {
 		if p, ok := bytes.CutPrefix(line, []byte("0::")); ok {
 			s := string(p)
 			if strings.HasSuffix(s, " (deleted)") || !strings.HasPrefix(s, "/") {
-				return "", fmt.Errorf("cgroup: own cgroup %q in %s is unusable", s, file)
+				return "", fmt.Errorf("own cgroup %q in %s is unusable", s, file)
 			}
 			return s, nil
 		}
 	}
-	return "", fmt.Errorf("cgroup: no cgroup2 entry (0::) in %s", file)
+	return "", fmt.Errorf("no cgroup2 entry (0::) in %s", file)
 }
 
 // checkRootPath refuses a root that is not strictly below the mountpoint.
 func checkRootPath(mount, root string) error {
 	if !filepath.IsAbs(root) {
-		return fmt.Errorf("cgroup: root %q: not an absolute path", root)
+		return fmt.Errorf("root %q: not an absolute path", root)
 	}
 	if filepath.Clean(root) != root {
-		return fmt.Errorf("cgroup: root %q: not a clean path (want %q)", root, filepath.Clean(root))
+		return fmt.Errorf("root %q: not a clean path (want %q)", root, filepath.Clean(root))
 	}
 	rel, err := filepath.Rel(mount, root)
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
-		return fmt.Errorf("cgroup: root %s: not below the cgroup2 mountpoint %s", root, mount)
+		return fmt.Errorf("root %s: not below the cgroup2 mountpoint %s", root, mount)
 	}
 	for _, c := range strings.Split(rel, "/") {
 		if err := ValidateName(c); err != nil {
-			return fmt.Errorf("cgroup: root %s: %w", root, err)
+			return fmt.Errorf("root %s: %w", root, err)
 		}
 	}
 	return nil
@@ -269,16 +267,16 @@ func checkWritable(path string) error {
 	p := nearestExisting(path)
 	var st unix.Statfs_t
 	if err := unix.Statfs(p, &st); err != nil {
-		return fmt.Errorf("cgroup: statfs %s: %w", p, err)
+		return fmt.Errorf("statfs %s: %w", p, err)
 	}
 	if st.Flags&unix.ST_RDONLY != 0 {
-		return fmt.Errorf("cgroup: %s is on a read-only mount: %w", p, unix.EROFS)
+		return fmt.Errorf("%s is on a read-only mount: %w", p, unix.EROFS)
 	}
 	if st.Type != unix.CGROUP2_SUPER_MAGIC {
-		return fmt.Errorf("cgroup: %s is not on a cgroup2 filesystem", p)
+		return fmt.Errorf("%s is not on a cgroup2 filesystem", p)
 	}
 	if err := unix.Faccessat(unix.AT_FDCWD, p, unix.W_OK, unix.AT_EACCESS); err != nil {
-		return fmt.Errorf("cgroup: %s is not writable: %w", p, err)
+		return fmt.Errorf("%s is not writable: %w", p, err)
 	}
 	return nil
 }
@@ -312,11 +310,6 @@ func detectKill(mount, root string) KillMethod {
 	return KillSignal
 }
 
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
 func kernelVersion() (major, minor int) {
 	var u unix.Utsname
 	if unix.Uname(&u) != nil {
@@ -324,13 +317,4 @@ func kernelVersion() (major, minor int) {
 	}
 	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
 	return major, minor
-}
-
-// readFields returns the whitespace-separated words of a small file.
-func readFields(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return strings.Fields(string(b)), nil
 }

@@ -1,10 +1,10 @@
 package cgroup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -15,8 +15,9 @@ import (
 // passes or ctx is done. It reports whether the value was reached. It sleeps in poll(2) on the file,
 // which the kernel wakes with POLLPRI whenever cgroup.events changes. The kernel rate-limits these
 // notifications to one per 10 ms per file and defers the rest, while the file's content changes at
-// once; so the poll also times out after at most 10 ms (1 ms at first) and the file is read again.
-// A cgroup that disappears counts as not populated and not frozen.
+// once; so the poll also times out after at most 10 ms (1 ms at first) and the file is read again,
+// which is also how often ctx is looked at. A cgroup that disappears counts as not populated and not
+// frozen.
 func waitEvent(ctx context.Context, dir, key string, want bool, deadline time.Time) (bool, error) {
 	file := filepath.Join(dir, "cgroup.events")
 	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -24,22 +25,9 @@ func waitEvent(ctx context.Context, dir, key string, want bool, deadline time.Ti
 		return !want, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("cgroup: open %s: %w", file, err)
+		return false, fmt.Errorf("open %s: %w", file, err)
 	}
 	defer unix.Close(fd)
-
-	// An eventfd makes a cancelled ctx wake the poll; it is only needed when ctx can be cancelled.
-	efd := -1
-	if ctx.Done() != nil {
-		if efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-			return false, fmt.Errorf("cgroup: eventfd: %w", err)
-		}
-		defer unix.Close(efd)
-		stop := context.AfterFunc(ctx, func() {
-			unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
-		})
-		defer stop()
-	}
 
 	buf := make([]byte, 128)
 	recheck := time.Millisecond
@@ -49,27 +37,21 @@ func waitEvent(ctx context.Context, dir, key string, want bool, deadline time.Ti
 			return !want, nil // the cgroup was removed under us
 		}
 		if err != nil {
-			return false, fmt.Errorf("cgroup: read %s: %w", file, err)
+			return false, fmt.Errorf("read %s: %w", file, err)
 		}
 		if v, _ := eventValue(buf[:n], key); v == want {
 			return true, nil
 		}
-		if ctx.Err() != nil {
-			return false, nil
-		}
 		left := time.Until(deadline)
-		if left <= 0 {
+		if left <= 0 || ctx.Err() != nil {
 			return false, nil
-		}
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
-		if efd >= 0 {
-			fds = append(fds, unix.PollFd{Fd: int32(efd), Events: unix.POLLIN})
 		}
 		// Round up so that a sub-millisecond remainder still waits rather than spinning.
 		ms := int((min(left, recheck) + time.Millisecond - 1) / time.Millisecond)
 		recheck = min(2*recheck, notifyInterval)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}
 		if _, err := unix.Poll(fds, ms); err != nil && !errors.Is(err, unix.EINTR) {
-			return false, fmt.Errorf("cgroup: poll %s: %w", file, err)
+			return false, fmt.Errorf("poll %s: %w", file, err)
 		}
 	}
 }
@@ -78,11 +60,13 @@ func waitEvent(ctx context.Context, dir, key string, want bool, deadline time.Ti
 // (CGROUP_FILE_NOTIFY_MIN_INTV, HZ/100).
 const notifyInterval = 10 * time.Millisecond
 
-// writeFile writes a value into a cgroup interface file, carrying the path in the error.
-func writeFile(dir, name, value string) error {
-	file := filepath.Join(dir, name)
-	if err := os.WriteFile(file, []byte(value), 0); err != nil {
-		return fmt.Errorf("cgroup: write %q to %s: %w", value, file, err)
+// eventValue returns the value of key ("populated", "frozen") in the contents of a cgroup.events file.
+func eventValue(b []byte, key string) (value, found bool) {
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		k, v, ok := bytes.Cut(line, []byte{' '})
+		if ok && string(k) == key {
+			return string(bytes.TrimSpace(v)) == "1", true
+		}
 	}
-	return nil
+	return false, false
 }

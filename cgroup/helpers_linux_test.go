@@ -3,9 +3,6 @@ package cgroup
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // requireCgroup2 skips the test unless it runs as root on a host with a writable cgroup2 hierarchy.
@@ -32,19 +32,12 @@ func requireCgroup2(t testing.TB) Info {
 	return info
 }
 
-// randName returns prefix followed by random hex, so that concurrent test runs never share a cgroup.
-func randName(prefix string) string {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
 // testRoot opens a uniquely named root directly below the cgroup2 mountpoint. Cleanup kills whatever
 // is left in it and removes it, also when the test fails.
 func testRoot(t testing.TB) *Root {
 	t.Helper()
 	info := requireCgroup2(t)
-	path := filepath.Join(info.Mountpoint, randName("reaper-test-"))
+	path := filepath.Join(info.Mountpoint, testutil.UniqueName("reaper-test-"))
 	r, err := OpenRoot(Options{Root: path})
 	if err != nil {
 		t.Fatalf("OpenRoot(%s): %v", path, err)
@@ -60,12 +53,26 @@ func destroy(t testing.TB, dir string) {
 	if !exists(dir) {
 		return
 	}
-	s := &Slice{path: dir, kill: KillFile}
-	if _, err := s.Kill(context.Background(), KillOptions{Timeout: 10 * time.Second}); err != nil {
+	s := &Slice{path: dir}
+	if err := s.Kill(); err != nil {
 		t.Errorf("cleanup: kill %s: %v", dir, err)
+	}
+	if empty, err := s.WaitEmpty(context.Background(), time.Now().Add(10*time.Second)); !empty || err != nil {
+		t.Errorf("cleanup: %s did not empty: %v", dir, err)
 	}
 	if err := s.Remove(); err != nil {
 		t.Errorf("cleanup: remove %s: %v", dir, err)
+	}
+}
+
+// killAndWait kills s and waits for it to empty, failing the test otherwise.
+func killAndWait(t testing.TB, s *Slice) {
+	t.Helper()
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if empty, err := s.WaitEmpty(context.Background(), time.Now().Add(30*time.Second)); err != nil || !empty {
+		t.Fatalf("%s did not empty after cgroup.kill: %v", s.Path(), err)
 	}
 }
 
@@ -73,16 +80,10 @@ func destroy(t testing.TB, dir string) {
 type started struct {
 	cmd  *exec.Cmd
 	out  *bufio.Reader
-	pids []proc
+	pids []testutil.Proc
 	// first is the first line the shell printed: its own /proc/self/cgroup entry, read before it ran
 	// anything else.
 	first string
-}
-
-// proc identifies a process by pid and start time, so that a recycled pid is never mistaken for it.
-type proc struct {
-	pid   int
-	start uint64
 }
 
 // spawn starts sh -c script straight into s (clone3 with CLONE_INTO_CGROUP). The script's first line
@@ -131,86 +132,30 @@ func spawn(t testing.TB, s *Slice, script string, n int) *started {
 		case line == "ready":
 			ready = true
 		default:
-			pid, err := strconv.Atoi(line)
-			if err != nil {
+			if _, err := strconv.Atoi(line); err != nil {
 				t.Fatalf("script printed %q, want a pid", line)
 			}
-			st.pids = append(st.pids, proc{pid: pid, start: startTime(pid)})
+			st.pids = append(st.pids, testutil.PidsIn(t, line)...)
 		}
 	}
 	return st
 }
 
-// startTime returns field 22 of /proc/<pid>/stat, or 0 if the process is gone.
-func startTime(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+2:]))
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return v
-}
-
-// running reports whether p still runs: it exists with the same start time and is not a zombie
-// (orphans are reaped lazily by PID 1; a zombie is dead).
-func running(p proc) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+2:]))
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	flags, _ := strconv.ParseUint(f[6], 10, 64)
-	return v == p.start && f[0] != "Z" && flags&pfExiting == 0
-}
-
-// pfExiting is PF_EXITING in field 9 of /proc/<pid>/stat. A killed process leaves its cgroup in
-// do_exit, after its memory and files are released but before it becomes a zombie, so a slice can
-// report "populated 0" while one of its processes still shows state R for a moment. Such a process
-// never runs user code again: for these tests it is dead.
-const pfExiting = 0x4
-
 // waitPids polls until s holds exactly n processes, failing after a generous deadline.
 func waitPids(t testing.TB, s *Slice, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, strconv.Itoa(n)+" processes in "+s.Path(), func() bool {
 		pids, err := s.Pids()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(pids) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s holds %d processes, want %d", s.Path(), len(pids), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err == nil && len(pids) == n
+	})
 }
 
-// assertDead fails for every process in ps that still runs.
-func assertDead(t testing.TB, ps []proc) {
-	t.Helper()
-	for _, p := range ps {
-		if running(p) {
-			t.Errorf("pid %d still runs: %s", p.pid, statLine(p.pid))
-		}
-	}
-}
-
-func statLine(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return strings.TrimSpace(string(b))
-}
+func statLine(pid int) string { return proc.Describe(pid).String() }
 
 // inSlice reports whether pid's cgroup is s.
 func inSlice(t testing.TB, s *Slice, pid int) bool {
 	t.Helper()
-	self, err := ownCgroup(fmt.Sprintf("/proc/%d/cgroup", pid))
+	self, err := ownCgroup("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return false
 	}

@@ -38,7 +38,7 @@ func (s *Slice) SetLimits(l Limits) error {
 
 func setLimits(mount, path string, l Limits) error {
 	if l.MemoryMax < 0 || l.PidsMax < 0 || l.CPUs < 0 {
-		return fmt.Errorf("cgroup: limits on %s: negative value in %+v", path, l)
+		return fmt.Errorf("limits on %s: negative value in %+v", path, l)
 	}
 	var res cgroup2.Resources
 	var need []string
@@ -61,7 +61,7 @@ func setLimits(mount, path string, l Limits) error {
 	}
 	offered, err := readFields(filepath.Join(path, "cgroup.controllers"))
 	if err != nil {
-		return fmt.Errorf("cgroup: limits on %s: %w", path, err)
+		return fmt.Errorf("limits on %s: %w", path, err)
 	}
 	var missing []string
 	for _, c := range need {
@@ -70,19 +70,19 @@ func setLimits(mount, path string, l Limits) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("cgroup: limits on %s: %w: %s not enabled in %s (offered: %s)",
+		return fmt.Errorf("limits on %s: %w: %s not enabled in %s (offered: %s)",
 			path, ErrNoController, strings.Join(missing, ", "), filepath.Dir(path), listOrNone(offered))
 	}
 	rel, err := filepath.Rel(mount, path)
 	if err != nil {
-		return fmt.Errorf("cgroup: limits on %s: %w", path, err)
+		return fmt.Errorf("limits on %s: %w", path, err)
 	}
 	m, err := cgroup2.Load("/"+rel, cgroup2.WithMountpoint(mount))
 	if err != nil {
-		return fmt.Errorf("cgroup: limits on %s: %w", path, err)
+		return fmt.Errorf("limits on %s: %w", path, err)
 	}
 	if err := m.Update(&res); err != nil {
-		return fmt.Errorf("cgroup: limits on %s: %w", path, err)
+		return fmt.Errorf("limits on %s: %w", path, err)
 	}
 	return nil
 }

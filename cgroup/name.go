@@ -18,19 +18,19 @@ const maxNameLen = 128
 func ValidateName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("cgroup: %w: empty", ErrInvalidName)
+		return fmt.Errorf("%w: empty", ErrInvalidName)
 	case len(name) > maxNameLen:
-		return fmt.Errorf("cgroup: %w: %d bytes (max %d)", ErrInvalidName, len(name), maxNameLen)
+		return fmt.Errorf("%w: %d bytes (max %d)", ErrInvalidName, len(name), maxNameLen)
 	case strings.HasPrefix(name, "."):
-		return fmt.Errorf("cgroup: %w %q: starts with '.'", ErrInvalidName, name)
+		return fmt.Errorf("%w %q: starts with '.'", ErrInvalidName, name)
 	case strings.HasPrefix(name, "cgroup."):
-		return fmt.Errorf("cgroup: %w %q: reserved prefix \"cgroup.\"", ErrInvalidName, name)
+		return fmt.Errorf("%w %q: reserved prefix \"cgroup.\"", ErrInvalidName, name)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 		if !ok {
-			return fmt.Errorf("cgroup: %w %q: byte %q not allowed (use letters, digits, '-', '_', '.')", ErrInvalidName, name, c)
+			return fmt.Errorf("%w %q: byte %q not allowed (use letters, digits, '-', '_', '.')", ErrInvalidName, name, c)
 		}
 	}
 	return nil

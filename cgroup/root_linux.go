@@ -1,8 +1,6 @@
 package cgroup
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -35,7 +33,7 @@ func OpenRoot(opts Options) (*Root, error) {
 	}
 	for _, c := range opts.Controllers {
 		if !slices.Contains(info.Controllers, c) {
-			return nil, fmt.Errorf("cgroup: root %s: controller %q is not offered by %s (offered: %s)",
+			return nil, fmt.Errorf("root %s: controller %q is not offered by %s (offered: %s)",
 				info.Root, c, filepath.Dir(info.Root), listOrNone(info.Controllers))
 		}
 	}
@@ -59,7 +57,7 @@ func OpenRoot(opts Options) (*Root, error) {
 func prepareParent(parent string, info Info, opts Options) error {
 	enabled, err := readFields(filepath.Join(parent, "cgroup.subtree_control"))
 	if err != nil {
-		return fmt.Errorf("cgroup: read %s: %w", filepath.Join(parent, "cgroup.subtree_control"), err)
+		return err
 	}
 	var need []string
 	for _, c := range opts.Controllers {
@@ -72,7 +70,7 @@ func prepareParent(parent string, info Info, opts Options) error {
 	}
 	if isTrueRoot(parent) {
 		if len(need) > 0 {
-			return fmt.Errorf("cgroup: refusing to enable %s on the machine's root cgroup %s; use a delegated subtree (--cgroup-root)",
+			return fmt.Errorf("refusing to enable %s on the machine's root cgroup %s; use a delegated subtree (--cgroup-root)",
 				strings.Join(need, ", "), parent)
 		}
 		return nil // Delegated on the true root: nothing may be moved there.
@@ -86,7 +84,7 @@ func prepareParent(parent string, info Info, opts Options) error {
 		return nil
 	}
 	if pids, _ := readPids(filepath.Join(parent, "cgroup.procs"), nil); len(pids) > 0 {
-		return fmt.Errorf("cgroup: enable %s in %s: processes %v live there and are not ours to move (no internal processes rule): %w",
+		return fmt.Errorf("enable %s in %s: processes %v live there and are not ours to move (no internal processes rule): %w",
 			strings.Join(need, ", "), parent, pids, unix.EBUSY)
 	}
 	return enableControllers(parent, need)
@@ -96,11 +94,11 @@ func prepareParent(parent string, info Info, opts Options) error {
 func moveSelfToLeaf(dir string) error {
 	leaf := filepath.Join(dir, supervisorLeaf)
 	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("cgroup: create %s: %w", leaf, err)
+		return fmt.Errorf("create cgroup %s: %w", leaf, err)
 	}
 	procs := filepath.Join(leaf, "cgroup.procs")
 	if err := os.WriteFile(procs, []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
-		return fmt.Errorf("cgroup: move pid %d into %s: %w", os.Getpid(), leaf, err)
+		return fmt.Errorf("move pid %d into %s: %w", os.Getpid(), leaf, err)
 	}
 	return nil
 }
@@ -111,7 +109,7 @@ func enableControllers(dir string, controllers []string) error {
 	file := filepath.Join(dir, "cgroup.subtree_control")
 	for _, c := range controllers {
 		if err := os.WriteFile(file, []byte("+"+c), 0); err != nil {
-			return fmt.Errorf("cgroup: enable controller %q in %s: %w", c, dir, err)
+			return fmt.Errorf("enable controller %q in %s: %w", c, dir, err)
 		}
 	}
 	return nil
@@ -126,7 +124,7 @@ func mkdirAll(mount, dir string) error {
 		return err
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("cgroup: create %s: %w", dir, err)
+		return fmt.Errorf("create cgroup %s: %w", dir, err)
 	}
 	return nil
 }
@@ -147,7 +145,7 @@ func (r *Root) Path() string { return r.info.Root }
 // Create makes a new slice directly below the root. It fails (wrapping os.ErrExist) if the slice
 // already exists, so two owners never share one.
 func (r *Root) Create(name string) (*Slice, error) {
-	return create(r.info.Mountpoint, r.info.Root, name, r.info.Kill)
+	return create(r.info.Mountpoint, r.info.Root, name)
 }
 
 // Open returns an existing slice below the root, for example one left by a previous run.
@@ -155,11 +153,11 @@ func (r *Root) Open(name string) (*Slice, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	s := &Slice{mount: r.info.Mountpoint, path: filepath.Join(r.info.Root, name), kill: r.info.Kill}
+	s := &Slice{mount: r.info.Mountpoint, path: filepath.Join(r.info.Root, name)}
 	if fi, err := os.Stat(s.path); err != nil {
-		return nil, fmt.Errorf("cgroup: open %s: %w", s.path, err)
+		return nil, fmt.Errorf("open cgroup %s: %w", s.path, err)
 	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("cgroup: open %s: not a directory", s.path)
+		return nil, fmt.Errorf("open cgroup %s: not a directory", s.path)
 	}
 	return s, nil
 }
@@ -168,54 +166,4 @@ func (r *Root) Open(name string) (*Slice, error) {
 // predecessor left behind.
 func (r *Root) Slices() ([]string, error) {
 	return childDirs(r.info.Root)
-}
-
-// childDirs lists the subdirectories (child cgroups) of dir, sorted. It calls getdents64 itself
-// rather than os.ReadDir, which costs an extra fstat per directory: teardown lists a slice's
-// directories several times, and every system call into cgroupfs counts there.
-func childDirs(dir string) ([]string, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cgroup: list %s: %w", dir, err)
-	}
-	defer unix.Close(fd)
-	var names []string
-	buf := make([]byte, 8192)
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if errors.Is(err, unix.ENOENT) {
-			return nil, nil // removed while listed
-		}
-		if err != nil {
-			return nil, fmt.Errorf("cgroup: list %s: %w", dir, err)
-		}
-		if n <= 0 {
-			break
-		}
-		// struct linux_dirent64: d_ino u64, d_off s64, d_reclen u16, d_type u8, d_name (NUL-ended).
-		for b := buf[:n]; len(b) >= 19; {
-			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
-			if reclen < 19 || reclen > len(b) {
-				break
-			}
-			if b[18] == unix.DT_DIR {
-				name := b[19:reclen]
-				if i := bytes.IndexByte(name, 0); i >= 0 {
-					name = name[:i]
-				}
-				if s := string(name); s != "." && s != ".." {
-					names = append(names, s)
-				}
-			}
-			b = b[reclen:]
-		}
-	}
-	slices.Sort(names)
-	return names, nil
 }

@@ -1,7 +1,6 @@
 package cgroup
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -12,21 +11,20 @@ import (
 )
 
 // Slice is one cgroup below a [Root], possibly with nested leaves. Its methods are safe for concurrent
-// use; they hold no state beyond the path.
+// use; it holds no state beyond the path.
 type Slice struct {
-	mount string     // cgroup2 mountpoint, for containerd's resource writer
-	path  string     // absolute path of the cgroup directory
-	kill  KillMethod // detected kill method
+	mount string // cgroup2 mountpoint, for containerd's resource writer
+	path  string // absolute path of the cgroup directory
 }
 
 // create makes dir/name and returns it as a slice.
-func create(mount, dir, name string, kill KillMethod) (*Slice, error) {
+func create(mount, dir, name string) (*Slice, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	s := &Slice{mount: mount, path: filepath.Join(dir, name), kill: kill}
+	s := &Slice{mount: mount, path: filepath.Join(dir, name)}
 	if err := os.Mkdir(s.path, 0o755); err != nil {
-		return nil, fmt.Errorf("cgroup: create %s: %w", s.path, err)
+		return nil, fmt.Errorf("create cgroup %s: %w", s.path, err)
 	}
 	return s, nil
 }
@@ -36,15 +34,15 @@ func (s *Slice) Path() string { return s.path }
 
 // Create makes a nested leaf below the slice (for example one per task inside a session's slice).
 func (s *Slice) Create(name string) (*Slice, error) {
-	return create(s.mount, s.path, name, s.kill)
+	return create(s.mount, s.path, name)
 }
 
-// Leaf returns the existing nested leaf name below the slice, without checking that it exists.
+// Leaf returns the nested leaf name below the slice, without checking that it exists.
 func (s *Slice) Leaf(name string) (*Slice, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	return &Slice{mount: s.mount, path: filepath.Join(s.path, name), kill: s.kill}, nil
+	return &Slice{mount: s.mount, path: filepath.Join(s.path, name)}, nil
 }
 
 // OpenFD opens the slice's directory for SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}, which
@@ -53,7 +51,7 @@ func (s *Slice) Leaf(name string) (*Slice, error) {
 func (s *Slice) OpenFD() (*os.File, error) {
 	fd, err := unix.Open(s.path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: open %s: %w", s.path, err)
+		return nil, fmt.Errorf("open cgroup %s: %w", s.path, err)
 	}
 	return os.NewFile(uintptr(fd), s.path), nil
 }
@@ -83,20 +81,6 @@ func (s *Slice) Threads() ([]int, error) {
 	return idsRecursive(s.path, "cgroup.threads", nil)
 }
 
-// Populated reports whether any process lives in the slice or below it (cgroup.events "populated").
-// A slice that no longer exists is not populated.
-func (s *Slice) Populated() (bool, error) {
-	b, err := os.ReadFile(filepath.Join(s.path, "cgroup.events"))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("cgroup: read %s: %w", filepath.Join(s.path, "cgroup.events"), err)
-	}
-	v, _ := eventValue(b, "populated")
-	return v, nil
-}
-
 // Remove deletes the slice and its nested leaves, deepest first. It must be empty: kill it first; a
 // populated slice is refused at once. EBUSY on an empty slice (the kernel may still be releasing
 // exited processes) is retried a bounded number of times, for up to about two seconds. A slice that is
@@ -124,15 +108,15 @@ func rmdirRetry(dir string) error {
 		case err == nil, errors.Is(err, unix.ENOENT):
 			return nil
 		case !errors.Is(err, unix.EBUSY):
-			return fmt.Errorf("cgroup: remove %s: %w", dir, err)
+			return fmt.Errorf("remove cgroup %s: %w", dir, err)
 		}
 		if populated, _ := (&Slice{path: dir}).Populated(); populated {
-			return fmt.Errorf("cgroup: remove %s: still populated (kill it first): %w", dir, err)
+			return fmt.Errorf("remove cgroup %s: still populated (kill it first): %w", dir, err)
 		}
 		time.Sleep(delay)
 		delay = min(2*delay, 400*time.Millisecond)
 	}
-	return fmt.Errorf("cgroup: remove %s: still busy after retries: %w", dir, err)
+	return fmt.Errorf("remove cgroup %s: still busy after retries: %w", dir, err)
 }
 
 // postOrder lists dir and every cgroup below it, children before parents.
@@ -169,72 +153,4 @@ func idsRecursive(dir, file string, dst []int) ([]int, error) {
 		}
 	}
 	return dst, nil
-}
-
-// readPids appends the pids listed in a cgroup.procs file (or the tids in a cgroup.threads file) to
-// dst. We read and parse the bytes ourselves rather than use containerd's Manager.Procs or
-// os.ReadFile: teardown and the kill loop read slices many times, and this avoids a scanner, a
-// string per pid, and os.File's extra fstat and poller calls (on this VM's cold caches each system
-// call into cgroupfs costs tens of microseconds). Pids of other pid namespaces read as 0 and are
-// skipped.
-func readPids(file string, dst []int) ([]int, error) {
-	b, err := readSmall(file)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
-		return dst, nil
-	}
-	if err != nil {
-		return dst, fmt.Errorf("cgroup: read %s: %w", file, err)
-	}
-	pid := 0
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			pid = pid*10 + int(c-'0')
-		case c == '\n':
-			if pid > 0 {
-				dst = append(dst, pid)
-			}
-			pid = 0
-		}
-	}
-	if pid > 0 {
-		dst = append(dst, pid)
-	}
-	return dst, nil
-}
-
-// eventValue returns the value of key ("populated", "frozen") in the contents of a cgroup.events file.
-func eventValue(b []byte, key string) (value, found bool) {
-	for _, line := range bytes.Split(b, []byte{'\n'}) {
-		k, v, ok := bytes.Cut(line, []byte{' '})
-		if ok && string(k) == key {
-			return string(bytes.TrimSpace(v)) == "1", true
-		}
-	}
-	return false, false
-}
-
-// readSmall reads a whole cgroupfs file with open, read and close only.
-func readSmall(file string) ([]byte, error) {
-	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	b := make([]byte, 0, 512)
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := unix.Read(fd, b[len(b):cap(b)])
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case err != nil:
-			return nil, err
-		case n == 0:
-			return b, nil
-		}
-		b = b[:len(b)+n]
-	}
 }

@@ -9,4 +9,7 @@
 // teardown, and over HTTP a handler in front of the SDK kills a session's processes before the SDK
 // sees its DELETE, after checking that the caller owns the session, and keeps its own idle lease that
 // a vanished client cannot hold open.
+//
+// It serves the reaper package, which is Linux-only; elsewhere this package is empty but for its
+// logging adapter.
 package mcpserver

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/cgroup"
 	"golang.org/x/sys/unix"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // BenchmarkSpawnTrue measures spawn-to-exit of `true` through a session (cgroup containment: a leaf
@@ -77,6 +80,44 @@ func benchRoot(b *testing.B) cgroup.Options {
 	return cgroup.Options{Root: root}
 }
 
+// BenchmarkKill measures, for 1, 100 and 1000 sleeping processes in a session's slice, the hard kill of
+// a teardown (Reaper.killSlice: the strongest kill the kernel offers, then a wait until the slice is
+// empty), beside the floor measured in the same run on an identical slice: one write to cgroup.kill
+// and a poll until cgroup.events reads "populated 0". ratio is kill over floor.
+//
+//	go test -run '^$' -bench BenchmarkKill -benchtime 7x ./reaper
+func BenchmarkKill(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("procs=%d", n), func(b *testing.B) {
+			r := newTestReaper(b, ContainCgroup, Options{})
+			var floor, kill time.Duration
+			for i := range b.N {
+				b.StopTimer()
+				s := fullSession(b, r, fmt.Sprintf("floor-%d", i), n-1)
+				start := time.Now()
+				rawKill(b, s.slice.Path())
+				floor += time.Since(start)
+				s.Close(context.Background())
+
+				s = fullSession(b, r, fmt.Sprintf("kill-%d", i), n-1)
+				b.StartTimer()
+				start = time.Now()
+				left, err := r.killSlice(s.slice, time.Now().Add(time.Minute))
+				kill += time.Since(start)
+				b.StopTimer()
+				if err != nil || len(left) > 0 {
+					b.Fatalf("killSlice: %v left, %v", left, err)
+				}
+				s.Close(context.Background())
+			}
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / float64(b.N) }
+			b.ReportMetric(ms(floor), "floor-ms")
+			b.ReportMetric(ms(kill), "kill-ms")
+			b.ReportMetric(float64(kill)/float64(floor), "ratio")
+		})
+	}
+}
+
 // BenchmarkClose measures Session.Close of a session holding 10, 100 and 1000 sleeping processes
 // (SIGTERM ends them, so the polite phase suffices; then the /proc walks and the slice's removal),
 // beside the cgroup floor measured in the same run on an identical session: one write to the
@@ -124,7 +165,7 @@ func fullSession(b *testing.B, r *Reaper, id string, n int) *Session {
 	if _, err := s.Start("i=0; while [ $i -lt "+strconv.Itoa(n)+" ]; do sleep 1000 & i=$((i+1)); done; exec sleep 1000", ""); err != nil {
 		b.Fatal(err)
 	}
-	eventually(b, "the processes", func() bool {
+	testutil.Eventually(b, "the processes", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		pids, _ := s.slice.Pids()
@@ -177,14 +218,17 @@ func BenchmarkWalk(b *testing.B) {
 	for _, p := range pids {
 		known[p] = true
 	}
-	w := newWalker()
+	w := proc.NewWalker()
 	for _, tc := range []struct {
 		name string
 		walk func() int
 	}{
-		{"slice", func() int { f, _ := w.findScope(r.self, nil, known, known, nil, s.marker); return len(f) }},
+		{"slice", func() int {
+			f, _ := w.Find(proc.Query{Self: r.self, Trusted: known, Known: known, Marker: s.marker})
+			return len(f)
+		}},
 		{"tree", func() int {
-			f, _ := w.findScope(r.self, map[int]uint64{task.pid: task.start}, nil, nil, nil, s.marker)
+			f, _ := w.Find(proc.Query{Self: r.self, Seeds: map[int]uint64{task.pid: task.start}, Marker: s.marker})
 			return len(f)
 		}},
 	} {

@@ -16,5 +16,9 @@
 // for whatever got out of the slice (by parent pid and by the REAPER_SESSION marker every task
 // inherits), repeated until a pass finds nothing new; then the slice is removed.
 //
-// The package is Linux-only.
+// That kill policy is the program's only one, and this package is the only one that signals, waits for
+// or identifies processes: package cgroup supplies cgroupfs (cgroup.kill, the freezer, waiting for a
+// slice to empty) and internal/proc the /proc walker and pidfd handles it uses.
+//
+// The package is Linux-only; elsewhere it is empty.
 package reaper

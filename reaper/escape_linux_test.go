@@ -2,7 +2,6 @@ package reaper
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,26 +12,16 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/cgreaper/reaper/cgroup"
 	"golang.org/x/sys/unix"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // Helper processes: some tests re-run this test binary under a seccomp filter or in another mount
-// namespace, with RTEST_HELPER naming what to do there. The helper prints a JSON result.
-func TestMain(m *testing.M) {
-	if os.Getenv("RTEST_HELPER") == "threadfork" {
-		threadFork()
-	}
-	if h := os.Getenv("RTEST_HELPER"); h != "" {
-		res, err := helpers[h]()
-		if err != nil {
-			res.Err = err.Error()
-		}
-		json.NewEncoder(os.Stdout).Encode(res)
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// namespace (testutil.Helper). The helper prints a JSON helperResult.
+func TestMain(m *testing.M) { testutil.Main(m, helpers) }
 
 type helperResult struct {
 	Containment string
@@ -44,27 +33,35 @@ type helperResult struct {
 	Err         string
 }
 
-var helpers = map[string]func() (helperResult, error){
+// reply prints res, with err in it, as the helper's result.
+func reply(res helperResult, err error) int {
+	if err != nil {
+		res.Err = err.Error()
+	}
+	return testutil.Reply(res)
+}
+
+var helpers = map[string]func() int{
 	// seccomp: clone3 answers ENOSYS, as under Docker's default profile; tasks must still be born
 	// into their leaf (by joining it before exec).
-	"seccomp": func() (helperResult, error) {
-		var res helperResult
+	"seccomp": func() int {
 		if err := denyClone3(); err != nil {
-			return res, err
+			return reply(helperResult{}, err)
 		}
-		return runZoo(Options{Containment: ContainCgroup, Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}})
+		return reply(runZoo(Options{Containment: ContainCgroup, Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}}))
 	},
 	// auto: whatever New(auto) picks in this namespace (a read-only cgroupfs: process containment).
-	"auto": func() (helperResult, error) {
-		return runZoo(Options{Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}})
+	"auto": func() int {
+		return reply(runZoo(Options{Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}}))
 	},
+	"threadfork": threadFork,
 }
 
 // threadFork is a helper run as a task: from a thread other than its main thread it starts a shell
 // that leaves the slice for the cgroup.procs file named by RTEST_PROCS and clears its environment,
 // prints that shell's pid, and then blocks until killed. The shell is the child of that thread only:
 // /proc/<pid>/task/<pid>/children does not list it.
-func threadFork() {
+func threadFork() int {
 	found := make(chan int)
 	var try func()
 	try = func() {
@@ -106,7 +103,12 @@ func runZoo(opts Options) (helperResult, error) {
 	}
 	res.Cgroup = strings.TrimSpace(out.Output)
 	res.NoClone3 = r.noClone3.Load()
-	if _, err := s.Run(context.Background(), zoo, RunOptions{Timeout: time.Minute}); err != nil {
+	dir, err := os.MkdirTemp("", "reaper-zoo-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := s.Run(context.Background(), zoo(dir), RunOptions{Timeout: time.Minute}); err != nil {
 		return res, err
 	}
 	rep, err := s.Close(context.Background())
@@ -114,9 +116,9 @@ func runZoo(opts Options) (helperResult, error) {
 	if err != nil {
 		return res, err
 	}
-	left, _ := newWalker().descendants(os.Getpid())
+	left, _ := proc.NewWalker().Descendants(os.Getpid())
 	for _, p := range left {
-		res.Survivors = append(res.Survivors, p.pid)
+		res.Survivors = append(res.Survivors, p.Pid)
 	}
 	return res, nil
 }
@@ -148,44 +150,20 @@ func denyClone3() error {
 
 func runHelper(t *testing.T, name string, env []string, argv ...string) helperResult {
 	t.Helper()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), append(env, "RTEST_HELPER="+name)...)
-	cmd.Stderr = os.Stderr
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helper %s: %v\n%s", name, err, out)
+	cmd := testutil.Helper(name, env...)
+	if len(argv) > 0 {
+		cmd.Args = append(argv, os.Args[0])
+		cmd.Path, _ = exec.LookPath(argv[0])
 	}
 	var res helperResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("helper %s printed %q: %v", name, out, err)
-	}
+	testutil.RunHelper(t, cmd, &res)
 	t.Logf("helper %s: %+v", name, res)
 	return res
 }
 
-// testRootPath returns a unique root below the cgroup2 mountpoint for a helper, removed at cleanup.
-func testRootPath(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: needs root to create cgroups (run the tests as root)")
-	}
-	info := cgroup.Detect(cgroup.Options{})
-	if !info.Usable() {
-		t.Skipf("skipped: needs a writable cgroup2 hierarchy: %s", info)
-	}
-	root := filepath.Join(info.Mountpoint, "reaper-test-"+newID("")[:12])
-	t.Cleanup(func() {
-		if err := os.Remove(root); err != nil && !os.IsNotExist(err) {
-			t.Errorf("cleanup: remove %s: %v", root, err)
-		}
-	})
-	return root
-}
-
 func TestJoinBeforeExecWhenClone3IsRefused(t *testing.T) {
-	root := testRootPath(t)
-	res := runHelper(t, "seccomp", []string{"RTEST_ROOT=" + root}, os.Args[0])
+	root := testCgroupRoot(t)
+	res := runHelper(t, "seccomp", []string{"RTEST_ROOT=" + root})
 	if res.Err != "" {
 		t.Fatalf("helper: %s", res.Err)
 	}
@@ -202,7 +180,7 @@ func TestJoinBeforeExecWhenClone3IsRefused(t *testing.T) {
 }
 
 func TestReadOnlyCgroupfsFallsBackToProcessContainment(t *testing.T) {
-	root := testRootPath(t)
+	root := testCgroupRoot(t)
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("skipped: needs unshare(1) from util-linux")
 	}
@@ -211,7 +189,7 @@ func TestReadOnlyCgroupfsFallsBackToProcessContainment(t *testing.T) {
 	// its cgroupfs; the machine's cgroup2 stays writable.
 	script := fmt.Sprintf(`mount --bind %[1]s %[1]s && mount -o bind,remount,ro %[1]s %[1]s && exec "$0"`, m)
 	res := runHelper(t, "auto", []string{"RTEST_ROOT=" + root},
-		"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script, os.Args[0])
+		"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script)
 	if res.Err != "" {
 		t.Fatalf("helper: %s", res.Err)
 	}
@@ -232,17 +210,18 @@ func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
 	// Root may write cgroup.procs: these two leave the slice for the hierarchy's top. The first
 	// keeps the marker; the second clears its environment but its parent is still in the slice.
 	procs := filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs")
+	pids := filepath.Join(t.TempDir(), "pids")
 	res := run(t, s, fmt.Sprintf(`
-sh -c 'echo $$ > %[1]s; echo $$; exec sleep 1000' &
-sh -c 'env -i /bin/sh -c "echo \$\$ > %[1]s; echo \$\$; exec sleep 1000" & wait' &
-sleep 0.3`, procs))
-	escaped := pidsIn(t, res.Output)
+sh -c 'echo $$ > %[1]s; echo $$ >> %[2]s; exec sleep 1000' &
+sh -c 'env -i /bin/sh -c "echo \$\$ > %[1]s; echo \$\$ >> %[2]s; exec sleep 1000" & wait' &
+`, procs, pids)+testutil.AwaitLines(pids, 2))
+	escaped := testutil.PidsIn(t, res.Output)
 	if len(escaped) != 2 {
 		t.Fatalf("want 2 pids, got %q", res.Output)
 	}
 	for _, p := range escaped {
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.pid)); !strings.Contains(string(b), "0::/\n") {
-			t.Fatalf("pid %d did not leave the slice: %s", p.pid, b)
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.Pid)); !strings.Contains(string(b), "0::/\n") {
+			t.Fatalf("pid %d did not leave the slice: %s", p.Pid, b)
 		}
 	}
 	rep, err := s.Close(context.Background())
@@ -252,7 +231,7 @@ sleep 0.3`, procs))
 	if rep.Found < 2 {
 		t.Errorf("report %v: the walk should have found both escapees", rep)
 	}
-	assertDead(t, escaped)
+	testutil.AssertDead(t, escaped)
 	if d := descendants(t); len(d) != 0 {
 		t.Errorf("left: %v", d)
 	}
@@ -270,24 +249,24 @@ func TestWalkFindsChildOfAnotherThread(t *testing.T) {
 		t.Fatal(err)
 	}
 	procs := filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs")
-	res := run(t, s, fmt.Sprintf("RTEST_HELPER=threadfork RTEST_PROCS=%s %s > %s & echo $!", procs, bin, out))
-	helper := pidsIn(t, res.Output)
-	var escapee []proc
-	eventually(t, "the helper's pid line", func() bool {
+	res := run(t, s, fmt.Sprintf("%s RTEST_PROCS=%s %s > %s & echo $!", testutil.HelperEnv("threadfork"), procs, bin, out))
+	helper := testutil.PidsIn(t, res.Output)
+	var escapee []testutil.Proc
+	testutil.Eventually(t, "the helper's pid line", func() bool {
 		b, _ := os.ReadFile(out)
 		if !strings.HasSuffix(string(b), "\n") {
 			return false
 		}
-		escapee = pidsIn(t, string(b))
+		escapee = testutil.PidsIn(t, string(b))
 		return true
 	})
-	eventually(t, "the escapee to leave the slice and clear its environment", func() bool {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", escapee[0].pid))
-		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", escapee[0].pid))
+	testutil.Eventually(t, "the escapee to leave the slice and clear its environment", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", escapee[0].Pid))
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", escapee[0].Pid))
 		return strings.Contains(string(b), "0::/\n") && len(env) == 0
 	})
-	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", helper[0].pid, helper[0].pid)); strings.Contains(" "+string(b), fmt.Sprintf(" %d ", escapee[0].pid)) {
-		t.Fatalf("the escapee %d is a child of the helper's main thread: the test does not test what it should", escapee[0].pid)
+	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", helper[0].Pid, helper[0].Pid)); strings.Contains(" "+string(b), fmt.Sprintf(" %d ", escapee[0].Pid)) {
+		t.Fatalf("the escapee %d is a child of the helper's main thread: the test does not test what it should", escapee[0].Pid)
 	}
 	rep, err := s.Close(context.Background())
 	if err != nil {
@@ -296,7 +275,7 @@ func TestWalkFindsChildOfAnotherThread(t *testing.T) {
 	if rep.Found < 1 {
 		t.Errorf("report %v: the walk should have found the escapee", rep)
 	}
-	assertDead(t, append(helper, escapee...))
+	testutil.AssertDead(t, append(helper, escapee...))
 	if d := descendants(t); len(d) != 0 {
 		t.Errorf("left: %v", d)
 	}

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 )
-
-// DefaultOutputLimit is the number of output bytes kept per task when Options.OutputLimit is zero.
-const DefaultOutputLimit = 1 << 20
 
 // output keeps a task's combined stdout and stderr within a fixed budget: the first half of the budget
 // holds the head of the stream, the second half a ring of its most recent bytes, and whatever falls
@@ -30,10 +28,8 @@ type output struct {
 	gone  bool   // discard: nobody will read the stream again; only count it
 }
 
+// newOutput returns an empty stream that keeps limit bytes, which must be positive.
 func newOutput(limit int) *output {
-	if limit <= 0 {
-		limit = DefaultOutputLimit
-	}
 	return &output{half: limit / 2, limit: limit}
 }
 
@@ -219,4 +215,31 @@ func (o *output) lastBytes(n int) []byte {
 		return o.head[len(o.head)-min(n, len(o.head)):]
 	}
 	return o.ringBytes(max(0, o.rlen-n))
+}
+
+// Progress describes a running foreground command.
+type Progress struct {
+	Elapsed time.Duration
+	// Bytes and Lines count the output so far (lines by newlines seen).
+	Bytes, Lines int64
+	// LastLine is the last complete line of output, cut to 200 bytes.
+	LastLine string
+}
+
+// progress describes the output so far, for a progress report.
+func (o *output) progress(elapsed time.Duration) Progress {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := Progress{Elapsed: elapsed, Bytes: o.total, Lines: o.lines}
+	tail := o.lastBytes(4096)
+	tail = bytes.TrimRight(tail, "\n")
+	if i := bytes.LastIndexByte(tail, '\n'); i >= 0 {
+		tail = tail[i+1:]
+	}
+	if len(tail) > 200 {
+		tail = tail[:200]
+		tail = tail[:len(tail)-incompleteSuffix(tail)]
+	}
+	p.LastLine = validText(tail)
+	return p
 }

@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,21 +22,27 @@ import (
 var active atomic.Bool
 
 // Reaper owns every process the program starts. Create one with New, and Close it before exit.
+//
+// Lock order: Reaper.mu is a leaf; nothing else is locked while it is held, and no file-system or
+// process work is done under it.
 type Reaper struct {
-	opts     Options
-	log      *slog.Logger
-	self     int
-	kids     *children
-	devnull  *os.File
-	shell    string
-	env      []string
-	workDir  string
-	stateDir string // where sessions keep their small files; tmpfs where there is one
-	info     ContainmentInfo
-	root     *cgroup.Root  // nil in process containment
-	name     string        // r<pid>-<start time>: this Reaper among others, past and present
-	instance *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
-	noClone3 atomic.Bool   // the host refused clone3 into a cgroup once: join before exec instead
+	// The fields up to mu are fixed at creation.
+	opts       Options
+	lim        Limits
+	log        *slog.Logger
+	self       int
+	kids       *children
+	devnull    *os.File
+	shell      string
+	env        []string
+	workDir    string
+	stateDir   string // where sessions keep their small files; tmpfs where there is one
+	info       ContainmentInfo
+	root       *cgroup.Root      // nil in process containment
+	name       string            // r<pid>-<start time>: this Reaper among others, past and present
+	instance   *cgroup.Slice     // this Reaper's slice below root (named name), holding the sessions' slices
+	killMethod cgroup.KillMethod // the strongest kill the kernel offers for slices
+	noClone3   atomic.Bool       // the host refused clone3 into a cgroup once: join before exec instead
 
 	// mu guards the fields that follow.
 	mu       sync.Mutex
@@ -74,9 +80,9 @@ func (c ContainmentInfo) String() string {
 // mode. Only one Reaper may exist in a process at a time.
 func New(opts Options) (*Reaper, error) {
 	if !active.CompareAndSwap(false, true) {
-		return nil, errors.New("reaper: another Reaper is active in this process (there is one child table)")
+		return nil, errors.New("another Reaper is active in this process (there is one child table)")
 	}
-	r, err := newReaper(opts.withDefaults())
+	r, err := newReaper(opts)
 	if err != nil {
 		active.Store(false)
 		return nil, err
@@ -86,8 +92,11 @@ func New(opts Options) (*Reaper, error) {
 
 func newReaper(opts Options) (*Reaper, error) {
 	r := &Reaper{
-		opts: opts, log: opts.Logger, self: os.Getpid(), env: baseEnv(opts.Env),
+		opts: opts, lim: opts.limits(), log: opts.Logger, self: os.Getpid(), env: baseEnv(opts.Env),
 		sessions: make(map[*Session]bool), done: make(chan struct{}),
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
 	}
 	var err error
 	if r.shell, err = findShell(opts.Shell); err != nil {
@@ -95,21 +104,21 @@ func newReaper(opts Options) (*Reaper, error) {
 	}
 	if r.workDir = opts.WorkDir; r.workDir == "" {
 		if r.workDir, err = os.Getwd(); err != nil {
-			return nil, fmt.Errorf("reaper: working directory: %w", err)
+			return nil, fmt.Errorf("working directory: %w", err)
 		}
 	}
 	r.stateDir = stateDir()
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("reaper: become child subreaper: %w", err)
+		return nil, fmt.Errorf("become child subreaper: %w", err)
 	}
-	st, _ := newWalker().stat(r.self)
-	r.name = "r" + strconv.Itoa(r.self) + "-" + strconv.FormatUint(st.start, 10)
+	st, _ := proc.NewWalker().Stat(r.self)
+	r.name = "r" + strconv.Itoa(r.self) + "-" + strconv.FormatUint(st.Start, 10)
 	if err := r.contain(); err != nil {
 		return nil, err
 	}
 	if r.devnull, err = os.Open(os.DevNull); err != nil {
 		r.dropInstance()
-		return nil, fmt.Errorf("reaper: %w", err)
+		return nil, err
 	}
 	r.kids = newChildren()
 	return r, nil
@@ -131,14 +140,15 @@ func (r *Reaper) contain() error {
 	}
 	if err != nil {
 		if r.opts.Containment == ContainCgroup {
-			return fmt.Errorf("reaper: cgroup containment required but unavailable: %w", err)
+			return fmt.Errorf("cgroup containment required but unavailable: %w", err)
 		}
 		r.info.Mode = ContainProcess
 		r.info.Cgroup = cgroup.Detect(r.opts.Cgroup) // what there is, for the log
-		r.info.Cgroup.Reason = strings.TrimPrefix(err.Error(), "cgroup: ")
+		r.info.Cgroup.Reason = err.Error()
 		return nil
 	}
 	r.root = root
+	r.killMethod = root.Info().Kill
 	r.info.Mode = ContainCgroup
 	r.info.Cgroup = root.Info()
 	r.info.Slice = r.instance.Path()
@@ -161,6 +171,9 @@ func stateDir() string {
 // Containment says how processes are contained.
 func (r *Reaper) Containment() ContainmentInfo { return r.info }
 
+// Limits reports the bounds and periods in effect.
+func (r *Reaper) Limits() Limits { return r.lim }
+
 // NewSession creates a session. Its slice is created on its first command, so sessions that never
 // run anything cost nothing but a temporary directory. id must be 1 to 128 printable ASCII
 // characters without spaces; it names the session in logs and errors.
@@ -172,14 +185,15 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	if dir == "" {
 		dir = r.workDir
 	}
+	tmp, err := os.MkdirTemp(r.stateDir, "reaper-session-")
+	if err != nil {
+		return nil, fmt.Errorf("new session %s: %w", id, err)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
-		return nil, fmt.Errorf("reaper: new session %s: %w", id, ErrReaperClosed)
-	}
-	tmp, err := os.MkdirTemp(r.stateDir, "reaper-session-")
-	if err != nil {
-		return nil, fmt.Errorf("reaper: new session %s: %w", id, err)
+		os.Remove(tmp)
+		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
 	}
 	r.seq++
 	s := &Session{
@@ -196,11 +210,11 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 
 func checkID(id string) error {
 	if id == "" || len(id) > 128 {
-		return fmt.Errorf("reaper: session id must be 1 to 128 characters, got %d", len(id))
+		return fmt.Errorf("session id must be 1 to 128 characters, got %d", len(id))
 	}
 	for i := 0; i < len(id); i++ {
 		if id[i] <= ' ' || id[i] > '~' {
-			return fmt.Errorf("reaper: session id %q: byte %q not allowed (printable ASCII without spaces)", id, id[i])
+			return fmt.Errorf("session id %q: byte %q not allowed (printable ASCII without spaces)", id, id[i])
 		}
 	}
 	return nil
@@ -232,26 +246,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 	}
 	defer close(r.done)
 	errs := []error{closeSessions(ctx, sessions)}
-
-	// Nothing may outlive us: whatever is still below this process (an escapee whose marker was
-	// scrubbed, in process containment) dies now.
-	// Repeat until a pass finds nothing, for what forks while a pass runs.
-	w := newWalker()
-	killed := 0
-	for pass := 0; pass < maxWalkPasses; pass++ {
-		left, err := w.descendants(r.self)
-		if err != nil || len(left) == 0 {
-			break
-		}
-		hs := w.verify(left)
-		signalAll(hs, unix.SIGKILL)
-		w.waitGone(context.Background(), hs, time.Now().Add(r.opts.CloseTimeout))
-		closeAll(hs)
-		killed += len(hs)
-	}
-	if killed > 0 {
-		r.log.Info("killed processes no session claimed", "count", killed)
-	}
+	r.killDescendants()
 	errs = append(errs, r.dropInstance())
 	r.kids.close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()
@@ -260,13 +255,41 @@ func (r *Reaper) Close(ctx context.Context) error {
 	return r.closeErr
 }
 
+// killDescendants kills whatever is still below this process once every session is closed (an
+// escapee whose marker was scrubbed, in process containment): nothing may outlive us. It repeats until
+// a pass finds nothing, for what forks while a pass runs.
+func (r *Reaper) killDescendants() {
+	w := proc.NewWalker()
+	killed := 0
+	for pass := 0; pass < maxWalkPasses; pass++ {
+		left, err := w.Descendants(r.self)
+		if err != nil || len(left) == 0 {
+			break
+		}
+		hs := w.Verify(left)
+		if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
+			r.log.Warn("signal failed", "scope", "reaper", "error", err)
+		}
+		w.WaitGone(context.Background(), hs, time.Now().Add(r.lim.CloseTimeout))
+		proc.CloseAll(hs)
+		killed += len(hs)
+	}
+	if killed > 0 {
+		r.log.Info("killed processes no session claimed", "count", killed)
+	}
+}
+
 // dropInstance kills and removes this Reaper's slice.
 func (r *Reaper) dropInstance() error {
 	if r.instance == nil {
 		return nil
 	}
-	if _, err := r.instance.Kill(context.Background(), cgroup.KillOptions{Timeout: r.opts.CloseTimeout}); err != nil {
+	left, err := r.killSlice(r.instance, time.Now().Add(r.lim.CloseTimeout))
+	if err != nil {
 		return err
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%s: %d processes remain after %v: %v", r.instance.Path(), len(left), r.lim.CloseTimeout, left)
 	}
 	return r.instance.Remove()
 }

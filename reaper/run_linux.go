@@ -1,10 +1,11 @@
 package reaper
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/proc"
 )
 
 // RunOptions configures one foreground command. The zero value runs without a timeout and without
@@ -19,15 +20,6 @@ type RunOptions struct {
 	OnProgress func(Progress)
 	// ProgressInterval is the period of OnProgress; zero means one second.
 	ProgressInterval time.Duration
-}
-
-// Progress describes a running foreground command.
-type Progress struct {
-	Elapsed time.Duration
-	// Bytes and Lines count the output so far (lines by newlines seen).
-	Bytes, Lines int64
-	// LastLine is the last complete line of output, cut to 200 bytes.
-	LastLine string
 }
 
 // Result is the outcome of a foreground command.
@@ -70,7 +62,7 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (Res
 		defer timer.Stop()
 		timeoutC = timer.C
 	}
-	if d := s.r.opts.AutoBackground; d > 0 {
+	if d := s.r.lim.AutoBackground; d > 0 {
 		timer := time.NewTimer(d)
 		defer timer.Stop()
 		autoC = timer.C
@@ -111,7 +103,7 @@ func (s *Session) end(t *task, as Status) {
 	if t.stopping(as) {
 		s.killTask(context.Background(), t)
 	}
-	timer := time.NewTimer(s.r.opts.CloseTimeout)
+	timer := time.NewTimer(s.r.lim.CloseTimeout)
 	defer timer.Stop()
 	select {
 	case <-t.done:
@@ -123,7 +115,7 @@ func (s *Session) end(t *task, as Status) {
 func (s *Session) promote(t *task) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.runningBackgroundLocked() >= s.r.opts.MaxTasks {
+	if s.runningBackgroundLocked() >= s.r.lim.MaxTasks {
 		return false
 	}
 	t.mu.Lock()
@@ -159,7 +151,7 @@ func (s *Session) result(t *task, notice string) Result {
 				res.Leftover = len(pids)
 			}
 		} else {
-			res.Leftover = len(newWalker().orphans(s.r.self, EnvTask+"="+t.id))
+			res.Leftover = len(proc.NewWalker().Orphans(s.r.self, EnvTask+"="+t.id))
 		}
 	}
 	return res
@@ -191,11 +183,11 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (T
 	return s.info(t), nil
 }
 
-// OutputOptions selects what Output returns.
+// OutputOptions selects what Output returns. The zero value reads what is new since the previous read.
 type OutputOptions struct {
-	// Offset, if non-negative, reads from this position of the stream instead of continuing where
-	// the previous read ended. Reads continue from where this one ends.
-	Offset int64
+	// Offset, if set, reads from this position of the stream instead of continuing where the
+	// previous read ended. Reads continue from where this one ends.
+	Offset *int64
 	// Max caps the bytes returned; zero means no cap beyond the buffer itself.
 	Max int
 }
@@ -210,8 +202,8 @@ func (s *Session) Output(id string, opts OutputOptions) (TaskInfo, Chunk, error)
 	info := s.info(t)
 	partial := !info.Status.Terminal()
 	var c Chunk
-	if opts.Offset >= 0 {
-		c = t.out.readAt(opts.Offset, opts.Max, partial)
+	if opts.Offset != nil {
+		c = t.out.readAt(*opts.Offset, opts.Max, partial)
 	} else {
 		c = t.out.readNext(opts.Max, partial)
 	}
@@ -234,30 +226,13 @@ func (s *Session) Stop(ctx context.Context, id string) (TaskInfo, KillReport, er
 	// means the whole tree either way.
 	t.stopping(Killed)
 	rep, err := s.killTask(ctx, t)
-	timer := time.NewTimer(s.r.opts.CloseTimeout)
+	timer := time.NewTimer(s.r.lim.CloseTimeout)
 	defer timer.Stop()
 	select {
 	case <-t.done:
 	case <-timer.C:
-		return s.info(t), rep, fmt.Errorf("reaper: stop task %s: main process %d did not exit", id, t.pid)
+		return s.info(t), rep, fmt.Errorf("session %s: stop task %s: main process %d did not exit within %v",
+			s.id, id, t.pid, s.r.lim.CloseTimeout)
 	}
 	return s.info(t), rep, err
-}
-
-// progress describes the output so far.
-func (o *output) progress(elapsed time.Duration) Progress {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	p := Progress{Elapsed: elapsed, Bytes: o.total, Lines: o.lines}
-	tail := o.lastBytes(4096)
-	tail = bytes.TrimRight(tail, "\n")
-	if i := bytes.LastIndexByte(tail, '\n'); i >= 0 {
-		tail = tail[i+1:]
-	}
-	if len(tail) > 200 {
-		tail = tail[:200]
-		tail = tail[:len(tail)-incompleteSuffix(tail)]
-	}
-	p.LastLine = validText(tail)
-	return p
 }

@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
 )
 
 // SessionOptions configures one session. The zero value is ready to use.
@@ -22,13 +20,17 @@ type SessionOptions struct {
 	// WorkDir is the session's first working directory; empty means Options.WorkDir.
 	WorkDir string
 	// OnTaskEnd, if set, is called once for each background task when it becomes terminal, on a
-	// goroutine of the session; it must return promptly.
+	// goroutine that Close waits for: it must return promptly (hand slow work to a goroutine of its
+	// own).
 	OnTaskEnd func(TaskInfo)
 }
 
 // Session runs the commands of one client and owns everything they start. Its methods are safe for
 // concurrent use.
+//
+// Lock order: Session.mu, then task.mu, then the child reaper's lock (held across each fork).
 type Session struct {
+	// The fields up to mu are fixed at creation.
 	r         *Reaper
 	id        string
 	name      string // the slice's name, unique within the Reaper
@@ -37,6 +39,7 @@ type Session struct {
 	onTaskEnd func(TaskInfo)
 	workDir   string        // the first working directory, where a vanished one is reset to
 	abandon   chan struct{} // closed when Close stops waiting for processes that will not exit
+	done      chan struct{} // closed when Close has finished; rep and err are set before
 	wg        sync.WaitGroup
 
 	// mu guards the fields that follow; it is held while a task is spawned, so Close never misses
@@ -49,9 +52,10 @@ type Session struct {
 	tasks   map[string]*task
 	recent  map[string]string // foreground commands by task id, to name their leftovers in List
 	closing bool
-	done    chan struct{} // closed when Close has finished
-	rep     KillReport
-	err     error
+
+	// Set by the teardown before done is closed; read only after.
+	rep KillReport
+	err error
 }
 
 // ID returns the id the session was created with.
@@ -70,39 +74,69 @@ func (s *Session) Cwd() string {
 // start spawns command as a new task. The caller holds no lock.
 func (s *Session) start(command, description string, background bool) (*task, string, error) {
 	if err := checkCommand(command); err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 	}
 	s.prune()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.admitLocked(background); err != nil {
+		return nil, "", err
+	}
+	notice := s.checkCwdLocked()
+	t := &task{
+		id: newID("t-"), command: command, description: description, started: time.Now(),
+		background: background, status: Running, done: make(chan struct{}),
+		out: newOutput(s.r.lim.OutputLimit),
+	}
+	sp, err := s.launchLocked(t)
+	if err != nil {
+		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
+	}
+	s.tasks[t.id] = t
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		t.pump.run()
+	}()
+	go s.watch(t, sp)
+	return t, notice, nil
+}
+
+// admitLocked refuses a task in a closing session, or a background task over the limit.
+func (s *Session) admitLocked(background bool) error {
 	if s.closing {
-		return nil, "", fmt.Errorf("reaper: session %s: %w", s.id, ErrSessionClosed)
+		return fmt.Errorf("session %s: %w", s.id, ErrSessionClosed)
 	}
-	if background && s.runningBackgroundLocked() >= s.r.opts.MaxTasks {
-		return nil, "", fmt.Errorf("reaper: session %s: %w (the limit is %d; stop one or wait for one to end)",
-			s.id, ErrTooManyTasks, s.r.opts.MaxTasks)
+	if background && s.runningBackgroundLocked() >= s.r.lim.MaxTasks {
+		return fmt.Errorf("session %s: %w (the limit is %d; stop one or wait for one to end)",
+			s.id, ErrTooManyTasks, s.r.lim.MaxTasks)
 	}
-	var notice string
+	return nil
+}
+
+// checkCwdLocked resets a working directory that no longer exists, and says so.
+func (s *Session) checkCwdLocked() (notice string) {
 	if fi, err := os.Stat(s.cwd); err != nil || !fi.IsDir() {
 		notice = fmt.Sprintf("working directory %s no longer exists; reset to %s", s.cwd, s.workDir)
 		s.cwd = s.workDir
 	}
-	if s.r.root != nil && s.slice == nil {
-		slice, err := s.r.instance.Create(s.name)
-		if err != nil {
-			return nil, "", fmt.Errorf("reaper: session %s: %w", s.id, err)
+	return notice
+}
+
+// launchLocked gives t its leaf (creating the session's slice on its first command), its output pipe
+// and its process. On failure it undoes what it did.
+func (s *Session) launchLocked(t *task) (spawned, error) {
+	if s.r.root != nil {
+		if s.slice == nil {
+			slice, err := s.r.instance.Create(s.name)
+			if err != nil {
+				return spawned{}, err
+			}
+			s.slice = slice
 		}
-		s.slice = slice
-	}
-	t := &task{
-		id: newID("t-"), command: command, description: description, started: time.Now(),
-		background: background, status: Running, done: make(chan struct{}), pidfd: -1,
-		out: newOutput(s.r.opts.OutputLimit),
-	}
-	if s.slice != nil {
 		leaf, err := s.leafLocked()
 		if err != nil {
-			return nil, "", fmt.Errorf("reaper: session %s: %w", s.id, err)
+			return spawned{}, err
 		}
 		t.leaf = leaf
 	}
@@ -115,14 +149,12 @@ func (s *Session) start(command, description string, background bool) (*task, st
 		}
 	}
 	if err != nil {
-		if t.leaf != nil {
-			s.releaseLeafLocked(t.leaf)
-		}
-		return nil, "", fmt.Errorf("reaper: session %s: output pipe: %w", s.id, err)
+		s.releaseLeafLocked(t.leaf)
+		return spawned{}, fmt.Errorf("output pipe: %w", err)
 	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
 	sp, err := s.r.spawn(spawnSpec{
-		argv:   []string{s.r.shell, "-c", shellScript(command, t.cwdFile)},
+		argv:   []string{s.r.shell, "-c", shellScript(t.command, t.cwdFile)},
 		env:    env,
 		dir:    s.cwd,
 		stdout: pw,
@@ -131,20 +163,12 @@ func (s *Session) start(command, description string, background bool) (*task, st
 	pw.Close()
 	if err != nil {
 		t.pump.f.Close()
-		if t.leaf != nil {
-			s.releaseLeafLocked(t.leaf)
-		}
-		return nil, "", fmt.Errorf("reaper: session %s: %w", s.id, err)
+		s.releaseLeafLocked(t.leaf)
+		return spawned{}, err
 	}
-	t.pid, t.start, t.pidfd = sp.pid, sp.start, sp.pidfd
-	s.tasks[t.id] = t
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		t.pump.run()
-	}()
-	go s.watch(t, sp)
-	return t, notice, nil
+	t.pid, t.start = sp.pid, sp.start
+	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
+	return sp, nil
 }
 
 // maxIdleLeaves bounds the leaves a session keeps for reuse.
@@ -162,15 +186,20 @@ func (s *Session) leafLocked() (*cgroup.Slice, error) {
 }
 
 // releaseLeafLocked keeps an empty leaf for reuse, or removes it, and reports true; a leaf that
-// still holds processes stays where it is (the session's Close removes it) and it reports false.
+// still holds processes stays where it is (the session's Close removes it) and it reports false. A nil
+// leaf (process containment) is released at once.
 func (s *Session) releaseLeafLocked(leaf *cgroup.Slice) bool {
+	if leaf == nil {
+		return true
+	}
 	if populated, err := leaf.Populated(); err != nil || populated {
 		return false
 	}
 	if len(s.idle) < maxIdleLeaves && !s.closing {
 		s.idle = append(s.idle, leaf)
-	} else {
-		leaf.Remove()
+	} else if err := leaf.Remove(); err != nil {
+		// Close removes the whole slice and reports what it cannot.
+		s.r.log.Warn("removing an idle leaf failed", "session", s.id, "error", err)
 	}
 	return true
 }
@@ -192,7 +221,7 @@ func (s *Session) runningBackgroundLocked() int {
 func (s *Session) watch(t *task, sp spawned) {
 	defer s.wg.Done()
 	var timeout <-chan time.Time
-	if d := s.r.opts.BackgroundTimeout; d > 0 && t.isBackground() {
+	if d := s.r.lim.BackgroundTimeout; d > 0 && t.isBackground() {
 		timer := time.NewTimer(d)
 		defer timer.Stop()
 		timeout = timer.C
@@ -235,6 +264,7 @@ func (s *Session) watch(t *task, sp spawned) {
 // descend from it.
 func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
 	return s.r.terminate(ctx, scope{
+		name:   "session " + s.id + ": task " + t.id,
 		slice:  t.leaf,
 		seeds:  map[int]uint64{t.pid: t.start},
 		groups: []*task{t},
@@ -249,20 +279,22 @@ func (s *Session) lookup(id string) (*task, error) {
 	if t, ok := s.tasks[id]; ok {
 		return t, nil
 	}
-	return nil, fmt.Errorf("reaper: session %s: %w %q (finished tasks are cleared once their output was read to the end, or after %v)",
-		s.id, ErrUnknownTask, id, s.r.opts.Retention)
+	return nil, fmt.Errorf("session %s: %w %q (finished tasks are cleared once their output was read to the end, or after %v)",
+		s.id, ErrUnknownTask, id, s.r.lim.Retention)
 }
 
-// processes counts the task's live processes.
+// processes lists the task's live processes.
 func (s *Session) processes(t *task) []int {
 	if t.leaf != nil {
 		pids, _ := t.leaf.Pids()
 		return pids
 	}
-	found, _ := newWalker().findScope(s.r.self, map[int]uint64{t.pid: t.start}, nil, nil, s.r.kids.registered(), EnvTask+"="+t.id)
+	found, _ := proc.NewWalker().Find(proc.Query{
+		Self: s.r.self, Seeds: map[int]uint64{t.pid: t.start}, Skip: s.r.kids.registered(), Marker: EnvTask + "=" + t.id,
+	})
 	pids := make([]int, len(found))
 	for i, p := range found {
-		pids[i] = p.pid
+		pids[i] = p.Pid
 	}
 	return pids
 }
@@ -281,16 +313,15 @@ func (s *Session) prune() {
 	defer s.mu.Unlock()
 	for id, t := range s.tasks {
 		t.mu.Lock()
-		done := t.status.Terminal() && (!t.background || t.readToEnd || time.Since(t.ended) > s.r.opts.Retention)
+		done := t.status.Terminal() && (!t.background || t.readToEnd || time.Since(t.ended) > s.r.lim.Retention)
 		t.mu.Unlock()
 		if !done {
 			continue
 		}
-		if t.leaf != nil {
-			if !s.releaseLeafLocked(t.leaf) {
-				continue
-			}
-		} else if !t.background {
+		if !s.releaseLeafLocked(t.leaf) {
+			continue
+		}
+		if t.leaf == nil && !t.background {
 			s.rememberLocked(t)
 		}
 		delete(s.tasks, id)
@@ -315,151 +346,86 @@ func (s *Session) rememberLocked(t *task) {
 
 // Close ends the session: every process it started dies (see the package documentation), its slice
 // is removed, and starting tasks fails from then on. It is idempotent and safe to call concurrently;
-// every call returns the report of the one teardown. It returns when the teardown is done, or when
-// ctx is done (the teardown goes on; cancelling ctx also cuts the grace period short). Processes
-// that outlive the deadline are listed in the report and the error.
+// every call returns the report of the one teardown. The first call runs the teardown and returns
+// when it is done, whatever ctx does (cancelling ctx cuts the grace period short). Later calls return
+// when the teardown is done, or when ctx is done first (the teardown goes on). Processes that outlive
+// the deadline are listed in the report and the error.
 func (s *Session) Close(ctx context.Context) (KillReport, error) {
 	s.mu.Lock()
 	first := !s.closing
 	s.closing = true
-	done := s.done
 	s.mu.Unlock()
 	if first {
 		s.teardown(ctx)
+		return s.rep, s.err
 	}
 	select {
-	case <-done:
-		return s.rep, s.err
+	case <-s.done:
 	case <-ctx.Done():
-		return KillReport{}, fmt.Errorf("reaper: close session %s: %w", s.id, ctx.Err())
+		select {
+		case <-s.done: // both were ready: the teardown's result is the answer
+		default:
+			return KillReport{}, fmt.Errorf("close session %s: %w", s.id, ctx.Err())
+		}
 	}
+	return s.rep, s.err
 }
 
+// teardown is Close's work: kill, wait for the tasks' watchers, remove the slice and the files.
 func (s *Session) teardown(ctx context.Context) {
 	defer close(s.done)
 	start := time.Now()
 	s.mu.Lock()
 	tasks := make([]*task, 0, len(s.tasks))
-	seeds := make(map[int]uint64, len(s.tasks))
-	var live []*task
+	sc := scope{name: "session " + s.id, slice: s.slice, seeds: make(map[int]uint64, len(s.tasks)), marker: s.marker}
 	for _, t := range s.tasks {
 		tasks = append(tasks, t)
 		if t.stopping(Killed) {
-			seeds[t.pid] = t.start
-			live = append(live, t)
+			sc.seeds[t.pid] = t.start
+			sc.groups = append(sc.groups, t)
 		}
 	}
-	slice := s.slice
 	s.mu.Unlock()
 
 	var errs []error
-	if slice != nil || s.r.root == nil && len(tasks) > 0 {
-		rep, err := s.r.terminate(ctx, scope{slice: slice, seeds: seeds, groups: live, marker: s.marker})
+	if sc.slice != nil || s.r.root == nil && len(tasks) > 0 {
+		rep, err := s.r.terminate(ctx, sc)
 		s.rep = rep
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	// Every main process is dead or listed as remaining; wait for the watchers to see the exits,
-	// then let go of whatever will not exit.
-	deadline := time.NewTimer(s.r.opts.CloseTimeout)
+	s.releaseTasks(tasks)
+	if sc.slice != nil {
+		if err := sc.slice.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.RemoveAll(s.tmp); err != nil {
+		errs = append(errs, err)
+	}
+	s.r.forget(s)
+	s.rep.Duration = time.Since(start)
+	if len(errs) > 0 {
+		s.err = fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
+	}
+	s.r.log.Info("session closed", "session", s.id, "tasks", len(tasks), "report", s.rep.String(), "error", s.err)
+}
+
+// releaseTasks waits, boundedly, for the watchers of the tasks' main processes (every one is dead or
+// listed as remaining), then lets go of whatever will not exit and stops the output pumps.
+func (s *Session) releaseTasks(tasks []*task) {
+	deadline := time.NewTimer(s.r.lim.CloseTimeout)
+	defer deadline.Stop()
 	for _, t := range tasks {
 		select {
 		case <-t.done:
 		case <-deadline.C:
 		}
 	}
-	deadline.Stop()
 	close(s.abandon)
 	for _, t := range tasks {
 		t.pump.abort()
 	}
 	s.wg.Wait()
-	if slice != nil {
-		if err := slice.Remove(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	os.RemoveAll(s.tmp)
-	s.r.forget(s)
-	s.rep.Duration = time.Since(start)
-	if len(errs) > 0 {
-		s.err = fmt.Errorf("reaper: close session %s: %w", s.id, errors.Join(errs...))
-	}
-	s.r.log.Info("session closed", "session", s.id, "tasks", len(tasks), "report", s.rep.String(), "err", s.err)
-}
-
-// Listing is what a session has running.
-type Listing struct {
-	// Tasks are the session's background tasks, oldest first, including finished ones that are still
-	// kept.
-	Tasks []TaskInfo
-	// Leftovers are processes that finished foreground commands left running in the session; they
-	// die with the session at the latest.
-	Leftovers []Leftover
-}
-
-// Leftover is what one finished foreground command left running.
-type Leftover struct {
-	TaskID  string
-	Command string
-	Pids    []int
-}
-
-// List describes the session's tasks and leftover processes.
-func (s *Session) List() Listing {
-	s.prune()
-	s.mu.Lock()
-	tasks := make([]*task, 0, len(s.tasks))
-	for _, t := range s.tasks {
-		tasks = append(tasks, t)
-	}
-	recent := maps.Clone(s.recent)
-	s.mu.Unlock()
-	sort.Slice(tasks, func(i, j int) bool { return tasks[i].started.Before(tasks[j].started) })
-
-	// In process containment one walk finds all of the session's processes, grouped by task.
-	var byTask map[string][]int
-	if s.r.root == nil {
-		byTask = s.processesByTask(tasks)
-	}
-	var l Listing
-	for _, t := range tasks {
-		var pids []int
-		if t.leaf != nil {
-			pids, _ = t.leaf.Pids()
-		} else {
-			pids = byTask[t.id]
-			delete(byTask, t.id)
-		}
-		if t.isBackground() {
-			l.Tasks = append(l.Tasks, t.info(len(pids)))
-		} else if t.currentStatus().Terminal() && len(pids) > 0 {
-			l.Leftovers = append(l.Leftovers, Leftover{TaskID: t.id, Command: t.command, Pids: pids})
-		}
-	}
-	ids := slices.Sorted(maps.Keys(byTask))
-	for _, id := range ids {
-		l.Leftovers = append(l.Leftovers, Leftover{TaskID: id, Command: recent[id], Pids: byTask[id]})
-	}
-	return l
-}
-
-// processesByTask walks /proc once for the session's processes and groups them by the task marker
-// they carry ("" for processes that cleared it but descend from a task).
-func (s *Session) processesByTask(tasks []*task) map[string][]int {
-	seeds := make(map[int]uint64)
-	for _, t := range tasks {
-		if !t.currentStatus().Terminal() {
-			seeds[t.pid] = t.start
-		}
-	}
-	w := newWalker()
-	found, _ := w.findScope(s.r.self, seeds, nil, nil, s.r.kids.registered(), s.marker)
-	out := make(map[string][]int)
-	for _, p := range found {
-		id, _ := w.env(p.pid, EnvTask)
-		out[id] = append(out[id], p.pid)
-	}
-	return out
 }

@@ -3,32 +3,38 @@ package reaper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
-// zoo starts one of every process that escapes a process group or its parent, each printing its pid.
-const zoo = `
-setsid sh -c 'echo $$; exec sleep 1000' &
-sh -c 'sh -c "echo \$\$; exec sleep 1000" &' &
-nohup sh -c 'echo $$; exec sleep 1000' >/dev/stdout 2>/dev/null &
-sh -c 'trap "" TERM; echo $$; exec sleep 1000' &
-sh -c 'echo $$; kill -STOP $$; exec sleep 1000' &
-sh -c 'echo $$; while :; do sleep 1000 & sleep 0.02; done' &
-wait_for() { i=0; while [ $i -lt 200 ] && [ "$(wc -l <"$1" 2>/dev/null || echo 0)" -lt "$2" ]; do sleep 0.01; i=$((i+1)); done; }
-sleep 0.3
-`
+// zoo returns a foreground command that starts one of every process that escapes a process group or
+// its parent, and returns once each has written its pid into dir/pids (and prints them).
+func zoo(dir string) string {
+	f := filepath.Join(dir, "pids")
+	return fmt.Sprintf(`: > %[1]s
+setsid sh -c 'echo $$ >> %[1]s; exec sleep 1000' &
+sh -c 'sh -c "echo \$\$ >> %[1]s; exec sleep 1000" &' &
+nohup sh -c 'echo $$ >> %[1]s; exec sleep 1000' >/dev/null 2>&1 &
+sh -c 'trap "" TERM; echo $$ >> %[1]s; exec sleep 1000' &
+sh -c 'echo $$ >> %[1]s; kill -STOP $$; exec sleep 1000' &
+sh -c 'echo $$ >> %[1]s; while :; do sleep 1000 & sleep 0.02; done' &
+`, f) + testutil.AwaitLines(f, 6)
+}
 
 func TestCloseLeavesNothing(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			r := newTestReaper(t, mode, Options{})
 			s := newTestSession(t, r, SessionOptions{})
-			var all []proc
+			var all []testutil.Proc
 			for range 3 {
 				ti, err := s.Start("sleep 1000 & echo $!; exec sleep 1000", "background")
 				if err != nil {
@@ -36,8 +42,8 @@ func TestCloseLeavesNothing(t *testing.T) {
 				}
 				all = append(all, taskPids(t, s, ti.ID, 1)...)
 			}
-			res := run(t, s, zoo)
-			all = append(all, pidsIn(t, res.Output)...)
+			res := run(t, s, zoo(t.TempDir()))
+			all = append(all, testutil.PidsIn(t, res.Output)...)
 			if len(all) != 9 {
 				t.Fatalf("expected 9 pids, got %d from %q", len(all), res.Output)
 			}
@@ -56,7 +62,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 				t.Fatalf("Close: %v (report %v)", err, rep)
 			}
 			t.Logf("close: %v", rep)
-			assertDead(t, all)
+			testutil.AssertDead(t, all)
 			if d := descendants(t); len(d) != 0 {
 				t.Errorf("processes left below us after Close: %v", d)
 			}
@@ -120,9 +126,9 @@ func TestCloseWithFinishedAndRunningTasks(t *testing.T) {
 			if rep.Total() != 1 {
 				t.Errorf("report %v: want exactly the one running process ended", rep)
 			}
-			assertDead(t, pids)
+			testutil.AssertDead(t, pids)
 			for _, id := range []string{done.ID, live.ID} {
-				ti, _, err := s.Output(id, OutputOptions{Offset: -1})
+				ti, _, err := s.Output(id, OutputOptions{})
 				if err != nil {
 					t.Fatalf("task %s after Close: %v", id, err)
 				}
@@ -266,7 +272,7 @@ func TestTaskLifecycle(t *testing.T) {
 				t.Fatalf("Wait = %+v, %v; want failed with 7", ti, err)
 			}
 			// Another session cannot see it.
-			if _, _, err := other.Output(quick.ID, OutputOptions{Offset: -1}); !errors.Is(err, ErrUnknownTask) {
+			if _, _, err := other.Output(quick.ID, OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
 				t.Errorf("other session read the task: %v", err)
 			}
 			if _, _, err := other.Stop(context.Background(), quick.ID); !errors.Is(err, ErrUnknownTask) {
@@ -288,7 +294,7 @@ func TestTaskLifecycle(t *testing.T) {
 			if err != nil || ti.Status != Killed || ti.Processes != 0 {
 				t.Errorf("Stop = %+v, %v, %v", ti, rep, err)
 			}
-			assertDead(t, escapee)
+			testutil.AssertDead(t, escapee)
 			// The safety net times the other one out.
 			l := s.List()
 			var long2 string
@@ -302,17 +308,17 @@ func TestTaskLifecycle(t *testing.T) {
 				t.Errorf("background safety net: %+v", ti)
 			}
 			// Output of the quick task, read to the end, clears it.
-			_, c, err := s.Output(quick.ID, OutputOptions{Offset: -1})
+			_, c, err := s.Output(quick.ID, OutputOptions{})
 			if err != nil || c.Text != "out\nerr\n" {
 				t.Errorf("output %q, %v", c.Text, err)
 			}
 			s.List() // prunes
-			if _, _, err := s.Output(quick.ID, OutputOptions{Offset: -1}); !errors.Is(err, ErrUnknownTask) {
+			if _, _, err := s.Output(quick.ID, OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
 				t.Errorf("a task read to the end was not cleared: %v", err)
 			}
 			// OnTaskEnd runs after the task became terminal, so give it a moment.
 			var got map[Status]int
-			eventually(t, "three task-end reports", func() bool {
+			testutil.Eventually(t, "three task-end reports", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				got = map[Status]int{}
@@ -376,7 +382,7 @@ func TestAutoBackground(t *testing.T) {
 	if err != nil || ti.Status != Completed || !ti.Background {
 		t.Errorf("Wait = %+v, %v", ti, err)
 	}
-	if _, c, _ := s.Output(res.TaskID, OutputOptions{Offset: -1}); c.Text != "done\n" {
+	if _, c, _ := s.Output(res.TaskID, OutputOptions{}); c.Text != "done\n" {
 		t.Errorf("the rest of the output: %q", c.Text)
 	}
 	if res := run(t, s, "echo quick"); res.TaskID != "" || res.Output != "quick\n" {
@@ -443,8 +449,8 @@ func TestRetentionClearsUnreadTasks(t *testing.T) {
 	if l := s.List(); len(l.Tasks) != 1 {
 		t.Fatalf("a task that just ended is not listed: %+v", l)
 	}
-	eventually(t, "the unread task to be cleared after its retention", func() bool { return len(s.List().Tasks) == 0 })
-	if _, _, err := s.Output(ti.ID, OutputOptions{Offset: -1}); !errors.Is(err, ErrUnknownTask) {
+	testutil.Eventually(t, "the unread task to be cleared after its retention", func() bool { return len(s.List().Tasks) == 0 })
+	if _, _, err := s.Output(ti.ID, OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
 		t.Errorf("Output after retention: %v", err)
 	}
 }

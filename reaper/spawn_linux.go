@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,7 +28,7 @@ func findShell(shell string) (string, error) {
 		return p, nil
 	}
 	if _, err := os.Stat("/bin/sh"); err != nil {
-		return "", fmt.Errorf("reaper: no shell: neither bash in PATH nor /bin/sh")
+		return "", errors.New("no shell: neither bash in PATH nor /bin/sh")
 	}
 	return "/bin/sh", nil
 }
@@ -67,11 +68,11 @@ func shellQuote(s string) string {
 func checkCommand(command string) error {
 	switch {
 	case strings.TrimSpace(command) == "":
-		return fmt.Errorf("reaper: %w: empty", ErrBadCommand)
+		return fmt.Errorf("%w: empty", ErrBadCommand)
 	case strings.IndexByte(command, 0) >= 0:
-		return fmt.Errorf("reaper: %w: contains a NUL byte", ErrBadCommand)
+		return fmt.Errorf("%w: contains a NUL byte", ErrBadCommand)
 	case len(command) > MaxCommandBytes:
-		return fmt.Errorf("reaper: %w: %d bytes, the limit is %d (Linux caps one argument at 128 KiB); write long scripts to a file and run that",
+		return fmt.Errorf("%w: %d bytes, the limit is %d (Linux caps one argument at 128 KiB); write long scripts to a file and run that",
 			ErrBadCommand, len(command), MaxCommandBytes)
 	}
 	return nil
@@ -106,7 +107,7 @@ func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 			return sp, err
 		}
 		if r.noClone3.CompareAndSwap(false, true) {
-			r.log.Warn("clone3 into a cgroup is refused; tasks will join their cgroup before exec", "err", err)
+			r.log.Warn("clone3 into a cgroup is refused; tasks will join their cgroup before exec", "error", err)
 		}
 	}
 	if spec.leaf != nil {
@@ -137,8 +138,8 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		pid, err := syscall.ForkExec(spec.argv[0], spec.argv, attr)
 		if err == nil {
 			// The child cannot be reaped while the lock is held, so its pid is still its own.
-			st, _ := newWalker().stat(pid)
-			start = st.start
+			st, _ := proc.NewWalker().Stat(pid)
+			start = st.Start
 		}
 		return pid, err
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,7 +23,7 @@ type KillReport struct {
 	// containment every process is found this way.
 	Found int
 	// Remaining lists processes still alive when the deadline passed (typically in D state).
-	Remaining []cgroup.Proc
+	Remaining []proc.Proc
 	// Duration is the time the teardown took.
 	Duration time.Duration
 }
@@ -43,9 +44,10 @@ func (r KillReport) String() string {
 // (pid -> start time), the tasks whose process groups are signalled as a whole, and the environment
 // marker its processes inherit.
 type scope struct {
+	name   string // "session S" or "session S: task T", for errors and logs
 	slice  *cgroup.Slice
 	seeds  map[int]uint64
-	groups []*task // tasks whose process groups get each signal first
+	groups []*task
 	marker string
 }
 
@@ -53,122 +55,302 @@ type scope struct {
 // by survivors while the previous one ran, and a fork bomb outside any slice must not hold us forever.
 const maxWalkPasses = 16
 
-// terminate ends every process of sc:
-//
-//  1. A first walk of /proc, while the process tree is intact, finds processes outside the slice
-//     that descend from the scope's processes (by parent pid); without a slice, also those that
-//     carry the marker.
-//  2. The tasks' process groups get SIGTERM and SIGCONT, then each process found; the slice gets its
-//     own polite phase, grace period and cgroup.kill (cgroup.Slice.Kill); whatever outside is
-//     still alive after the grace period gets SIGKILL.
-//  3. Walks repeat, killing what they find, until a pass finds nothing new.
-//  4. A bounded wait for the killed processes to exit; what is left is reported.
-//
-// Cancelling ctx cuts the grace period short; the hard kill always runs.
-func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
-	start := time.Now()
-	grace, timeout := r.opts.Grace, r.opts.CloseTimeout
-	w := newWalker()
-	var rep KillReport
-	var errs []error
+// sweepTime bounds a signal sweep over a slice that keeps forking.
+const sweepTime = 5 * time.Second
 
-	// The threads listed in the slice now are the scope's, without a start time to check: they seed
-	// the first walk only; after the kill they are dead and their ids may be reused by anyone.
-	// Threads, not processes: a child belongs to the thread that forked it, so the walk reads each
-	// thread's children; and a process's pid is its main thread's id.
-	known := make(map[int]bool)
-	seeds := maps.Clone(sc.seeds)
+// terminate ends every process of sc. It is the program's kill policy, in phases:
+//
+//  1. A first walk of /proc, while the process tree is intact, finds processes outside the slice that
+//     descend from the scope's processes (by parent pid); without a slice, also those that carry the
+//     marker.
+//  2. Polite, if there is a grace period: SIGTERM and SIGCONT to the tasks' process groups, then to
+//     every process of the slice (re-read until no new pid appears) and every process found outside;
+//     then up to the grace period for all of them to exit. Cancelling ctx cuts the wait short.
+//  3. Hard: the slice's kill (cgroup.kill; the freezer and SIGKILL; SIGKILL sweeps), and a bounded
+//     wait for the slice to empty.
+//  4. SIGKILL to what is still alive outside the slice, and walks of /proc that kill what they find
+//     (also by marker), repeated until a pass finds nothing new.
+//  5. A bounded wait for those processes to exit; what is left is reported.
+func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
+	t := &teardown{
+		r: r, sc: sc, w: proc.NewWalker(), start: time.Now(), skip: r.kids.registered(),
+		seen: make(map[int]bool), termed: make(map[int]bool),
+	}
+	defer func() { proc.CloseAll(t.outside) }()
+	t.findEscaped()
+	t.alive = t.outside
+	if r.lim.Grace > 0 {
+		t.polite(ctx)
+	}
+	t.killSlice()
+	t.killEscaped()
+	t.await()
+	t.rep.Duration = time.Since(t.start)
+	if len(t.errs) > 0 {
+		return t.rep, fmt.Errorf("%s: %w", sc.name, errors.Join(t.errs...))
+	}
+	return t.rep, nil
+}
+
+// teardown is one run of terminate.
+type teardown struct {
+	r     *Reaper
+	sc    scope
+	w     *proc.Walker
+	start time.Time
+	skip  map[int]bool // the Reaper's live task processes: other scopes' subtrees
+	rep   KillReport
+	errs  []error
+
+	seen    map[int]bool  // processes seen in the slice
+	termed  map[int]bool  // processes of the slice sent SIGTERM
+	emptied bool          // the slice emptied within the grace period
+	outside []proc.Handle // processes found outside the slice, verified; closed at the end
+	alive   []proc.Handle // those not yet seen to exit
+}
+
+// findEscaped is phase 1. With a slice it looks for what left it by parent pid only, from the threads
+// listed in the slice now (a child belongs to the thread that forked it); those threads are the
+// scope's without a start time to check, so they seed this first walk only: after the kill they are
+// dead and their ids may be reused by anyone.
+func (t *teardown) findEscaped() {
+	var trusted map[int]bool
+	marker := t.sc.marker
+	if t.sc.slice != nil {
+		tids, err := t.sc.slice.Threads()
+		if err != nil {
+			t.errs = append(t.errs, err)
+		}
+		trusted = make(map[int]bool, len(tids))
+		for _, id := range tids {
+			trusted[id] = true
+		}
+		marker = ""
+	}
+	found, err := t.w.Find(proc.Query{
+		Self: t.r.self, Seeds: t.sc.seeds, Trusted: trusted, Known: trusted, Skip: t.skip, Marker: marker,
+	})
+	if err != nil {
+		t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
+	}
+	t.outside = t.w.Verify(found)
+}
+
+// polite is phase 2.
+func (t *teardown) polite(ctx context.Context) {
+	graceEnd := t.start.Add(t.r.lim.Grace)
+	for _, g := range t.sc.groups {
+		t.signalFailed(g.signalGroup(unix.SIGTERM, unix.SIGCONT))
+	}
+	if t.sc.slice != nil {
+		t.sweep(unix.SIGTERM, t.termed, graceEnd)
+	}
+	t.signalFailed(proc.SignalAll(t.outside, unix.SIGTERM, unix.SIGCONT))
+	if t.sc.slice != nil {
+		empty, err := t.sc.slice.WaitEmpty(ctx, graceEnd)
+		if err != nil {
+			t.errs = append(t.errs, err)
+		}
+		t.emptied = empty
+	}
+	t.alive = t.w.WaitGone(ctx, t.outside, graceEnd)
+	t.rep.Terminated += len(t.outside) - len(t.alive)
+}
+
+// killSlice is phase 3.
+func (t *teardown) killSlice() {
+	s := t.sc.slice
+	if s == nil {
+		return
+	}
+	if t.emptied {
+		t.rep.Terminated += len(t.termed)
+		return
+	}
+	before, err := s.Pids()
+	if err != nil {
+		t.errs = append(t.errs, err)
+	}
+	for _, p := range before {
+		t.seen[p] = true
+	}
+	for p := range t.termed {
+		t.seen[p] = true
+	}
+	t.rep.Killed += len(before)
+	t.rep.Terminated += len(t.seen) - len(before)
+	if len(before) == 0 {
+		if populated, _ := s.Populated(); !populated {
+			return
+		}
+	}
+	left, err := t.r.killSlice(s, time.Now().Add(t.r.lim.CloseTimeout))
+	if err != nil {
+		t.errs = append(t.errs, err)
+	}
+	for _, p := range left {
+		t.rep.Remaining = append(t.rep.Remaining, proc.Describe(p))
+	}
+}
+
+// killEscaped is phase 4. From here on only processes identified by start time seed the walks.
+func (t *teardown) killEscaped() {
+	handled := make(map[int]bool, len(t.outside))
+	seeds := maps.Clone(t.sc.seeds)
 	if seeds == nil {
 		seeds = make(map[int]uint64)
 	}
-	if sc.slice != nil {
-		pids, err := sc.slice.Threads()
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, p := range pids {
-			known[p] = true
-		}
+	for _, h := range t.outside {
+		handled[h.Pid] = true
+		seeds[h.Pid] = h.Start
 	}
-	// With a slice, this first walk looks for what left it by parent pid only; processes that
-	// carry the marker outside the slice are found by the walks after the kill.
-	skip := r.kids.registered()
-	marker := sc.marker
-	if sc.slice != nil {
-		marker = ""
-	}
-	found, err := w.findScope(r.self, seeds, known, known, skip, marker)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("walk /proc: %w", err))
-	}
-	hs := w.verify(found)
-	defer func() { closeAll(hs) }()
-	graceEnd := start.Add(grace)
-	termGroups := func() {
-		for _, t := range sc.groups {
-			t.signalGroup(unix.SIGTERM, unix.SIGCONT)
+	if len(t.alive) > 0 {
+		for _, g := range t.sc.groups {
+			t.signalFailed(g.signalGroup(unix.SIGKILL))
 		}
 	}
-	if grace > 0 {
-		if sc.slice == nil {
-			termGroups()
-		}
-		signalAll(hs, unix.SIGTERM, unix.SIGCONT)
-	}
-
-	if sc.slice != nil {
-		crep, err := sc.slice.Kill(ctx, cgroup.KillOptions{Grace: grace, Timeout: timeout, BeforeTerm: termGroups})
-		rep.Terminated, rep.Killed, rep.Remaining = crep.Terminated, crep.Killed, crep.Remaining
-		if err != nil && !errors.Is(err, cgroup.ErrNotEmpty) {
-			errs = append(errs, err)
-		}
-	}
-
-	alive := w.waitGone(ctx, hs, graceEnd)
-	rep.Terminated += len(hs) - len(alive)
-
-	// From here on only processes identified by start time seed the walks.
-	handled := make(map[int]bool, len(hs))
-	seeds = make(map[int]uint64, len(sc.seeds)+len(hs))
-	for pid, st := range sc.seeds {
-		seeds[pid] = st
-	}
-	for _, h := range hs {
-		handled[h.pid] = true
-		seeds[h.pid] = h.start
-	}
-	if len(alive) > 0 {
-		for _, t := range sc.groups {
-			t.signalGroup(unix.SIGKILL)
-		}
-	}
-	pending := alive
+	pending := t.alive
 	for pass := 0; pass < maxWalkPasses; pass++ {
-		signalAll(pending, unix.SIGKILL)
-		rep.Killed += len(pending)
-		more, err := w.findScope(r.self, seeds, nil, handled, skip, sc.marker)
+		t.signalFailed(proc.SignalAll(pending, unix.SIGKILL))
+		t.rep.Killed += len(pending)
+		more, err := t.w.Find(proc.Query{Self: t.r.self, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.marker})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("walk /proc: %w", err))
+			t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
 			break
 		}
-		if pending = w.verify(more); len(pending) == 0 {
+		if pending = t.w.Verify(more); len(pending) == 0 {
 			break
 		}
-		hs = append(hs, pending...)
-		alive = append(alive, pending...)
+		t.outside = append(t.outside, pending...)
+		t.alive = append(t.alive, pending...)
 		for _, h := range pending {
-			handled[h.pid] = true
-			seeds[h.pid] = h.start
+			handled[h.Pid] = true
+			seeds[h.Pid] = h.Start
 		}
 	}
-	rep.Found = len(hs)
-	alive = w.waitGone(context.Background(), alive, time.Now().Add(timeout))
+	t.rep.Found = len(t.outside)
+}
+
+// await is phase 5.
+func (t *teardown) await() {
+	timeout := t.r.lim.CloseTimeout
+	alive := t.w.WaitGone(context.Background(), t.alive, time.Now().Add(timeout))
 	for _, h := range alive {
-		rep.Remaining = append(rep.Remaining, cgroup.Describe(h.pid))
+		t.rep.Remaining = append(t.rep.Remaining, proc.Describe(h.Pid))
 	}
-	rep.Duration = time.Since(start)
-	if len(rep.Remaining) > 0 {
-		errs = append(errs, fmt.Errorf("%d processes remain after %v: %v", len(rep.Remaining), timeout, rep.Remaining))
+	if len(t.rep.Remaining) > 0 {
+		t.errs = append(t.errs, fmt.Errorf("%d processes remain after %v: %v", len(t.rep.Remaining), timeout, t.rep.Remaining))
 	}
-	return rep, errors.Join(errs...)
+}
+
+// sweep signals every process of the scope's slice not yet in signalled, re-reading the slice until a
+// pass finds no new pid or the deadline passes (see Reaper.sweep).
+func (t *teardown) sweep(sig unix.Signal, signalled map[int]bool, deadline time.Time) {
+	if err := t.r.sweep(t.sc.slice, sig, signalled, deadline); err != nil {
+		t.errs = append(t.errs, err)
+	}
+}
+
+// signalFailed logs a failure to signal: the process may survive it, and the walks and the hard kill
+// that follow are what make up for it.
+func (t *teardown) signalFailed(err error) {
+	if err != nil {
+		t.r.log.Warn("signal failed", "scope", t.sc.name, "error", err)
+	}
+}
+
+// killSlice kills every process in s with the strongest method the kernel offers and waits, until
+// deadline, for the slice to empty. It returns the pids still in it then.
+//
+// cgroup.kill reaches everything in one write, including what forks while it runs. Without it (a
+// kernel before 5.14, or a threaded cgroup) the slice is frozen so that nothing can fork, every
+// process is sent SIGKILL and the slice thawed; without a freezer too, SIGKILL sweeps re-read the
+// slice until no new pid appears.
+func (r *Reaper) killSlice(s *cgroup.Slice, deadline time.Time) ([]int, error) {
+	var errs []error
+	method := r.killMethod
+	if method == cgroup.KillFile {
+		err := s.Kill()
+		if errors.Is(err, errors.ErrUnsupported) {
+			method = cgroup.KillFreeze
+		} else if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if method == cgroup.KillFreeze {
+		// Frozen processes cannot fork, so one sweep finds them all. A process in D state may delay
+		// "frozen 1"; do not wait long for it, the SIGKILLs are queued either way.
+		_, err := s.Freeze(time.Now().Add(time.Second))
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			method = cgroup.KillSignal
+		case err != nil:
+			errs = append(errs, err)
+			method = cgroup.KillSignal
+		default:
+			errs = append(errs, r.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)), s.Thaw())
+		}
+	}
+	if method == cgroup.KillSignal {
+		errs = append(errs, r.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
+	}
+	empty, err := s.WaitEmpty(context.Background(), deadline)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var left []int
+	if !empty {
+		left, _ = s.Pids()
+	}
+	return left, errors.Join(errs...)
+}
+
+// sweep signals every process in s that is not yet in signalled, re-reading the slice until a pass
+// finds no new pid or the deadline passes, and records what it signalled. After SIGTERM it also sends
+// SIGCONT, so that stopped processes can act on the SIGTERM. Each pid is pinned with a pidfd before the
+// slice is read again: a pid still listed then is the process the pidfd refers to, never a recycled
+// one. Failures to signal are logged.
+func (r *Reaper) sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, deadline time.Time) error {
+	for {
+		pids, err := s.Pids()
+		if err != nil {
+			return err
+		}
+		fresh := pids[:0]
+		for _, p := range pids {
+			if !signalled[p] {
+				fresh = append(fresh, p)
+			}
+		}
+		if len(fresh) == 0 {
+			return nil
+		}
+		hs := proc.Open(fresh)
+		now, err := s.Pids()
+		if err != nil {
+			proc.CloseAll(hs)
+			return err
+		}
+		member := make(map[int]bool, len(now))
+		for _, p := range now {
+			member[p] = true
+		}
+		for _, h := range hs {
+			signalled[h.Pid] = true
+			if !member[h.Pid] {
+				continue
+			}
+			err := h.Signal(sig)
+			if err == nil && sig == unix.SIGTERM {
+				err = h.Signal(unix.SIGCONT)
+			}
+			if err != nil {
+				r.log.Warn("signal failed", "cgroup", s.Path(), "error", err)
+			}
+		}
+		proc.CloseAll(hs)
+		if time.Now().After(deadline) {
+			return nil
+		}
+	}
 }

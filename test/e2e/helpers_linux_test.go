@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -28,9 +29,7 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	if h := os.Getenv("E2E_HELPER"); h != "" {
-		os.Exit(helpers[h]())
-	}
+	testutil.RunHelperIfAsked(helpers)
 	dir, err := os.MkdirTemp("", "reaper-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -303,80 +302,13 @@ func taskOutput(t testing.TB, cs *mcp.ClientSession, id string, block bool) (sta
 	return out.Status, out.Output
 }
 
-// proc is a process identified by pid and start time.
-type proc struct {
-	pid   int
-	start string
-}
-
-func (p proc) String() string { return strconv.Itoa(p.pid) }
-
-// procsIn parses the pids printed in output, recording their start times now.
-func procsIn(t testing.TB, output string) []proc {
-	t.Helper()
-	var out []proc
-	for _, f := range strings.Fields(output) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			continue
-		}
-		st, state, _ := statOf(pid)
-		if st == "" || state == "Z" {
-			t.Fatalf("pid %d is already gone", pid)
-		}
-		out = append(out, proc{pid: pid, start: st})
-	}
-	return out
-}
-
-// statOf returns the start time and state of pid, or "" if it is gone.
-func statOf(pid int) (start, state string, exiting bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", "", false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+2:]))
-	flags, _ := strconv.ParseUint(f[6], 10, 64)
-	return f[19], f[0], flags&0x4 != 0
-}
-
-// running reports whether p still runs. A process with PF_EXITING (0x4 in field 9 of its stat)
-// counts as dead: it has left its cgroup and released its memory and files, and only has to become
-// a zombie; it never runs user code again.
-func running(p proc) bool {
-	st, state, exiting := statOf(p.pid)
-	return st == p.start && state != "Z" && !exiting
-}
-
-// awaitDead polls until every process is dead, failing if one still runs after within.
-func awaitDead(t testing.TB, ps []proc, within time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		var alive []proc
-		for _, p := range ps {
-			if running(p) {
-				alive = append(alive, p)
-			}
-		}
-		if len(alive) == 0 {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			t.Fatalf("still running %v after %v: %v", within, time.Since(start), alive)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // pidFromFile polls until path holds a pid and returns that process.
-func pidFromFile(t testing.TB, path string) proc {
+func pidFromFile(t testing.TB, path string) testutil.Proc {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
-			return procsIn(t, string(b))[0]
+			return testutil.PidsIn(t, string(b))[0]
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no pid in %s", path)
@@ -387,7 +319,7 @@ func pidFromFile(t testing.TB, path string) proc {
 
 // escapees starts, in a session, a background task with a setsid escapee and a double-forked
 // child, and returns the task's processes.
-func escapees(t testing.TB, cs *mcp.ClientSession) []proc {
+func escapees(t testing.TB, cs *mcp.ClientSession) []testutil.Proc {
 	t.Helper()
 	r := bash(t, cs, `setsid sh -c 'echo $$; exec sleep 1000' & sh -c 'sh -c "echo \$\$; exec sleep 1000" &'; echo $$; exec sleep 1000`, "run_in_background", true)
 	if r.TaskID == "" {
@@ -403,7 +335,7 @@ func escapees(t testing.TB, cs *mcp.ClientSession) []proc {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return procsIn(t, out)
+	return testutil.PidsIn(t, out)
 }
 
 // lineReader reads lines from a reader in the background.
@@ -422,10 +354,10 @@ func lineReader(r io.Reader) <-chan string {
 // startClient runs this binary as the "client" helper against url: a separate process that starts a
 // background task with a setsid escapee and then waits. It returns the client and the task's
 // processes; cleanup kills the client.
-func startClient(t testing.TB, url string, env ...string) (*exec.Cmd, []proc) {
+func startClient(t testing.TB, url string, env ...string) (*exec.Cmd, []testutil.Proc) {
 	t.Helper()
-	client := exec.Command(os.Args[0], "-test.run=^$")
-	client.Env = append(append(os.Environ(), "E2E_HELPER=client", "E2E_URL="+url), env...)
+	client := testutil.Helper("client", append([]string{"E2E_URL=" + url}, env...)...)
+	client.Stderr = nil
 	out, _ := client.StdoutPipe()
 	if err := client.Start(); err != nil {
 		t.Fatal(err)
@@ -436,7 +368,7 @@ func startClient(t testing.TB, url string, env ...string) (*exec.Cmd, []proc) {
 		if !strings.HasPrefix(line, "PIDS ") {
 			t.Fatalf("client: %s", line)
 		}
-		return client, procsIn(t, strings.TrimPrefix(line, "PIDS "))
+		return client, testutil.PidsIn(t, strings.TrimPrefix(line, "PIDS "))
 	case <-time.After(30 * time.Second):
 		t.Fatal("the client did not start its task")
 	}

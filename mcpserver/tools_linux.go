@@ -110,8 +110,7 @@ type LeftoverEntry struct {
 	Pids    []int  `json:"pids"`
 }
 
-func (s *Server) addTools() {
-	l := limitsOrDefaults(s.opts.Limits)
+func (s *Server) addTools(l reaper.Limits) {
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name: "bash",
 		Description: fmt.Sprintf(`Run a shell command (bash -c) in this session and return its output and exit code.
@@ -120,7 +119,7 @@ Foreground commands return as soon as the command itself exits, even if it left 
 Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed. Output is kept up to %s per command (head and tail; the middle of longer output is dropped and counted).
 With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling), stop it with task_stop, see all with task_list. At most %d background tasks run at once%s.
 Everything this session starts, background tasks and escaped or detached processes included, is killed when the session ends (over HTTP, also after %v without requests).`,
-			sizeString(l.OutputLimit), l.MaxTasks, bgTimeoutText(l.BgTimeout), s.opts.IdleTimeout),
+			sizeString(l.OutputLimit), l.MaxTasks, bgTimeoutText(l.BackgroundTimeout), s.opts.IdleTimeout),
 		Annotations: &mcp.ToolAnnotations{Title: "Run a shell command", OpenWorldHint: ptr(true)},
 	}, s.bash)
 	mcp.AddTool(s.mcp, &mcp.Tool{
@@ -145,14 +144,14 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInpu
 	if err != nil {
 		return nil, BashOutput{}, err
 	}
-	st, err := s.session(req)
+	st, err := s.sessionFor(req)
 	if err != nil {
 		return nil, BashOutput{}, err
 	}
 	if in.RunInBackground {
 		ti, err := st.rs.Start(in.Command, in.Description)
 		if err != nil {
-			return nil, BashOutput{}, toolError(err)
+			return nil, BashOutput{}, err
 		}
 		out := BashOutput{Status: string(ti.Status), TaskID: ti.ID, Cwd: st.rs.Cwd()}
 		return text(fmt.Sprintf("Started background task %s. Read its output with task_output (block=true waits for it to end); stop it with task_stop.", ti.ID)), out, nil
@@ -171,7 +170,7 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInpu
 	}
 	res, err := st.rs.Run(ctx, in.Command, opts)
 	if err != nil && res.Status == "" {
-		return nil, BashOutput{}, toolError(err)
+		return nil, BashOutput{}, err
 	}
 	out := BashOutput{
 		Output: res.Output, Status: string(res.Status), TimedOut: res.TimedOut,
@@ -220,18 +219,18 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 	if err != nil {
 		return nil, TaskOutput{}, err
 	}
-	st, err := s.session(req)
+	st, err := s.sessionFor(req)
 	if err != nil {
 		return nil, TaskOutput{}, err
 	}
 	if in.Block {
 		if _, err := st.rs.Wait(ctx, in.TaskID, wait); err != nil && !errors.Is(err, context.Canceled) {
-			return nil, TaskOutput{}, toolError(err)
+			return nil, TaskOutput{}, err
 		}
 	}
-	ti, c, err := st.rs.Output(in.TaskID, reaper.OutputOptions{Offset: -1})
+	ti, c, err := st.rs.Output(in.TaskID, reaper.OutputOptions{})
 	if err != nil {
-		return nil, TaskOutput{}, toolError(err)
+		return nil, TaskOutput{}, err
 	}
 	out := TaskOutput{
 		TaskID: ti.ID, Status: string(ti.Status), Output: c.Text, Offset: c.Offset, Next: c.Next,
@@ -255,13 +254,13 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 }
 
 func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, in TaskStopInput) (*mcp.CallToolResult, TaskStopOutput, error) {
-	st, err := s.session(req)
+	st, err := s.sessionFor(req)
 	if err != nil {
 		return nil, TaskStopOutput{}, err
 	}
 	ti, rep, err := st.rs.Stop(ctx, in.TaskID)
 	if errors.Is(err, reaper.ErrUnknownTask) || ti.ID == "" {
-		return nil, TaskStopOutput{}, toolError(err)
+		return nil, TaskStopOutput{}, err
 	}
 	out := TaskStopOutput{TaskID: ti.ID, Status: string(ti.Status), Killed: rep.Total()}
 	if ti.Status.Terminal() {
@@ -275,7 +274,7 @@ func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, in Task
 }
 
 func (s *Server) taskList(ctx context.Context, req *mcp.CallToolRequest, _ TaskListInput) (*mcp.CallToolResult, TaskListOutput, error) {
-	st, err := s.session(req)
+	st, err := s.sessionFor(req)
 	if err != nil {
 		return nil, TaskListOutput{}, err
 	}
@@ -316,11 +315,6 @@ func millis(name string, v *int, def int) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// toolError turns a reaper error into the message the agent sees, without the package prefix.
-func toolError(err error) error {
-	return errors.New(strings.TrimPrefix(err.Error(), "reaper: "))
-}
-
 func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
@@ -335,19 +329,6 @@ func oneLine(s string) string {
 
 func ptr[T any](v T) *T { return &v }
 
-func limitsOrDefaults(l Limits) Limits {
-	if l.MaxTasks <= 0 {
-		l.MaxTasks = reaper.DefaultMaxTasks
-	}
-	if l.OutputLimit <= 0 {
-		l.OutputLimit = reaper.DefaultOutputLimit
-	}
-	if l.Grace == 0 {
-		l.Grace = reaper.DefaultGrace
-	}
-	return l
-}
-
 func bgTimeoutText(d time.Duration) string {
 	if d <= 0 {
 		return ""
@@ -356,7 +337,7 @@ func bgTimeoutText(d time.Duration) string {
 }
 
 func graceText(grace time.Duration) string {
-	if grace < 0 {
+	if grace == 0 {
 		return "SIGKILL at once"
 	}
 	return fmt.Sprintf("SIGTERM, then SIGKILL after %v", grace)
@@ -369,8 +350,7 @@ func sizeString(n int) string {
 	return fmt.Sprintf("%d KiB", n>>10)
 }
 
-func instructions(l Limits, idle time.Duration) string {
-	l = limitsOrDefaults(l)
+func instructions(l reaper.Limits, idle time.Duration) string {
 	return fmt.Sprintf("reaper runs shell commands for this session with the bash tool, in the foreground or as background tasks (task_output, task_stop, task_list). "+
 		"Every process the session starts is killed when the session ends (over HTTP, also after %v without requests), including detached ones; do not rely on anything outliving the session. "+
 		"At most %d background tasks run at once; output is kept up to %s per command.", idle, l.MaxTasks, sizeString(l.OutputLimit))

@@ -2,25 +2,18 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // defaultHTTPAddr is where --http listens when it is given without an address.
@@ -194,159 +187,11 @@ func isLoopback(addr string) (bool, error) {
 	return len(ips) > 0, nil
 }
 
-// serve runs the serve command and returns the process's exit status.
-func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	c, err := parseServe(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-		return 2
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	tokens, err := c.tokens()
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-		return 2
-	}
-	var ln net.Listener
-	if c.http != "" {
-		loop, err := isLoopback(c.http)
-		if err != nil {
-			fmt.Fprintf(stderr, "reaper serve: --http %s: %v\n", c.http, err)
-			return 2
-		}
-		if !loop && len(tokens) == 0 {
-			fmt.Fprintf(stderr, "reaper serve: refusing to serve on %s without a token: anyone who can reach it could run commands as this user. "+
-				"Set --token, REAPER_TOKEN or --token-file, or listen on a loopback address such as %s.\n", c.http, defaultHTTPAddr)
-			return 2
-		}
-		if ln, err = net.Listen("tcp", c.http); err != nil {
-			fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-			return 1
-		}
-	}
-
-	containment, _ := reaper.ParseContainment(c.containment)
-	r, err := reaper.New(reaper.Options{
-		Containment:       containment,
-		Cgroup:            cgroup.Options{Root: c.cgroupRoot},
-		Grace:             graceOption(c.grace),
-		BackgroundTimeout: c.bgTimeout,
-		MaxTasks:          c.maxTasks,
-		Logger:            log,
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-		return 1
-	}
-	srv, err := mcpserver.New(mcpserver.Options{
-		Reaper:      r,
-		Limits:      mcpserver.Limits{MaxTasks: c.maxTasks, Grace: graceOption(c.grace), BgTimeout: c.bgTimeout},
-		IdleTimeout: c.idleTimeout,
-		KeepAlive:   c.keepalive,
-		Version:     versionString(),
-		Logger:      log,
-	})
-	if err != nil {
-		r.Close(context.Background())
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-		return 1
-	}
-
-	// The first signal shuts down gracefully (SIGTERM, grace, kill); a second one cuts the grace
-	// periods short.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	serveCtx, stopServing := context.WithCancel(context.Background())
-	teardownCtx, hurry := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	defer func() {
-		stopServing()
-		hurry()
-		<-watched
-	}()
-	go func() {
-		defer close(watched)
-		select {
-		case sig := <-sigs:
-			log.Info("shutting down: every session's processes are being killed", "signal", sig.String())
-			stopServing()
-		case <-serveCtx.Done():
-			return
-		}
-		select {
-		case sig := <-sigs:
-			log.Warn("second signal: killing without waiting for the grace period", "signal", sig.String())
-			hurry()
-		case <-teardownCtx.Done():
-		}
-	}()
-
-	status := 0
-	if ln == nil {
-		log.Info("reaper serving MCP over stdio", "containment", r.Containment().String(), "version", versionString())
-		err := srv.Run(serveCtx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
-		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
-			log.Error("stdio session ended with an error", "err", err)
-		}
-	} else {
-		auth := "no authentication (loopback only)"
-		if len(tokens) > 0 {
-			auth = fmt.Sprintf("bearer token required (%d identities)", len(identities(tokens)))
-		}
-		log.Info("reaper serving MCP over Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp",
-			"auth", auth, "idle_timeout", c.idleTimeout, "containment", r.Containment().String(), "version", versionString())
-		mux := http.NewServeMux()
-		mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Tokens: tokens}))
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		served := make(chan error, 1)
-		go func() { served <- hs.Serve(ln) }()
-		select {
-		case err := <-served:
-			log.Error("HTTP server failed", "err", err)
-			status = 1
-		case <-serveCtx.Done():
-		}
-		// Sessions end first (their processes die and their tool calls return), then the
-		// listener and the connections.
-		srv.Close(teardownCtx)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		hs.Shutdown(ctx)
-		cancel()
-		hs.Close()
-	}
-	stopServing()
-	if err := srv.Close(teardownCtx); err != nil {
-		log.Error("closing sessions", "err", err)
-	}
-	if err := r.Close(teardownCtx); err != nil {
-		log.Error("closing the reaper", "err", err)
-		status = 1
-	}
-	log.Info("reaper stopped")
-	return status
-}
-
-// graceOption maps the --grace flag to reaper.Options.Grace, where zero means the default and a
-// negative value none.
+// graceOption maps the --grace flag, where 0 means SIGKILL at once, to reaper.Options.Grace, where
+// zero means the default and a negative value none.
 func graceOption(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
 	}
 	return d
 }
-
-func identities(tokens map[string]string) map[string]bool {
-	out := map[string]bool{}
-	for _, id := range tokens {
-		out[id] = true
-	}
-	return out
-}
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

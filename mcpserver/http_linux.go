@@ -27,12 +27,6 @@ type HTTPOptions struct {
 
 const sessionHeader = "Mcp-Session-Id"
 
-// activity tracks the requests of one HTTP session for its idle lease.
-type activity struct {
-	inFlight int       // POSTs whose connection is still open
-	last     time.Time // when the last request began or ended
-}
-
 // HTTPHandler returns the handler for the MCP endpoint: cross-origin protection, bearer
 // authentication (if tokens are set), the session front (DELETE and the idle lease), then the SDK's
 // Streamable HTTP handler, which also rejects DNS-rebinding Host headers on loopback.
@@ -89,9 +83,14 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 	if r.Method == http.MethodDelete {
 		s.mu.Lock()
 		st := s.byID[id]
-		s.mu.Unlock()
+		opened := st != nil && st.rs != nil
+		owner := ""
 		if st != nil {
-			if st.owner != identity(r) {
+			owner = st.owner
+		}
+		s.mu.Unlock()
+		if opened {
+			if owner != identity(r) {
 				http.Error(w, "session belongs to another identity", http.StatusForbidden)
 				return
 			}
@@ -112,12 +111,12 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 	next.ServeHTTP(w, r)
 }
 
-// touch records activity of session id, if it has a lease.
+// touch records activity of session id, if it is known.
 func (s *Server) touch(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if a := s.activity[id]; a != nil {
-		a.last = time.Now()
+	if st := s.byID[id]; st != nil {
+		st.last = time.Now()
 	}
 }
 
@@ -130,16 +129,17 @@ func identity(r *http.Request) string {
 
 // begin records a request of session id. The returned function records its end; it also runs when
 // the client's connection goes away first (a client killed in the middle of a long call), so that a
-// vanished client cannot hold the lease open.
+// vanished client cannot hold the lease open. A request for an id without a session makes a record
+// that its first tool call claims, or that goes when the request ends.
 func (s *Server) begin(id string, ctx context.Context) func() {
 	s.mu.Lock()
-	a := s.activity[id]
-	if a == nil {
-		a = &activity{}
-		s.activity[id] = a
+	st := s.byID[id]
+	if st == nil {
+		st = newSession(id)
+		s.byID[id] = st
 	}
-	a.inFlight++
-	a.last = time.Now()
+	st.inFlight++
+	st.last = time.Now()
 	s.mu.Unlock()
 	var ended bool
 	finish := func() {
@@ -149,10 +149,10 @@ func (s *Server) begin(id string, ctx context.Context) func() {
 			return
 		}
 		ended = true
-		a.inFlight--
-		a.last = time.Now()
-		if a.inFlight == 0 && s.byID[id] == nil {
-			delete(s.activity, id) // no reaper session: nothing to lease
+		st.inFlight--
+		st.last = time.Now()
+		if st.inFlight == 0 && st.ss == nil && s.byID[id] == st {
+			delete(s.byID, id) // no tool call claimed it: nothing to lease
 		}
 	}
 	stop := context.AfterFunc(ctx, finish)
@@ -162,26 +162,29 @@ func (s *Server) begin(id string, ctx context.Context) func() {
 	}
 }
 
-// checkLease ends the session if it has been idle for IdleTimeout, or re-arms the lease. A request in
-// flight on a live connection keeps the session busy.
-func (s *Server) checkLease(st *session) {
-	s.mu.Lock()
-	if s.byID[st.id] != st {
-		s.mu.Unlock()
-		return // ended meanwhile
-	}
-	var wait time.Duration
-	if a := s.activity[st.id]; a != nil {
-		if a.inFlight > 0 {
-			wait = s.opts.IdleTimeout
-		} else {
-			wait = s.opts.IdleTimeout - time.Since(a.last)
+// lease ends st once it has been idle for IdleTimeout: no request for that long, and none in flight
+// on a live connection. It returns when the session's teardown begins.
+func (s *Server) lease(st *session) {
+	defer s.wg.Done()
+	timer := time.NewTimer(s.opts.IdleTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-st.ending:
+			return
+		case <-timer.C:
 		}
-	}
-	s.mu.Unlock()
-	if wait > 0 {
-		st.lease.Reset(wait)
+		s.mu.Lock()
+		wait := s.opts.IdleTimeout - time.Since(st.last)
+		if st.inFlight > 0 {
+			wait = s.opts.IdleTimeout
+		}
+		s.mu.Unlock()
+		if wait > 0 {
+			timer.Reset(wait)
+			continue
+		}
+		s.end(context.Background(), st, fmt.Sprintf("idle for %v", s.opts.IdleTimeout))
 		return
 	}
-	s.end(context.Background(), st, fmt.Sprintf("idle for %v", s.opts.IdleTimeout))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,7 +54,7 @@ type TaskInfo struct {
 	OutputBytes int64
 }
 
-// task is one command run by a session.
+// task is one command run by a session. The fields before mu are fixed once the task is started.
 type task struct {
 	id, command, description string
 	started                  time.Time
@@ -65,9 +66,9 @@ type task struct {
 	cwdFile                  string
 	done                     chan struct{} // closed when the task is terminal
 
-	// mu guards the fields that follow.
+	// mu guards the fields that follow. Lock order: Session.mu, then task.mu.
 	mu         sync.Mutex
-	pidfd      int // of the main process until its exit is seen; -1 after, or without pidfds
+	main       proc.Handle // the main process, with its pidfd until its exit is seen
 	background bool
 	status     Status
 	exitCode   int
@@ -99,30 +100,26 @@ func (t *task) stopping(as Status) bool {
 }
 
 // signalGroup sends sigs to the task's process group, which holds most of its processes (all but
-// those that called setsid), with one call each: the kernel signals the whole group before any of
-// them runs, while signalling processes one by one lets each woken process preempt the signaller
-// and serialises their exits on one CPU. It goes through the main process's pidfd
-// (PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9), so the group is certainly the task's; where that is not
-// possible it does nothing and the caller's per-process signals do the work.
-func (t *task) signalGroup(sigs ...unix.Signal) {
+// those that called setsid), one call per signal (see proc.Handle.SignalGroup). Once the main
+// process's exit has been seen its pidfd is closed and this does nothing: the group can no longer be
+// told apart from a reused one.
+func (t *task) signalGroup(sigs ...unix.Signal) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.pidfd < 0 {
-		return
-	}
 	for _, sig := range sigs {
-		unix.PidfdSendSignal(t.pidfd, sig, nil, unix.PIDFD_SIGNAL_PROCESS_GROUP)
+		if _, err := t.main.SignalGroup(sig); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // exited closes the main process's pidfd once its exit has been seen.
 func (t *task) exited() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.pidfd >= 0 {
-		unix.Close(t.pidfd)
-		t.pidfd = -1
-	}
+	t.main.Close()
+	t.main = proc.NewHandle(t.main.Stat, -1)
 }
 
 // finish records the main process's end and closes done.

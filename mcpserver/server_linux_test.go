@@ -4,15 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -179,6 +177,7 @@ func TestDeleteAnswers204(t *testing.T) {
 		cs := connectHTTP(t, url)
 		var out BashOutput
 		call(t, cs, "bash", map[string]any{"command": "sleep 1000 & echo $!"}, &out)
+		sleep := testutil.PidsIn(t, out.Output)
 		req, _ := http.NewRequest(http.MethodDelete, url, nil)
 		req.Header.Set("Mcp-Session-Id", cs.ID())
 		resp, err := http.DefaultClient.Do(req)
@@ -189,8 +188,8 @@ func TestDeleteAnswers204(t *testing.T) {
 		if resp.StatusCode != http.StatusNoContent {
 			t.Fatalf("DELETE %d of a session with a tool call: %s, want 204", i, resp.Status)
 		}
-		if pid, _ := strconv.Atoi(strings.TrimSpace(out.Output)); pid <= 0 || alive(pid) {
-			t.Errorf("DELETE %d: the session's sleep (pid %q) still runs", i, out.Output)
+		if len(sleep) != 1 || len(testutil.Alive(sleep)) != 0 {
+			t.Errorf("DELETE %d: the session's sleep (%q) still runs", i, out.Output)
 		}
 	}
 }
@@ -216,19 +215,11 @@ func TestCallAfterEndIsRefused(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "session has ended (test)") {
 		t.Errorf("task_list after the teardown: error=%v %+v", res.IsError, res.Content[0])
 	}
-	if n := srv.reg.Len(); n != 0 {
-		t.Errorf("%d reaper sessions after the only one ended", n)
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	for _, other := range srv.sessions {
+		if other != st {
+			t.Errorf("a second session was opened after the only one ended: %+v", other)
+		}
 	}
-}
-
-// alive reports whether pid exists and is neither a zombie nor exiting (PF_EXITING, 0x4 in field 9
-// of its stat: it has released its memory and files and only has to become a zombie).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	flags, _ := strconv.ParseUint(f[6], 10, 64)
-	return f[0] != "Z" && flags&0x4 == 0
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -191,7 +192,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		cs, cmd, stderr := connectStdio(t, append(cgroupArgs(t), "--grace", grace.String())...)
 		ps := escapees(t, cs)
 		cs.Close() // closes stdin (EOF) and waits for reaper to exit
-		took := awaitDead(t, ps, grace+time.Second)
+		took := testutil.AwaitDead(t, ps, grace+time.Second)
 		t.Logf("dead %v after the client closed", took)
 		if st := cmd.ProcessState; st == nil || st.ExitCode() != 0 {
 			t.Errorf("reaper exited with %v after EOF\n%s", st, stderr)
@@ -202,7 +203,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		cs := connectHTTP(t, p.url, "")
 		ps := escapees(t, cs)
 		cs.Close() // sends DELETE
-		t.Logf("dead %v after DELETE", awaitDead(t, ps, grace+time.Second))
+		t.Logf("dead %v after DELETE", testutil.AwaitDead(t, ps, grace+time.Second))
 		if !p.stderr.await(`reason="client DELETE"`) {
 			t.Errorf("the session end was not logged with its reason:\n%s", p.stderr)
 		}
@@ -213,7 +214,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		client, ps := startClient(t, p.url)
 		client.Process.Signal(syscall.SIGKILL)
 		killed := time.Now()
-		awaitDead(t, ps, idle+grace+time.Second)
+		testutil.AwaitDead(t, ps, idle+grace+time.Second)
 		t.Logf("dead %v after the client was killed (idle timeout %v)", time.Since(killed), idle)
 	})
 	t.Run("idle timeout with a client killed during a long call", func(t *testing.T) {
@@ -224,7 +225,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		ps = append(ps, pidFromFile(t, pidFile))
 		client.Process.Signal(syscall.SIGKILL)
 		killed := time.Now()
-		awaitDead(t, ps, idle+grace+time.Second)
+		testutil.AwaitDead(t, ps, idle+grace+time.Second)
 		t.Logf("dead %v after the client was killed mid-call (idle timeout %v)", time.Since(killed), idle)
 	})
 	t.Run("idle timeout with a live idle client", func(t *testing.T) {
@@ -233,7 +234,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		cs := connectHTTP(t, p.url, "") // keeps its stream for server messages (GET) open
 		ps := escapees(t, cs)
 		idleSince := time.Now()
-		awaitDead(t, ps, idle+grace+time.Second)
+		testutil.AwaitDead(t, ps, idle+grace+time.Second)
 		t.Logf("dead %v after the last request (idle timeout %v)", time.Since(idleSince), idle)
 		if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_list"}); err == nil && !res.IsError {
 			t.Error("the idle session still answers")
@@ -243,7 +244,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String())...)
 		ps := escapees(t, connectHTTP(t, p.url, ""))
 		p.cmd.Process.Signal(syscall.SIGTERM)
-		t.Logf("dead %v after SIGTERM", awaitDead(t, ps, grace+time.Second))
+		t.Logf("dead %v after SIGTERM", testutil.AwaitDead(t, ps, grace+time.Second))
 		select {
 		case <-p.done:
 			if p.err != nil {
@@ -266,7 +267,7 @@ func TestDeleteDuringLongCall(t *testing.T) {
 			"command": "echo $$ > " + pidFile + "; exec sleep 60", "timeout": 600000}})
 		returned <- time.Now()
 	}()
-	ps := []proc{pidFromFile(t, pidFile)}
+	ps := []testutil.Proc{pidFromFile(t, pidFile)}
 	req, _ := http.NewRequest(http.MethodDelete, p.url, nil)
 	req.Header.Set("Mcp-Session-Id", cs.ID())
 	start := time.Now()
@@ -279,7 +280,7 @@ func TestDeleteDuringLongCall(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent || took > time.Second {
 		t.Errorf("DELETE during a long call: %s after %v", resp.Status, took)
 	}
-	awaitDead(t, ps, time.Second)
+	testutil.AwaitDead(t, ps, time.Second)
 	select {
 	case <-returned:
 	case <-time.After(10 * time.Second):
@@ -367,8 +368,8 @@ func TestAuthentication(t *testing.T) {
 		t.Errorf("bob deleting alice's session: %s, want 403", resp.Status)
 	}
 	for _, p := range ps {
-		if !running(p) {
-			t.Errorf("alice's process %d died after bob's DELETE", p.pid)
+		if !testutil.Running(p) {
+			t.Errorf("alice's process %d died after bob's DELETE", p.Pid)
 		}
 	}
 	if r := bash(t, alice, "echo mine"); r.Output != "mine\n" {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -55,15 +56,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 			var reaper, minimal *mcp.ClientSession
 			if transport == "stdio" {
 				reaper, _, _ = connectStdio(b, cgroupArgs(b)...)
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), "E2E_HELPER=minimal")
+				cmd := testutil.Helper("minimal")
 				minimal = connectCmd(b, cmd)
 			} else {
 				p := startHTTP(b, cgroupArgs(b)...)
 				reaper = connectHTTP(b, p.url, "")
 				addr := "127.0.0.1:" + itoa(freePort(b))
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), "E2E_HELPER=minimal", "E2E_ADDR="+addr)
+				cmd := testutil.Helper("minimal", "E2E_ADDR="+addr)
 				if err := cmd.Start(); err != nil {
 					b.Fatal(err)
 				}

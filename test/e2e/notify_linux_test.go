@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -99,22 +101,23 @@ func TestKeepAliveEndsUnresponsiveClient(t *testing.T) {
 	// A stopped client keeps its connections open but answers no ping.
 	client.Process.Signal(syscall.SIGSTOP)
 	stopped := time.Now()
-	awaitDead(t, ps, 15*time.Second)
+	testutil.AwaitDead(t, ps, 15*time.Second)
 	t.Logf("dead %v after the client stopped answering (keepalive 500ms)", time.Since(stopped))
 }
 
 func TestSecondSignalSkipsTheGracePeriod(t *testing.T) {
 	p := startHTTP(t, append(cgroupArgs(t), "--grace", "60s")...)
 	cs := connectHTTP(t, p.url, "")
-	r := bash(t, cs, `sh -c 'trap "" TERM; echo $$; exec sleep 1000' & sleep 0.2`)
-	ps := procsIn(t, r.Output)
+	pid := filepath.Join(t.TempDir(), "pid")
+	r := bash(t, cs, `sh -c 'trap "" TERM; echo $$ > `+pid+`; exec sleep 1000' & `+testutil.AwaitLines(pid, 1))
+	ps := testutil.PidsIn(t, r.Output)
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(300 * time.Millisecond)
-	if !running(ps[0]) {
+	time.Sleep(300 * time.Millisecond) // not readiness: the process must still run a while into the grace period
+	if !testutil.Running(ps[0]) {
 		t.Fatal("the SIGTERM-ignoring process died before the grace period ended")
 	}
 	p.cmd.Process.Signal(syscall.SIGINT)
-	awaitDead(t, ps, 5*time.Second)
+	testutil.AwaitDead(t, ps, 5*time.Second)
 	select {
 	case <-p.done:
 		if p.err != nil {

@@ -42,7 +42,7 @@ func ParseContainment(s string) (Containment, error) {
 	case "process":
 		return ContainProcess, nil
 	}
-	return 0, fmt.Errorf("reaper: unknown containment %q (want auto, cgroup or process)", s)
+	return 0, fmt.Errorf("unknown containment %q (want auto, cgroup or process)", s)
 }
 
 // Defaults used for zero fields of Options.
@@ -51,13 +51,15 @@ const (
 	DefaultCloseTimeout = 10 * time.Second
 	DefaultMaxTasks     = 10
 	DefaultRetention    = time.Hour
+	// DefaultOutputLimit is the number of output bytes kept per task.
+	DefaultOutputLimit = 1 << 20
 	// MaxCommandBytes is the largest command accepted: Linux limits one argument to 128 KiB.
 	MaxCommandBytes = 100 << 10
 )
 
 // Options configures a Reaper. The zero value is ready to use: automatic containment under a child
 // "reaper" of the process's own cgroup, bash (or sh), a 5 s grace period, 10 background tasks per
-// session, 1 MiB of output per task.
+// session, 1 MiB of output per task. [Reaper.Limits] reports the values in effect.
 type Options struct {
 	// Containment chooses cgroup or process containment; zero means ContainAuto.
 	Containment Containment
@@ -100,32 +102,53 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-func (o Options) withDefaults() Options {
-	if o.Grace == 0 {
-		o.Grace = DefaultGrace
-	}
-	if o.Grace < 0 {
-		o.Grace = 0
-	}
-	if o.CloseTimeout <= 0 {
-		o.CloseTimeout = DefaultCloseTimeout
-	}
-	if o.MaxTasks <= 0 {
-		o.MaxTasks = DefaultMaxTasks
-	}
-	if o.OutputLimit <= 0 {
-		o.OutputLimit = DefaultOutputLimit
-	}
-	if o.Retention <= 0 {
-		o.Retention = DefaultRetention
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	return o
+// Limits are the bounds and periods a Reaper applies: its Options with every default filled in. Here
+// a zero duration means "none", never "the default".
+type Limits struct {
+	// Grace is the time between SIGTERM and the hard kill; zero means SIGKILL at once.
+	Grace time.Duration
+	// CloseTimeout bounds the wait for killed processes to disappear.
+	CloseTimeout time.Duration
+	// MaxTasks is the most running background tasks per session.
+	MaxTasks int
+	// OutputLimit is the output kept per task, in bytes.
+	OutputLimit int
+	// Retention is how long an unread finished background task is kept.
+	Retention time.Duration
+	// BackgroundTimeout kills background tasks running longer; zero means none.
+	BackgroundTimeout time.Duration
+	// AutoBackground moves foreground commands running longer to the background; zero means never.
+	AutoBackground time.Duration
 }
 
-// Errors returned by sessions. They are wrapped with the session or task id.
+// limits resolves the options' zero values and sentinels. It is the only place that does.
+func (o Options) limits() Limits {
+	l := Limits{
+		Grace: o.Grace, CloseTimeout: o.CloseTimeout, MaxTasks: o.MaxTasks, OutputLimit: o.OutputLimit,
+		Retention: o.Retention, BackgroundTimeout: max(o.BackgroundTimeout, 0), AutoBackground: max(o.AutoBackground, 0),
+	}
+	switch {
+	case l.Grace == 0:
+		l.Grace = DefaultGrace
+	case l.Grace < 0:
+		l.Grace = 0
+	}
+	if l.CloseTimeout <= 0 {
+		l.CloseTimeout = DefaultCloseTimeout
+	}
+	if l.MaxTasks <= 0 {
+		l.MaxTasks = DefaultMaxTasks
+	}
+	if l.OutputLimit <= 0 {
+		l.OutputLimit = DefaultOutputLimit
+	}
+	if l.Retention <= 0 {
+		l.Retention = DefaultRetention
+	}
+	return l
+}
+
+// Errors returned by sessions. They are wrapped with the session and task ids.
 var (
 	// ErrSessionClosed is returned for work asked of a session after Close.
 	ErrSessionClosed = errors.New("session is closed")

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package main
+
+import (
+	"fmt"
+	"io"
+)
+
+// serve is Linux-only: reaper's guarantee rests on cgroups, pidfds, the child subreaper and /proc.
+func serve(_ []string, _ func(string) string, _ io.Reader, _, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "reaper serve: reaper runs only on Linux")
+	return 1
+}

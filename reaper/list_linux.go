@@ -1,0 +1,83 @@
+package reaper
+
+import (
+	"maps"
+	"slices"
+	"sort"
+
+	"github.com/cgreaper/reaper/internal/proc"
+)
+
+// Listing is what a session has running.
+type Listing struct {
+	// Tasks are the session's background tasks, oldest first, including finished ones that are still
+	// kept.
+	Tasks []TaskInfo
+	// Leftovers are processes that finished foreground commands left running in the session; they
+	// die with the session at the latest.
+	Leftovers []Leftover
+}
+
+// Leftover is what one finished foreground command left running.
+type Leftover struct {
+	TaskID  string
+	Command string
+	Pids    []int
+}
+
+// List describes the session's tasks and leftover processes.
+func (s *Session) List() Listing {
+	s.prune()
+	s.mu.Lock()
+	tasks := make([]*task, 0, len(s.tasks))
+	for _, t := range s.tasks {
+		tasks = append(tasks, t)
+	}
+	recent := maps.Clone(s.recent)
+	s.mu.Unlock()
+	sort.Slice(tasks, func(i, j int) bool { return tasks[i].started.Before(tasks[j].started) })
+
+	// In process containment one walk finds all of the session's processes, grouped by task.
+	var byTask map[string][]int
+	if s.r.root == nil {
+		byTask = s.processesByTask(tasks)
+	}
+	var l Listing
+	for _, t := range tasks {
+		var pids []int
+		if t.leaf != nil {
+			pids, _ = t.leaf.Pids()
+		} else {
+			pids = byTask[t.id]
+			delete(byTask, t.id)
+		}
+		if t.isBackground() {
+			l.Tasks = append(l.Tasks, t.info(len(pids)))
+		} else if t.currentStatus().Terminal() && len(pids) > 0 {
+			l.Leftovers = append(l.Leftovers, Leftover{TaskID: t.id, Command: t.command, Pids: pids})
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(byTask)) {
+		l.Leftovers = append(l.Leftovers, Leftover{TaskID: id, Command: recent[id], Pids: byTask[id]})
+	}
+	return l
+}
+
+// processesByTask walks /proc once for the session's processes and groups them by the task marker
+// they carry ("" for processes that cleared it but descend from a task).
+func (s *Session) processesByTask(tasks []*task) map[string][]int {
+	seeds := make(map[int]uint64)
+	for _, t := range tasks {
+		if !t.currentStatus().Terminal() {
+			seeds[t.pid] = t.start
+		}
+	}
+	w := proc.NewWalker()
+	found, _ := w.Find(proc.Query{Self: s.r.self, Seeds: seeds, Skip: s.r.kids.registered(), Marker: s.marker})
+	out := make(map[string][]int)
+	for _, p := range found {
+		id, _ := w.Env(p.Pid, EnvTask)
+		out[id] = append(out[id], p.Pid)
+	}
+	return out
+}

@@ -1,0 +1,192 @@
+package reaper
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/testutil"
+)
+
+// stubborn returns a foreground command that leaves a process ignoring SIGTERM, and returns once its
+// trap is set, printing its pid.
+func stubborn(dir string) string {
+	f := filepath.Join(dir, "pid")
+	return `sh -c 'trap "" TERM; echo $$ >> ` + f + `; exec sleep 1000' & ` + testutil.AwaitLines(f, 1)
+}
+
+// TestKillMethods ends a slice with each hard kill the kernel may offer (forced here: this kernel has
+// all three), with and without a grace period: whatever the method, nothing survives.
+func TestKillMethods(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method cgroup.KillMethod
+		grace  time.Duration
+	}{
+		{"cgroup.kill", cgroup.KillFile, -1},
+		{"freeze", cgroup.KillFreeze, -1},
+		{"signal-sweep", cgroup.KillSignal, -1},
+		// The SIGTERM-ignoring process outlives the grace period, so the hard kill still runs.
+		{"grace-then-kill", cgroup.KillFile, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestReaper(t, ContainCgroup, Options{Grace: tc.grace})
+			if tc.method > r.killMethod {
+				t.Skipf("skipped: this kernel offers %v, not %v", r.killMethod, tc.method)
+			}
+			r.killMethod = tc.method
+			s := newTestSession(t, r, SessionOptions{})
+			left := testutil.PidsIn(t, run(t, s, zoo(t.TempDir())).Output)
+			if len(left) != 6 {
+				t.Fatalf("want 6 pids, got %v", left)
+			}
+			rep, err := s.Close(context.Background())
+			if err != nil {
+				t.Fatalf("Close: %v (report %v)", err, rep)
+			}
+			if rep.Killed < 1 || len(rep.Remaining) != 0 {
+				t.Errorf("report %v: want the hard kill, and nothing remaining", rep)
+			}
+			if tc.grace > 0 && rep.Terminated < 5 {
+				t.Errorf("report %v: all but the SIGTERM-ignoring one die of SIGTERM (the stopped one after its SIGCONT)", rep)
+			}
+			testutil.AssertDead(t, left)
+		})
+	}
+}
+
+// TestPolitePhaseSuffices: processes that honour SIGTERM (a stopped one once it gets SIGCONT) end
+// within the grace period, which is not waited out, and nothing is hard-killed.
+func TestPolitePhaseSuffices(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{Grace: 30 * time.Second})
+			s := newTestSession(t, r, SessionOptions{})
+			left := testutil.PidsIn(t, run(t, s, `
+for i in 1 2 3; do sleep 1000 & echo $!; done
+sh -c 'kill -STOP $$; exec sleep 1000' & echo $!`).Output)
+			stopped := left[3]
+			testutil.Eventually(t, "the last process to stop itself", func() bool { return proc.Describe(stopped.Pid).State == "T" })
+			rep, err := s.Close(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Killed != 0 || rep.Terminated != 4 {
+				t.Errorf("report %v: want 4 ended by SIGTERM and nothing hard-killed", rep)
+			}
+			if rep.Duration > 20*time.Second {
+				t.Errorf("the teardown took %v: it waited out the grace period instead of noticing everything exited", rep.Duration)
+			}
+			testutil.AssertDead(t, left)
+		})
+	}
+}
+
+// TestFrozenSliceDies: a slice frozen (by someone else) when its session closes still dies, SIGTERM
+// or not.
+func TestFrozenSliceDies(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{Grace: 100 * time.Millisecond})
+	if r.killMethod < cgroup.KillFreeze {
+		t.Skip("skipped: no cgroup v2 freezer here")
+	}
+	s := newTestSession(t, r, SessionOptions{})
+	left := testutil.PidsIn(t, run(t, s, stubborn(t.TempDir())).Output)
+	s.mu.Lock()
+	slice := s.slice
+	s.mu.Unlock()
+	if frozen, err := slice.Freeze(time.Now().Add(10 * time.Second)); !frozen || err != nil {
+		t.Fatalf("Freeze = %v, %v", frozen, err)
+	}
+	if _, err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.AssertDead(t, left)
+}
+
+// TestContextCutsGrace: cancelling Close's context ends the grace period at once.
+func TestContextCutsGrace(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{Grace: time.Hour})
+			s := newTestSession(t, r, SessionOptions{})
+			left := testutil.PidsIn(t, run(t, s, stubborn(t.TempDir())).Output)
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(200*time.Millisecond, cancel)
+			rep, err := s.Close(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Killed != 1 || rep.Duration > time.Minute {
+				t.Errorf("report %v: cancelling the context should end the grace period and hard-kill", rep)
+			}
+			testutil.AssertDead(t, left)
+		})
+	}
+}
+
+// TestCloseWithCancelledContext: a Close whose context is already cancelled (a second shutdown signal
+// cancels it) still runs the whole teardown, and returns its report, not the context's error; so does
+// every Close after it. Before the fix, 17 of 40 such closes returned an empty report and "context
+// canceled" after a complete teardown.
+func TestCloseWithCancelledContext(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{Grace: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 40 {
+		s, err := r.NewSession("cancelled-"+itoa(i), SessionOptions{WorkDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := testutil.PidsIn(t, run(t, s, `sh -c 'trap "" TERM; exec sleep 1000' & echo $!`).Output)
+		rep, err := s.Close(ctx)
+		if err != nil || rep.Total() != 1 {
+			t.Fatalf("close %d with a cancelled context = %v, %v; want the report of one process ended", i, rep, err)
+		}
+		testutil.AssertDead(t, left)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if again, err := s.Close(ctx); err != nil || again.Total() != 1 {
+					t.Errorf("a later close %d = %v, %v; want the same report", i, again, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// TestReportsWhatRemains: processes still alive at the close deadline are listed, with their state,
+// and the error says so. A deadline of 1ns ends the wait after the kill before hundreds of processes
+// can have been torn down, which exercises the report without a real D-state process.
+func TestReportsWhatRemains(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{Grace: -1, CloseTimeout: time.Nanosecond})
+	for attempt := 0; ; attempt++ {
+		s := newTestSession(t, r, SessionOptions{})
+		run(t, s, "i=0; while [ $i -lt 300 ]; do sleep 1000 & i=$((i+1)); done")
+		rep, err := s.Close(context.Background())
+		if len(rep.Remaining) == 0 {
+			if attempt == 4 {
+				t.Skip("skipped: 300 processes died faster than the 1ns deadline could be observed, 5 times")
+			}
+			continue
+		}
+		for _, p := range rep.Remaining {
+			if p.Pid <= 0 || p.State == "" {
+				t.Errorf("remaining process without pid or state: %+v", p)
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), "remain") || !strings.Contains(err.Error(), s.ID()) {
+			t.Errorf("error %v should name the session and say what remains", err)
+		}
+		break
+	}
+	// They were killed; let them finish dying before the Reaper's own close, whose deadline is 1ns too.
+	testutil.Eventually(t, "the remaining processes to die", func() bool { return len(descendants(t)) == 0 })
+}
