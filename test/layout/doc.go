@@ -1,0 +1,2 @@
+// Package layout tests the repository's shape: which package may import which.
+package layout
