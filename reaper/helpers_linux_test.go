@@ -128,3 +128,13 @@ func taskPids(t testing.TB, s *Session, id string, n int) []testutil.Proc {
 	})
 	return testutil.PidsIn(t, text)
 }
+
+// mustTask returns the session's task id, failing the test if there is none.
+func (s *Session) mustTask(t testing.TB, id string) *task {
+	t.Helper()
+	tk, err := s.lookup(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}

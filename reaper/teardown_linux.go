@@ -139,6 +139,10 @@ func (t *teardown) findEscaped() {
 // polite is phase 2.
 func (t *teardown) polite(ctx context.Context) {
 	graceEnd := t.start.Add(t.r.lim.Grace)
+	if t.sc.slice != nil {
+		// Listed before the group signals, which end most processes before the sweep can see them.
+		t.note(t.sc.slice.Pids())
+	}
 	for _, g := range t.sc.groups {
 		t.signalFailed(g.signalGroup(unix.SIGTERM, unix.SIGCONT))
 	}
@@ -157,26 +161,22 @@ func (t *teardown) polite(ctx context.Context) {
 	t.rep.Terminated += len(t.outside) - len(t.alive)
 }
 
-// killSlice is phase 3.
+// killSlice is phase 3. Processes of the slice seen before the hard kill but not at it count as
+// ended by SIGTERM; those listed at it, as killed.
 func (t *teardown) killSlice() {
 	s := t.sc.slice
 	if s == nil {
 		return
 	}
-	if t.emptied {
-		t.rep.Terminated += len(t.termed)
-		return
-	}
-	before, err := s.Pids()
-	if err != nil {
-		t.errs = append(t.errs, err)
-	}
-	for _, p := range before {
-		t.seen[p] = true
-	}
 	for p := range t.termed {
 		t.seen[p] = true
 	}
+	if t.emptied {
+		t.rep.Terminated += len(t.seen)
+		return
+	}
+	before, err := s.Pids()
+	t.note(before, err)
 	t.rep.Killed += len(before)
 	t.rep.Terminated += len(t.seen) - len(before)
 	if len(before) == 0 {
@@ -190,6 +190,16 @@ func (t *teardown) killSlice() {
 	}
 	for _, p := range left {
 		t.rep.Remaining = append(t.rep.Remaining, proc.Describe(p))
+	}
+}
+
+// note records processes listed in the slice.
+func (t *teardown) note(pids []int, err error) {
+	if err != nil {
+		t.errs = append(t.errs, err)
+	}
+	for _, p := range pids {
+		t.seen[p] = true
 	}
 }
 

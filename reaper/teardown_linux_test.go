@@ -72,12 +72,19 @@ for i in 1 2 3; do sleep 1000 & echo $!; done
 sh -c 'kill -STOP $$; exec sleep 1000' & echo $!`).Output)
 			stopped := left[3]
 			testutil.Eventually(t, "the last process to stop itself", func() bool { return proc.Describe(stopped.Pid).State == "T" })
+			// A running task whose process group (its shell and 20 children) gets SIGTERM at once.
+			ti, err := s.Start("for i in $(seq 20); do sleep 1000 & done; echo $$; wait", "group")
+			if err != nil {
+				t.Fatal(err)
+			}
+			taskPids(t, s, ti.ID, 1)
+			testutil.Eventually(t, "the task's 21 processes", func() bool { return s.info(s.mustTask(t, ti.ID)).Processes == 21 })
 			rep, err := s.Close(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rep.Killed != 0 || rep.Terminated != 4 {
-				t.Errorf("report %v: want 4 ended by SIGTERM and nothing hard-killed", rep)
+			if rep.Killed != 0 || rep.Terminated != 25 {
+				t.Errorf("report %v: want 25 ended by SIGTERM and nothing hard-killed", rep)
 			}
 			if rep.Duration > 20*time.Second {
 				t.Errorf("the teardown took %v: it waited out the grace period instead of noticing everything exited", rep.Duration)
