@@ -167,3 +167,36 @@ func (r *Root) Open(name string) (*Slice, error) {
 func (r *Root) Slices() ([]string, error) {
 	return childDirs(r.info.Root)
 }
+
+// LookupRoot returns the root that [OpenRoot] would open, without creating, moving or enabling
+// anything, for a process that only inspects or cleans up (a sweep after a crash, a listing). It fails
+// when the root does not exist or is not usable.
+func LookupRoot(opts Options) (*Root, error) {
+	info, err := detect(opts)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(info.Root); err != nil {
+		return nil, fmt.Errorf("root %s: %w", info.Root, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("root %s: not a directory", info.Root)
+	}
+	return &Root{info: info}, nil
+}
+
+// OpenSlice returns the existing cgroup at path (absolute, on a cgroup2 filesystem) as a slice, for
+// a process that learnt the path from another (a guard told by its server). Limits cannot be set on
+// it.
+func OpenSlice(path string) (*Slice, error) {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return nil, fmt.Errorf("open cgroup %q: not a clean absolute path", path)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return nil, fmt.Errorf("open cgroup %s: %w", path, err)
+	}
+	if st.Type != unix.CGROUP2_SUPER_MAGIC {
+		return nil, fmt.Errorf("open cgroup %s: not on a cgroup2 filesystem", path)
+	}
+	return &Slice{path: path}, nil
+}

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -21,6 +22,16 @@ type Proc struct {
 }
 
 func (p Proc) String() string { return fmt.Sprintf("%d(%s,%s)", p.Pid, p.Comm, p.State) }
+
+// MarshalJSON writes {"pid": 812, "command": "sleep", "state": "S", "age_seconds": 41.2}.
+func (p Proc) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Pid     int     `json:"pid"`
+		Command string  `json:"command"`
+		State   string  `json:"state"`
+		Age     float64 `json:"age_seconds"`
+	}{p.Pid, p.Comm, p.State, p.Age.Round(time.Millisecond).Seconds()})
+}
 
 // clockTicks is USER_HZ, the unit of start times in /proc/<pid>/stat: 100 on every architecture Linux
 // supports in its user ABI.

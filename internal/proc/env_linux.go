@@ -112,3 +112,9 @@ func (w *Walker) scanEnv(pid int, fn func(entry []byte, complete bool) bool, kee
 		}
 	}
 }
+
+// EachEnv calls fn with each entry of pid's environment ("KEY=value", at most 4 KiB of it: longer
+// entries are cut) until fn returns false. fn must not keep entry.
+func (w *Walker) EachEnv(pid int, fn func(entry []byte) bool) {
+	w.scanEnv(pid, func(entry []byte, _ bool) bool { return fn(entry) }, maxValue)
+}
