@@ -81,7 +81,7 @@ func benchRoot(b *testing.B) cgroup.Options {
 }
 
 // BenchmarkKill measures, for 1, 100 and 1000 sleeping processes in a session's slice, the hard kill of
-// a teardown (Reaper.killSlice: the strongest kill the kernel offers, then a wait until the slice is
+// a teardown (killer.slice: the strongest kill the kernel offers, then a wait until the slice is
 // empty), beside the floor measured in the same run on an identical slice: one write to cgroup.kill
 // and a poll until cgroup.events reads "populated 0". ratio is kill over floor.
 //
@@ -102,7 +102,7 @@ func BenchmarkKill(b *testing.B) {
 				s = fullSession(b, r, fmt.Sprintf("kill-%d", i), n-1)
 				b.StartTimer()
 				start = time.Now()
-				left, err := r.killSlice(s.slice, time.Now().Add(time.Minute))
+				left, err := r.killer.slice(s.slice, time.Now().Add(time.Minute))
 				kill += time.Since(start)
 				b.StopTimer()
 				if err != nil || len(left) > 0 {
@@ -224,11 +224,11 @@ func BenchmarkWalk(b *testing.B) {
 		walk func() int
 	}{
 		{"slice", func() int {
-			f, _ := w.Find(proc.Query{Self: r.self, Trusted: known, Known: known, Marker: s.marker})
+			f, _ := w.Find(proc.Query{Self: r.pid, Trusted: known, Known: known, Marker: s.marker})
 			return len(f)
 		}},
 		{"tree", func() int {
-			f, _ := w.Find(proc.Query{Self: r.self, Seeds: map[int]uint64{task.pid: task.start}, Marker: s.marker})
+			f, _ := w.Find(proc.Query{Self: r.pid, Seeds: map[int]uint64{task.pid: task.start}, Marker: s.marker})
 			return len(f)
 		}},
 	} {

@@ -132,14 +132,17 @@ func (c *children) reaped() int {
 
 // close stops the loop and waits for it. The loop may be blocked in wait4 on a child that will not
 // exit soon (one in D state that outlived its kill), so close starts a child of its own that exits at
-// once, argv, whose reaping wakes the loop.
+// once, argv, whose reaping wakes the loop. Without argv, or if it cannot be started, the loop returns
+// at its next ECHILD.
 func (c *children) close(argv []string) {
 	c.mu.Lock()
 	c.stopping = true
-	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{})
-	c.wake = pid
+	if len(argv) > 0 {
+		if pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{}); err == nil {
+			c.wake = pid
+		}
+	}
 	c.mu.Unlock()
-	_ = err // without the helper the loop still returns at its next ECHILD
 	select {
 	case c.forked <- struct{}{}:
 	default:

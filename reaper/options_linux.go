@@ -3,6 +3,7 @@ package reaper
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -81,6 +82,16 @@ type Options struct {
 	Env []string
 	// WorkDir is a new session's working directory. Empty means this process's.
 	WorkDir string
+	// StateDir is where the Reaper makes its state directory (reaper-<instance>, holding its
+	// sessions' small files and a record of the instance that a later Reaper reads to sweep up after
+	// this one if it dies). Empty means DefaultStateDir(). Reapers that share a slice root should share
+	// it.
+	StateDir string
+	// Announce, if set, receives the Instance record as one line of JSON once the Reaper is set up:
+	// a guard process (see StartGuard) reads it to know what to clean up if this process dies.
+	Announce io.Writer
+	// NoSweep skips the sweep after dead instances (see Sweep) that New starts in the background.
+	NoSweep bool
 
 	// MaxTasks is the most background tasks a session may have running at once (finished ones do
 	// not count). Zero means DefaultMaxTasks.

@@ -2,10 +2,12 @@ package reaper
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,22 +29,23 @@ var active atomic.Bool
 // process work is done under it.
 type Reaper struct {
 	// The fields up to mu are fixed at creation.
-	opts       Options
-	lim        Limits
-	log        *slog.Logger
-	self       int
-	kids       *children
-	devnull    *os.File
-	shell      string
-	env        []string
-	workDir    string
-	stateDir   string // where sessions keep their small files; tmpfs where there is one
-	info       ContainmentInfo
-	root       *cgroup.Root      // nil in process containment
-	name       string            // r<pid>-<start time>: this Reaper among others, past and present
-	instance   *cgroup.Slice     // this Reaper's slice below root (named name), holding the sessions' slices
-	killMethod cgroup.KillMethod // the strongest kill the kernel offers for slices
-	noClone3   atomic.Bool       // the host refused clone3 into a cgroup once: join before exec instead
+	opts     Options
+	lim      Limits
+	log      *slog.Logger
+	pid      int
+	kids     *children
+	devnull  *os.File
+	shell    string
+	env      []string
+	workDir  string
+	info     ContainmentInfo
+	root     *cgroup.Root  // nil in process containment
+	name     string        // r<pid>-<start time>: this Reaper among others, past and present
+	instance *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
+	self     Instance      // what this Reaper recorded in its state directory
+	killer   killer
+	noClone3 atomic.Bool    // the host refused clone3 into a cgroup once: join before exec instead
+	wg       sync.WaitGroup // the sweep after dead instances
 
 	// mu guards the fields that follow.
 	mu       sync.Mutex
@@ -92,12 +95,13 @@ func New(opts Options) (*Reaper, error) {
 
 func newReaper(opts Options) (*Reaper, error) {
 	r := &Reaper{
-		opts: opts, lim: opts.limits(), log: opts.Logger, self: os.Getpid(), env: baseEnv(opts.Env),
+		opts: opts, lim: opts.limits(), log: opts.Logger, pid: os.Getpid(), env: baseEnv(opts.Env),
 		sessions: make(map[*Session]bool), done: make(chan struct{}),
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
+	r.killer = killer{log: r.log, method: cgroup.KillFile, timeout: r.lim.CloseTimeout}
 	var err error
 	if r.shell, err = findShell(opts.Shell); err != nil {
 		return nil, err
@@ -107,21 +111,66 @@ func newReaper(opts Options) (*Reaper, error) {
 			return nil, fmt.Errorf("working directory: %w", err)
 		}
 	}
-	r.stateDir = stateDir()
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("become child subreaper: %w", err)
 	}
-	st, _ := proc.NewWalker().Stat(r.self)
-	r.name = "r" + strconv.Itoa(r.self) + "-" + strconv.FormatUint(st.Start, 10)
+	st, _ := proc.NewWalker().Stat(r.pid)
+	r.name = instanceName(r.pid, st.Start)
 	if err := r.contain(); err != nil {
+		return nil, err
+	}
+	r.self = Instance{
+		Name: r.name, Pid: r.pid, Start: st.Start, Slice: r.info.Slice,
+		Containment: r.info.Mode.String(), Started: time.Now(),
+	}
+	stateBase := opts.StateDir
+	if stateBase == "" {
+		stateBase = DefaultStateDir()
+	}
+	if err := createState(stateBase, &r.self); err != nil {
+		r.dropInstance()
 		return nil, err
 	}
 	if r.devnull, err = os.Open(os.DevNull); err != nil {
 		r.dropInstance()
+		os.RemoveAll(r.self.StateDir)
 		return nil, err
 	}
+	if opts.Announce != nil {
+		b, _ := json.Marshal(r.self)
+		if _, err := opts.Announce.Write(append(b, '\n')); err != nil {
+			r.log.Warn("announcing the instance to the guard failed", "error", err)
+		}
+	}
 	r.kids = newChildren()
+	if !opts.NoSweep {
+		r.wg.Add(1)
+		go r.sweep(stateBase)
+	}
 	return r, nil
+}
+
+// sweep cleans up after instances that died without doing it themselves, and logs what it found.
+func (r *Reaper) sweep(stateBase string) {
+	defer r.wg.Done()
+	opts := SweepOptions{Cgroup: r.opts.Cgroup, StateDir: stateBase, Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log, NoCgroup: r.root == nil}
+	if r.root != nil {
+		opts.Cgroup.Root = r.root.Path()
+	}
+	rep, err := Sweep(opts)
+	for _, d := range rep.Dead {
+		attrs := []any{"instance", d.Name, "killed", len(d.Processes), "processes", d.Processes, "removed", d.Removed}
+		if d.Slice != "" {
+			attrs = append(attrs, "slice", d.Slice)
+		}
+		if d.Error != "" {
+			attrs = append(attrs, "error", d.Error)
+		}
+		r.log.Warn("swept up after a dead instance", attrs...)
+	}
+	if err != nil {
+		r.log.Warn("sweeping after dead instances", "error", err)
+	}
 }
 
 // contain decides the containment mode and, for cgroups, creates this Reaper's slice.
@@ -148,24 +197,11 @@ func (r *Reaper) contain() error {
 		return nil
 	}
 	r.root = root
-	r.killMethod = root.Info().Kill
+	r.killer.method = root.Info().Kill
 	r.info.Mode = ContainCgroup
 	r.info.Cgroup = root.Info()
 	r.info.Slice = r.instance.Path()
 	return nil
-}
-
-// stateDir picks the directory for the shells' working-directory files: each command's shell writes
-// one as it exits, so a memory filesystem (/dev/shm, $XDG_RUNTIME_DIR) saves a disk journal's
-// latency on every command; elsewhere the temporary directory.
-func stateDir() string {
-	for _, d := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm"} {
-		var st unix.Statfs_t
-		if d != "" && unix.Statfs(d, &st) == nil && st.Type == unix.TMPFS_MAGIC && unix.Access(d, unix.W_OK) == nil {
-			return d
-		}
-	}
-	return os.TempDir()
 }
 
 // Containment says how processes are contained.
@@ -173,6 +209,9 @@ func (r *Reaper) Containment() ContainmentInfo { return r.info }
 
 // Limits reports the bounds and periods in effect.
 func (r *Reaper) Limits() Limits { return r.lim }
+
+// Instance describes this Reaper as it recorded itself in its state directory.
+func (r *Reaper) Instance() Instance { return r.self }
 
 // NewSession creates a session. Its slice is created on its first command, so sessions that never
 // run anything cost nothing but a temporary directory. id must be 1 to 128 printable ASCII
@@ -185,8 +224,16 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	if dir == "" {
 		dir = r.workDir
 	}
-	tmp, err := os.MkdirTemp(r.stateDir, "reaper-session-")
-	if err != nil {
+	r.mu.Lock()
+	closing := r.closing
+	r.seq++
+	name := "s-" + strconv.Itoa(r.seq)
+	r.mu.Unlock()
+	if closing {
+		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
+	}
+	tmp := filepath.Join(r.self.StateDir, name)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("new session %s: %w", id, err)
 	}
 	r.mu.Lock()
@@ -195,9 +242,8 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 		os.Remove(tmp)
 		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
 	}
-	r.seq++
 	s := &Session{
-		r: r, id: id, name: "s-" + strconv.Itoa(r.seq), tmp: tmp,
+		r: r, id: id, name: name, tmp: tmp,
 		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
 		abandon: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -247,7 +293,8 @@ func (r *Reaper) Close(ctx context.Context) error {
 	defer close(r.done)
 	errs := []error{closeSessions(ctx, sessions)}
 	r.killDescendants()
-	errs = append(errs, r.dropInstance())
+	r.wg.Wait()
+	errs = append(errs, r.dropInstance(), os.RemoveAll(r.self.StateDir))
 	r.kids.close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()
 	active.Store(false)
@@ -255,27 +302,21 @@ func (r *Reaper) Close(ctx context.Context) error {
 	return r.closeErr
 }
 
-// killDescendants kills whatever is still below this process once every session is closed (an
-// escapee whose marker was scrubbed, in process containment): nothing may outlive us. It repeats until
-// a pass finds nothing, for what forks while a pass runs.
-func (r *Reaper) killDescendants() {
-	w := proc.NewWalker()
-	killed := 0
-	for pass := 0; pass < maxWalkPasses; pass++ {
-		left, err := w.Descendants(r.self)
-		if err != nil || len(left) == 0 {
-			break
-		}
-		hs := w.Verify(left)
-		if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
-			r.log.Warn("signal failed", "scope", "reaper", "error", err)
-		}
-		w.WaitGone(context.Background(), hs, time.Now().Add(r.lim.CloseTimeout))
-		proc.CloseAll(hs)
-		killed += len(hs)
+// KillAll kills, at once and without a grace period, every process below this one and everything in
+// this Reaper's slice, for a program that must exit now (its guard died and a teardown is stuck). It
+// does not wait for sessions, and leaves the Reaper to be closed or abandoned.
+func (r *Reaper) KillAll() {
+	if r.instance != nil {
+		r.killer.slice(r.instance, time.Now().Add(r.lim.CloseTimeout))
 	}
-	if killed > 0 {
-		r.log.Info("killed processes no session claimed", "count", killed)
+	r.killDescendants()
+}
+
+// killDescendants kills whatever is still below this process once every session is closed (an
+// escapee whose marker was scrubbed, in process containment): nothing may outlive us.
+func (r *Reaper) killDescendants() {
+	if killed := r.killer.descendants(r.pid); len(killed) > 0 {
+		r.log.Info("killed processes no session claimed", "count", len(killed), "processes", killed)
 	}
 }
 
@@ -284,7 +325,7 @@ func (r *Reaper) dropInstance() error {
 	if r.instance == nil {
 		return nil
 	}
-	left, err := r.killSlice(r.instance, time.Now().Add(r.lim.CloseTimeout))
+	left, err := r.killer.slice(r.instance, time.Now().Add(r.lim.CloseTimeout))
 	if err != nil {
 		return err
 	}

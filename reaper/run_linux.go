@@ -151,7 +151,9 @@ func (s *Session) result(t *task, notice string) Result {
 				res.Leftover = len(pids)
 			}
 		} else {
-			res.Leftover = len(proc.NewWalker().Orphans(s.r.self, EnvTask+"="+t.id))
+			left := proc.NewWalker().Orphans(s.r.pid, EnvTask+"="+t.id)
+			s.rememberProcs(left)
+			res.Leftover = len(left)
 		}
 	}
 	return res

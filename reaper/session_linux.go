@@ -51,6 +51,9 @@ type Session struct {
 	leaves  int             // leaves created so far, for their names
 	tasks   map[string]*task
 	recent  map[string]string // foreground commands by task id, to name their leftovers in List
+	pumps   map[*pump]bool    // every task's output pump still running, pruned tasks' too: Close stops them all
+	ran     bool              // a task was started; in process containment Close walks /proc even when none is kept
+	known   map[int]uint64    // process containment: processes seen in the session (pid -> start time), which seed Close's walk
 	closing bool
 
 	// Set by the teardown before done is closed; read only after.
@@ -93,10 +96,18 @@ func (s *Session) start(command, description string, background bool) (*task, st
 		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 	}
 	s.tasks[t.id] = t
+	s.ran = true
+	if s.pumps == nil {
+		s.pumps = make(map[*pump]bool)
+	}
+	s.pumps[t.pump] = true
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		t.pump.run()
+		s.mu.Lock()
+		delete(s.pumps, t.pump)
+		s.mu.Unlock()
 	}()
 	go s.watch(t, sp)
 	return t, notice, nil
@@ -290,7 +301,7 @@ func (s *Session) processes(t *task) []int {
 		return pids
 	}
 	found, _ := proc.NewWalker().Find(proc.Query{
-		Self: s.r.self, Seeds: map[int]uint64{t.pid: t.start}, Skip: s.r.kids.registered(), Marker: EnvTask + "=" + t.id,
+		Self: s.r.pid, Seeds: map[int]uint64{t.pid: t.start}, Skip: s.r.kids.registered(), Marker: EnvTask + "=" + t.id,
 	})
 	pids := make([]int, len(found))
 	for i, p := range found {
@@ -330,6 +341,37 @@ func (s *Session) prune() {
 
 // maxRecent bounds the foreground commands remembered to name leftovers in process containment.
 const maxRecent = 64
+
+// maxKnown bounds the processes a session remembers in process containment.
+const maxKnown = 4096
+
+// rememberProcs records processes seen in the session (process containment), so that Close's walk
+// starts from them even if they have cleared their marker since. When the record is full, processes
+// that have exited make room; past that, the newest are not recorded (the marker still finds them).
+func (s *Session) rememberProcs(ps []proc.Stat) {
+	if len(ps) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.known == nil {
+		s.known = make(map[int]uint64)
+	}
+	if len(s.known)+len(ps) > maxKnown {
+		w := proc.NewWalker()
+		for pid, start := range s.known {
+			if st, ok := w.Stat(pid); !ok || st.Start != start || st.Dead() {
+				delete(s.known, pid)
+			}
+		}
+	}
+	for _, p := range ps {
+		if len(s.known) >= maxKnown {
+			return
+		}
+		s.known[p.Pid] = p.Start
+	}
+}
 
 func (s *Session) rememberLocked(t *task) {
 	if s.recent == nil {
@@ -385,10 +427,16 @@ func (s *Session) teardown(ctx context.Context) {
 			sc.groups = append(sc.groups, t)
 		}
 	}
+	for pid, start := range s.known {
+		sc.seeds[pid] = start
+	}
+	ran := s.ran
 	s.mu.Unlock()
 
 	var errs []error
-	if sc.slice != nil || s.r.root == nil && len(tasks) > 0 {
+	// In process containment the walk runs even when no task is kept: finished tasks are cleared,
+	// but what they left (a setsid child, say) is found by its marker or as a known process.
+	if sc.slice != nil || s.r.root == nil && ran {
 		rep, err := s.r.terminate(ctx, sc)
 		s.rep = rep
 		if err != nil {
@@ -413,7 +461,7 @@ func (s *Session) teardown(ctx context.Context) {
 }
 
 // releaseTasks waits, boundedly, for the watchers of the tasks' main processes (every one is dead or
-// listed as remaining), then lets go of whatever will not exit and stops the output pumps.
+// listed as remaining), then lets go of whatever will not exit and stops every output pump.
 func (s *Session) releaseTasks(tasks []*task) {
 	deadline := time.NewTimer(s.r.lim.CloseTimeout)
 	defer deadline.Stop()
@@ -424,8 +472,16 @@ func (s *Session) releaseTasks(tasks []*task) {
 		}
 	}
 	close(s.abandon)
-	for _, t := range tasks {
-		t.pump.abort()
+	// Every pump still running, also those of tasks already cleared: a process that survived its
+	// kill (in D state) may hold a pipe open.
+	s.mu.Lock()
+	pumps := make([]*pump, 0, len(s.pumps))
+	for p := range s.pumps {
+		pumps = append(pumps, p)
+	}
+	s.mu.Unlock()
+	for _, p := range pumps {
+		p.abort()
 	}
 	s.wg.Wait()
 }

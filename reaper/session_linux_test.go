@@ -465,3 +465,29 @@ func TestPlainShWorks(t *testing.T) {
 		t.Errorf("with /bin/sh: %+v", res)
 	}
 }
+
+// TestCloseReturnsWhileAPipeIsHeld: in process containment a process that clears its environment and
+// leaves its parent cannot be attributed to its session, and may keep a finished command's output
+// pipe open. The session's Close must still return (it once waited for that pipe forever); the process
+// dies when the Reaper closes.
+func TestCloseReturnsWhileAPipeIsHeld(t *testing.T) {
+	r := newTestReaper(t, ContainProcess, Options{})
+	s := newTestSession(t, r, SessionOptions{})
+	res := run(t, s, `env -i /bin/sh -c '/bin/sleep 1000 & echo $!'`)
+	left := testutil.PidsIn(t, res.Output)
+	run(t, s, "true") // clears the first command's task
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Close(context.Background())
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return while an unattributed process held a finished command's pipe")
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.AssertDead(t, left)
+}

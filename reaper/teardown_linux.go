@@ -69,7 +69,8 @@ const sweepTime = 5 * time.Second
 //  3. Hard: the slice's kill (cgroup.kill; the freezer and SIGKILL; SIGKILL sweeps), and a bounded
 //     wait for the slice to empty.
 //  4. SIGKILL to what is still alive outside the slice, and walks of /proc that kill what they find
-//     (also by marker), repeated until a pass finds nothing new.
+//     (also by marker), repeated until a pass finds nothing new; each pass waits for the processes
+//     the previous one killed to exit, so that nothing they forked as they died is missed.
 //  5. A bounded wait for those processes to exit; what is left is reported.
 func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 	t := &teardown{
@@ -128,7 +129,7 @@ func (t *teardown) findEscaped() {
 		marker = ""
 	}
 	found, err := t.w.Find(proc.Query{
-		Self: t.r.self, Seeds: t.sc.seeds, Trusted: trusted, Known: trusted, Skip: t.skip, Marker: marker,
+		Self: t.r.pid, Seeds: t.sc.seeds, Trusted: trusted, Known: trusted, Skip: t.skip, Marker: marker,
 	})
 	if err != nil {
 		t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
@@ -184,7 +185,7 @@ func (t *teardown) killSlice() {
 			return
 		}
 	}
-	left, err := t.r.killSlice(s, time.Now().Add(t.r.lim.CloseTimeout))
+	left, err := t.r.killer.slice(s, time.Now().Add(t.r.lim.CloseTimeout))
 	if err != nil {
 		t.errs = append(t.errs, err)
 	}
@@ -223,7 +224,10 @@ func (t *teardown) killEscaped() {
 	for pass := 0; pass < maxWalkPasses; pass++ {
 		t.signalFailed(proc.SignalAll(pending, unix.SIGKILL))
 		t.rep.Killed += len(pending)
-		more, err := t.w.Find(proc.Query{Self: t.r.self, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.marker})
+		// Only a process that has exited can no longer fork: wait for these before walking again,
+		// or a child forked as one of them died could be born after the walk and outlive it.
+		t.w.WaitGone(context.Background(), pending, time.Now().Add(t.r.lim.CloseTimeout))
+		more, err := t.w.Find(proc.Query{Self: t.r.pid, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.marker})
 		if err != nil {
 			t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
 			break
@@ -254,9 +258,9 @@ func (t *teardown) await() {
 }
 
 // sweep signals every process of the scope's slice not yet in signalled, re-reading the slice until a
-// pass finds no new pid or the deadline passes (see Reaper.sweep).
+// pass finds no new pid or the deadline passes (see killer.sweep).
 func (t *teardown) sweep(sig unix.Signal, signalled map[int]bool, deadline time.Time) {
-	if err := t.r.sweep(t.sc.slice, sig, signalled, deadline); err != nil {
+	if err := t.r.killer.sweep(t.sc.slice, sig, signalled, deadline); err != nil {
 		t.errs = append(t.errs, err)
 	}
 }
@@ -269,98 +273,5 @@ func (t *teardown) signalFailed(err error) {
 	}
 }
 
-// killSlice kills every process in s with the strongest method the kernel offers and waits, until
-// deadline, for the slice to empty. It returns the pids still in it then.
-//
-// cgroup.kill reaches everything in one write, including what forks while it runs. Without it (a
-// kernel before 5.14, or a threaded cgroup) the slice is frozen so that nothing can fork, every
-// process is sent SIGKILL and the slice thawed; without a freezer too, SIGKILL sweeps re-read the
-// slice until no new pid appears.
-func (r *Reaper) killSlice(s *cgroup.Slice, deadline time.Time) ([]int, error) {
-	var errs []error
-	method := r.killMethod
-	if method == cgroup.KillFile {
-		err := s.Kill()
-		if errors.Is(err, errors.ErrUnsupported) {
-			method = cgroup.KillFreeze
-		} else if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if method == cgroup.KillFreeze {
-		// Frozen processes cannot fork, so one sweep finds them all. A process in D state may delay
-		// "frozen 1"; do not wait long for it, the SIGKILLs are queued either way.
-		_, err := s.Freeze(time.Now().Add(time.Second))
-		switch {
-		case errors.Is(err, errors.ErrUnsupported):
-			method = cgroup.KillSignal
-		case err != nil:
-			errs = append(errs, err)
-			method = cgroup.KillSignal
-		default:
-			errs = append(errs, r.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)), s.Thaw())
-		}
-	}
-	if method == cgroup.KillSignal {
-		errs = append(errs, r.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
-	}
-	empty, err := s.WaitEmpty(context.Background(), deadline)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	var left []int
-	if !empty {
-		left, _ = s.Pids()
-	}
-	return left, errors.Join(errs...)
-}
-
-// sweep signals every process in s that is not yet in signalled, re-reading the slice until a pass
-// finds no new pid or the deadline passes, and records what it signalled. After SIGTERM it also sends
-// SIGCONT, so that stopped processes can act on the SIGTERM. Each pid is pinned with a pidfd before the
-// slice is read again: a pid still listed then is the process the pidfd refers to, never a recycled
-// one. Failures to signal are logged.
-func (r *Reaper) sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, deadline time.Time) error {
-	for {
-		pids, err := s.Pids()
-		if err != nil {
-			return err
-		}
-		fresh := pids[:0]
-		for _, p := range pids {
-			if !signalled[p] {
-				fresh = append(fresh, p)
-			}
-		}
-		if len(fresh) == 0 {
-			return nil
-		}
-		hs := proc.Open(fresh)
-		now, err := s.Pids()
-		if err != nil {
-			proc.CloseAll(hs)
-			return err
-		}
-		member := make(map[int]bool, len(now))
-		for _, p := range now {
-			member[p] = true
-		}
-		for _, h := range hs {
-			signalled[h.Pid] = true
-			if !member[h.Pid] {
-				continue
-			}
-			err := h.Signal(sig)
-			if err == nil && sig == unix.SIGTERM {
-				err = h.Signal(unix.SIGCONT)
-			}
-			if err != nil {
-				r.log.Warn("signal failed", "cgroup", s.Path(), "error", err)
-			}
-		}
-		proc.CloseAll(hs)
-		if time.Now().After(deadline) {
-			return nil
-		}
-	}
-}
+// Proc describes a process in reports: what outlived a kill, what a dead instance left.
+type Proc = proc.Proc

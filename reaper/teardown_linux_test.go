@@ -36,10 +36,10 @@ func TestKillMethods(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestReaper(t, ContainCgroup, Options{Grace: tc.grace})
-			if tc.method > r.killMethod {
-				t.Skipf("skipped: this kernel offers %v, not %v", r.killMethod, tc.method)
+			if tc.method > r.killer.method {
+				t.Skipf("skipped: this kernel offers %v, not %v", r.killer.method, tc.method)
 			}
-			r.killMethod = tc.method
+			r.killer.method = tc.method
 			s := newTestSession(t, r, SessionOptions{})
 			left := testutil.PidsIn(t, run(t, s, zoo(t.TempDir())).Output)
 			if len(left) != 6 {
@@ -98,7 +98,7 @@ sh -c 'kill -STOP $$; exec sleep 1000' & echo $!`).Output)
 // or not.
 func TestFrozenSliceDies(t *testing.T) {
 	r := newTestReaper(t, ContainCgroup, Options{Grace: 100 * time.Millisecond})
-	if r.killMethod < cgroup.KillFreeze {
+	if r.killer.method < cgroup.KillFreeze {
 		t.Skip("skipped: no cgroup v2 freezer here")
 	}
 	s := newTestSession(t, r, SessionOptions{})

@@ -1,0 +1,297 @@
+package reaper
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
+	"golang.org/x/sys/unix"
+)
+
+// The environment of a guarded server: the guard's pid, and the descriptor on which the server
+// announces its Instance (Options.Announce). The server's caller reads them (see GuardedBy); they
+// start with REAPER_, so tasks never inherit them.
+const (
+	EnvGuardPid = "REAPER_GUARD_PID"
+	EnvGuardFD  = "REAPER_GUARD_FD"
+)
+
+// GuardSignal is the signal a guarded server receives when its guard dies (its parent-death
+// signal). The server tells it apart from an ordinary SIGTERM because its parent is no longer the
+// guard (see GuardLink.Gone).
+const GuardSignal = syscall.SIGTERM
+
+// GuardOptions configures StartGuard.
+type GuardOptions struct {
+	// Argv is the server's command line: usually this program with its arguments. Argv[0] is shown
+	// in listings; the program run is Path.
+	Argv []string
+	// Path is the program to run; empty means this program (or /proc/self/exe, where the binary was
+	// replaced on disk since it started).
+	Path string
+	// Env is the server's environment, to which EnvGuardPid and EnvGuardFD are added. Nil means this
+	// process's.
+	Env []string
+	// Setsid starts the server in a session of its own, so that a signal to the guard's process
+	// group (a terminal's Ctrl-C, a CI runner killing a job's group) does not reach it: the guard
+	// forwards what it receives, and if the guard is killed the server learns it from GuardSignal.
+	Setsid bool
+	// CloseTimeout bounds each wait for killed processes to disappear; zero means
+	// DefaultCloseTimeout.
+	CloseTimeout time.Duration
+	// Logger receives what the guard cleans up. Nil discards.
+	Logger *slog.Logger
+}
+
+// A Guard is the parent of a server that holds sessions (reaper serve, reaper run). The pid that
+// clients, orchestrators and terminals know is the guard's: it forwards their signals, and when the
+// server ends, by any cause (an orderly exit, SIGKILL, an OOM kill, a crash), it kills whatever the
+// server left and removes its slices before it exits itself. Because the guard is the server's
+// parent and a child subreaper, everything the server started comes to the guard when the server
+// dies, whatever it did to its cgroup, its environment or its parent chain: the guard kills every
+// descendant it has. If the guard dies first, the server receives GuardSignal and tears everything
+// down at once. Killing both at the same moment (a node killing a whole group) leaves the cleanup to
+// the next instance's Sweep, or to `reaper sweep`.
+//
+// The guard holds no session, runs no command and speaks no protocol: it only waits. It learns what
+// the server holds from the Instance the server announces on a pipe only the two of them have, so no
+// task can forge a message to it.
+type Guard struct {
+	opts GuardOptions
+	log  *slog.Logger
+	kids *children
+	pid  int
+	// exited receives the server's exit status.
+	exited <-chan exitStatus
+	// read is closed when the announcement reader has returned; inst is set before.
+	read chan struct{}
+	inst Instance
+
+	// mu guards the field that follows.
+	mu    sync.Mutex
+	pidfd int // the server's, until Wait has seen it exit; -1 after
+}
+
+// GuardResult is how the server ended and what the guard cleaned up after it.
+type GuardResult struct {
+	// Code is the server's exit status, or 128+n if it died of signal n.
+	Code int
+	// Signal is the signal the server died of, or 0.
+	Signal syscall.Signal
+	// Instance is what the server announced (empty if it died before it could).
+	Instance Instance
+	// Killed are the processes the server left running, which the guard killed.
+	Killed []proc.Proc
+	// Err says what could not be cleaned up.
+	Err error
+}
+
+// StartGuard makes this process a child subreaper and starts the server as its child, with
+// GuardSignal as its parent-death signal. The kernel sends a parent-death signal when the thread that
+// forked the child exits, not the process, so StartGuard locks the calling goroutine to its thread for
+// good: call it from the main goroutine. A process may hold either a Guard or a Reaper (each runs the
+// process's one wait4 loop), not both.
+func StartGuard(opts GuardOptions) (*Guard, error) {
+	if len(opts.Argv) == 0 {
+		return nil, errors.New("guard: no server command line")
+	}
+	if !active.CompareAndSwap(false, true) {
+		return nil, errors.New("guard: a Reaper or Guard is active in this process (there is one child table)")
+	}
+	g, err := startGuard(opts)
+	if err != nil {
+		active.Store(false)
+		return nil, err
+	}
+	return g, nil
+}
+
+func startGuard(opts GuardOptions) (*Guard, error) {
+	runtime.LockOSThread() // never unlocked: the server's parent-death signal follows this thread
+	if opts.Path == "" {
+		opts.Path = selfPath()
+	}
+	if opts.CloseTimeout <= 0 {
+		opts.CloseTimeout = DefaultCloseTimeout
+	}
+	g := &Guard{opts: opts, log: opts.Logger, pidfd: -1, read: make(chan struct{})}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("guard: become child subreaper: %w", err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("guard: %w", err)
+	}
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append(env[:len(env):len(env)], EnvGuardPid+"="+strconv.Itoa(os.Getpid()), EnvGuardFD+"=3")
+	attr := &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{stdFD(0), stdFD(1), stdFD(2), pw.Fd()},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: GuardSignal, Setsid: opts.Setsid, PidFD: &g.pidfd},
+	}
+	g.kids = newChildren()
+	g.pid, g.exited, err = g.kids.start(func() (int, error) { return syscall.ForkExec(opts.Path, opts.Argv, attr) })
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		g.kids.close(nil)
+		return nil, fmt.Errorf("guard: start %s: %w", opts.Argv[0], err)
+	}
+	go g.readAnnouncements(pr)
+	return g, nil
+}
+
+// selfPath returns the path of this program, or /proc/self/exe when that path no longer holds it (the
+// binary was replaced on disk by an upgrade): executing /proc/self/exe works even then, but the server
+// would be listed under the name "exe".
+func selfPath() string {
+	p, err := os.Executable()
+	if err != nil {
+		return "/proc/self/exe"
+	}
+	var a, b unix.Stat_t
+	if unix.Stat(p, &a) != nil || unix.Stat("/proc/self/exe", &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+		return "/proc/self/exe"
+	}
+	return p
+}
+
+// stdFD returns fd if it is open, and "closed" for the child otherwise (a guard started with a
+// standard descriptor closed must not fail to start its server).
+func stdFD(fd int) uintptr {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		return ^uintptr(0)
+	}
+	return uintptr(fd)
+}
+
+// readAnnouncements keeps the last Instance the server announces, until the server's end closes the
+// pipe.
+func (g *Guard) readAnnouncements(r *os.File) {
+	defer close(g.read)
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var in Instance
+		if err := json.Unmarshal(sc.Bytes(), &in); err == nil {
+			g.inst = in
+		}
+	}
+}
+
+// Pid returns the server's pid.
+func (g *Guard) Pid() int { return g.pid }
+
+// Signal forwards sig to the server. Once the server has exited it does nothing: the signal goes
+// through a pidfd, never to a pid that may have been reused.
+func (g *Guard) Signal(sig syscall.Signal) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pidfd < 0 {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(g.pidfd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("guard: forward %v to pid %d: %w", sig, g.pid, err)
+	}
+	return nil
+}
+
+// Wait waits for the server to end, then kills whatever it left: the processes in its instance's
+// slice, and every descendant of this process (what the server left behind comes here, for this
+// process is their subreaper); then it removes the slice and the instance's state directory. It
+// returns how the server ended and what was cleaned up. Call it once.
+func (g *Guard) Wait() GuardResult {
+	st := <-g.exited
+	<-g.read
+	res := GuardResult{Code: st.code(), Instance: g.inst}
+	if st.status.Signaled() {
+		res.Signal = st.status.Signal()
+	}
+	k := killer{log: g.log, method: cgroup.KillFile, timeout: g.opts.CloseTimeout}
+	var errs []error
+	var slice *cgroup.Slice
+	if g.inst.Slice != "" {
+		if s, err := cgroup.OpenSlice(g.inst.Slice); err == nil {
+			slice = s
+			pids, _ := s.Pids()
+			for _, p := range pids {
+				res.Killed = append(res.Killed, proc.Describe(p))
+			}
+			// cgroup.kill reaches what forks while it runs; the walk below reaches what left the
+			// slice.
+			if _, err := k.slice(s, time.Now().Add(g.opts.CloseTimeout)); err != nil {
+				errs = append(errs, err)
+			}
+		} else if !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, err)
+		}
+	}
+	res.Killed = append(res.Killed, k.descendants(os.Getpid())...)
+	if slice != nil {
+		errs = append(errs, slice.Remove())
+	}
+	if d := g.inst.StateDir; d != "" && strings.HasPrefix(filepath.Base(d), instancePrefix+"r") {
+		errs = append(errs, os.RemoveAll(d))
+	}
+	res.Err = errors.Join(errs...)
+	g.mu.Lock()
+	if g.pidfd >= 0 {
+		unix.Close(g.pidfd)
+		g.pidfd = -1
+	}
+	g.mu.Unlock()
+	g.kids.close([]string{"/bin/sh", "-c", ":"})
+	active.Store(false)
+	return res
+}
+
+// GuardLink is what a guarded server knows of its guard.
+type GuardLink struct {
+	// Pid is the guard's pid; zero when the server is not guarded.
+	Pid int
+	// Announce is where the server announces its Instance (Options.Announce).
+	Announce *os.File
+}
+
+// GuardedBy reads a server's link to its guard from the values of EnvGuardPid and EnvGuardFD (the
+// caller reads the environment). It makes the announcement descriptor close-on-exec, so that no task
+// inherits it, and fails if the guard is already gone (it died before the server could take its
+// parent-death signal). Empty values mean the server is not guarded.
+func GuardedBy(pid, fd string) (GuardLink, error) {
+	if pid == "" {
+		return GuardLink{}, nil
+	}
+	p, err1 := strconv.Atoi(pid)
+	f, err2 := strconv.Atoi(fd)
+	if err1 != nil || err2 != nil || p <= 0 || f < 3 {
+		return GuardLink{}, fmt.Errorf("bad guard link %s=%q %s=%q", EnvGuardPid, pid, EnvGuardFD, fd)
+	}
+	unix.CloseOnExec(f)
+	l := GuardLink{Pid: p, Announce: os.NewFile(uintptr(f), "guard")}
+	if l.Gone() {
+		l.Announce.Close()
+		return GuardLink{}, fmt.Errorf("the guard (pid %d) is gone", p)
+	}
+	return l, nil
+}
+
+// Gone reports whether a guarded server's guard has died: its parent is no longer the guard.
+func (l GuardLink) Gone() bool { return l.Pid > 0 && os.Getppid() != l.Pid }
