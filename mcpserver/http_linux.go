@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -80,21 +81,27 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 		next.ServeHTTP(w, r)
 		return
 	}
+	s.mu.Lock()
+	st := s.byID[id]
+	opened := st != nil && st.rs != nil
+	var owner, why string
+	if st != nil {
+		owner, why = st.owner, st.why
+	}
+	s.mu.Unlock()
+	if opened && owner != identity(r) {
+		http.Error(w, "session belongs to another identity", http.StatusForbidden)
+		return
+	}
+	if why != "" {
+		// Its processes are being killed; the SDK forgets it once they are dead.
+		http.Error(w, "session has ended ("+why+")", http.StatusNotFound)
+		return
+	}
 	if r.Method == http.MethodDelete {
-		s.mu.Lock()
-		st := s.byID[id]
-		opened := st != nil && st.rs != nil
-		owner := ""
-		if st != nil {
-			owner = st.owner
-		}
-		s.mu.Unlock()
-		if opened {
-			if owner != identity(r) {
-				http.Error(w, "session belongs to another identity", http.StatusForbidden)
-				return
-			}
-			s.teardown(context.Background(), st, "client DELETE")
+		if opened && !s.delete(st) {
+			w.WriteHeader(http.StatusNoContent)
+			return
 		}
 		next.ServeHTTP(w, r) // the SDK closes the MCP session and answers
 		return
@@ -109,6 +116,38 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 	done := s.begin(id, r.Context())
 	defer done()
 	next.ServeHTTP(w, r)
+}
+
+// deleteWait is how long a DELETE waits for its session's processes to die before it is answered
+// anyway; the teardown goes on. A client's Close must not time out because a task ignores SIGTERM.
+const deleteWait = 500 * time.Millisecond
+
+// delete ends st for a DELETE and reports whether the teardown finished within deleteWait, so that
+// the SDK may close the MCP session and answer. If it did not, the caller answers the DELETE, and
+// the teardown goes on and closes the MCP session itself when it is done.
+func (s *Server) delete(st *session) bool {
+	// Whichever of this handler and the teardown gets here second learns from answered that the
+	// other came first.
+	var answered atomic.Bool
+	s.mu.Lock()
+	if !s.closing { // while closing, Close ends every session and closes them all
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.teardown(context.Background(), st, "client DELETE")
+			if !answered.CompareAndSwap(false, true) {
+				s.end(context.Background(), st, "client DELETE") // closes the MCP session
+			}
+		}()
+	}
+	s.mu.Unlock()
+	timer := time.NewTimer(deleteWait)
+	defer timer.Stop()
+	select {
+	case <-st.ended:
+	case <-timer.C:
+	}
+	return !answered.CompareAndSwap(false, true)
 }
 
 // touch records activity of session id, if it is known.

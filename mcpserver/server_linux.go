@@ -16,6 +16,12 @@ import (
 // DefaultIdleTimeout ends an HTTP session that has had no request for this long.
 const DefaultIdleTimeout = 10 * time.Minute
 
+// StdioCloseGrace caps the grace period of a session whose stdio client closed the connection. MCP
+// clients end a stdio server by closing its input, then send SIGTERM if it has not exited "within a
+// reasonable time" and SIGKILL after that; the TypeScript SDK waits 2 s before SIGTERM. With the grace
+// capped at a second, reaper has torn everything down and exited before that SIGTERM comes.
+const StdioCloseGrace = time.Second
+
 // Options configures a Server. Reaper is required; the zero value of every other field is a
 // documented default.
 type Options struct {
@@ -55,7 +61,9 @@ type Server struct {
 	sessions map[*mcp.ServerSession]*session
 	// byID indexes HTTP sessions by Mcp-Session-Id: the same sessions, and records of requests in
 	// flight for ids that have no session yet (for the idle lease; dropped when they end).
-	byID    map[string]*session
+	byID map[string]*session
+	// hurry cancels the teardowns under way (see Hurry).
+	hurry   map[*session]context.CancelFunc
 	closing bool
 }
 
@@ -74,6 +82,7 @@ func New(opts Options) (*Server, error) {
 		opts: opts, log: opts.Logger,
 		sessions: make(map[*mcp.ServerSession]*session),
 		byID:     make(map[string]*session),
+		hurry:    make(map[*session]context.CancelFunc),
 	}
 	lim := opts.Reaper.Limits()
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: opts.Version}, &mcp.ServerOptions{
@@ -170,8 +179,20 @@ func (s *Server) open(st *session) error {
 func (s *Server) watch(st *session) {
 	defer s.wg.Done()
 	st.ss.Wait()
-	s.end(context.Background(), st, "connection closed")
+	s.connectionClosed(st)
 	s.forget(st)
+}
+
+// connectionClosed ends a session whose connection closed. A stdio client that closed it is on its
+// way to killing this process (see StdioCloseGrace), so the grace period is capped.
+func (s *Server) connectionClosed(st *session) {
+	ctx := context.Background()
+	if st.id == "" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, StdioCloseGrace)
+		defer cancel()
+	}
+	s.end(ctx, st, "connection closed")
 }
 
 // forget drops st from the index.
@@ -210,9 +231,17 @@ func (s *Server) end(ctx context.Context, st *session, reason string) error {
 func (s *Server) teardown(ctx context.Context, st *session, reason string) error {
 	st.once.Do(func() {
 		defer close(st.ended)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		s.mu.Lock()
 		st.why = reason
+		s.hurry[st] = cancel
 		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.hurry, st)
+			s.mu.Unlock()
+		}()
 		close(st.ending)
 		rep, err := st.rs.Close(ctx)
 		st.err = err
@@ -233,6 +262,17 @@ func (s *Server) teardown(ctx context.Context, st *session, reason string) error
 	})
 	<-st.ended
 	return st.err
+}
+
+// Hurry cuts short the grace periods of the teardowns under way: their processes are killed at once.
+// Teardowns that begin later keep theirs. A shutdown signal calls it: a stdio session ending because
+// its client closed the connection, or a DELETE's teardown, then ends at once.
+func (s *Server) Hurry() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cancel := range s.hurry {
+		cancel()
+	}
 }
 
 // taskEnded tells the client that a background task ended, so that it need not poll. It is called
@@ -300,15 +340,22 @@ func (s *Server) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Run serves one connection (stdio) until the client disconnects, then ends its session. If ctx is
-// done first, every session ends (processes first) and Run returns ctx's error.
+// Run serves one connection (stdio) until the client disconnects, then ends its session, within
+// StdioCloseGrace. If ctx is done first, Run returns ctx's error at once and leaves the session to
+// Close, which the caller calls with the context its teardown should have.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	ss, err := s.mcp.Connect(ctx, t, nil)
 	if err != nil {
 		return fmt.Errorf("mcpserver: connect: %w", err)
 	}
 	waited := make(chan error, 1)
-	go func() { waited <- ss.Wait() }()
+	s.mu.Lock()
+	s.wg.Add(1) // Close waits for it: it returns once Close has closed the MCP session
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		waited <- ss.Wait()
+	}()
 	select {
 	case err := <-waited:
 		s.mu.Lock()
@@ -316,12 +363,10 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 		opened := st != nil && st.rs != nil
 		s.mu.Unlock()
 		if opened {
-			s.end(context.Background(), st, "connection closed")
+			s.connectionClosed(st)
 		}
 		return err
 	case <-ctx.Done():
-		s.Close(context.Background())
-		<-waited
 		return ctx.Err()
 	}
 }
