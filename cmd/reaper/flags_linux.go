@@ -31,6 +31,7 @@ type serveConfig struct {
 	maxTasks    int
 	containment string
 	cgroupRoot  string
+	stateDir    string
 }
 
 const serveUsage = `Usage: reaper serve [flags]
@@ -64,6 +65,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created (default: a child \"reaper\" of reaper's own cgroup)")
+	stateDirFlag(fs, &c.stateDir)
 
 	if err := fs.Parse(normalizeHTTPFlag(args)); err != nil {
 		return c, err
@@ -71,19 +73,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "REAPER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && !set[f.Name] && envErr == nil {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return c, envErr
+	if err := setFromEnv(fs, getenv); err != nil {
+		return c, err
 	}
 	if c.http == "true" { // REAPER_HTTP=true, or the flag's bare form after normalising
 		c.http = defaultHTTPAddr
@@ -100,6 +91,28 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, err
 	}
 	return c, nil
+}
+
+// stateDirFlag defines --state-dir, which serve and sweep share.
+func stateDirFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "state-dir", "", "`directory` for instances' state (default: $XDG_RUNTIME_DIR or /dev/shm where writable, else the temporary directory); instances that share a cgroup root should share it, so that one sweeps up after another that died")
+}
+
+// setFromEnv sets every flag of fs not given on the command line from REAPER_<NAME> in the
+// environment (--idle-timeout from REAPER_IDLE_TIMEOUT).
+func setFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "REAPER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" && !set[f.Name] && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
+			}
+		}
+	})
+	return envErr
 }
 
 // normalizeHTTPFlag lets --http take its address as the next argument or stand alone: "--http ADDR"

@@ -20,6 +20,7 @@ including those that escaped with setsid, double forks or nohup.
 
 Usage:
   reaper serve [flags]   serve MCP over stdio, or Streamable HTTP with --http [ADDR]
+  reaper sweep [flags]   kill and remove what dead reaper instances left
   reaper version         print the version
   reaper help            print this help
 
@@ -45,6 +46,8 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 		return 0
 	case "serve":
 		return serve(args[1:], getenv, stdin, stdout, stderr)
+	case "sweep":
+		return sweep(args[1:], getenv, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "reaper: unknown command %q\n\n%s", args[0], usage)
 	return 2

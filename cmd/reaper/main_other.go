@@ -12,3 +12,8 @@ func serve(_ []string, _ func(string) string, _ io.Reader, _, stderr io.Writer) 
 	fmt.Fprintln(stderr, "reaper serve: reaper runs only on Linux")
 	return 1
 }
+
+func sweep(_ []string, _ func(string) string, _, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "reaper sweep: reaper runs only on Linux")
+	return 1
+}

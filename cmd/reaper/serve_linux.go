@@ -9,9 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
@@ -20,8 +17,21 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// serve runs the serve command and returns the process's exit status.
+// serve runs the serve command and returns the process's exit status. Started by a user, it is the
+// guard (see guard); started by the guard, it is the server.
 func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	closeOnExec()
+	if getenv(reaper.EnvGuardPid) == "" {
+		return guard("serve", args, stderr)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	link, err := reaper.GuardedBy(getenv(reaper.EnvGuardPid), getenv(reaper.EnvGuardFD))
+	sig := watchSignals(log, link)
+	defer sig.stop()
+	if err != nil {
+		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+		return 1
+	}
 	c, err := parseServe(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -30,7 +40,6 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	tokens, err := c.tokens()
 	if err != nil {
 		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
@@ -40,7 +49,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	if status != 0 {
 		return status
 	}
-	r, srv, err := newServer(c, log)
+	r, srv, err := newServer(c, link, log)
 	if err != nil {
 		if ln != nil {
 			ln.Close()
@@ -48,8 +57,8 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
 		return 1
 	}
-	sig := watchSignals(log)
-	defer sig.stop()
+	sig.onSignal(srv.Hurry)
+	defer sig.watchdog(r, log)()
 	if ln == nil {
 		log.Info("reaper serving MCP over stdio", "containment", r.Containment().String(), "version", versionString())
 		err := srv.Run(sig.serving, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -88,17 +97,24 @@ func listen(c serveConfig, tokens map[string]string, stderr io.Writer) (net.List
 	return ln, 0
 }
 
-// newServer creates the Reaper and the MCP server on top of it.
-func newServer(c serveConfig, log *slog.Logger) (*reaper.Reaper, *mcpserver.Server, error) {
+// newServer creates the Reaper and the MCP server on top of it. The Reaper announces itself to the
+// guard, if there is one.
+func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger) (*reaper.Reaper, *mcpserver.Server, error) {
 	containment, _ := reaper.ParseContainment(c.containment)
-	r, err := reaper.New(reaper.Options{
+	opts := reaper.Options{
 		Containment:       containment,
 		Cgroup:            cgroup.Options{Root: c.cgroupRoot},
+		StateDir:          c.stateDir,
 		Grace:             graceOption(c.grace),
 		BackgroundTimeout: c.bgTimeout,
 		MaxTasks:          c.maxTasks,
 		Logger:            log,
-	})
+	}
+	if link.Announce != nil {
+		opts.Announce = link.Announce
+		defer link.Announce.Close()
+	}
+	r, err := reaper.New(opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -114,49 +130,6 @@ func newServer(c serveConfig, log *slog.Logger) (*reaper.Reaper, *mcpserver.Serv
 		return nil, nil, err
 	}
 	return r, srv, nil
-}
-
-// signals turns shutdown signals into two contexts: the first signal cancels serving (sessions are
-// torn down gracefully: SIGTERM, grace, kill); a second one cancels hurry, which cuts the grace
-// periods short.
-type signals struct {
-	serving     context.Context
-	stopServing context.CancelFunc
-	hurry       context.Context
-	cancelHurry context.CancelFunc
-	ch          chan os.Signal
-	done        chan struct{} // closed when the watching goroutine has returned
-}
-
-func watchSignals(log *slog.Logger) *signals {
-	s := &signals{ch: make(chan os.Signal, 2), done: make(chan struct{})}
-	s.serving, s.stopServing = context.WithCancel(context.Background())
-	s.hurry, s.cancelHurry = context.WithCancel(context.Background())
-	signal.Notify(s.ch, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		defer close(s.done)
-		select {
-		case sig := <-s.ch:
-			log.Info("shutting down: every session's processes are being killed", "signal", sig.String())
-			s.stopServing()
-		case <-s.serving.Done():
-		}
-		select {
-		case sig := <-s.ch:
-			log.Warn("second signal: killing without waiting for the grace period", "signal", sig.String())
-			s.cancelHurry()
-		case <-s.hurry.Done():
-		}
-	}()
-	return s
-}
-
-// stop ends the watch and waits for its goroutine.
-func (s *signals) stop() {
-	signal.Stop(s.ch)
-	s.stopServing()
-	s.cancelHurry()
-	<-s.done
 }
 
 // serveHTTP serves until the first shutdown signal or a listener failure, then ends every session

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cgreaper/reaper/reaper"
+)
+
+// shutdownSignals end reaper in order: every session is torn down (SIGTERM, grace, kill), then reaper
+// exits; a second one cuts the grace periods short. The faults among them count only when sent by
+// kill(2): a real fault still crashes the program, and the guard cleans up after it.
+var shutdownSignals = []os.Signal{
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGPWR, syscall.SIGXCPU,
+	syscall.SIGABRT, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV, syscall.SIGSYS, syscall.SIGTRAP,
+}
+
+// ignoredSignals would end reaper by their default action, and mean nothing to it. SIGPIPE above all:
+// a write to a closed stdout or stderr then fails with EPIPE instead of killing the program (a closed
+// stdout over stdio ends the session as a closed connection does). Handled, not ignored: a handled
+// signal is reset to its default in the programs reaper starts, so tasks see SIGPIPE as usual.
+var ignoredSignals = []os.Signal{
+	syscall.SIGPIPE, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGIO,
+	syscall.SIGSTKFLT, syscall.SIGXFSZ,
+}
+
+// signals turns shutdown signals into two contexts: the first signal cancels serving (sessions are
+// torn down gracefully) and cuts short the teardowns already under way (a stdio session whose client
+// closed it, a DELETE); a second one cancels hurry, which cuts every grace period short. When the
+// guard dies, both are cancelled at once: reaper must be gone within a second.
+type signals struct {
+	guardGone   chan struct{} // closed when the guard has died
+	serving     context.Context
+	stopServing context.CancelFunc
+	hurry       context.Context
+	cancelHurry context.CancelFunc
+	ch          chan os.Signal
+	done        chan struct{} // closed when the watching goroutine has returned
+
+	// mu guards the field that follows.
+	mu       sync.Mutex
+	underWay func() // cuts short the teardowns under way; nil until there is a server
+}
+
+// watchSignals starts watching every signal that would end reaper by default. Call it first thing:
+// until then a log line written to a closed stderr kills the program.
+func watchSignals(log *slog.Logger, guard reaper.GuardLink) *signals {
+	s := &signals{ch: make(chan os.Signal, 8), done: make(chan struct{}), guardGone: make(chan struct{})}
+	s.serving, s.stopServing = context.WithCancel(context.Background())
+	s.hurry, s.cancelHurry = context.WithCancel(context.Background())
+	signal.Notify(s.ch, append(append([]os.Signal{}, shutdownSignals...), ignoredSignals...)...)
+	go s.watch(log, guard)
+	return s
+}
+
+// onSignal sets what cuts short the teardowns under way.
+func (s *signals) onSignal(underWay func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.underWay = underWay
+}
+
+func (s *signals) hurryUnderWay() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.underWay != nil {
+		s.underWay()
+	}
+}
+
+func (s *signals) watch(log *slog.Logger, guard reaper.GuardLink) {
+	defer close(s.done)
+	first := true
+	for {
+		var sig os.Signal
+		select {
+		case sig = <-s.ch:
+		case <-s.hurry.Done():
+			return
+		}
+		switch {
+		case isIgnored(sig):
+			if sig != syscall.SIGPIPE {
+				log.Info("signal ignored", "signal", sig.String())
+			}
+			continue
+		case sig == reaper.GuardSignal && guard.Gone():
+			log.Warn("the guard died: killing every session's processes now", "guard", guard.Pid)
+			close(s.guardGone)
+			guard = reaper.GuardLink{} // reported once
+			s.hurryUnderWay()
+			s.stopServing()
+			s.cancelHurry()
+		case first:
+			log.Info("shutting down: every session's processes are being killed", "signal", sig.String())
+			s.hurryUnderWay()
+			s.stopServing()
+			first = false
+		default:
+			log.Warn("second signal: killing without waiting for the grace period", "signal", sig.String())
+			s.hurryUnderWay()
+			s.cancelHurry()
+		}
+	}
+}
+
+func isIgnored(sig os.Signal) bool {
+	for _, s := range ignoredSignals {
+		if s == sig {
+			return true
+		}
+	}
+	return false
+}
+
+// lastResort bounds the shutdown after the guard died: if the server is still there by then (a
+// teardown is stuck), it kills everything below it and exits.
+const lastResort = 3 * time.Second
+
+// watchdog starts the last resort for r and returns the function that stops it.
+func (s *signals) watchdog(r *reaper.Reaper, log *slog.Logger) (stop func()) {
+	finished := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-s.guardGone:
+		case <-finished:
+			return
+		}
+		timer := time.NewTimer(lastResort)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			log.Error("the guard is gone and the shutdown is stuck: killing every process and exiting", "after", lastResort)
+			r.KillAll()
+			os.Exit(1)
+		case <-finished:
+		}
+	}()
+	return func() {
+		close(finished)
+		<-done
+	}
+}
+
+// stop ends the watch and waits for its goroutine.
+func (s *signals) stop() {
+	signal.Stop(s.ch)
+	s.stopServing()
+	s.cancelHurry()
+	<-s.done
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+
+	"github.com/cgreaper/reaper/reaper"
+)
+
+const sweepUsage = `Usage: reaper sweep [flags]
+
+Finds the reaper instances whose process has died (SIGKILL, an OOM kill, a crash, a machine that killed
+a whole process group) and kills and removes what they left: their slices, the processes that carry
+their marker, their state directories. Live instances are never touched. Every reaper does this when it
+starts; this command does it on demand. It looks where "reaper serve" with the same flags (and from the
+same cgroup) keeps its instances.
+
+Every flag can also be set from the environment as REAPER_<NAME>.
+
+Flags:
+`
+
+// sweep runs the sweep command and returns the process's exit status.
+func sweep(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	var cgroupRoot, stateDir, containment string
+	var dryRun, asJSON bool
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, sweepUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup the instances' slices are under (default: a child \"reaper\" of this process's cgroup)")
+	stateDirFlag(fs, &stateDir)
+	fs.StringVar(&containment, "containment", "auto", "auto or cgroup: look for slices and state directories; process: state directories only")
+	fs.BoolVar(&dryRun, "dry-run", false, "list what would be killed and removed, and do neither")
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	err := fs.Parse(args)
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err == nil {
+		err = setFromEnv(fs, getenv)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "reaper sweep: %v\n", err)
+		return 2
+	}
+	mode, err := reaper.ParseContainment(containment)
+	if err != nil {
+		fmt.Fprintf(stderr, "reaper sweep: %v\n", err)
+		return 2
+	}
+	rep, err := reaper.Sweep(reaper.SweepOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, DryRun: dryRun, NoCgroup: mode == reaper.ContainProcess})
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rep)
+	} else {
+		printSweep(stdout, rep, dryRun)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "reaper sweep: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func printSweep(w io.Writer, rep reaper.SweepReport, dryRun bool) {
+	kill, remove := "killed", "removed"
+	if dryRun {
+		kill, remove = "would kill", "would remove"
+	}
+	for _, d := range rep.Dead {
+		fmt.Fprintf(w, "dead instance %s: %s %d processes%s\n", d.Name, kill, len(d.Processes), procList(d.Processes))
+		for _, p := range []string{d.Slice, d.StateDir} {
+			if p != "" && (dryRun || d.Removed) {
+				fmt.Fprintf(w, "  %s %s\n", remove, p)
+			}
+		}
+		if d.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", d.Error)
+		}
+	}
+	for _, name := range rep.Live {
+		fmt.Fprintf(w, "live instance %s: left alone\n", name)
+	}
+	for _, path := range rep.Foreign {
+		fmt.Fprintf(w, "%s holds processes of another pid namespace: left alone\n", path)
+	}
+	if len(rep.Dead) == 0 {
+		fmt.Fprintln(w, "no dead instances")
+	}
+}
+
+// procList names processes as "sleep (pid 812, 41s)", after a colon.
+func procList(ps []reaper.Proc) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = fmt.Sprintf("%s (pid %d, %v)", p.Comm, p.Pid, p.Age.Round(time.Second))
+	}
+	return ": " + strings.Join(names, ", ")
+}
