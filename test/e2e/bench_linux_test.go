@@ -102,7 +102,7 @@ func connectCmd(b *testing.B, cmd *exec.Cmd) *mcp.ClientSession {
 	return cs
 }
 
-func waitListening(b *testing.B, addr string) {
+func waitListening(b testing.TB, addr string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if c, err := net.Dial("tcp", addr); err == nil {

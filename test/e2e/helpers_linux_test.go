@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,6 +38,9 @@ func TestMain(m *testing.M) {
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
+		// A race-built program sleeps a second at exit by default, to let other goroutines report;
+		// reaper's exit times are part of what the tests check.
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
 	build := exec.Command("go", append(args, "github.com/cgreaper/reaper/cmd/reaper")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
@@ -91,31 +93,73 @@ func (s *syncBuffer) await(want string) bool {
 	return true
 }
 
-// cgroupArgs returns --cgroup-root with a unique root when this host offers writable cgroup2 (removed
-// at cleanup), so that each test's slices are its own; elsewhere reaper falls back to process
-// containment by itself and no flag is needed.
-func cgroupArgs(t testing.TB) []string {
+// placement is where one test's reaper instances keep their slices and state: a unique cgroup root
+// (cgroup containment) and a unique state directory, so that a sweep at start-up only ever sees the
+// test's own instances.
+type placement struct {
+	root     string // empty in process containment
+	stateDir string
+}
+
+// place returns a placement for containment mode ("cgroup", "process", or "" for whatever the host
+// offers), skipping the test where cgroup containment was asked for and is impossible. Cleanup checks
+// that the instances left neither a slice nor a state directory.
+func place(t testing.TB, mode string) placement {
 	t.Helper()
+	p := placement{stateDir: t.TempDir()}
 	info := cgroup.Detect(cgroup.Options{})
-	if os.Geteuid() != 0 || !info.Usable() {
+	usable := os.Geteuid() == 0 && info.Usable()
+	switch {
+	case mode == "process":
+	case !usable && mode == "cgroup":
+		t.Skipf("skipped: cgroup containment needs root and a writable cgroup2 hierarchy: %s", info)
+	case !usable:
 		t.Logf("no writable cgroup2 here (%s): reaper runs in process containment", info)
-		return nil
+	default:
+		p.root = filepath.Join(info.Mountpoint, testutil.UniqueName("reaper-e2e-"))
 	}
-	root := filepath.Join(info.Mountpoint, "reaper-e2e-"+rand.Text()[:10])
 	t.Cleanup(func() {
-		if err := os.Remove(root); err != nil && !os.IsNotExist(err) {
-			t.Errorf("cleanup: %s: %v", root, err)
+		if entries, _ := os.ReadDir(p.stateDir); len(entries) > 0 {
+			t.Errorf("cleanup: state left in %s: %v", p.stateDir, entries)
+		}
+		if p.root == "" {
+			return
+		}
+		if err := os.Remove(p.root); err != nil && !os.IsNotExist(err) {
+			t.Errorf("cleanup: %s: %v", p.root, err)
 		}
 	})
-	return []string{"--cgroup-root", root}
+	return p
+}
+
+// args returns the flags that put an instance there.
+func (p placement) args() []string {
+	a := []string{"--state-dir", p.stateDir}
+	if p.root != "" {
+		return append(a, "--cgroup-root", p.root)
+	}
+	return append(a, "--containment", "process")
+}
+
+// cgroupArgs returns the flags of a fresh placement in whatever containment the host offers.
+func cgroupArgs(t testing.TB) []string {
+	t.Helper()
+	return place(t, "").args()
 }
 
 // startHTTP starts `reaper serve --http 127.0.0.1:PORT` with args and waits until it serves.
 func startHTTP(t testing.TB, args ...string) *reaperProc {
 	t.Helper()
+	return startHTTPWithStderr(t, nil, args...)
+}
+
+// startHTTPWithStderr is startHTTP with reaper's stderr going to f instead of a buffer the test
+// reads.
+func startHTTPWithStderr(t testing.TB, f *os.File, args ...string) *reaperProc {
+	t.Helper()
 	port := freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := start(t, append([]string{"serve", "--http", addr}, args...), nil)
+	p := start(t, append([]string{"serve", "--http", addr}, args...), nil, f)
 	p.url = "http://" + addr + "/mcp"
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -136,12 +180,16 @@ func startHTTP(t testing.TB, args ...string) *reaperProc {
 	}
 }
 
-// start runs the binary; cleanup stops it (SIGTERM, then SIGKILL) and waits for it.
-func start(t testing.TB, args []string, stdin io.Reader) *reaperProc {
+// start runs the binary, with its stderr going to f or, if f is nil, to a buffer the test reads;
+// cleanup stops it (SIGTERM, then SIGKILL) and waits for it.
+func start(t testing.TB, args []string, stdin io.Reader, f *os.File) *reaperProc {
 	t.Helper()
 	p := &reaperProc{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdin = stdin
 	p.cmd.Stderr = p.stderr
+	if f != nil {
+		p.cmd.Stderr = f
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
