@@ -409,7 +409,7 @@ func checkRootPath(mount, root string) error {
 	rel, err := filepath.Rel(mount, root)
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 		if rel == "." {
-			return fmt.Errorf("root %s: is the cgroup2 mountpoint itself; slices need a directory below it", root)
+			return fmt.Errorf("root %s is the cgroup2 mountpoint itself; slices need a directory below it", root)
 		}
 		return fmt.Errorf("root %s: not below the cgroup2 mountpoint %s", root, mount)
 	}
