@@ -187,6 +187,23 @@ func isLoopback(addr string) (bool, error) {
 	return len(ips) > 0, nil
 }
 
+// endpointURL is the MCP endpoint as the operator asked for it: the host of --http as given (0.0.0.0
+// stays 0.0.0.0, a name stays a name, where the listener would say [::]), with the port the listener
+// got (for port 0).
+func endpointURL(asked string, got net.Addr) string {
+	host, _, err := net.SplitHostPort(asked)
+	if err != nil {
+		host = asked
+	}
+	port := ""
+	if tcp, ok := got.(*net.TCPAddr); ok {
+		port = strconv.Itoa(tcp.Port)
+	} else if _, p, err := net.SplitHostPort(got.String()); err == nil {
+		port = p
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/mcp"
+}
+
 // graceOption maps the --grace flag, where 0 means SIGKILL at once, to reaper.Options.Grace, where
 // zero means the default and a negative value none.
 func graceOption(d time.Duration) time.Duration {

@@ -57,7 +57,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 			log.Error("stdio session ended with an error", "error", err)
 		}
 	} else {
-		log.Info("reaper serving MCP over Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp",
+		log.Info("reaper serving MCP over Streamable HTTP", "url", endpointURL(c.http, ln.Addr()),
 			"auth", authText(tokens), "idle_timeout", c.idleTimeout, "containment", r.Containment().String(), "version", versionString())
 		status = serveHTTP(sig, srv, ln, tokens, log)
 	}
