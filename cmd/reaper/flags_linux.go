@@ -63,7 +63,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.DurationVar(&c.bgTimeout, "bg-timeout", 0, "kill background tasks that run longer than this (0: no limit)")
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
-	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created (default: a child \"reaper\" of reaper's own cgroup)")
+	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 
 	if err := fs.Parse(normalizeHTTPFlag(args)); err != nil {
 		return c, err
