@@ -6,16 +6,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
-	"github.com/containerd/cgroups/v3"
 	"golang.org/x/sys/unix"
 )
 
-// Standard mountpoints of cgroup2.
+// Standard mountpoints of cgroup2, and where mounts are listed.
 const (
-	unifiedMount = "/sys/fs/cgroup"
-	hybridMount  = "/sys/fs/cgroup/unified"
+	unifiedMount  = "/sys/fs/cgroup"
+	hybridMount   = "/sys/fs/cgroup/unified"
+	mountinfoFile = "/proc/self/mountinfo"
 )
 
 // Mode is the layout of the host's cgroup hierarchies, as far as cgroup2 is concerned.
@@ -28,7 +29,8 @@ const (
 	Unified
 	// Hybrid means cgroup v1 controllers are at /sys/fs/cgroup and cgroup2 at /sys/fs/cgroup/unified.
 	Hybrid
-	// Mounted means cgroup2 was found at a mountpoint given in [Options.Mountpoint].
+	// Mounted means cgroup2 was found at another mountpoint: [Options.Mountpoint], or the mount
+	// holding [Options.Root].
 	Mounted
 )
 
@@ -72,26 +74,39 @@ func (k KillMethod) String() string {
 // Options configures [Detect] and [OpenRoot]. The zero value detects everything and uses a child
 // "reaper" of the process's own cgroup.
 type Options struct {
-	// Mountpoint is where cgroup2 is mounted. Empty means the standard place for the host's mode:
-	// /sys/fs/cgroup on unified hosts, /sys/fs/cgroup/unified on hybrid ones.
+	// Mountpoint is where cgroup2 is mounted. Empty means the mount holding Root, wherever it is
+	// mounted, when Root is set; otherwise the standard place for the host's mode: /sys/fs/cgroup on
+	// unified hosts, /sys/fs/cgroup/unified on hybrid ones.
 	Mountpoint string
 
-	// Root is the absolute path of the directory slices are created in; it must lie strictly below
-	// the mountpoint. Empty means a child named "reaper" of the process's own cgroup.
+	// Root is the absolute, clean path of the directory slices are created in; it must lie
+	// strictly below a cgroup2 mountpoint. It and its missing parents are created. Empty means a
+	// child named "reaper" of the process's own cgroup, as the mount shows it: slices are never
+	// created outside the own cgroup's subtree unless Root says so.
 	Root string
 
 	// Controllers lists controllers ("memory", "pids", "cpu", ...) to enable for slices so that
-	// limits can be set on them. Empty enables none. Enabling a controller in the root's parent
-	// moves this process into a leaf first (see Delegated); on the machine's true root cgroup it is
-	// refused.
+	// limits can be set on them. Empty enables none. They are enabled from the root's nearest
+	// existing ancestor down; enabling one in the process's own cgroup moves this process into a
+	// leaf first (see Delegated); on the machine's true root cgroup it is refused.
 	Controllers []string
 
-	// Delegated says that the process's own cgroup was delegated to it (systemd Delegate=yes, a
-	// container's cgroup namespace): [OpenRoot] moves this process into a leaf named "supervisor"
-	// of its cgroup, as delegated supervisors should, so that the "no internal processes" rule can
-	// never bite when controllers are enabled later. It is implied when Controllers must be enabled
-	// in the process's own cgroup. It is never done on the machine's true root cgroup.
+	// Delegated says that the process's own cgroup was delegated to it, where that cannot be
+	// detected. [OpenRoot] moves this process into a leaf named "supervisor" of its own cgroup,
+	// as delegated supervisors should, when the root lies below the own cgroup (which then becomes
+	// an inner node) and one of these holds: Delegated is set; the own cgroup is delegated as far
+	// as can be seen (it is the root of this process's cgroup namespace, as in a container, or
+	// systemd marked it with the trusted.delegate or user.delegate attribute of a Delegate=yes
+	// unit); or Controllers must be enabled in it. Then the "no internal processes" rule can
+	// never bite when controllers are enabled, by reaper or by whoever delegated the cgroup. The
+	// move is never made on the machine's true root cgroup, and never in cgroup v1.
 	Delegated bool
+
+	// Companions are processes of this program that live in its cgroup beside it (a guard, the
+	// process clients signal, whose child this is): when OpenRoot moves this process into a leaf,
+	// it moves them too, or the cgroup it leaves would still hold processes. A companion found in
+	// another cgroup stays where it is. Empty means none.
+	Companions []int
 }
 
 // Info describes what the host offers for cgroup containment. It is a value: log it, show it, compare
@@ -100,8 +115,9 @@ type Info struct {
 	Mode Mode
 	// Mountpoint is where cgroup2 is mounted; empty when Mode is Unavailable.
 	Mountpoint string
-	// Self is the process's own cgroup relative to the mountpoint ("/" for the hierarchy's root);
-	// empty when it is unknown.
+	// Self is the process's own cgroup relative to the mountpoint ("/" for the mount's top), as
+	// the mount shows it: in a cgroup namespace whose mount shows the host's hierarchy it is the
+	// host's path, not the "/" of /proc/self/cgroup. Empty when it is unknown.
 	Self string
 	// Root is the absolute path slices would be created in.
 	Root string
@@ -112,9 +128,12 @@ type Info struct {
 	Reason string
 	// Kill is the strongest kill the kernel offers for slices under Root.
 	Kill KillMethod
-	// Controllers are the controllers offered to Root by its parent (cgroup.controllers of the
-	// parent), sorted as the kernel lists them.
+	// Controllers are the controllers that can be enabled for Root: cgroup.controllers of its
+	// parent or, before that exists, of its nearest existing ancestor, as the kernel lists them.
 	Controllers []string
+	// Supervisor is the leaf [OpenRoot] moved this process into (see [Options.Delegated]); empty
+	// when it did not move it, and always from [Detect].
+	Supervisor string
 }
 
 // Usable reports whether slices can be created under Root.
@@ -135,6 +154,9 @@ func (i Info) String() string {
 		ctrl = "none"
 	}
 	s := fmt.Sprintf("cgroup2 %s at %s, kill via %s, controllers: %s", i.Mode, where, i.Kill, ctrl)
+	if i.Supervisor != "" {
+		s += ", this process moved into " + i.Supervisor
+	}
 	if !i.Usable() {
 		s += ", not usable: " + i.Reason
 	}
@@ -159,60 +181,122 @@ func detect(opts Options) (Info, error) {
 
 func detectInfo(opts Options) (Info, error) {
 	var info Info
-	var err error
-	info.Mode, info.Mountpoint, err = detectMount(opts.Mountpoint)
+	mounts, err := readMounts(mountinfoFile)
+	if err != nil {
+		return info, err
+	}
+	var m mountInfo
+	info.Mode, info.Mountpoint, m, err = detectMount(mounts, opts)
 	if err != nil {
 		return info, err
 	}
 	self, selfErr := ownCgroup("/proc/self/cgroup")
 	if selfErr == nil {
-		if _, err := os.Stat(filepath.Join(info.Mountpoint, self)); err != nil {
-			selfErr = fmt.Errorf("own cgroup %s is not visible under %s", self, info.Mountpoint)
-		} else {
-			info.Self = self
-		}
+		info.Self, selfErr = resolveSelf(info.Mountpoint, shownRoot(m, info.Mountpoint), self)
 	}
 	switch {
 	case opts.Root != "":
 		info.Root = opts.Root
-		if err := checkRootPath(info.Mountpoint, opts.Root); err != nil {
-			return info, err
-		}
 	case selfErr != nil:
 		return info, selfErr
 	default:
 		info.Root = filepath.Join(info.Mountpoint, info.Self, "reaper")
 	}
-	info.Controllers, _ = readFields(filepath.Join(filepath.Dir(info.Root), "cgroup.controllers"))
+	info.Controllers, _ = readFields(filepath.Join(nearestExisting(filepath.Dir(info.Root)), "cgroup.controllers"))
 	info.Kill = detectKill(info.Mountpoint, info.Root)
-	if err := checkWritable(info.Root); err != nil {
+	if err := checkWritable(info.Mountpoint, info.Root); err != nil {
 		return info, err
 	}
 	info.Writable = true
 	return info, nil
 }
 
-// detectMount finds the cgroup2 mountpoint, using containerd's mode detection for the standard places.
-func detectMount(mountpoint string) (Mode, string, error) {
-	if mountpoint != "" {
-		var st unix.Statfs_t
-		if err := unix.Statfs(mountpoint, &st); err != nil {
-			return Unavailable, "", fmt.Errorf("statfs %s: %w", mountpoint, err)
+// detectMount finds the cgroup2 hierarchy to use: the one at opts.Mountpoint; else the one holding
+// opts.Root, wherever it is mounted; else the one at a standard place. It returns the mount's line
+// too, which says what the mount shows.
+func detectMount(mounts []mountInfo, opts Options) (Mode, string, mountInfo, error) {
+	switch {
+	case opts.Mountpoint != "":
+		mp := filepath.Clean(opts.Mountpoint)
+		if _, err := os.Stat(mp); err != nil {
+			return Unavailable, "", mountInfo{}, fmt.Errorf("cgroup2 mountpoint: %w", err)
 		}
-		if st.Type != unix.CGROUP2_SUPER_MAGIC {
-			return Unavailable, "", fmt.Errorf("%s is not a cgroup2 filesystem", mountpoint)
+		m, ok := mountOf(mounts, mp)
+		if !ok || m.fstype != "cgroup2" {
+			return Unavailable, "", m, fmt.Errorf("%s is not a cgroup2 filesystem (it is %s)", mp, orUnknown(m.fstype))
 		}
-		return Mounted, filepath.Clean(mountpoint), nil
+		return Mounted, mp, m, nil
+	case opts.Root != "":
+		return rootMount(mounts, opts.Root)
 	}
-	switch cgroups.Mode() {
-	case cgroups.Unified:
-		return Unified, unifiedMount, nil
-	case cgroups.Hybrid:
-		return Hybrid, hybridMount, nil
-	case cgroups.Legacy:
-		return Unavailable, "", fmt.Errorf("cgroup v1 only (no cgroup2 at %s or %s)", unifiedMount, hybridMount)
+	for _, c := range []struct {
+		path string
+		mode Mode
+	}{{unifiedMount, Unified}, {hybridMount, Hybrid}} {
+		if !exists(c.path) {
+			continue
+		}
+		if m, ok := mountOf(mounts, c.path); ok && m.fstype == "cgroup2" {
+			return c.mode, c.path, m, nil
+		}
 	}
-	return Unavailable, "", fmt.Errorf("no cgroup filesystem at %s", unifiedMount)
+	var v1, v2 []string
+	for _, m := range mounts {
+		switch {
+		case m.fstype != "cgroup" && m.fstype != "cgroup2" || !visible(m):
+		case m.fstype == "cgroup":
+			v1 = append(v1, m.point)
+		default:
+			v2 = append(v2, m.point)
+		}
+	}
+	switch {
+	case len(v2) > 0:
+		return Unavailable, "", mountInfo{}, fmt.Errorf("no cgroup2 at %s or %s; cgroup2 is mounted at %s (set the root below it to use it)",
+			unifiedMount, hybridMount, strings.Join(v2, ", "))
+	case len(v1) > 0:
+		return Unavailable, "", mountInfo{}, fmt.Errorf("cgroup v1 only (%d hierarchies, such as %s; no cgroup2 mounted)", len(v1), v1[0])
+	}
+	return Unavailable, "", mountInfo{}, fmt.Errorf("no cgroup filesystem (nothing of type cgroup or cgroup2 in %s)", mountinfoFile)
+}
+
+// rootMount finds the cgroup2 mount an explicit root lies in, wherever it is mounted, and refuses a
+// root that is not an absolute clean path strictly below a cgroup2 mountpoint.
+func rootMount(mounts []mountInfo, root string) (Mode, string, mountInfo, error) {
+	if !filepath.IsAbs(root) {
+		return Unavailable, "", mountInfo{}, fmt.Errorf("root %q: not an absolute path", root)
+	}
+	if filepath.Clean(root) != root {
+		return Unavailable, "", mountInfo{}, fmt.Errorf("root %q: not a clean path (want %q)", root, filepath.Clean(root))
+	}
+	p := nearestExisting(root)
+	m, ok := mountOf(mounts, p)
+	switch {
+	case !ok:
+		return Unavailable, "", m, fmt.Errorf("root %s: no mount in %s holds %s", root, mountinfoFile, p)
+	case m.fstype == "cgroup":
+		return Unavailable, "", m, fmt.Errorf("root %s is on a cgroup v1 hierarchy (mounted at %s); slices need cgroup2", root, m.point)
+	case m.fstype != "cgroup2":
+		return Unavailable, "", m, fmt.Errorf("root %s is not on a cgroup filesystem (%s is on %s, mounted at %s)", root, p, m.fstype, m.point)
+	}
+	if err := checkRootPath(m.point, root); err != nil {
+		return Unavailable, m.point, m, err
+	}
+	mode := Mounted
+	switch m.point {
+	case unifiedMount:
+		mode = Unified
+	case hybridMount:
+		mode = Hybrid
+	}
+	return mode, m.point, m, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // ownCgroup returns the cgroup2 path ("0::<path>") from a /proc/<pid>/cgroup file.
@@ -233,16 +317,106 @@ func ownCgroup(file string) (string, error) {
 	return "", fmt.Errorf("no cgroup2 entry (0::) in %s", file)
 }
 
-// checkRootPath refuses a root that is not strictly below the mountpoint.
+// resolveSelf finds this process's own cgroup in the hierarchy mounted at mountpoint and returns it
+// relative to the mountpoint. self is the own cgroup from /proc/self/cgroup and shown the cgroup the
+// mountpoint's directory is, from mountinfo; both are relative to this process's cgroup namespace's
+// root, so shown starts with "/.." when the mount shows more than the namespace: the host's
+// hierarchy, bind-mounted into a container that has a cgroup namespace of its own. Joining self to
+// such a mountpoint would name a cgroup of the host, outside the process's own.
+func resolveSelf(mountpoint, shown, self string) (string, error) {
+	up, down := splitShown(shown)
+	selfParts := parts(self)
+	if up == 0 {
+		// The mount shows the namespace's root or a cgroup below it.
+		if len(down) > len(selfParts) || !slices.Equal(down, selfParts[:len(down)]) {
+			return "", fmt.Errorf("own cgroup %s lies outside what %s shows (%s)", self, mountpoint, shown)
+		}
+		rel := "/" + strings.Join(selfParts[len(down):], "/")
+		if !exists(filepath.Join(mountpoint, rel)) {
+			return "", fmt.Errorf("own cgroup %s is not visible under %s", self, mountpoint)
+		}
+		return rel, nil
+	}
+	// The mount shows a cgroup up levels above the namespace's root. No file names the levels in
+	// between: look for this process in the cgroups at the depth where the namespace's root must be.
+	var candidates []string
+	if len(down) > up {
+		// The mount shows a cgroup below the namespace root, reached from an ancestor: what is
+		// left of down after the up levels must lead to self.
+		rest := down[up:]
+		if len(rest) > len(selfParts) || !slices.Equal(rest, selfParts[:len(rest)]) {
+			return "", fmt.Errorf("own cgroup %s lies outside what %s shows (%s)", self, mountpoint, shown)
+		}
+		candidates = []string{filepath.Join(mountpoint, strings.Join(selfParts[len(rest):], "/"))}
+	} else {
+		nsRoots, err := dirsAtDepth(mountpoint, up-len(down))
+		if err != nil {
+			return "", err
+		}
+		for _, d := range nsRoots {
+			candidates = append(candidates, filepath.Join(d, self))
+		}
+	}
+	pid := os.Getpid()
+	for _, c := range candidates {
+		if pids, _ := readPids(filepath.Join(c, "cgroup.procs"), nil); slices.Contains(pids, pid) {
+			rel, _ := filepath.Rel(mountpoint, c)
+			return filepath.Join("/", rel), nil
+		}
+	}
+	return "", fmt.Errorf("own cgroup %s (relative to this process's cgroup namespace) not found under %s, which shows %s",
+		self, mountpoint, shown)
+}
+
+// splitShown splits a mount's root as mountinfo shows it ("/../../a/b") into the number of leading
+// ".." and the names after them.
+func splitShown(shown string) (up int, down []string) {
+	ps := parts(shown)
+	for up < len(ps) && ps[up] == ".." {
+		up++
+	}
+	return up, ps[up:]
+}
+
+// parts splits an absolute path into its names ("/" has none).
+func parts(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		if s != "" && s != "." {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// dirsAtDepth lists the cgroups depth levels below dir.
+func dirsAtDepth(dir string, depth int) ([]string, error) {
+	if depth == 0 {
+		return []string{dir}, nil
+	}
+	children, err := childDirs(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, c := range children {
+		sub, err := dirsAtDepth(filepath.Join(dir, c), depth-1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub...)
+	}
+	return out, nil
+}
+
+// checkRootPath refuses a root (absolute and clean) that is not strictly below the mountpoint or has
+// a name that cannot be a cgroup's.
 func checkRootPath(mount, root string) error {
-	if !filepath.IsAbs(root) {
-		return fmt.Errorf("root %q: not an absolute path", root)
-	}
-	if filepath.Clean(root) != root {
-		return fmt.Errorf("root %q: not a clean path (want %q)", root, filepath.Clean(root))
-	}
 	rel, err := filepath.Rel(mount, root)
 	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		if rel == "." {
+			return fmt.Errorf("root %s is the cgroup2 mountpoint itself; slices need a directory below it", root)
+		}
 		return fmt.Errorf("root %s: not below the cgroup2 mountpoint %s", root, mount)
 	}
 	for _, c := range strings.Split(rel, "/") {
@@ -262,21 +436,22 @@ func nearestExisting(path string) string {
 	}
 }
 
-// checkWritable says why path (or its nearest existing ancestor) cannot be written, or nil.
-func checkWritable(path string) error {
+// checkWritable says why path (or its nearest existing ancestor) on the cgroup2 hierarchy mounted at
+// mount cannot be written, or nil.
+func checkWritable(mount, path string) error {
 	p := nearestExisting(path)
 	var st unix.Statfs_t
 	if err := unix.Statfs(p, &st); err != nil {
-		return fmt.Errorf("statfs %s: %w", p, err)
-	}
-	if st.Flags&unix.ST_RDONLY != 0 {
-		return fmt.Errorf("%s is on a read-only mount: %w", p, unix.EROFS)
+		return fmt.Errorf("cgroup2 at %s, not writable: statfs %s: %w", mount, p, err)
 	}
 	if st.Type != unix.CGROUP2_SUPER_MAGIC {
 		return fmt.Errorf("%s is not on a cgroup2 filesystem", p)
 	}
+	if st.Flags&unix.ST_RDONLY != 0 {
+		return fmt.Errorf("cgroup2 at %s, not writable: %s is on a read-only mount: %w", mount, p, unix.EROFS)
+	}
 	if err := unix.Faccessat(unix.AT_FDCWD, p, unix.W_OK, unix.AT_EACCESS); err != nil {
-		return fmt.Errorf("%s is not writable: %w", p, err)
+		return fmt.Errorf("cgroup2 at %s, not writable: %s (uid %d): %w", mount, p, os.Geteuid(), err)
 	}
 	return nil
 }

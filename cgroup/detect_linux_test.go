@@ -30,6 +30,8 @@ type helperResult struct {
 	SliceCgroup   string   // cgroup a child spawned into a slice reported
 	Emptied       bool     // the slice emptied after cgroup.kill
 	Left          []string // slices left under the root
+	// RootExists says, after each step of the release helper, whether the root existed.
+	RootExists map[string]bool
 }
 
 // reply prints res, with err in it, as the helper's result.
@@ -52,13 +54,19 @@ var helpers = map[string]func() int{
 	},
 	// delegated: inside a cgroup namespace, open the default root as a delegated supervisor, then
 	// run a process in a slice and kill it.
-	"delegated": func() int { return reply(delegated()) },
+	"delegated": func() int { return reply(openAndRun(Options{Delegated: true})) },
+	// open: the same with the zero Options: whatever OpenRoot decides by itself.
+	"open": func() int { return reply(openAndRun(Options{})) },
+	// release: two instances share the default root; see TestReleaseDefaultRoot.
+	"release": func() int { return reply(releaseDefault()) },
 }
 
-func delegated() (helperResult, error) {
+// openAndRun opens a root with opts, runs a process in a slice, kills it and removes the slice.
+func openAndRun(opts Options) (helperResult, error) {
 	var res helperResult
-	r, err := OpenRoot(Options{Delegated: true})
+	r, err := OpenRoot(opts)
 	if err != nil {
+		res.Info = Detect(opts)
 		return res, err
 	}
 	res.Info = r.Info()

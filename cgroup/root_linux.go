@@ -6,24 +6,34 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// supervisorLeaf is the leaf a delegated process moves itself into.
-const supervisorLeaf = "supervisor"
-
 // Root is the cgroup directory under which slices are created. It is safe for concurrent use.
 type Root struct {
-	info Info
+	// The fields up to mu are fixed at creation.
+	info        Info
+	controllers []string // enabled in the root's subtree for slices
+	// own says the root is the default one, reaper's own child of the process's cgroup: Release
+	// removes it when it is empty, whichever instance made it.
+	own bool
+
+	// mu guards the field that follows, and serializes making the root with removing it.
+	mu      sync.Mutex
+	created []string // directories this Root made (the root and missing parents), top first
 }
 
+// maxRootAttempts bounds how often Create makes the root again when it vanishes.
+const maxRootAttempts = 8
+
 // OpenRoot detects the host (see [Detect]), prepares the root for slices and returns it. It creates
-// the root directory if needed; when opts asks for controllers or delegation it first moves this
-// process into a leaf of its own cgroup and enables the controllers in the root's parent and in the
-// root. It refuses to move anything on, or enable controllers in, the machine's true root cgroup.
+// the root directory and its missing parents; it moves this process into a leaf of its own cgroup
+// where [Options.Delegated] says so, and enables opts.Controllers from the root's nearest existing
+// ancestor down to the root. It refuses to move anything on, or enable controllers in, the
+// machine's true root cgroup.
 //
 // The error wraps the cause: unix.EROFS for a read-only cgroupfs, unix.EACCES without permission.
 func OpenRoot(opts Options) (*Root, error) {
@@ -31,76 +41,87 @@ func OpenRoot(opts Options) (*Root, error) {
 	if err != nil {
 		return nil, err
 	}
+	top := nearestExisting(filepath.Dir(info.Root))
 	for _, c := range opts.Controllers {
 		if !slices.Contains(info.Controllers, c) {
 			return nil, fmt.Errorf("root %s: controller %q is not offered by %s (offered: %s)",
-				info.Root, c, filepath.Dir(info.Root), listOrNone(info.Controllers))
+				info.Root, c, top, listOrNone(info.Controllers))
 		}
 	}
-	parent := filepath.Dir(info.Root)
-	if err := prepareParent(parent, info, opts); err != nil {
+	r := &Root{info: info, controllers: slices.Clone(opts.Controllers), own: opts.Root == ""}
+	if r.info.Supervisor, err = delegate(info, opts, top); err != nil {
 		return nil, err
 	}
-	if err := mkdirAll(info.Mountpoint, info.Root); err != nil {
+	if err := r.prepare(); err != nil {
 		return nil, err
 	}
-	if len(opts.Controllers) > 0 {
-		if err := enableControllers(info.Root, opts.Controllers); err != nil {
-			return nil, err
-		}
-	}
-	return &Root{info: info}, nil
+	return r, nil
 }
 
-// prepareParent moves this process out of the root's parent into a leaf, where that is needed or
-// asked for, and enables the requested controllers in the parent's subtree.
-func prepareParent(parent string, info Info, opts Options) error {
-	enabled, err := readFields(filepath.Join(parent, "cgroup.subtree_control"))
-	if err != nil {
+// prepare makes the root ready for slices: it enables the controllers in the root's nearest
+// existing ancestor, then creates each missing directory down to the root and enables them there.
+// It runs when the root is opened, and again when the root vanished.
+func (r *Root) prepare() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	root := r.info.Root
+	top := nearestExisting(filepath.Dir(root))
+	if err := enableInAncestor(top, r.controllers); err != nil {
 		return err
 	}
-	var need []string
-	for _, c := range opts.Controllers {
-		if !slices.Contains(enabled, c) {
-			need = append(need, c)
+	rel, err := filepath.Rel(top, root)
+	if err != nil {
+		return fmt.Errorf("root %s: %w", root, err)
+	}
+	dir := top
+	for _, name := range strings.Split(rel, "/") {
+		dir = filepath.Join(dir, name)
+		err := os.Mkdir(dir, 0o755)
+		switch {
+		case err == nil:
+			r.created = append(r.created, dir)
+		case !errors.Is(err, os.ErrExist):
+			return fmt.Errorf("create cgroup %s: %w", dir, err)
 		}
-	}
-	if len(need) == 0 && !opts.Delegated {
-		return nil
-	}
-	if isTrueRoot(parent) {
-		if len(need) > 0 {
-			return fmt.Errorf("refusing to enable %s on the machine's root cgroup %s; use a delegated subtree (--cgroup-root)",
-				strings.Join(need, ", "), parent)
-		}
-		return nil // Delegated on the true root: nothing may be moved there.
-	}
-	if info.Self != "" && filepath.Join(info.Mountpoint, info.Self) == parent {
-		if err := moveSelfToLeaf(parent); err != nil {
+		if err := enableControllers(dir, r.controllers); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// enableInAncestor enables controllers in dir, the root's nearest existing ancestor, where they are
+// not enabled yet. Nothing may live in dir then (the "no internal processes" rule): this process has
+// left it already if it is its own cgroup, and other processes are not ours to move.
+func enableInAncestor(dir string, controllers []string) error {
+	enabled, err := readFields(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return err
+	}
+	need := missing(controllers, enabled)
 	if len(need) == 0 {
 		return nil
 	}
-	if pids, _ := readPids(filepath.Join(parent, "cgroup.procs"), nil); len(pids) > 0 {
-		return fmt.Errorf("enable %s in %s: processes %v live there and are not ours to move (no internal processes rule): %w",
-			strings.Join(need, ", "), parent, pids, unix.EBUSY)
+	if isTrueRoot(dir) {
+		return fmt.Errorf("refusing to enable %s on the machine's root cgroup %s; use a delegated subtree (--cgroup-root)",
+			strings.Join(need, ", "), dir)
 	}
-	return enableControllers(parent, need)
+	if pids, _ := readPids(filepath.Join(dir, "cgroup.procs"), nil); len(pids) > 0 {
+		return fmt.Errorf("enable %s in %s: processes %v live there and are not ours to move (no internal processes rule): %w",
+			strings.Join(need, ", "), dir, pids, unix.EBUSY)
+	}
+	return enableControllers(dir, need)
 }
 
-// moveSelfToLeaf moves this process (all its threads) into dir/supervisor.
-func moveSelfToLeaf(dir string) error {
-	leaf := filepath.Join(dir, supervisorLeaf)
-	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create cgroup %s: %w", leaf, err)
+// missing returns the elements of want that have is lacks.
+func missing(want, have []string) []string {
+	var out []string
+	for _, c := range want {
+		if !slices.Contains(have, c) {
+			out = append(out, c)
+		}
 	}
-	procs := filepath.Join(leaf, "cgroup.procs")
-	if err := os.WriteFile(procs, []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
-		return fmt.Errorf("move pid %d into %s: %w", os.Getpid(), leaf, err)
-	}
-	return nil
+	return out
 }
 
 // enableControllers writes "+c" for each controller into dir's cgroup.subtree_control, one at a time
@@ -115,17 +136,37 @@ func enableControllers(dir string, controllers []string) error {
 	return nil
 }
 
-// mkdirAll creates dir and its missing parents below mount.
-func mkdirAll(mount, dir string) error {
-	if dir == mount || exists(dir) {
-		return nil
+// Release removes, as the root's user closes, what is left of the root that nobody uses: the root
+// directory itself when it is the default root (a child "reaper" of the process's cgroup, whichever
+// instance made it) or when this Root made it, and then the parents this Root made for it, deepest
+// first. A directory that still holds slices (another live instance's, or a crashed one's that
+// nobody recovered yet) or processes stays: the kernel refuses to remove it (EBUSY), and that is not
+// an error; neither is a directory already gone. A root that pre-existed an explicit Options.Root
+// is the operator's and stays.
+//
+// The Root can still be used afterwards: [Root.Create] makes the root again if it is gone. That is
+// also how instances sharing a root survive one another: one that creates its slice just as another
+// removes the root retries.
+func (r *Root) Release() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dirs := r.created
+	if r.own && !slices.Contains(dirs, r.info.Root) {
+		dirs = append(slices.Clone(dirs), r.info.Root)
+		slices.SortFunc(dirs, func(a, b string) int { return len(a) - len(b) })
 	}
-	if err := mkdirAll(mount, filepath.Dir(dir)); err != nil {
-		return err
+	for i := len(dirs) - 1; i >= 0; i-- {
+		err := unix.Rmdir(dirs[i])
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT):
+		case errors.Is(err, unix.EBUSY), errors.Is(err, unix.ENOTEMPTY):
+			r.created = slices.DeleteFunc(r.created, func(d string) bool { return len(d) > len(dirs[i]) })
+			return nil // still in use; so are its parents
+		default:
+			return fmt.Errorf("remove cgroup %s: %w", dirs[i], err)
+		}
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create cgroup %s: %w", dir, err)
-	}
+	r.created = nil
 	return nil
 }
 
@@ -143,9 +184,18 @@ func (r *Root) Info() Info { return r.info }
 func (r *Root) Path() string { return r.info.Root }
 
 // Create makes a new slice directly below the root. It fails (wrapping os.ErrExist) if the slice
-// already exists, so two owners never share one.
+// already exists, so two owners never share one. If the root is gone (another instance sharing it
+// removed it as it closed, see [Root.Release]), Create makes it again and retries.
 func (r *Root) Create(name string) (*Slice, error) {
-	return create(r.info.Mountpoint, r.info.Root, name)
+	for attempt := 1; ; attempt++ {
+		s, err := create(r.info.Mountpoint, r.info.Root, name)
+		if err == nil || !errors.Is(err, os.ErrNotExist) || attempt == maxRootAttempts {
+			return s, err
+		}
+		if err := r.prepare(); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // Open returns an existing slice below the root, for example one left by a previous run.

@@ -8,6 +8,17 @@
 // cgroupfs in a non-privileged pod, no cgroup2, not root) and process groups, an environment marker
 // and a walk of /proc stand in for the cgroup.
 //
+// In cgroup containment the sessions' slices live below a root: by default a child "reaper" of the
+// program's own cgroup as its cgroupfs mount shows it (so never outside its own subtree, even in a
+// container that sees the host's hierarchy), or the root that [Options] names, made with its missing
+// parents. Where the own cgroup is delegated to the program (a container's cgroup namespace root, a
+// systemd Delegate=yes unit) or controllers must be enabled in it, the program first moves itself into
+// a leaf "supervisor" of it, as delegated supervisors do (see cgroup.Options.Delegated); never on the
+// machine's root cgroup. Each Reaper makes one slice for itself below the root; [Reaper.Close]
+// removes it, and the root too when no other Reaper uses it and it is the default one or this Reaper
+// made it. A root that was asked for and cannot be
+// used makes [New] fail, whatever the containment mode: only the default falls back.
+//
 // A [Session] runs tasks: foreground commands, which return as soon as the command's main process
 // has exited (never waiting for pipe EOF, which an escaped grandchild may hold forever), and
 // background tasks with a status, bounded output that can be read incrementally, a wait and a stop.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -45,7 +44,7 @@ var helpers = map[string]func() int{
 	// seccomp: clone3 answers ENOSYS, as under Docker's default profile; tasks must still be born
 	// into their leaf (by joining it before exec).
 	"seccomp": func() int {
-		if err := denyClone3(); err != nil {
+		if err := testutil.DenyClone3(unix.ENOSYS); err != nil {
 			return reply(helperResult{}, err)
 		}
 		return reply(runZoo(Options{Containment: ContainCgroup, Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}}))
@@ -123,31 +122,6 @@ func runZoo(opts Options) (helperResult, error) {
 	return res, nil
 }
 
-// denyClone3 installs a seccomp filter, on every thread, that answers clone3 with ENOSYS.
-func denyClone3() error {
-	const (
-		nrClone3    = 435 // the same on every architecture that has clone3
-		retAllow    = 0x7fff0000
-		retErrno    = 0x00050000
-		setModeFilt = 1 // SECCOMP_SET_MODE_FILTER
-		flagTsync   = 1 // SECCOMP_FILTER_FLAG_TSYNC
-	)
-	filter := []unix.SockFilter{
-		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // seccomp_data.nr
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: nrClone3, Jt: 0, Jf: 1},
-		{Code: unix.BPF_RET | unix.BPF_K, K: retErrno | uint32(unix.ENOSYS)},
-		{Code: unix.BPF_RET | unix.BPF_K, K: retAllow},
-	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, setModeFilt, flagTsync, uintptr(unsafe.Pointer(&prog))); e != 0 {
-		return fmt.Errorf("seccomp: %w", e)
-	}
-	return nil
-}
-
 func runHelper(t *testing.T, name string, env []string, argv ...string) helperResult {
 	t.Helper()
 	cmd := testutil.Helper(name, env...)
@@ -176,31 +150,6 @@ func TestJoinBeforeExecWhenClone3IsRefused(t *testing.T) {
 	}
 	if len(res.Survivors) != 0 {
 		t.Errorf("survivors after Close: %v (%s)", res.Survivors, res.Report)
-	}
-}
-
-func TestReadOnlyCgroupfsFallsBackToProcessContainment(t *testing.T) {
-	root := testCgroupRoot(t)
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("skipped: needs unshare(1) from util-linux")
-	}
-	m := cgroup.Detect(cgroup.Options{}).Mountpoint
-	// A bind mount remounted read-only in a private mount namespace, as a non-privileged pod sees
-	// its cgroupfs; the machine's cgroup2 stays writable.
-	script := fmt.Sprintf(`mount --bind %[1]s %[1]s && mount -o bind,remount,ro %[1]s %[1]s && exec "$0"`, m)
-	res := runHelper(t, "auto", []string{"RTEST_ROOT=" + root},
-		"unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script)
-	if res.Err != "" {
-		t.Fatalf("helper: %s", res.Err)
-	}
-	if res.Mode != "process" || !strings.Contains(res.Containment, "read-only") {
-		t.Errorf("containment %q, want process containment that says the cgroupfs is read-only", res.Containment)
-	}
-	if len(res.Survivors) != 0 {
-		t.Errorf("survivors after Close: %v (%s)", res.Survivors, res.Report)
-	}
-	if _, err := os.Stat(root); !os.IsNotExist(err) {
-		t.Errorf("the read-only run created %s", root)
 	}
 }
 

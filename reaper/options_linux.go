@@ -14,12 +14,13 @@ import (
 type Containment int
 
 const (
-	// ContainAuto uses cgroups where cgroup2 is writable and falls back to process containment.
+	// ContainAuto uses cgroups where cgroup2 is writable and falls back to process containment,
+	// unless a cgroup root was asked for explicitly (Options.Cgroup): that one must work.
 	ContainAuto Containment = iota
 	// ContainCgroup requires cgroup containment; New fails where it is not possible.
 	ContainCgroup
 	// ContainProcess uses process groups, the environment marker, the subreaper and the /proc walk
-	// only, even where cgroups are available.
+	// only, even where cgroups are available. An explicit cgroup root with it is an error.
 	ContainProcess
 )
 
@@ -64,7 +65,9 @@ const (
 type Options struct {
 	// Containment chooses cgroup or process containment; zero means ContainAuto.
 	Containment Containment
-	// Cgroup configures the slice root (see cgroup.Options); zero means the default root.
+	// Cgroup configures the slice root (see cgroup.Options); zero means the default root, a child
+	// "reaper" of this process's own cgroup. A Root or Mountpoint set here is explicit: if it
+	// cannot be used, New fails in every containment mode rather than fall back.
 	Cgroup cgroup.Options
 
 	// Grace is how long processes get between SIGTERM and the hard kill when a session closes or a

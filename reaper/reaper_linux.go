@@ -173,9 +173,17 @@ func (r *Reaper) sweep(stateBase string) {
 	}
 }
 
-// contain decides the containment mode and, for cgroups, creates this Reaper's slice.
+// contain decides the containment mode and, for cgroups, creates this Reaper's slice. A cgroup root
+// or mountpoint that was asked for explicitly must work in every mode: no silent fallback.
 func (r *Reaper) contain() error {
+	asked := r.opts.Cgroup.Root
+	if asked == "" {
+		asked = r.opts.Cgroup.Mountpoint
+	}
 	if r.opts.Containment == ContainProcess {
+		if asked != "" {
+			return fmt.Errorf("cgroup root %s was asked for with process containment, which uses no cgroups", asked)
+		}
 		r.info.Mode = ContainProcess
 		r.info.Cgroup = cgroup.Detect(r.opts.Cgroup)
 		r.info.Cgroup.Reason = "process containment was requested"
@@ -185,12 +193,16 @@ func (r *Reaper) contain() error {
 	if err == nil {
 		// One slice per Reaper instance, named by pid and start time, so that Reapers sharing a
 		// root never touch each other's sessions, and a successor can tell a dead owner's slices.
-		r.instance, err = root.Create(r.name)
-	}
-	if err != nil {
-		if r.opts.Containment == ContainCgroup {
-			return fmt.Errorf("cgroup containment required but unavailable: %w", err)
+		if r.instance, err = root.Create(r.name); err != nil {
+			root.Release()
 		}
+	}
+	switch {
+	case err != nil && asked != "":
+		return fmt.Errorf("cgroup root %s was asked for but cannot be used: %w", asked, err)
+	case err != nil && r.opts.Containment == ContainCgroup:
+		return fmt.Errorf("cgroup containment required but unavailable: %w", err)
+	case err != nil:
 		r.info.Mode = ContainProcess
 		r.info.Cgroup = cgroup.Detect(r.opts.Cgroup) // what there is, for the log
 		r.info.Cgroup.Reason = err.Error()
@@ -320,7 +332,8 @@ func (r *Reaper) killDescendants() {
 	}
 }
 
-// dropInstance kills and removes this Reaper's slice.
+// dropInstance kills and removes this Reaper's slice, and the root with it when no other instance
+// uses it (cgroup.Root.Release).
 func (r *Reaper) dropInstance() error {
 	if r.instance == nil {
 		return nil
@@ -332,7 +345,10 @@ func (r *Reaper) dropInstance() error {
 	if len(left) > 0 {
 		return fmt.Errorf("%s: %d processes remain after %v: %v", r.instance.Path(), len(left), r.lim.CloseTimeout, left)
 	}
-	return r.instance.Remove()
+	if err := r.instance.Remove(); err != nil {
+		return err
+	}
+	return r.root.Release()
 }
 
 // closeSessions closes sessions in parallel, at most 8 at a time, and joins their errors.

@@ -64,7 +64,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.DurationVar(&c.bgTimeout, "bg-timeout", 0, "kill background tasks that run longer than this (0: no limit)")
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
-	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created (default: a child \"reaper\" of reaper's own cgroup)")
+	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 	stateDirFlag(fs, &c.stateDir)
 
 	if err := fs.Parse(normalizeHTTPFlag(args)); err != nil {
@@ -198,6 +198,23 @@ func isLoopback(addr string) (bool, error) {
 		}
 	}
 	return len(ips) > 0, nil
+}
+
+// endpointURL is the MCP endpoint as the operator asked for it: the host of --http as given (0.0.0.0
+// stays 0.0.0.0, a name stays a name, where the listener would say [::]), with the port the listener
+// got (for port 0).
+func endpointURL(asked string, got net.Addr) string {
+	host, _, err := net.SplitHostPort(asked)
+	if err != nil {
+		host = asked
+	}
+	port := ""
+	if tcp, ok := got.(*net.TCPAddr); ok {
+		port = strconv.Itoa(tcp.Port)
+	} else if _, p, err := net.SplitHostPort(got.String()); err == nil {
+		port = p
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/mcp"
 }
 
 // graceOption maps the --grace flag, where 0 means SIGKILL at once, to reaper.Options.Grace, where

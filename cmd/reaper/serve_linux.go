@@ -66,7 +66,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 			log.Error("stdio session ended with an error", "error", err)
 		}
 	} else {
-		log.Info("reaper serving MCP over Streamable HTTP", "url", "http://"+ln.Addr().String()+"/mcp",
+		log.Info("reaper serving MCP over Streamable HTTP", "url", endpointURL(c.http, ln.Addr()),
 			"auth", authText(tokens), "idle_timeout", c.idleTimeout, "containment", r.Containment().String(), "version", versionString())
 		status = serveHTTP(sig, srv, ln, tokens, log)
 	}
@@ -103,7 +103,7 @@ func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger) (*reaper.
 	containment, _ := reaper.ParseContainment(c.containment)
 	opts := reaper.Options{
 		Containment:       containment,
-		Cgroup:            cgroup.Options{Root: c.cgroupRoot},
+		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
 		StateDir:          c.stateDir,
 		Grace:             graceOption(c.grace),
 		BackgroundTimeout: c.bgTimeout,
@@ -186,3 +186,12 @@ func authText(tokens map[string]string) string {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// companions are the processes that share the server's cgroup and move with it into a leaf: its
+// guard.
+func companions(link reaper.GuardLink) []int {
+	if link.Pid == 0 {
+		return nil
+	}
+	return []int{link.Pid}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -69,6 +70,24 @@ func TestIsLoopback(t *testing.T) {
 	} {
 		if got, err := isLoopback(addr); err != nil || got != want {
 			t.Errorf("isLoopback(%q) = %v, %v; want %v", addr, got, err, want)
+		}
+	}
+}
+
+func TestEndpointURL(t *testing.T) {
+	for _, tc := range []struct{ asked, got, want string }{
+		{"0.0.0.0:8765", "[::]:8765", "http://0.0.0.0:8765/mcp"},
+		{"127.0.0.1:0", "127.0.0.1:41234", "http://127.0.0.1:41234/mcp"},
+		{"localhost:8765", "127.0.0.1:8765", "http://localhost:8765/mcp"},
+		{"[::1]:9", "[::1]:9", "http://[::1]:9/mcp"},
+		{":8765", "[::]:8765", "http://:8765/mcp"},
+	} {
+		got, err := net.ResolveTCPAddr("tcp", tc.got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := endpointURL(tc.asked, got); u != tc.want {
+			t.Errorf("endpointURL(%q, %s) = %q, want %q", tc.asked, tc.got, u, tc.want)
 		}
 	}
 }

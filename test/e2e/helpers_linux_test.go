@@ -24,8 +24,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// bin is the reaper binary built for this test run.
-var bin string
+// staticBin is the reaper binary as the README builds it: static (CGO_ENABLED=0), so that nothing
+// in libc stands between it and a seccomp profile. bin is the binary the tests run: staticBin, or,
+// when the tests run with the race detector, a build with it (which needs cgo, so it links libc).
+var bin, staticBin string
 
 func TestMain(m *testing.M) {
 	testutil.RunHelperIfAsked(helpers)
@@ -34,23 +36,33 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "reaper")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
+	staticBin = filepath.Join(dir, "reaper")
+	err = build(staticBin, "CGO_ENABLED=0")
+	bin = staticBin
+	if err == nil && raceEnabled {
+		bin = filepath.Join(dir, "reaper-race")
+		err = build(bin, "CGO_ENABLED=1", "-race")
 		// A race-built program sleeps a second at exit by default, to let other goroutines report;
 		// reaper's exit times are part of what the tests check.
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
-	build := exec.Command("go", append(args, "github.com/cgreaper/reaper/cmd/reaper")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "building reaper:", err)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// build builds the reaper command into out with cgo set as given ("CGO_ENABLED=0") and flags.
+func build(out, cgo string, flags ...string) error {
+	args := append(append([]string{"build", "-o", out}, flags...), "github.com/cgreaper/reaper/cmd/reaper")
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), cgo)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd.Run()
 }
 
 // reaperProc is a running reaper binary.
@@ -234,15 +246,22 @@ func connectStdio(t testing.TB, args ...string) (*mcp.ClientSession, *exec.Cmd, 
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
+	return connectCommand(t, cmd), cmd, stderr
+}
+
+// connectCommand starts cmd, which must end up serving MCP over stdio, and connects the SDK's client
+// to it. Cleanup closes the session, which ends the command.
+func connectCommand(t testing.TB, cmd *exec.Cmd) *mcp.ClientSession {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
-		t.Fatalf("connect over stdio: %v\n%s", err, stderr)
+		t.Fatalf("connect over stdio: %v\n%s", err, cmd.Stderr)
 	}
 	t.Cleanup(func() { cs.Close() })
-	return cs, cmd, stderr
+	return cs
 }
 
 // connectHTTP connects the SDK's client to p's endpoint, with a bearer token if token is set.

@@ -62,7 +62,8 @@ var helpers = map[string]func() int{
 		}
 		select {} // until SIGKILL
 	},
-	"minimal": minimalServer,
+	"minimal":       minimalServer,
+	"seccomp-serve": seccompServe,
 }
 
 func TestToolsAndSchemas(t *testing.T) {

@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"context"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// Kinds of host this machine is not, simulated: a seccomp profile that refuses clone3, a container
+// whose cgroup namespace sees the host's hierarchy.
+
+// seccompServe is a helper: it installs a filter answering clone3 with EPERM and then becomes
+// E2E_BIN with the arguments in E2E_ARGS (separated by spaces). The binary starts under the filter,
+// as in a container whose profile refuses clone3.
+func seccompServe() int {
+	if err := testutil.DenyClone3(unix.EPERM); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TESTUTIL_HELPER=") {
+			env = append(env, kv)
+		}
+	}
+	argv := append([]string{"reaper"}, strings.Fields(os.Getenv("E2E_ARGS"))...)
+	err := syscall.Exec(os.Getenv("E2E_BIN"), argv, env)
+	fmt.Fprintln(os.Stderr, "exec:", err)
+	return 1
+}
+
+// TestStaticBinaryUnderSeccompEPERM: the binary as built for shipping starts under a seccomp filter
+// that answers clone3 with EPERM (a dynamically linked one dies inside glibc, whose pthread_create
+// takes EPERM for a real failure), serves a session over stdio and runs a command in its leaf, by
+// joining it before exec.
+func TestStaticBinaryUnderSeccompEPERM(t *testing.T) {
+	f, err := elf.Open(staticBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	libs, _ := f.ImportedLibraries()
+	interp := false
+	for _, p := range f.Progs {
+		interp = interp || p.Type == elf.PT_INTERP
+	}
+	f.Close()
+	if len(libs) > 0 || interp {
+		t.Errorf("%s is not static: it needs %v (interpreter: %v)", staticBin, libs, interp)
+	}
+	p := place(t, "cgroup") // where tasks are spawned into a cgroup with clone3
+	cmd := testutil.Helper("seccomp-serve", "E2E_BIN="+staticBin,
+		"E2E_ARGS=serve --containment cgroup "+strings.Join(p.args(), " "))
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	cs := connectCommand(t, cmd)
+	r := bash(t, cs, "grep '^Seccomp:' /proc/self/status; grep '^0::' /proc/self/cgroup")
+	lines := strings.Split(strings.TrimSpace(r.Output), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "Seccomp: 2" {
+		t.Fatalf("the task is not under the filter: %q", r.Output)
+	}
+	rel := strings.TrimPrefix(p.root, cgroup.Detect(cgroup.Options{}).Mountpoint)
+	if !strings.HasPrefix(lines[1], "0::"+rel+"/r") || !strings.Contains(lines[1], "/s-1/l-") {
+		t.Errorf("the task ran in %q, want its leaf below %s", lines[1], rel)
+	}
+	if !stderr.await("clone3 into a cgroup is refused") {
+		t.Errorf("no warning that clone3 is refused:\n%s", stderr)
+	}
+}
+
+// TestCgroupNamespaceShowingTheHostHierarchy: reaper serve in a container with a cgroup namespace of
+// its own and the host's cgroup2 bind-mounted at /sys/fs/cgroup. Its slices go below its own cgroup
+// (not the host's top-level "reaper"), it moves itself into a leaf of that delegated cgroup, and the
+// root it made is gone when it exits.
+func TestCgroupNamespaceShowingTheHostHierarchy(t *testing.T) {
+	info := cgroup.Detect(cgroup.Options{})
+	if os.Geteuid() != 0 || !info.Usable() {
+		t.Skipf("skipped: needs root and a writable cgroup2 hierarchy: %s", info)
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("skipped: needs unshare(1) from util-linux")
+	}
+	base, err := cgroup.OpenRoot(cgroup.Options{Root: filepath.Join(info.Mountpoint, testutil.UniqueName("reaper-e2e-ns-"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	container, err := base.Create("container")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		container.Kill()
+		container.WaitEmpty(context.Background(), time.Now().Add(30*time.Second))
+		if err := container.Remove(); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		base.Release()
+	})
+	fd, err := container.OpenFD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	script := `exec "$0" "$@"`
+	if info.Mountpoint != "/sys/fs/cgroup" {
+		script = fmt.Sprintf(`mount --bind %s /sys/fs/cgroup && exec "$0" "$@"`, info.Mountpoint)
+	}
+	cmd := exec.Command("unshare", "--cgroup", "--mount", "--propagation", "private", "/bin/sh", "-c", script, bin, "serve")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	cs := connectCommand(t, cmd)
+
+	server := serverOf(t, cmd.Process.Pid)
+	r := bash(t, cs, "grep '^0::' /proc/self/cgroup")
+	if got := strings.TrimSpace(r.Output); !strings.HasPrefix(got, "0::/reaper/r"+strconv.Itoa(server)+"-") {
+		t.Errorf("the task ran in %q, want a leaf below /reaper of the container's own cgroup\n%s", got, stderr)
+	}
+	// Seen from the host: reaper's guard (unshare and sh exec'd it, so it kept their pid) and its
+	// server are in the container's supervisor leaf, the slices in the container's reaper directory;
+	// nothing is left in the container's cgroup itself, which has become an inner node.
+	pids, _ := os.ReadFile(filepath.Join(container.Path(), "supervisor", "cgroup.procs"))
+	for _, pid := range []int{cmd.Process.Pid, server} {
+		if !strings.Contains("\n"+string(pids), "\n"+strconv.Itoa(pid)+"\n") {
+			t.Errorf("reaper's pid %d is not in %s/supervisor (it holds %q)", pid, container.Path(), pids)
+		}
+	}
+	if left, _ := os.ReadFile(filepath.Join(container.Path(), "cgroup.procs")); len(left) > 0 {
+		t.Errorf("processes left in the container's own cgroup: %q", left)
+	}
+	if _, err := os.Stat(filepath.Join(container.Path(), "reaper")); err != nil {
+		t.Errorf("no reaper directory in the container's cgroup: %v", err)
+	}
+	if stderr.await("\n"); !strings.Contains(stderr.String(), "this process moved into /sys/fs/cgroup/"+filepath.Base(base.Path())+"/container/supervisor") {
+		t.Errorf("the start-up line does not say where reaper moved:\n%s", stderr)
+	}
+	cs.Close()
+	if _, err := os.Stat(filepath.Join(container.Path(), "reaper")); !os.IsNotExist(err) {
+		t.Errorf("the container's reaper directory was left behind (%v)\n%s", err, stderr)
+	}
+}
+
+// TestExplicitCgroupRootThatFails: a root that was asked for and cannot be used stops reaper serve
+// with a message naming it, whatever the containment mode.
+func TestExplicitCgroupRootThatFails(t *testing.T) {
+	for _, args := range [][]string{
+		{"--cgroup-root", "relative/root"},
+		{"--containment", "auto", "--cgroup-root", "/sys/fs/cgroup/a/../b"},
+		{"--containment", "process", "--cgroup-root", "/sys/fs/cgroup/x"},
+	} {
+		cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+		cmd.Stdin = strings.NewReader("") // stdio serving would end at EOF, with status 0
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		root := args[len(args)-1]
+		if code != 1 || !strings.Contains(string(out), "cgroup root "+root+" was asked for") {
+			t.Errorf("serve %q: exit %d, %q; want 1 and a message naming the root", args, code, out)
+		}
+	}
+}
+
+// TestLogsTheAddressAskedFor: --http 0.0.0.0:PORT is logged as such, not as the listener's [::].
+func TestLogsTheAddressAskedFor(t *testing.T) {
+	port := strconv.Itoa(freePort(t))
+	p := start(t, []string{"serve", "--http", "0.0.0.0:" + port, "--token", testutil.UniqueName("t-"), "--containment", "process"}, nil, nil)
+	if want := `url=http://0.0.0.0:` + port + `/mcp`; !p.stderr.await(want) {
+		t.Errorf("the start-up log lacks %s:\n%s", want, p.stderr)
+	}
+}
