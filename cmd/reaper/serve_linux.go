@@ -50,6 +50,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	}
 	sig := watchSignals(log)
 	defer sig.stop()
+	notify(log, "READY=1")
 	if ln == nil {
 		log.Info("reaper serving MCP over stdio", "containment", r.Containment().String(), "version", versionString())
 		err := srv.Run(sig.serving, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -138,6 +139,7 @@ func watchSignals(log *slog.Logger) *signals {
 		select {
 		case sig := <-s.ch:
 			log.Info("shutting down: every session's processes are being killed", "signal", sig.String())
+			notify(log, "STOPPING=1")
 			s.stopServing()
 		case <-s.serving.Done():
 		}
@@ -187,6 +189,7 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, tokens map[
 
 // shutdown ends every session and the Reaper, and returns the exit status.
 func shutdown(sig *signals, srv *mcpserver.Server, r *reaper.Reaper, log *slog.Logger, status int) int {
+	notify(log, "STOPPING=1") // also when reaper stops by itself (stdio EOF, a listener failure)
 	sig.stopServing()
 	if err := srv.Close(sig.hurry); err != nil {
 		log.Error("closing sessions", "error", err)
