@@ -103,6 +103,7 @@ func TestToolSchemasKeepValidation(t *testing.T) {
 	}{
 		{map[string]any{"command": "echo ok", "timeout": nil, "run_in_background": nil}, false, "ok\n"},
 		{map[string]any{"command": "echo ok", "timeout": 5000}, false, "ok\n"},
+		{map[string]any{"command": "echo '<null>' >/dev/null && echo ok", "timeout": nil}, false, "ok\n"},
 		{map[string]any{"command": "echo ok", "timeout": "5000"}, true, "timeout"},
 		{map[string]any{"command": "echo ok", "timeout": 1.5}, true, "timeout"},
 		{map[string]any{"command": nil}, true, "command"},
