@@ -41,7 +41,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	})
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.front(w, r, sdk) })
 	if len(opts.Tokens) > 0 {
-		h = auth.RequireBearerToken(verifier(opts.Tokens), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+		h = requireBearer(opts.Tokens, h)
 	}
 	return http.NewCrossOriginProtection().Handler(h)
 }

@@ -120,23 +120,32 @@ Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command
 With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling), stop it with task_stop, see all with task_list. At most %d background tasks run at once%s.
 Everything this session starts, background tasks and escaped or detached processes included, is killed when the session ends (over HTTP, also after %v without requests).`,
 			sizeString(l.OutputLimit), l.MaxTasks, bgTimeoutText(l.BackgroundTimeout), s.opts.IdleTimeout),
-		Annotations: &mcp.ToolAnnotations{Title: "Run a shell command", OpenWorldHint: ptr(true)},
+		Annotations:  &mcp.ToolAnnotations{Title: "Run a shell command", OpenWorldHint: ptr(true)},
+		InputSchema:  schemaFor[BashInput](),
+		OutputSchema: schemaFor[BashOutput](),
 	}, s.bash)
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        "task_output",
-		Description: "Return a background task's status, exit code once it has ended, and the output it wrote since the previous read. With block=true wait until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished task is cleared once its output has been read to the end.",
-		Annotations: &mcp.ToolAnnotations{Title: "Read a background task's output", ReadOnlyHint: true},
+		Name:         "task_output",
+		Description:  "Return a background task's status, exit code once it has ended, and the output it wrote since the previous read. With block=true wait until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished task is cleared once its output has been read to the end.",
+		Annotations:  &mcp.ToolAnnotations{Title: "Read a background task's output", ReadOnlyHint: true},
+		InputSchema:  schemaFor[TaskOutputInput](),
+		OutputSchema: schemaFor[TaskOutput](),
 	}, s.taskOutput)
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        "task_stop",
-		Description: fmt.Sprintf("Stop a background task: its whole process tree (children, detached and escaped ones included) gets %s. Returns its final status.", graceText(l.Grace)),
-		Annotations: &mcp.ToolAnnotations{Title: "Stop a background task", DestructiveHint: ptr(true), IdempotentHint: true},
+		Name:         "task_stop",
+		Description:  fmt.Sprintf("Stop a background task: its whole process tree (children, detached and escaped ones included) gets %s. Returns its final status.", graceText(l.Grace)),
+		Annotations:  &mcp.ToolAnnotations{Title: "Stop a background task", DestructiveHint: ptr(true), IdempotentHint: true},
+		InputSchema:  schemaFor[TaskStopInput](),
+		OutputSchema: schemaFor[TaskStopOutput](),
 	}, s.taskStop)
 	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:        "task_list",
-		Description: "List this session's background tasks (id, command, status, exit code, times, live process count) and any processes left running by finished foreground commands.",
-		Annotations: &mcp.ToolAnnotations{Title: "List background tasks", ReadOnlyHint: true},
+		Name:         "task_list",
+		Description:  "List this session's background tasks (id, command, status, exit code, times, live process count) and any processes left running by finished foreground commands.",
+		Annotations:  &mcp.ToolAnnotations{Title: "List background tasks", ReadOnlyHint: true},
+		InputSchema:  schemaFor[TaskListInput](),
+		OutputSchema: schemaFor[TaskListOutput](),
 	}, s.taskList)
+	s.mcp.AddReceivingMiddleware(dropNullArguments)
 }
 
 func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInput) (*mcp.CallToolResult, BashOutput, error) {
@@ -294,7 +303,7 @@ func (s *Server) taskList(ctx context.Context, req *mcp.CallToolRequest, _ TaskL
 		fmt.Fprintf(&b, "%s  %-9s  %d proc  %s\n", t.ID, t.Status, t.Processes, oneLine(t.Command))
 	}
 	for _, lo := range l.Leftovers {
-		out.Leftovers = append(out.Leftovers, LeftoverEntry{TaskID: lo.TaskID, Command: lo.Command, Pids: lo.Pids})
+		out.Leftovers = append(out.Leftovers, LeftoverEntry{TaskID: lo.TaskID, Command: lo.Command, Pids: append([]int{}, lo.Pids...)})
 		fmt.Fprintf(&b, "left by %s (%s): pids %v\n", lo.TaskID, oneLine(lo.Command), lo.Pids)
 	}
 	if b.Len() == 0 {

@@ -81,7 +81,8 @@ type Options struct {
 	// bash is missing.
 	Shell string
 	// Env is the environment of tasks, before the markers are added. Nil means this process's
-	// environment without its REAPER_* variables (which may hold secrets such as a token).
+	// environment without its REAPER_* variables (which may hold secrets such as a token) and
+	// without NOTIFY_SOCKET (the service manager's socket, reaper's to use).
 	Env []string
 	// WorkDir is a new session's working directory. Empty means this process's.
 	WorkDir string

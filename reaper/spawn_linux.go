@@ -34,14 +34,16 @@ func findShell(shell string) (string, error) {
 }
 
 // baseEnv returns env, or this process's environment without REAPER_* variables (configuration,
-// possibly a token, and the markers of an outer reaper that ours replace).
+// possibly a token, and the markers of an outer reaper that ours replace) and without NOTIFY_SOCKET
+// (systemd's readiness socket is reaper's: a command must not tell the service manager that reaper
+// is ready, stopping, or another process).
 func baseEnv(env []string) []string {
 	if env != nil {
 		return append([]string(nil), env...)
 	}
 	var out []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "REAPER_") {
+		if !strings.HasPrefix(kv, "REAPER_") && !strings.HasPrefix(kv, "NOTIFY_SOCKET=") {
 			out = append(out, kv)
 		}
 	}

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise the module version
-// or VCS revision recorded by the Go toolchain is used.
+// or VCS revision recorded by the Go toolchain is used (see versionString).
 var version = ""
 
 const usage = `reaper: a cgroup-based process reaper that speaks MCP
@@ -51,24 +50,4 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	}
 	fmt.Fprintf(stderr, "reaper: unknown command %q\n\n%s", args[0], usage)
 	return 2
-}
-
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && (v == "" || v == "(devel)") {
-			v = "devel-" + s.Value[:min(12, len(s.Value))]
-		}
-	}
-	if v == "" {
-		v = "(devel)"
-	}
-	return v + " " + bi.GoVersion
 }

@@ -59,6 +59,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	}
 	sig.onSignal(srv.Hurry)
 	defer sig.watchdog(r, log)()
+	notify(log, "READY=1")
 	if ln == nil {
 		log.Info("reaper serving MCP over stdio", "containment", r.Containment().String(), "version", versionString())
 		err := srv.Run(sig.serving, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -160,6 +161,7 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, tokens map[
 
 // shutdown ends every session and the Reaper, and returns the exit status.
 func shutdown(sig *signals, srv *mcpserver.Server, r *reaper.Reaper, log *slog.Logger, status int) int {
+	notify(log, "STOPPING=1") // also when reaper stops by itself (stdio EOF, a listener failure)
 	sig.stopServing()
 	if err := srv.Close(sig.hurry); err != nil {
 		log.Error("closing sessions", "error", err)

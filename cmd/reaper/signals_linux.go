@@ -98,6 +98,7 @@ func (s *signals) watch(log *slog.Logger, guard reaper.GuardLink) {
 			s.cancelHurry()
 		case first:
 			log.Info("shutting down: every session's processes are being killed", "signal", sig.String())
+			notify(log, "STOPPING=1")
 			s.hurryUnderWay()
 			s.stopServing()
 			first = false

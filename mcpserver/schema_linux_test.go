@@ -1,0 +1,119 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestToolSchemasArePortable lists the tools as a client does and fails on any "type" that is not a
+// single string, anywhere in any input or output schema: a type list such as ["null","integer"]
+// makes one client drop the argument and others' validators warn.
+func TestToolSchemasArePortable(t *testing.T) {
+	_, cs := connect(t)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tools) != 4 {
+		t.Errorf("%d tools listed, want 4", len(res.Tools))
+	}
+	for _, tool := range res.Tools {
+		if tool.InputSchema == nil || tool.OutputSchema == nil {
+			t.Errorf("%s: input schema %v, output schema %v", tool.Name, tool.InputSchema, tool.OutputSchema)
+		}
+		for kind, schema := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
+			b, err := json.Marshal(schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v any
+			if err := json.Unmarshal(b, &v); err != nil {
+				t.Fatal(err)
+			}
+			checkSingleTypes(t, fmt.Sprintf("%s %s schema #", tool.Name, kind), v)
+		}
+	}
+}
+
+// checkSingleTypes walks a JSON schema and reports every "type" that is not a string. Names under
+// properties (and the like) are property names, not keywords: their values are schemas.
+func checkSingleTypes(t *testing.T, path string, v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		if typ, ok := v["type"]; ok {
+			if _, ok := typ.(string); !ok {
+				t.Errorf("%s: type %v is not a single type", path, typ)
+			}
+		}
+		for k, sub := range v {
+			switch k {
+			case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas":
+				m, _ := sub.(map[string]any)
+				for name, s := range m {
+					checkSingleTypes(t, path+"/"+k+"/"+name, s)
+				}
+			default:
+				checkSingleTypes(t, path+"/"+k, sub)
+			}
+		}
+	case []any:
+		for i, s := range v {
+			checkSingleTypes(t, fmt.Sprintf("%s/%d", path, i), s)
+		}
+	}
+}
+
+// TestToolSchemasKeepValidation checks that the portable schemas still say which arguments are
+// required and still refuse wrong types, and that an optional argument sent as null means its
+// default (as a client that fills unset arguments with null expects).
+func TestToolSchemasKeepValidation(t *testing.T) {
+	_, cs := connect(t)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"bash": {"command"}, "task_output": {"task_id"}, "task_stop": {"task_id"}, "task_list": nil}
+	for _, tool := range res.Tools {
+		b, _ := json.Marshal(tool.InputSchema)
+		var s struct {
+			Type       string         `json:"type"`
+			Required   []string       `json:"required"`
+			Properties map[string]any `json:"properties"`
+		}
+		json.Unmarshal(b, &s)
+		if s.Type != "object" || !slices.Equal(s.Required, want[tool.Name]) {
+			t.Errorf("%s: input schema type %q, required %v; want object, %v", tool.Name, s.Type, s.Required, want[tool.Name])
+		}
+		if tool.Name == "bash" {
+			if p, _ := s.Properties["timeout"].(map[string]any); p["type"] != "integer" || !strings.Contains(fmt.Sprint(p["description"]), "milliseconds") {
+				t.Errorf("bash's timeout: %v", s.Properties["timeout"])
+			}
+		}
+	}
+	for _, tc := range []struct {
+		args    map[string]any
+		isError bool
+		text    string
+	}{
+		{map[string]any{"command": "echo ok", "timeout": nil, "run_in_background": nil}, false, "ok\n"},
+		{map[string]any{"command": "echo ok", "timeout": 5000}, false, "ok\n"},
+		{map[string]any{"command": "echo '<null>' >/dev/null && echo ok", "timeout": nil}, false, "ok\n"},
+		{map[string]any{"command": "echo ok", "timeout": "5000"}, true, "timeout"},
+		{map[string]any{"command": "echo ok", "timeout": 1.5}, true, "timeout"},
+		{map[string]any{"command": nil}, true, "command"},
+		{map[string]any{"timeout": 5000}, true, "command"},
+		{map[string]any{"command": "echo ok", "surprise": 1}, true, "surprise"},
+	} {
+		res := call(t, cs, "bash", tc.args, nil)
+		text := res.Content[0].(*mcp.TextContent).Text
+		if res.IsError != tc.isError || !strings.Contains(text, tc.text) {
+			t.Errorf("bash %v: error=%v %q; want error=%v and %q", tc.args, res.IsError, text, tc.isError, tc.text)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const unitPath = "../../deploy/systemd/reaper.service"
+
+// installedUnit returns the unit with its ExecStart pointing at the binary under test instead of
+// /usr/local/bin/reaper, which `systemd-analyze verify` would report missing; the copy is written to
+// a temporary directory under the same name.
+func installedUnit(t *testing.T) (path string, execStart []string) {
+	t.Helper()
+	unit, err := os.ReadFile(unitPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(unit), "\n") {
+		if rest, ok := strings.CutPrefix(line, "ExecStart="); ok {
+			execStart = strings.Fields(rest)
+		}
+	}
+	if len(execStart) == 0 || execStart[0] != "/usr/local/bin/reaper" {
+		t.Fatalf("%s: ExecStart %q does not run /usr/local/bin/reaper", unitPath, execStart)
+	}
+	path = filepath.Join(t.TempDir(), "reaper.service")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/reaper", bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, execStart
+}
+
+func needSystemdAnalyze(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("skipped: systemd-analyze is not installed (Debian's package: systemd)")
+	}
+}
+
+// TestSystemdUnitVerifies runs `systemd-analyze verify` on the unit, which reports unknown or
+// misspelt settings and bad values on stderr (exiting 0 for most of them): any output fails.
+func TestSystemdUnitVerifies(t *testing.T) {
+	needSystemdAnalyze(t)
+	path, execStart := installedUnit(t)
+	out, err := exec.Command("systemd-analyze", "verify", path).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify %s: %v\n%s", unitPath, err, out)
+	}
+	unit, _ := os.ReadFile(path)
+	for _, want := range []string{"Type=notify", "NotifyAccess=all", "Delegate=yes", "KillMode=mixed", "User=reaper"} {
+		if !regexp.MustCompile(`(?m)^` + want + `$`).Match(unit) {
+			t.Errorf("%s lacks %s", unitPath, want)
+		}
+	}
+	// The binary must accept ExecStart's flags: parsing stops at --help, after them.
+	if out, err := exec.Command(bin, append(execStart[1:], "--help")...).CombinedOutput(); err != nil {
+		t.Errorf("reaper %v --help: %v\n%s", execStart[1:], err, out)
+	}
+}
+
+// TestSystemdUnitSecurity checks that `systemd-analyze security` rates the unit no worse than the
+// score its comment states.
+func TestSystemdUnitSecurity(t *testing.T) {
+	needSystemdAnalyze(t)
+	path, _ := installedUnit(t)
+	unit, _ := os.ReadFile(path)
+	m := regexp.MustCompile(`rates this\s+(?:#\s*)?unit (\d+\.\d)`).FindSubmatch(unit)
+	if m == nil {
+		t.Fatalf("%s does not state its systemd-analyze security score (\"rates this unit N.N\")", unitPath)
+	}
+	stated, _ := strconv.ParseFloat(string(m[1]), 64)
+	out, err := exec.Command("systemd-analyze", "security", "--offline=true", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("systemd-analyze security: %v\n%s", err, out)
+	}
+	m = regexp.MustCompile(`Overall exposure level for reaper\.service: (\d+\.\d)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no overall exposure level in:\n%s", out)
+	}
+	measured, _ := strconv.ParseFloat(string(m[1]), 64)
+	t.Logf("systemd-analyze security: %.1f (the unit states %.1f)", measured, stated)
+	if measured > stated {
+		t.Errorf("exposure %.1f is worse than the %.1f the unit states:\n%s", measured, stated, out)
+	}
+}
+
+// TestSystemdSysusers creates the unit's user from deploy/systemd/reaper-sysusers.conf in a
+// scratch root, as systemd-sysusers does at installation.
+func TestSystemdSysusers(t *testing.T) {
+	if _, err := exec.LookPath("systemd-sysusers"); err != nil {
+		t.Skip("skipped: systemd-sysusers is not installed (Debian's package: systemd)")
+	}
+	conf, err := filepath.Abs("../../deploy/systemd/reaper-sysusers.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+	if out, err := exec.Command("systemd-sysusers", "--root="+root, conf).CombinedOutput(); err != nil {
+		t.Fatalf("systemd-sysusers: %v\n%s", err, out)
+	}
+	passwd, err := os.ReadFile(filepath.Join(root, "etc", "passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^reaper:x:\d+:\d+:[^:]*:/var/lib/reaper:/usr/sbin/nologin$`).Match(passwd) {
+		t.Errorf("systemd-sysusers made no reaper user with home /var/lib/reaper:\n%s", passwd)
+	}
+}
