@@ -166,6 +166,12 @@ func detectInfo(opts Options) (Info, error) {
 	}
 	self, selfErr := ownCgroup("/proc/self/cgroup")
 	if selfErr == nil {
+		var root string
+		if root, selfErr = mountRoot("/proc/self/mountinfo", info.Mountpoint); selfErr == nil {
+			self, selfErr = resolveSelf(info.Mountpoint, root, self, os.Getpid())
+		}
+	}
+	if selfErr == nil {
 		if _, err := os.Stat(filepath.Join(info.Mountpoint, self)); err != nil {
 			selfErr = fmt.Errorf("own cgroup %s is not visible under %s", self, info.Mountpoint)
 		} else {

@@ -331,3 +331,102 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCgroupNamespaceWithOutsideMount is a container with a private cgroup namespace that bind-mounts
+// the host's cgroup2 hierarchy: /proc/self/cgroup reads "0::/", but the mount shows the host's root,
+// two levels above the namespace's root ("/../.." in mountinfo). Detect must find its own cgroup
+// below the mountpoint and put the default root in it, not at the host's root.
+func TestCgroupNamespaceWithOutsideMount(t *testing.T) {
+	info := requireCgroup2(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("skipped: needs unshare(1) from util-linux")
+	}
+	top := testutil.UniqueName("reaper-test-ns-")
+	nsroot := filepath.Join(info.Mountpoint, top, "inner")
+	if err := os.MkdirAll(nsroot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		destroy(t, nsroot)
+		destroy(t, filepath.Dir(nsroot))
+	})
+	fd, err := unix.Open(nsroot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	// No new mount: the helper sees the mount made outside its namespace.
+	res := runHelper(t, "detect", nil, []string{"unshare", "--cgroup", os.Args[0]},
+		&syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd})
+	if want := filepath.Join(nsroot, "reaper"); res.Info.Root != want {
+		if res.Info.Root != "" && !strings.HasPrefix(res.Info.Root, nsroot+"/") {
+			os.Remove(res.Info.Root) // made where it must not be
+		}
+		t.Fatalf("default root %s, want %s (own cgroup %q, error %q)", res.Info.Root, want, res.Info.Self, res.Err)
+	}
+	if want := "/" + top + "/inner"; res.Info.Self != want || res.Err != "" || !exists(res.Info.Root) {
+		t.Errorf("own cgroup %q, error %q, root created %v; want %s, no error, created", res.Info.Self, res.Err, exists(res.Info.Root), want)
+	}
+}
+
+func TestMountRootParsing(t *testing.T) {
+	const mountinfo = `25 30 0:22 / /sys rw,nosuid - sysfs sysfs rw
+31 25 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs rw,mode=755
+40 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+41 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu
+83 76 0:38 /../.. /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw
+90 76 0:38 /a\040b /mnt/with\040space rw - cgroup2 cgroup2 rw
+91 76 0:38 /first /mnt/twice rw - cgroup2 cgroup2 rw
+92 91 0:38 /second /mnt/twice rw - cgroup2 cgroup2 rw
+`
+	file := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(file, []byte(mountinfo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ mountpoint, want string }{
+		{"/sys/fs/cgroup/unified", "/"},
+		{"/sys/fs/cgroup", "/../.."}, // the cgroup2 mount on top of the tmpfs
+		{"/mnt/with space", "/a b"},
+		{"/mnt/twice", "/second"},
+		{"/sys/fs/cgroup/cpu", ""}, // cgroup v1
+		{"/nowhere", ""},
+	} {
+		got, err := mountRoot(file, tc.mountpoint)
+		if got != tc.want || (err == nil) != (tc.want != "") {
+			t.Errorf("mountRoot(%s) = %q, %v; want %q", tc.mountpoint, got, err, tc.want)
+		}
+	}
+}
+
+func TestResolveSelf(t *testing.T) {
+	mount := t.TempDir()
+	pid := os.Getpid()
+	procs := map[string]string{
+		"a/b/cgroup.procs":     "0\n",                       // the namespace's root, empty but for pids outside it
+		"a/b/sub/cgroup.procs": fmt.Sprintf("0\n%d\n", pid), // this process
+		"a/c/sub/cgroup.procs": "0\n1\n",                    // another namespace's process
+	}
+	for name, content := range procs {
+		path := filepath.Join(mount, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ root, self, want, err string }{
+		{"/", "/x/y", "/x/y", ""},
+		{"/x", "/x/y", "/y", ""},
+		{"/x", "/x", "/", ""},
+		{"/x", "/xy", "", "not visible"},
+		{"/../..", "/sub", "/a/b/sub", ""},
+		{"/..", "/sub", "", "found in 0 places"},
+		{"/../x", "/", "", "beside"},
+	} {
+		got, err := resolveSelf(mount, tc.root, tc.self, pid)
+		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("resolveSelf(root %s, self %s) = %q, %v; want %q, error containing %q", tc.root, tc.self, got, err, tc.want, tc.err)
+		}
+	}
+}
