@@ -81,16 +81,29 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 //   - unmarked: clears its environment (reaper's marker), takes a new session and is reparented. In
 //     process containment nothing ties it to its session: it survives the session's end and dies
 //     when reaper stops. In cgroup containment its cgroup ties it.
+//   - records-sigterm: a new session; on SIGTERM it appends its kind to sigtermFile and exits. Only
+//     reaper's teardown sends it SIGTERM: the kernel's end of a pid namespace and a killed
+//     container's cgroup send SIGKILL alone, and `podman stop` signals PID 1 only. So the record
+//     shows that reaper itself ended the session, where the container's end would kill the rest
+//     anyway.
 const escapeScript = `setsid sh -c 'echo setsid $$; exec sleep 1000' &
 sh -c 'sh -c "echo double-fork \$\$; exec sleep 1000" &'
 nohup sh -c 'echo nohup $$; exec sleep 1000' &
 sh -c 'trap "" TERM; echo ignores-sigterm $$; exec sleep 1000' &
 env -i /bin/setsid /bin/sh -c '/bin/sh -c "echo unmarked \$\$; exec /bin/sleep 1000" &'
+setsid sh -c 'trap "echo records-sigterm >>` + sigtermFile + `; exit 0" TERM; echo records-sigterm $$; sleep 1000 & wait' &
 echo task $$
 exec sleep 1000`
 
+// shared is where each container mounts a directory of the test, and sigtermFile the file in it
+// where the records-sigterm escapee writes.
+const (
+	shared      = "/reaper-test"
+	sigtermFile = shared + "/sigterm"
+)
+
 // escapeKinds are the kinds escapeScript prints.
-var escapeKinds = []string{"setsid", "double-fork", "nohup", "ignores-sigterm", "unmarked", "task"}
+var escapeKinds = []string{"setsid", "double-fork", "nohup", "ignores-sigterm", "unmarked", "records-sigterm", "task"}
 
 // escapees runs escapeScript as a background task of the session cs, in container c, and returns its
 // processes by kind, identified on the host.

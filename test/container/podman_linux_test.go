@@ -174,6 +174,8 @@ type container struct {
 	id    string
 	pid   int    // the host pid of its first process: reaper
 	pidNS string // its pid namespace, as /proc/<pid>/ns/pid reads
+	// dir is the test's directory mounted at shared in the container.
+	dir string
 	// instances are the names reaper gives the cgroup directory of an instance, r<pid>-<start time>
 	// (README), for each process of the container when it was inspected: where a reaper made its
 	// slices, whatever it took for its own cgroup, a directory of one of these names is.
@@ -203,6 +205,12 @@ func (p *podman) inspect(name string) (container, error) {
 		c.instances = append(c.instances, fmt.Sprintf("r%d-%d", nspid, p.Start))
 	}
 	return c, nil
+}
+
+// sigtermRecorded reports whether the records-sigterm escapee got SIGTERM (see escapeScript).
+func (c container) sigtermRecorded() bool {
+	b, _ := os.ReadFile(filepath.Join(c.dir, filepath.Base(sigtermFile)))
+	return strings.Contains(string(b), "records-sigterm")
 }
 
 // state returns the container's status and exit code as podman reports them.

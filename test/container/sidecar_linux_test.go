@@ -55,7 +55,8 @@ func startSidecar(t *testing.T, o serveOpts) *sidecar {
 	pm := suite.pm
 	name := testutil.UniqueName("reaper-ctest-")
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	args := []string{"run", "-d", "--name", name, "--pull=never"}
+	dir := t.TempDir()
+	args := []string{"run", "-d", "--name", name, "--pull=never", "-v", dir + ":" + shared}
 	if o.pod != "" {
 		args = append(args, "--pod", o.pod)
 	} else {
@@ -84,6 +85,7 @@ func startSidecar(t *testing.T, o serveOpts) *sidecar {
 	if c, err = pm.inspect(name); err != nil {
 		t.Fatal(err)
 	}
+	c.dir = dir
 	s := &sidecar{container: c, url: "http://" + addr + "/mcp", before: c.procs()}
 	s.containment = containmentOf(t, logs(name))
 	if dir := s.cgroupV2(); dir != "" {
@@ -145,6 +147,15 @@ func (s *sidecar) awaitClean(t *testing.T, ps []testutil.Proc, spared ...testuti
 	})
 }
 
+// assertTeardown fails the test unless reaper's own teardown ended the session's processes: only it
+// sends SIGTERM to the records-sigterm escapee.
+func (c container) assertTeardown(t *testing.T) {
+	t.Helper()
+	if !c.sigtermRecorded() {
+		t.Error("the escapee that records SIGTERM got none: reaper's teardown did not reach it, whatever killed it")
+	}
+}
+
 // stop stops the container with `podman stop -t 30` (SIGTERM, SIGKILL after 30 s) and returns its exit code.
 func (s *sidecar) stop(t *testing.T) int {
 	t.Helper()
@@ -158,6 +169,7 @@ func (s *sidecar) stop(t *testing.T) int {
 	if status != "exited" && status != "stopped" {
 		t.Fatalf("after podman stop, container %s is %s", s.name, status)
 	}
+	s.assertTeardown(t)
 	return code
 }
 
@@ -221,6 +233,7 @@ func createPod(t *testing.T) string {
 // escapeScript); that one is returned so that the caller can check it dies when reaper stops.
 func (s *sidecar) sessionEnd(t *testing.T, ps map[string]testutil.Proc) (spared []testutil.Proc) {
 	t.Helper()
+	defer s.assertTeardown(t)
 	switch s.containment {
 	case "cgroup":
 		s.awaitClean(t, without(ps))

@@ -40,8 +40,9 @@ func TestStdio(t *testing.T) {
 func stdio(t *testing.T, m mode, args ...string) {
 	pm := suite.pm
 	name := testutil.UniqueName("reaper-ctest-")
+	dir := t.TempDir()
 	run := append([]string{"run", "-i", "--rm", "--name", name, "--pull=never", "--network", "none",
-		"--cgroup-parent", pm.cgroupParent}, m.podman...)
+		"--cgroup-parent", pm.cgroupParent, "-v", dir + ":" + shared}, m.podman...)
 	cmd := pm.command(context.Background(), append(append(run, suite.image), args...)...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
@@ -52,12 +53,14 @@ func stdio(t *testing.T, m mode, args ...string) {
 	if c, err = pm.inspect(name); err != nil {
 		t.Fatal(err)
 	}
+	c.dir = dir
 	ps := escapees(t, cs, c)
 
 	closed := time.Now()
 	closeErr := cs.Close() // closes stdin; SIGTERM after 5 s, SIGKILL after 10 s
 	took := time.Since(closed)
 	testutil.AwaitDead(t, without(ps), within)
+	c.assertTeardown(t)
 	signalled := strings.Contains(stderr.String(), "signal=")
 	t.Logf("podman run exited %v after the client closed stdin (signalled: %v, exit: %v)", took.Round(time.Millisecond), signalled, cmd.ProcessState)
 	if len(args) > 0 {
