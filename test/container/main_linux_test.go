@@ -1,6 +1,7 @@
 package container
 
 import (
+	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -126,7 +127,9 @@ func setup(dir string) error {
 	suite.binary = filepath.Join(dir, "context", "reaper")
 	// The flags of the Containerfile's source stage, so that TestBuildFromSource finds the packages
 	// compiled in the build cache.
-	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", suite.binary, "github.com/cgreaper/reaper/cmd/reaper")
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", suite.binary, "github.com/cgreaper/reaper/cmd/reaper")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("building a static reaper: %v\n%s", err, out)
@@ -140,8 +143,7 @@ func setup(dir string) error {
 		return err
 	}
 	suite.image = "localhost/reaper-test:" + tag
-	_, err = pm.run("build", "--pull=never", "--cgroup-parent", pm.cgroupParent,
-		"-f", filepath.Join(repo, "deploy", "Containerfile"),
+	_, err = pm.run("build", "--pull=never", "-f", filepath.Join(repo, "deploy", "Containerfile"),
 		"--build-arg", "BASE_IMAGE="+suite.base, "--target", "prebuilt",
 		"-t", suite.image, filepath.Join(dir, "context"))
 	return err

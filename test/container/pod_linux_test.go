@@ -1,6 +1,7 @@
 package container
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,22 @@ func TestSidecarInPod(t *testing.T) {
 			t.Errorf("closing the client: %v", err)
 		}
 		s.sessionEnd(t, ps)
+	})
+
+	// An agent container beside the sidecar reaches it on the pod's loopback: here busybox wget
+	// sending MCP's initialize.
+	t.Run("client container", func(t *testing.T) {
+		s := startSidecar(t, serveOpts{pod: pod})
+		initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"wget","version":"1"}}}`
+		out, err := suite.pm.run("run", "--rm", "--pull=never", "--pod", pod, suite.base,
+			"wget", "-q", "-O", "-", "--header", "Content-Type: application/json",
+			"--header", "Accept: application/json, text/event-stream", "--post-data", initialize, s.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, `"serverInfo":{"name":"reaper"`) {
+			t.Errorf("initialize from a container in the pod answered %q", out)
+		}
 	})
 
 	t.Run("idle timeout", func(t *testing.T) {

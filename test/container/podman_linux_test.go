@@ -31,8 +31,8 @@ type podman struct {
 // default fails or changes the machine on hosts like ours:
 //   - runc: crun 1.8 refuses hybrid cgroup hosts ("cgroups in hybrid mode not supported").
 //   - default_ulimits at or below this process's hard limits: podman's own defaults raise them, which
-//     needs CAP_SYS_RESOURCE. nproc also stays at or below 32768, where podman caps what conmon, the
-//     containers' monitor, gets on this machine.
+//     needs CAP_SYS_RESOURCE (root here lacks it). nproc also stays at or below 32768: podman starts
+//     conmon, the containers' monitor, with that limit here, and runc cannot raise it (EPERM).
 //   - cgroupfs: no systemd here; events to a file under tmp_dir (no journald).
 //   - tmp_dir, volume_path, network_config_dir: podman's state of containers and networks in the
 //     test's directory. static_dir (the container database) is left at its default, below graphroot:
@@ -119,8 +119,9 @@ func (p *podman) run(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// busyboxApplets are the programs of the base image besides sh: what the tests' tasks run.
-var busyboxApplets = []string{"sh", "cat", "echo", "env", "kill", "ls", "mkdir", "ps", "setsid", "sleep", "sync", "true", "wc"}
+// busyboxApplets are the programs of the base image: a shell, what the tests' tasks run, and wget for
+// a client container.
+var busyboxApplets = []string{"sh", "cat", "echo", "env", "kill", "ls", "mkdir", "ps", "setsid", "sleep", "true", "wc", "wget"}
 
 // nohupScript stands in for nohup, which Debian's busybox-static lacks: like nohup with its output not
 // on a terminal, it ignores SIGHUP and runs the command.

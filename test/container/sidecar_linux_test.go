@@ -133,7 +133,7 @@ func cgroupTree(dir string) []string {
 // cgroup2 tree is as it was before the session: the session's slice is gone.
 func (s *sidecar) awaitClean(t *testing.T, ps []testutil.Proc, spared ...testutil.Proc) {
 	t.Helper()
-	t.Logf("the session's processes died %v after its end", testutil.AwaitDead(t, ps, within).Round(time.Millisecond))
+	t.Logf("the session's processes were dead %v after the test's last request", testutil.AwaitDead(t, ps, within).Round(time.Millisecond))
 	for nspid, p := range s.procs() {
 		if _, ok := s.before[nspid]; !ok && !slices.Contains(spared, p) {
 			t.Errorf("pid %d (%d in the container) was not there before the session and survived it: %s", p.Pid, nspid, describe(p.Pid))
