@@ -339,3 +339,73 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCgroupNamespaceWithOutsideMount is a container with a private cgroup namespace that bind-mounts
+// the host's cgroup2 hierarchy: /proc/self/cgroup reads "0::/", but the mount shows the host's root,
+// two levels above the namespace's root ("/../.." in mountinfo). Detect must find its own cgroup
+// below the mountpoint and put the default root in it, not at the host's root.
+func TestCgroupNamespaceWithOutsideMount(t *testing.T) {
+	info := requireCgroup2(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("skipped: needs unshare(1) from util-linux")
+	}
+	top := testutil.UniqueName("reaper-test-ns-")
+	nsroot := filepath.Join(info.Mountpoint, top, "inner")
+	if err := os.MkdirAll(nsroot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		destroy(t, nsroot)
+		destroy(t, filepath.Dir(nsroot))
+	})
+	fd, err := unix.Open(nsroot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	// No new mount: the helper sees the mount made outside its namespace.
+	res := runHelper(t, "detect", nil, []string{"unshare", "--cgroup", os.Args[0]},
+		&syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd})
+	if want := filepath.Join(nsroot, "reaper"); res.Info.Root != want {
+		if res.Info.Root != "" && !strings.HasPrefix(res.Info.Root, nsroot+"/") {
+			os.Remove(res.Info.Root) // made where it must not be
+		}
+		t.Fatalf("default root %s, want %s (own cgroup %q, error %q)", res.Info.Root, want, res.Info.Self, res.Err)
+	}
+	if want := "/" + top + "/inner"; res.Info.Self != want || res.Err != "" || !exists(res.Info.Root) {
+		t.Errorf("own cgroup %q, error %q, root created %v; want %s, no error, created", res.Info.Self, res.Err, exists(res.Info.Root), want)
+	}
+}
+
+func TestResolveSelf(t *testing.T) {
+	mount := t.TempDir()
+	pid := os.Getpid()
+	procs := map[string]string{
+		"cgroup.procs":         "",
+		"a/b/cgroup.procs":     "0\n",                       // the namespace's root, empty but for pids outside it
+		"a/b/sub/cgroup.procs": fmt.Sprintf("0\n%d\n", pid), // this process
+		"a/c/sub/cgroup.procs": "0\n1\n",                    // another namespace's process
+	}
+	for name, content := range procs {
+		path := filepath.Join(mount, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ shown, self, want, err string }{
+		{"/", "/a/b/sub", "/a/b/sub", ""},
+		{"/a", "/a/b/sub", "", "not visible"}, // the mount shows /a, so the own cgroup would be <mount>/b/sub
+		{"/x", "/y/z", "", "outside"},
+		{"/../..", "/sub", "/a/b/sub", ""}, // found where this process is listed, not in a/c
+		{"/..", "/sub", "", "not found"},
+		{"/../x", "/", "", "not found"},
+	} {
+		got, err := resolveSelf(mount, tc.shown, tc.self)
+		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("resolveSelf(shown %s, self %s) = %q, %v; want %q, error containing %q", tc.shown, tc.self, got, err, tc.want, tc.err)
+		}
+	}
+}

@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"mcpserver":         {"reaper"},
 	"cmd/reaper":        {"mcpserver", "reaper", "cgroup"},
 	".ci/summary":       nil,
+	"test/container":    nil,
 	"test/e2e":          nil,
 	"test/layout":       nil,
 }

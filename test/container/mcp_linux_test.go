@@ -1,0 +1,194 @@
+package container
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"net"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/internal/testutil"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The MCP client side: the go-sdk client on the host, talking to reaper in a container.
+
+// connectStdio starts cmd (a `podman run -i`) and connects the go-sdk client to it over stdio.
+// Cleanup closes the client.
+func connectStdio(t *testing.T, cmd *exec.Cmd) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "container-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect over stdio to %v: %v", cmd.Args, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// connectHTTP connects the go-sdk client to url. Cleanup closes the client (DELETE).
+func connectHTTP(t *testing.T, url string) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "container-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// callTool calls a tool and decodes its structured result into out, failing the test on a protocol
+// error or a tool error.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s(%v): %v", name, args, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s(%v): tool error: %v", name, args, res.Content)
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("%s: structured content %s: %v", name, b, err)
+	}
+}
+
+// escapeScript is a background task that starts one process of each kind that gets away from a
+// cleanup by process group or parent pid, and prints each one's kind and pid (in the container's pid
+// namespace) once it runs, then its own:
+//   - setsid: a new session and process group;
+//   - double-fork: its parent exits at once, so it is reparented;
+//   - nohup: ignores SIGHUP;
+//   - ignores-sigterm: survives a polite SIGTERM, so a stop must escalate to SIGKILL;
+//   - unmarked: clears its environment (reaper's marker), takes a new session and is reparented. In
+//     process containment nothing ties it to its session: it survives the session's end and dies
+//     when reaper stops. In cgroup containment its cgroup ties it.
+//   - records-sigterm: a new session; on SIGTERM it appends its kind to sigtermFile and exits. Only
+//     reaper's teardown sends it SIGTERM: the kernel's end of a pid namespace and a killed
+//     container's cgroup send SIGKILL alone, and `podman stop` signals PID 1 only. So the record
+//     shows that reaper itself ended the session, where the container's end would kill the rest
+//     anyway.
+const escapeScript = `setsid sh -c 'echo setsid $$; exec sleep 1000' &
+sh -c 'sh -c "echo double-fork \$\$; exec sleep 1000" &'
+nohup sh -c 'echo nohup $$; exec sleep 1000' &
+sh -c 'trap "" TERM; echo ignores-sigterm $$; exec sleep 1000' &
+env -i /bin/setsid /bin/sh -c '/bin/sh -c "echo unmarked \$\$; exec /bin/sleep 1000" &'
+setsid sh -c 'trap "echo records-sigterm >>` + sigtermFile + `; exit 0" TERM; echo records-sigterm $$; sleep 1000 & wait' &
+echo task $$
+exec sleep 1000`
+
+// shared is where each container mounts a directory of the test, and sigtermFile the file in it
+// where the records-sigterm escapee writes.
+const (
+	shared      = "/reaper-test"
+	sigtermFile = shared + "/sigterm"
+)
+
+// escapeKinds are the kinds escapeScript prints.
+var escapeKinds = []string{"setsid", "double-fork", "nohup", "ignores-sigterm", "unmarked", "records-sigterm", "task"}
+
+// escapees runs escapeScript as a background task of the session cs, in container c, and returns its
+// processes by kind, identified on the host.
+func escapees(t *testing.T, cs *mcp.ClientSession, c container) map[string]testutil.Proc {
+	t.Helper()
+	var started struct {
+		TaskID string `json:"task_id"`
+	}
+	callTool(t, cs, "bash", map[string]any{"command": escapeScript, "run_in_background": true}, &started)
+	if started.TaskID == "" {
+		t.Fatal("the background task got no task id")
+	}
+	printed := map[string]int{}
+	var all string
+	deadline := time.Now().Add(time.Minute)
+	for len(printed) < len(escapeKinds) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the task printed only %q", all)
+		}
+		var read struct {
+			Output string `json:"output"`
+		}
+		callTool(t, cs, "task_output", map[string]any{"task_id": started.TaskID}, &read)
+		all += read.Output
+		for line := range strings.Lines(read.Output) {
+			f := strings.Fields(line)
+			if len(f) != 2 || !slices.Contains(escapeKinds, f[0]) {
+				t.Fatalf("the task printed %q", line)
+			}
+			pid, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatalf("the task printed %q", line)
+			}
+			printed[f[0]] = pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	procs := c.procs()
+	out := map[string]testutil.Proc{}
+	for kind, pid := range printed {
+		p, ok := procs[pid]
+		if !ok {
+			t.Fatalf("%s: no process with pid %d in container %s's pid namespace", kind, pid, c.name)
+		}
+		out[kind] = p
+	}
+	return out
+}
+
+// without returns the processes of ps but those of the given kinds.
+func without(ps map[string]testutil.Proc, kinds ...string) []testutil.Proc {
+	var out []testutil.Proc
+	for _, k := range slices.Sorted(maps.Keys(ps)) {
+		if !slices.Contains(kinds, k) {
+			out = append(out, ps[k])
+		}
+	}
+	return out
+}
+
+// syncBuffer is a bytes.Buffer that a command's output goroutine and the test may use at once.
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,79 @@
+package container
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/internal/testutil"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestSidecarInPod runs reaper as an HTTP sidecar in a pod, the go-sdk client on the host reaching it
+// over the pod's network (the host's), and ends its sessions, and reaper itself, every way a sidecar's
+// end comes: the client's DELETE, the idle timeout, `podman stop` and `podman kill`.
+func TestSidecarInPod(t *testing.T) {
+	needPods(t)
+	pod := createPod(t)
+
+	t.Run("DELETE", func(t *testing.T) {
+		s := startSidecar(t, serveOpts{pod: pod})
+		cs := connectHTTP(t, s.url)
+		ps := escapees(t, cs, s.container)
+		if err := cs.Close(); err != nil { // sends DELETE
+			t.Errorf("closing the client: %v", err)
+		}
+		s.sessionEnd(t, ps)
+	})
+
+	// An agent container beside the sidecar reaches it on the pod's loopback: here busybox wget
+	// sending MCP's initialize.
+	t.Run("client container", func(t *testing.T) {
+		s := startSidecar(t, serveOpts{pod: pod})
+		initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"wget","version":"1"}}}`
+		out, err := suite.pm.run("run", "--rm", "--pull=never", "--pod", pod, suite.base,
+			"wget", "-q", "-O", "-", "--header", "Content-Type: application/json",
+			"--header", "Accept: application/json, text/event-stream", "--post-data", initialize, s.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, `"serverInfo":{"name":"reaper"`) {
+			t.Errorf("initialize from a container in the pod answered %q", out)
+		}
+	})
+
+	t.Run("idle timeout", func(t *testing.T) {
+		idle := 2 * time.Second
+		s := startSidecar(t, serveOpts{pod: pod, reaper: []string{"--idle-timeout", idle.String()}})
+		cs := connectHTTP(t, s.url) // stays open, sends nothing more
+		ps := escapees(t, cs, s.container)
+		s.sessionEnd(t, ps)
+		if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "task_list"}); err == nil && !res.IsError {
+			t.Errorf("the idle session still answers: %v", res.Content)
+		}
+	})
+
+	t.Run("podman stop", func(t *testing.T) {
+		s := startSidecar(t, serveOpts{pod: pod})
+		ps := escapees(t, connectHTTP(t, s.url), s.container)
+		if code := s.stop(t); code != 0 {
+			t.Errorf("reaper exited with status %d on podman stop, not 0: it did not finish its teardown\n%s", code, logs(s.name))
+		}
+		testutil.AwaitDead(t, without(ps), within)
+	})
+
+	t.Run("podman kill", func(t *testing.T) {
+		s := startSidecar(t, serveOpts{pod: pod})
+		ps := escapees(t, connectHTTP(t, s.url), s.container)
+		if _, err := suite.pm.run("kill", s.name); err != nil {
+			t.Fatal(err)
+		}
+		if code, err := suite.pm.run("wait", s.name); err != nil || code != "137" {
+			t.Errorf("after podman kill: exit status %s (%v), want 137 (SIGKILL)", code, err)
+		}
+		testutil.AwaitDead(t, without(ps), within)
+		if s.sigtermRecorded() {
+			t.Log("the escapee that records SIGTERM got one, though reaper was killed")
+		}
+	})
+}
