@@ -51,6 +51,8 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	mcp  *mcp.Server
+	// budget caps the output a tool result carries (see outputBudget).
+	budget reaper.Budget
 	// wg counts the goroutines the Server starts: session watchers, leases, MCP session closers and
 	// notifications. Each is added under mu while closing is false, so Close's Wait sees them all.
 	wg sync.WaitGroup
@@ -85,6 +87,7 @@ func New(opts Options) (*Server, error) {
 		hurry:    make(map[*session]context.CancelFunc),
 	}
 	lim := opts.Reaper.Limits()
+	s.budget = outputBudget(lim.OutputLimit)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: instructions(lim, opts.IdleTimeout),
 		KeepAlive:    opts.KeepAlive,

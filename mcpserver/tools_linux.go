@@ -123,28 +123,28 @@ Everything this session starts, background tasks and escaped or detached process
 		Annotations:  &mcp.ToolAnnotations{Title: "Run a shell command", OpenWorldHint: ptr(true)},
 		InputSchema:  schemaFor[BashInput](),
 		OutputSchema: schemaFor[BashOutput](),
-	}, s.bash)
+	}, structured(s.bash))
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:         "task_output",
 		Description:  "Return a background task's status, exit code once it has ended, and the output it wrote since the previous read. With block=true wait until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished task is cleared once its output has been read to the end.",
 		Annotations:  &mcp.ToolAnnotations{Title: "Read a background task's output", ReadOnlyHint: true},
 		InputSchema:  schemaFor[TaskOutputInput](),
 		OutputSchema: schemaFor[TaskOutput](),
-	}, s.taskOutput)
+	}, structured(s.taskOutput))
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:         "task_stop",
 		Description:  fmt.Sprintf("Stop a background task: its whole process tree (children, detached and escaped ones included) gets %s. Returns its final status.", graceText(l.Grace)),
 		Annotations:  &mcp.ToolAnnotations{Title: "Stop a background task", DestructiveHint: ptr(true), IdempotentHint: true},
 		InputSchema:  schemaFor[TaskStopInput](),
 		OutputSchema: schemaFor[TaskStopOutput](),
-	}, s.taskStop)
+	}, structured(s.taskStop))
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:         "task_list",
 		Description:  "List this session's background tasks (id, command, status, exit code, times, live process count) and any processes left running by finished foreground commands.",
 		Annotations:  &mcp.ToolAnnotations{Title: "List background tasks", ReadOnlyHint: true},
 		InputSchema:  schemaFor[TaskListInput](),
 		OutputSchema: schemaFor[TaskListOutput](),
-	}, s.taskList)
+	}, structured(s.taskList))
 	s.mcp.AddReceivingMiddleware(dropNullArguments)
 }
 
@@ -165,7 +165,7 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInpu
 		out := BashOutput{Status: string(ti.Status), TaskID: ti.ID, Cwd: st.rs.Cwd()}
 		return text(fmt.Sprintf("Started background task %s. Read its output with task_output (block=true waits for it to end); stop it with task_stop.", ti.ID)), out, nil
 	}
-	opts := reaper.RunOptions{Timeout: timeout, Description: in.Description}
+	opts := reaper.RunOptions{Timeout: timeout, Description: in.Description, Budget: s.budget}
 	if token := req.Params.GetProgressToken(); token != nil {
 		opts.OnProgress = func(p reaper.Progress) {
 			msg := fmt.Sprintf("%d lines, %v", p.Lines, p.Elapsed.Round(time.Second))
@@ -237,7 +237,7 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 			return nil, TaskOutput{}, err
 		}
 	}
-	ti, c, err := st.rs.Output(in.TaskID, reaper.OutputOptions{})
+	ti, c, err := st.rs.Output(in.TaskID, reaper.OutputOptions{Budget: s.budget})
 	if err != nil {
 		return nil, TaskOutput{}, err
 	}
