@@ -59,6 +59,8 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	}
 	sig.onSignal(srv.Hurry)
 	defer sig.watchdog(r, log)()
+	tuneGC(getenv)
+	defer startMemoryReturner().Stop()
 	notify(log, "READY=1")
 	if ln == nil {
 		log.Info("reaper serving MCP over stdio", "containment", r.Containment().String(), "version", versionString())
