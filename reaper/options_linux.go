@@ -97,8 +97,9 @@ type Options struct {
 	// NoSweep skips the sweep after dead instances (see Sweep) that New starts in the background.
 	NoSweep bool
 
-	// MaxTasks is the most background tasks a session may have running at once (finished ones do
-	// not count). Zero means DefaultMaxTasks.
+	// MaxTasks is the most background tasks a session may have running at once. As many finished
+	// ones are kept for their output (until it is read to the end, or Retention passes); past
+	// that the oldest are cleared. Zero means DefaultMaxTasks.
 	MaxTasks int
 	// OutputLimit is how many bytes of output are kept per task (head and tail). Zero means
 	// DefaultOutputLimit.
@@ -177,4 +178,7 @@ var (
 	ErrBadCommand = errors.New("bad command")
 	// ErrReaperClosed is returned for new sessions after the Reaper closed.
 	ErrReaperClosed = errors.New("reaper is closed")
+	// ErrBadInput is returned for an argument over its bound, such as a description over
+	// MaxDescriptionBytes.
+	ErrBadInput = errors.New("bad input")
 )
