@@ -22,10 +22,12 @@ func jsonCost(r rune) int {
 }
 
 // outputBudget caps the output one result carries at limit bytes of JSON per copy (a result carries
-// it twice: as text and in the structured content). Output of ordinary text that fits the output
-// limit is unaffected; output of control characters, six bytes each in JSON, is cut further. Without
-// it, a megabyte of control characters made a 12 MB result, which the SDK copies three times more
-// while it encodes it.
+// it twice: as text and in the structured content). Output of control characters, six bytes each in
+// JSON, is cut to about a sixth of the limit; ordinary text only when it nearly fills the limit and
+// has many newlines, tabs or quotes (two bytes each). Without it a megabyte of control characters made
+// a 12 MB result, which the SDK copies three times more while it encodes it. A cap of one and a half
+// times the limit, which would spare ordinary text, measured 1.5-2 times the peak memory of 16
+// concurrent results of control characters (BenchmarkMemory in test/e2e).
 func outputBudget(limit int) reaper.Budget {
 	return reaper.Budget{Cost: jsonCost, Max: limit}
 }

@@ -181,20 +181,23 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInpu
 	if err != nil && res.Status == "" {
 		return nil, BashOutput{}, err
 	}
+	txt := bashText(res, timeout)
 	out := BashOutput{
-		Output: res.Output, Status: string(res.Status), TimedOut: res.TimedOut,
+		// The text starts with the output: both share one copy of it.
+		Output: txt[:len(res.Output)], Status: string(res.Status), TimedOut: res.TimedOut,
 		DroppedBytes: res.Dropped, Cwd: res.Cwd, TaskID: res.TaskID, Leftover: res.Leftover,
 	}
 	if res.Status.Terminal() {
 		out.ExitCode = ptr(res.ExitCode)
 	}
-	return text(bashText(res, timeout)), out, nil
+	return text(txt), out, nil
 }
 
 // bashText is the human-readable result of a foreground command: the output, then what else the
-// agent should know, in brackets.
+// agent should know, in brackets. It starts with res.Output.
 func bashText(res reaper.Result, timeout time.Duration) string {
 	var b strings.Builder
+	b.Grow(len(res.Output) + 256)
 	b.WriteString(res.Output)
 	if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
 		b.WriteByte('\n')

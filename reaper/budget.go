@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -67,30 +68,43 @@ func (b Budget) suffix(p []byte, max int) (n, cost int) {
 // between the two, gap included.
 func (b Budget) fit(head, tail []byte, gap int64) (text string, dropped int64) {
 	if !b.on() || b.cost(head)+b.cost(tail) <= b.Max {
-		text = validText(head)
 		if gap > 0 {
-			text += dropNotice(gap)
+			return joinText(head, []byte(dropNotice(gap)), tail), gap
 		}
-		return text + validText(tail), gap
+		return joinText(head, tail), 0
 	}
 	if gap == 0 {
-		// One stream: cut it as one.
+		// One stream: cut it as one (a character may straddle head and tail).
 		kept := make([]byte, 0, len(head)+len(tail))
 		kept = append(append(kept, head...), tail...)
 		head, tail = kept, nil
 	}
 	n1, c1 := b.prefix(head, b.Max/2)
-	front := head[:n1]
-	rest := head[n1:]
-	var n2 int
+	front, rest := head[:n1], head[n1:]
 	if len(tail) > 0 {
-		n2, _ = b.suffix(tail, b.Max-c1)
+		n2, _ := b.suffix(tail, b.Max-c1)
 		dropped = gap + int64(len(rest)) + int64(len(tail)-n2)
-		return validText(front) + dropNotice(dropped) + validText(tail[len(tail)-n2:]), dropped
+		return joinText(front, []byte(dropNotice(dropped)), tail[len(tail)-n2:]), dropped
 	}
-	n2, _ = b.suffix(rest, b.Max-c1)
+	n2, _ := b.suffix(rest, b.Max-c1)
 	dropped = int64(len(rest) - n2)
-	return validText(front) + dropNotice(dropped) + validText(rest[len(rest)-n2:]), dropped
+	return joinText(front, []byte(dropNotice(dropped)), rest[len(rest)-n2:]), dropped
+}
+
+// joinText returns the parts, joined, as valid UTF-8 (see validText), copying them once. A character
+// cut at the end of one part and the start of the next becomes U+FFFD on each side, as it would in
+// each part alone; whole characters split across parts are kept whole.
+func joinText(parts ...[]byte) string {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for _, p := range parts {
+		sb.Write(p)
+	}
+	return strings.ToValidUTF8(sb.String(), "\uFFFD")
 }
 
 // dropNotice is the line that stands in the output for n dropped bytes.

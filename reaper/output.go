@@ -120,9 +120,6 @@ func (o *output) all(partial bool, budget Budget) (text string, dropped, total i
 	tailStart := o.total - int64(o.rlen)
 	head, tail := o.head, o.ringBytes(0)
 	gap := tailStart - int64(len(head))
-	if gap == 0 && len(tail) > 0 {
-		head, tail = append(head[:len(head):len(head)], tail...), nil
-	}
 	end := o.total
 	if partial {
 		last := &tail

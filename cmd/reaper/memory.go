@@ -23,17 +23,20 @@ func tuneGC(getenv func(string) string) {
 // memoryPeriod is how often memoryReturner looks at the heap.
 const memoryPeriod = 2 * time.Second
 
-// memorySlack is how much memory the heap may hold beyond what was live at the last collection before
-// memoryReturner hands it back.
-const memorySlack = 16 << 20
+// memorySlack is how much the heap may grow beyond what it held after memoryReturner's previous
+// return before it returns again.
+const memorySlack = 8 << 20
+
+// quietAllocs is how much allocation in a period still counts as quiet: the burst is over.
+const quietAllocs = 16 << 20
 
 // memoryReturner gives memory back to the kernel once a burst of large results is over. The Go runtime
 // keeps what a burst made it map: until the next collection (at the latest two minutes later) the
 // heap's goal stays at the burst's size, and its background scavenger returns only what lies above
-// that goal. So, every memoryPeriod, when the heap holds more than memorySlack beyond what was live at
-// the last collection and little was allocated since the previous look (the burst is over), it
+// that goal. So every memoryPeriod, when little was allocated since the previous look (the burst is
+// over) and the heap holds more than memorySlack beyond what it held after the previous return, it
 // collects and returns every free page (debug.FreeOSMemory): a full collection of a heap of a few
-// megabytes, a millisecond or two.
+// megabytes, a millisecond or two, at most once per period and only after the heap grew.
 type memoryReturner struct {
 	stop chan struct{}
 	done chan struct{}
@@ -52,25 +55,27 @@ func (m *memoryReturner) run() {
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
-		{Name: "/gc/heap/live:bytes"},
 		{Name: "/gc/heap/allocs:bytes"},
+	}
+	held := func() uint64 {
+		metrics.Read(samples)
+		return samples[0].Value.Uint64() + samples[1].Value.Uint64() + samples[2].Value.Uint64()
 	}
 	tick := time.NewTicker(memoryPeriod)
 	defer tick.Stop()
-	var allocs uint64
+	var allocs, floor uint64
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-tick.C:
 		}
-		metrics.Read(samples)
-		held := samples[0].Value.Uint64() + samples[1].Value.Uint64() + samples[2].Value.Uint64()
-		live := samples[3].Value.Uint64()
-		quiet := samples[4].Value.Uint64()-allocs < memorySlack
-		allocs = samples[4].Value.Uint64()
-		if quiet && held > live+memorySlack {
+		now := held()
+		quiet := samples[3].Value.Uint64()-allocs < quietAllocs
+		allocs = samples[3].Value.Uint64()
+		if quiet && now > floor+memorySlack {
 			debug.FreeOSMemory()
+			floor = held()
 		}
 	}
 }
