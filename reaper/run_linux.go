@@ -131,10 +131,13 @@ func (s *Session) promote(t *task) bool {
 }
 
 // finalResult describes a foreground task that ended, then frees its output buffer: the output has
-// been returned, and what leftover processes write later is not kept.
+// been returned, and what leftover processes write later is not kept, and read only now and then.
 func (s *Session) finalResult(t *task, notice string, budget Budget) Result {
 	res := s.result(t, notice, budget)
 	t.out.discard()
+	if t.pump != nil {
+		t.pump.slow() // what leftover processes write is discarded: read it rarely (see pump)
+	}
 	return res
 }
 
