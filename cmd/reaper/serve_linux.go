@@ -14,7 +14,6 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // serve runs the serve command and returns the process's exit status. Started by a user, it is the
@@ -64,7 +63,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	notify(log, "READY=1")
 	if ln == nil {
 		log.Info("reaper serving MCP over stdio", "containment", r.Containment().String(), "version", versionString())
-		err := srv.Run(sig.serving, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+		err := srv.Run(sig.serving, srv.StdioTransport(stdin, stdout))
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 			log.Error("stdio session ended with an error", "error", err)
 		}
@@ -186,10 +185,6 @@ func authText(tokens map[string]string) string {
 	}
 	return fmt.Sprintf("bearer token required (%d identities)", len(ids))
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // companions are the processes that share the server's cgroup and move with it into a leaf: its
 // guard.
