@@ -59,7 +59,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "end an HTTP session with no request for this `duration`, killing its processes")
-	fs.DurationVar(&c.keepalive, "keepalive", 0, "ping clients this often and end sessions whose client stops answering (0: off)")
+	fs.DurationVar(&c.keepalive, "keepalive", 0, fmt.Sprintf("ping clients this often and end a session whose client leaves %d pings in a row unanswered, each given this long (0: off)", mcpserver.KeepAliveMisses))
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends")
 	fs.DurationVar(&c.bgTimeout, "bg-timeout", 0, "kill background tasks that run longer than this (0: no limit)")
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
