@@ -45,7 +45,10 @@ type Reaper struct {
 	self     Instance      // what this Reaper recorded in its state directory
 	killer   killer
 	noClone3 atomic.Bool    // the host refused clone3 into a cgroup once: join before exec instead
-	wg       sync.WaitGroup // the sweep after dead instances
+	wg       sync.WaitGroup // the sweep after dead instances, and the watch for escapees
+	adoptMu  sync.Mutex     // serialises killAdopted
+	// stopWatch stops the watch for escapees (cgroup containment); Close closes it.
+	stopWatch chan struct{}
 
 	// mu guards the fields that follow.
 	mu       sync.Mutex
@@ -96,7 +99,7 @@ func New(opts Options) (*Reaper, error) {
 func newReaper(opts Options) (*Reaper, error) {
 	r := &Reaper{
 		opts: opts, lim: opts.limits(), log: opts.Logger, pid: os.Getpid(), env: baseEnv(opts.Env),
-		sessions: make(map[*Session]bool), done: make(chan struct{}),
+		sessions: make(map[*Session]bool), done: make(chan struct{}), stopWatch: make(chan struct{}),
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -146,6 +149,10 @@ func newReaper(opts Options) (*Reaper, error) {
 	if !opts.NoSweep {
 		r.wg.Add(1)
 		go r.sweep(stateBase)
+	}
+	if r.root != nil {
+		r.wg.Add(1)
+		go r.watchAdopted(r.stopWatch)
 	}
 	return r, nil
 }
@@ -303,6 +310,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 		return r.closeErr
 	}
 	defer close(r.done)
+	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
 	r.killDescendants()
 	r.wg.Wait()

@@ -477,6 +477,7 @@ func (s *Session) teardown(ctx context.Context) {
 		errs = append(errs, err)
 	}
 	s.r.forget(s)
+	s.r.killAdopted("session " + s.id + " ended") // escapees die by their session's end at the latest
 	s.rep.Duration = time.Since(start)
 	if len(errs) > 0 {
 		s.err = fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
