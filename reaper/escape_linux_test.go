@@ -29,6 +29,7 @@ type helperResult struct {
 	Cgroup      string // the task's /proc/self/cgroup line
 	Report      string
 	Survivors   []int
+	Outputs     map[string]string // outputs of commands, by name
 	Err         string
 }
 

@@ -77,6 +77,11 @@ type Options struct {
 	// is reported, not waited for. Zero means DefaultCloseTimeout.
 	CloseTimeout time.Duration
 
+	// User, if set, is who tasks run as, with its groups and HOME, USER and LOGNAME, no
+	// capabilities and no_new_privs (see User); this process must be allowed to switch to it (root).
+	// New fails if the user cannot run the shell in WorkDir. Nil means this process's user.
+	User *User
+
 	// Shell is the shell that runs commands with -c. Empty means bash from PATH, or /bin/sh where
 	// bash is missing.
 	Shell string

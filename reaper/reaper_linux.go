@@ -44,6 +44,7 @@ type Reaper struct {
 	instance *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
 	self     Instance      // what this Reaper recorded in its state directory
 	killer   killer
+	forker   *forker        // with Options.User: the thread tasks are forked from (no_new_privs)
 	noClone3 atomic.Bool    // the host refused clone3 into a cgroup once: join before exec instead
 	wg       sync.WaitGroup // the sweep after dead instances, and the watch for escapees
 	adoptMu  sync.Mutex     // serialises killAdopted
@@ -114,6 +115,12 @@ func newReaper(opts Options) (*Reaper, error) {
 			return nil, fmt.Errorf("working directory: %w", err)
 		}
 	}
+	if opts.User != nil {
+		r.env = userEnv(r.env, opts.User)
+		if r.forker, err = startForker(); err != nil {
+			return nil, err
+		}
+	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("become child subreaper: %w", err)
 	}
@@ -134,6 +141,14 @@ func newReaper(opts Options) (*Reaper, error) {
 		r.dropInstance()
 		return nil, err
 	}
+	if opts.User != nil {
+		// Its sessions' directories below are the user's: let the user pass.
+		if err := os.Chmod(r.self.StateDir, 0o711); err != nil {
+			r.dropInstance()
+			os.RemoveAll(r.self.StateDir)
+			return nil, err
+		}
+	}
 	if r.devnull, err = os.Open(os.DevNull); err != nil {
 		r.dropInstance()
 		os.RemoveAll(r.self.StateDir)
@@ -146,6 +161,16 @@ func newReaper(opts Options) (*Reaper, error) {
 		}
 	}
 	r.kids = newChildren()
+	if opts.User != nil {
+		if err := r.checkUser(); err != nil {
+			r.forker.stop()
+			r.kids.close(nil)
+			r.devnull.Close()
+			r.dropInstance()
+			os.RemoveAll(r.self.StateDir)
+			return nil, err
+		}
+	}
 	if !opts.NoSweep {
 		r.wg.Add(1)
 		go r.sweep(stateBase)
@@ -255,6 +280,10 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("new session %s: %w", id, err)
 	}
+	if err := r.giveToUser(tmp); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("new session %s: %w", id, err)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
@@ -315,6 +344,9 @@ func (r *Reaper) Close(ctx context.Context) error {
 	r.killDescendants()
 	r.wg.Wait()
 	errs = append(errs, r.dropInstance(), os.RemoveAll(r.self.StateDir))
+	if r.forker != nil {
+		r.forker.stop()
+	}
 	r.kids.close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()
 	active.Store(false)
