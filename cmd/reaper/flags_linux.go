@@ -32,6 +32,9 @@ type serveConfig struct {
 	containment string
 	cgroupRoot  string
 	stateDir    string
+	user        string
+	// tokenOnCommandLine is set when --token was given as an argument, not from the environment.
+	tokenOnCommandLine bool
 }
 
 const serveUsage = `Usage: reaper serve [flags]
@@ -66,6 +69,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 	stateDirFlag(fs, &c.stateDir)
+	fs.StringVar(&c.user, "user", "", "run tasks as `USER[:GROUP]` (a name or an id), with the user's groups and HOME, no capabilities and no_new_privs, instead of reaper's own user; reaper must be root")
 
 	if err := fs.Parse(normalizeHTTPFlag(args)); err != nil {
 		return c, err
@@ -73,6 +77,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	fs.Visit(func(f *flag.Flag) { c.tokenOnCommandLine = c.tokenOnCommandLine || f.Name == "token" })
 	if err := setFromEnv(fs, getenv); err != nil {
 		return c, err
 	}

@@ -44,6 +44,9 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
 		return 2
 	}
+	for _, w := range tokenWarnings(c) {
+		log.Warn(w)
+	}
 	ln, status := listen(c, tokens, stderr)
 	if status != 0 {
 		return status
@@ -62,14 +65,15 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	defer startMemoryReturner().Stop()
 	notify(log, "READY=1")
 	if ln == nil {
-		log.Info("reaper serving MCP over stdio", "containment", r.Containment().String(), "version", versionString())
+		log.Info("reaper serving MCP over stdio", "containment", r.Containment().String(), "tasks_run_as", tasksRunAs(c), "version", versionString())
 		err := srv.Run(sig.serving, srv.StdioTransport(stdin, stdout))
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 			log.Error("stdio session ended with an error", "error", err)
 		}
 	} else {
 		log.Info("reaper serving MCP over Streamable HTTP", "url", endpointURL(c.http, ln.Addr()),
-			"auth", authText(tokens), "idle_timeout", c.idleTimeout, "containment", r.Containment().String(), "version", versionString())
+			"auth", authText(tokens), "idle_timeout", c.idleTimeout, "containment", r.Containment().String(),
+			"tasks_run_as", tasksRunAs(c), "version", versionString())
 		status = serveHTTP(sig, srv, ln, tokens, log)
 	}
 	return shutdown(sig, srv, r, log, status)
@@ -103,7 +107,15 @@ func listen(c serveConfig, tokens map[string]string, stderr io.Writer) (net.List
 // guard, if there is one.
 func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger) (*reaper.Reaper, *mcpserver.Server, error) {
 	containment, _ := reaper.ParseContainment(c.containment)
+	var u *reaper.User
+	if c.user != "" {
+		var err error
+		if u, err = lookupUser(c.user); err != nil {
+			return nil, nil, err
+		}
+	}
 	opts := reaper.Options{
+		User:              u,
 		Containment:       containment,
 		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
 		StateDir:          c.stateDir,
