@@ -139,7 +139,14 @@ func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger) (*reaper.
 func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, tokens map[string]string, log *slog.Logger) int {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Tokens: tokens}))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		// A keep-alive connection between requests holds a descriptor; clients that pool connections
+		// and never close them (or vanish without a FIN) must not pile them up.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	status := 0
