@@ -46,6 +46,13 @@ func marked(mark string) []testutil.Proc {
 	return out
 }
 
+// killMarked kills every process that carries mark: a test's own cleanup.
+func killMarked(mark string) {
+	for _, p := range marked(mark) {
+		syscall.Kill(p.Pid, syscall.SIGKILL)
+	}
+}
+
 // startRun starts `reaper run` with flags, then argv, with mark in its environment (the job inherits
 // it). Cleanup kills whatever carries the mark, so that a failing test leaves nothing either.
 func startRun(t testing.TB, p placement, mark string, flags []string, argv ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
@@ -60,9 +67,7 @@ func startRun(t testing.TB, p placement, mark string, flags []string, argv ...st
 	}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		for _, q := range marked(mark) {
-			syscall.Kill(q.Pid, syscall.SIGKILL)
-		}
+		killMarked(mark)
 	})
 	return cmd, &stdout, &stderr
 }
