@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -267,12 +266,10 @@ func (s *Session) watch(t *task, sp spawned) {
 		t.pump.drain()
 	}
 	if t.cwdFile != "" && !t.isBackground() {
-		if b, err := os.ReadFile(t.cwdFile); err == nil {
-			if dir := strings.TrimSuffix(string(b), "\n"); filepath.IsAbs(dir) {
-				s.mu.Lock()
-				s.cwd = dir
-				s.mu.Unlock()
-			}
+		if dir, ok := readCwd(t.cwdFile); ok {
+			s.mu.Lock()
+			s.cwd = dir
+			s.mu.Unlock()
 		}
 	}
 	if t.cwdFile != "" {
