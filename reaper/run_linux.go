@@ -36,6 +36,9 @@ type Result struct {
 	Status   Status
 	ExitCode int
 	TimedOut bool
+	// OOMKilled reports that the kernel's OOM killer killed a process of the command (see
+	// TaskInfo.OOMKilled).
+	OOMKilled bool
 	// Cwd is the session's working directory after the command.
 	Cwd string
 	// Leftover counts processes the command left running (for example `server &`); they stay in the
@@ -141,7 +144,7 @@ func (s *Session) result(t *task, notice string) Result {
 	info := t.info(0)
 	res := Result{
 		Output: text, Dropped: dropped, Total: total,
-		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut,
+		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut, OOMKilled: info.OOMKilled,
 		Cwd: s.Cwd(), Duration: time.Since(t.started), Notice: notice,
 	}
 	if info.Status.Terminal() {
