@@ -58,6 +58,9 @@ func (nopObserver) Swept(SweepReport)       {}
 type Usage struct {
 	// Sessions is the number of live sessions (those that ran a task or may still run one).
 	Sessions int
+	// Counted reports that processes are counted per slice (cgroup containment); MemoryCounted that
+	// memory is too (the memory controller is enabled for the slices: a memory limit is set).
+	Counted, MemoryCounted bool
 	// Processes has, in cgroup containment, one entry per session that has a slice: the number of
 	// processes in it. It is empty in process containment, where counting would take a walk of /proc.
 	Processes []int
@@ -75,7 +78,7 @@ func (r *Reaper) Usage() Usage {
 		sessions = append(sessions, s)
 	}
 	r.mu.Unlock()
-	u := Usage{Sessions: len(sessions)}
+	u := Usage{Sessions: len(sessions), Counted: r.root != nil, MemoryCounted: r.watchOOM}
 	for _, s := range sessions {
 		s.mu.Lock()
 		slice := s.slice

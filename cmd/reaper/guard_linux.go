@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,8 +14,8 @@ import (
 // program again, with the same arguments, as a child in a session of its own. The guard forwards every
 // signal that would end it, waits for the server, cleans up whatever the server left, and exits with
 // the server's status.
-func guard(command string, args []string, stderr io.Writer) int {
-	log := slog.New(slog.NewTextHandler(stderr, nil)).With("guard", os.Getpid())
+func guard(command string, args []string, getenv func(string) string, stderr io.Writer) int {
+	log := earlyLogger(stderr, args, getenv).With("guard", os.Getpid())
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, append(append([]os.Signal{}, shutdownSignals...), ignoredSignals...)...)
 	g, err := reaper.StartGuard(reaper.GuardOptions{

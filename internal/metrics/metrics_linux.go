@@ -229,12 +229,12 @@ func (usageCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c usageCollector) Collect(ch chan<- prometheus.Metric) {
 	u := c.usage()
 	ch <- prometheus.MustNewConstMetric(sessionsActiveDesc, prometheus.GaugeValue, float64(u.Sessions))
-	if len(u.Processes) > 0 || u.Sessions == 0 {
+	if u.Counted {
 		total, largest := sumMax(u.Processes)
 		ch <- prometheus.MustNewConstMetric(processesDesc, prometheus.GaugeValue, float64(total))
 		ch <- prometheus.MustNewConstMetric(processesLargestDesc, prometheus.GaugeValue, float64(largest))
 	}
-	if len(u.Memory) > 0 {
+	if u.MemoryCounted {
 		total, largest := sumMax(u.Memory)
 		ch <- prometheus.MustNewConstMetric(memoryDesc, prometheus.GaugeValue, float64(total))
 		ch <- prometheus.MustNewConstMetric(memoryLargestDesc, prometheus.GaugeValue, float64(largest))

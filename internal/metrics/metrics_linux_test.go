@@ -25,7 +25,7 @@ func scrape(t *testing.T, m *Metrics) string {
 
 func TestObserversMoveTheMetrics(t *testing.T) {
 	m := New(Options{Version: "v1.2.3"})
-	usage := reaper.Usage{Sessions: 2, Processes: []int{3, 5}, Memory: []int64{100, 300}}
+	usage := reaper.Usage{Sessions: 2, Counted: true, MemoryCounted: true, Processes: []int{3, 5}, Memory: []int64{100, 300}}
 	m.WatchUsage(func() reaper.Usage { return usage })
 	m.SetContainment(reaper.ContainmentInfo{Mode: reaper.ContainProcess})
 
