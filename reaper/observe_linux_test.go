@@ -25,10 +25,18 @@ type recorder struct {
 	swept     int
 }
 
-func (r *recorder) SessionEnded(e SessionEnd) { r.mu.Lock(); r.ended = append(r.ended, e); r.mu.Unlock() }
-func (r *recorder) TaskEnded(e TaskEnd)       { r.mu.Lock(); r.tasks = append(r.tasks, e); r.mu.Unlock() }
-func (r *recorder) Teardown(k KillReport)     { r.mu.Lock(); r.teardowns = append(r.teardowns, k); r.mu.Unlock() }
-func (r *recorder) Swept(SweepReport)         { r.mu.Lock(); r.swept++; r.mu.Unlock() }
+func (r *recorder) SessionEnded(e SessionEnd) {
+	r.mu.Lock()
+	r.ended = append(r.ended, e)
+	r.mu.Unlock()
+}
+func (r *recorder) TaskEnded(e TaskEnd) { r.mu.Lock(); r.tasks = append(r.tasks, e); r.mu.Unlock() }
+func (r *recorder) Teardown(k KillReport) {
+	r.mu.Lock()
+	r.teardowns = append(r.teardowns, k)
+	r.mu.Unlock()
+}
+func (r *recorder) Swept(SweepReport) { r.mu.Lock(); r.swept++; r.mu.Unlock() }
 
 // syncBuffer is a bytes.Buffer that a logger and the test may use at once.
 type syncBuffer struct {
@@ -36,8 +44,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestObserverAndTheOneEndLine follows a session through its life: a task that fails, a background
 // task left running, the end with a reason. The Observer hears each, and the log holds exactly one

@@ -44,9 +44,9 @@ type Reaper struct {
 	instance *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
 	self     Instance      // what this Reaper recorded in its state directory
 	killer   killer
-	obs      Observer      // never nil
-	limits   cgroup.Limits // written into each session's slice: the limits the host can apply
-	watchOOM bool          // leaves have memory.events: a task's OOM kills can be told
+	obs      Observer       // never nil
+	limits   cgroup.Limits  // written into each session's slice: the limits the host can apply
+	watchOOM bool           // leaves have memory.events: a task's OOM kills can be told
 	noClone3 atomic.Bool    // the host refused clone3 into a cgroup once: join before exec instead
 	wg       sync.WaitGroup // the sweep after dead instances
 

@@ -37,7 +37,7 @@ type Session struct {
 	marker    string // EnvSession=<reaper name>/<session name>, inherited by every task
 	tmp       string // private directory for the shell's working-directory files
 	onTaskEnd func(TaskInfo)
-	workDir   string        // the first working directory, where a vanished one is reset to
+	workDir   string // the first working directory, where a vanished one is reset to
 	created   time.Time
 	abandon   chan struct{} // closed when Close stops waiting for processes that will not exit
 	done      chan struct{} // closed when Close has finished; rep and err are set before
