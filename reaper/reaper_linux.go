@@ -272,8 +272,8 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 		return nil, fmt.Errorf("new session %s: %w", id, err)
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closing {
+		r.mu.Unlock()
 		os.Remove(tmp)
 		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
 	}
@@ -286,6 +286,8 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	// be a credential, and the environment of a process is readable by more than its owner's client.
 	s.marker = EnvSession + "=" + r.name + "/" + s.name
 	r.sessions[s] = true
+	r.mu.Unlock()
+	s.record()
 	return s, nil
 }
 

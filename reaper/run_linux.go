@@ -59,6 +59,7 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (Res
 	if err != nil {
 		return Result{}, err
 	}
+	s.record()
 	var timeoutC, autoC, tickC <-chan time.Time
 	if opts.Timeout > 0 {
 		timer := time.NewTimer(opts.Timeout)
@@ -168,6 +169,7 @@ func (s *Session) Start(command, description string) (TaskInfo, error) {
 	if err != nil {
 		return TaskInfo{}, err
 	}
+	s.record()
 	return t.info(1), nil
 }
 

@@ -42,6 +42,7 @@ type Session struct {
 	abandon   chan struct{} // closed when Close stops waiting for processes that will not exit
 	done      chan struct{} // closed when Close has finished; rep and err are set before
 	wg        sync.WaitGroup
+	recordMu  sync.Mutex // serializes writes of the session's record (see record)
 
 	// mu guards the fields that follow; it is held while a task is spawned, so Close never misses
 	// a task that is being started.
@@ -475,9 +476,11 @@ func (s *Session) teardown(ctx context.Context) {
 			errs = append(errs, err)
 		}
 	}
+	s.recordMu.Lock() // a record being written has finished; none is written from now on
 	if err := os.RemoveAll(s.tmp); err != nil {
 		errs = append(errs, err)
 	}
+	s.recordMu.Unlock()
 	s.r.forget(s)
 	s.rep.Duration = time.Since(start)
 	if len(errs) > 0 {

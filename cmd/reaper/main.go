@@ -20,6 +20,7 @@ including those that escaped with setsid, double forks or nohup.
 Usage:
   reaper serve [flags]   serve MCP over stdio, or Streamable HTTP with --http [ADDR]
   reaper sweep [flags]   kill and remove what dead reaper instances left
+  reaper ps [flags]      list instances, their sessions, tasks and processes (from cgroupfs and /proc)
   reaper version         print the version
   reaper help            print this help
 
@@ -47,6 +48,8 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 		return serve(args[1:], getenv, stdin, stdout, stderr)
 	case "sweep":
 		return sweep(args[1:], getenv, stdout, stderr)
+	case "ps":
+		return ps(args[1:], getenv, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "reaper: unknown command %q\n\n%s", args[0], usage)
 	return 2

@@ -17,3 +17,8 @@ func sweep(_ []string, _ func(string) string, _, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "reaper sweep: reaper runs only on Linux")
 	return 1
 }
+
+func ps(_ []string, _ func(string) string, _, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "reaper ps: reaper runs only on Linux")
+	return 1
+}
