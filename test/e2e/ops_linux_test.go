@@ -42,17 +42,25 @@ func startAdmin(t testing.TB, args ...string) (*reaperProc, string) {
 	return p, "http://" + addr
 }
 
-// awaitReady polls /readyz until it answers 200: the MCP listener opens before containment is set up.
+// awaitReady polls /readyz until it answers 200: the MCP listener opens before the admin endpoint's,
+// which answers 503 until containment is set up.
 func awaitReady(t testing.TB, base string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		code, body := adminGet(t, base, "/readyz", "")
-		if code == 200 {
-			return body
+		res, err := http.Get(base + "/readyz")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return string(b)
+			}
+			if res.StatusCode != 503 || !strings.Contains(string(b), "starting") {
+				t.Fatalf("/readyz: %d %q", res.StatusCode, b)
+			}
 		}
-		if code != 503 || !strings.Contains(body, "starting") || time.Now().After(deadline) {
-			t.Fatalf("/readyz: %d %q", code, body)
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz: not ready within 30 s: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
