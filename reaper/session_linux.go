@@ -141,20 +141,8 @@ func (s *Session) checkCwdLocked() (notice string) {
 // and its process. On failure it undoes what it did.
 func (s *Session) launchLocked(t *task) (spawned, error) {
 	if s.r.root != nil {
-		if s.slice == nil {
-			slice, err := s.r.createSlice(s.name)
-			if err != nil {
-				return spawned{}, err
-			}
-			s.slice = slice
-		}
-		leaf, err := s.leafLocked()
-		if err != nil {
+		if err := s.placeLocked(t); err != nil {
 			return spawned{}, err
-		}
-		t.leaf = leaf
-		if s.r.watchOOM {
-			t.oomBase, _ = leaf.OOMKills() // a reused leaf counts its earlier tasks' kills too
 		}
 	}
 	t.cwdFile = filepath.Join(s.tmp, "cwd-"+t.id)
@@ -186,6 +174,27 @@ func (s *Session) launchLocked(t *task) (spawned, error) {
 	t.pid, t.start = sp.pid, sp.start
 	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
 	return sp, nil
+}
+
+// placeLocked gives t a leaf of the session's slice, creating the slice (with the session limits) on
+// the session's first command.
+func (s *Session) placeLocked(t *task) error {
+	if s.slice == nil {
+		slice, err := s.r.createSlice(s.name)
+		if err != nil {
+			return err
+		}
+		s.slice = slice
+	}
+	leaf, err := s.leafLocked()
+	if err != nil {
+		return err
+	}
+	t.leaf = leaf
+	if s.r.watchOOM {
+		t.oomBase, _ = leaf.OOMKills() // a reused leaf counts its earlier tasks' kills too
+	}
+	return nil
 }
 
 // maxIdleLeaves bounds the leaves a session keeps for reuse.
@@ -259,9 +268,11 @@ func (s *Session) watch(t *task, sp spawned) {
 	case <-s.abandon:
 	}
 	t.exited()
-	// Everything the main process wrote is in the pipe now; take it before declaring the end.
-	t.pump.drain()
-	if !t.isBackground() {
+	if t.pump != nil {
+		// Everything the main process wrote is in the pipe now; take it before declaring the end.
+		t.pump.drain()
+	}
+	if t.cwdFile != "" && !t.isBackground() {
 		if b, err := os.ReadFile(t.cwdFile); err == nil {
 			if dir := strings.TrimSuffix(string(b), "\n"); filepath.IsAbs(dir) {
 				s.mu.Lock()
@@ -270,7 +281,9 @@ func (s *Session) watch(t *task, sp spawned) {
 			}
 		}
 	}
-	os.Remove(t.cwdFile)
+	if t.cwdFile != "" {
+		os.Remove(t.cwdFile)
+	}
 	if s.r.watchOOM && t.leaf != nil {
 		if n, ok := t.leaf.OOMKills(); ok && n > t.oomBase {
 			t.oomKilled()

@@ -22,7 +22,7 @@ import (
 func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	closeOnExec()
 	if getenv(reaper.EnvGuardPid) == "" {
-		return guard("serve", args, getenv, stderr)
+		return guard(guardSpec{command: "serve"}, args, getenv, stderr)
 	}
 	log := earlyLogger(stderr, args, getenv)
 	link, err := reaper.GuardedBy(getenv(reaper.EnvGuardPid), getenv(reaper.EnvGuardFD))
