@@ -54,6 +54,7 @@ func (r *Reaper) watchAdopted(stop <-chan struct{}) {
 func (r *Reaper) killAdopted(when string) {
 	r.adoptMu.Lock()
 	defer r.adoptMu.Unlock()
+	start := time.Now()
 	w := proc.NewWalker()
 	self, ok := w.Stat(r.pid)
 	if !ok {
@@ -93,7 +94,12 @@ func (r *Reaper) killAdopted(when string) {
 	if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
 		r.log.Warn("signal failed", "scope", "escapees", "error", err)
 	}
-	w.WaitGone(context.Background(), hs, time.Now().Add(r.lim.CloseTimeout))
+	left := w.WaitGone(context.Background(), hs, time.Now().Add(r.lim.CloseTimeout))
+	rep := KillReport{Killed: len(hs), Walked: len(hs), Found: len(hs), Duration: time.Since(start)}
+	for _, h := range left {
+		rep.Remaining = append(rep.Remaining, proc.Describe(h.Pid))
+	}
+	r.obs.Teardown(rep) // counted as escapees found and killed by the walk
 	r.log.Warn("killed escapees: processes that left every session (adopted by reaper outside its sessions)",
 		"when", when, "count", len(killed), "processes", killed)
 }

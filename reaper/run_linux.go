@@ -39,6 +39,9 @@ type Result struct {
 	Status   Status
 	ExitCode int
 	TimedOut bool
+	// OOMKilled reports that the kernel's OOM killer killed a process of the command (see
+	// TaskInfo.OOMKilled).
+	OOMKilled bool
 	// Cwd is the session's working directory after the command.
 	Cwd string
 	// Leftover counts processes the command left running (for example `server &`); they stay in the
@@ -59,6 +62,7 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (Res
 	if err != nil {
 		return Result{}, err
 	}
+	s.record()
 	var timeoutC, autoC, tickC <-chan time.Time
 	if opts.Timeout > 0 {
 		timer := time.NewTimer(opts.Timeout)
@@ -147,7 +151,7 @@ func (s *Session) result(t *task, notice string, budget Budget) Result {
 	info := t.info(0)
 	res := Result{
 		Output: text, Dropped: dropped, Total: total,
-		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut,
+		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut, OOMKilled: info.OOMKilled,
 		Cwd: s.Cwd(), Duration: time.Since(t.started), Notice: notice,
 	}
 	if info.Status.Terminal() {
@@ -171,6 +175,7 @@ func (s *Session) Start(command, description string) (TaskInfo, error) {
 	if err != nil {
 		return TaskInfo{}, err
 	}
+	s.record()
 	return t.info(1), nil
 }
 

@@ -35,6 +35,15 @@ type serveConfig struct {
 	user        string
 	// tokenOnCommandLine is set when --token was given as an argument, not from the environment.
 	tokenOnCommandLine bool
+
+	admin          string
+	adminToken     string
+	adminTokenFile string
+	logFormat      string
+	logLevel       string
+	memoryMax      byteSize
+	pidsMax        int64
+	cpuMax         cpus
 }
 
 const serveUsage = `Usage: reaper serve [flags]
@@ -42,6 +51,18 @@ const serveUsage = `Usage: reaper serve [flags]
 Serves MCP over stdio (the default) or Streamable HTTP (--http). Each MCP session gets its own
 cgroup slice; when the session ends (client close, DELETE, idle timeout, lost keepalive, SIGTERM),
 every process it started dies.
+
+Per-session limits (--memory-max, --pids-max, --cpu-max) are written into each session's slice.
+They need cgroup containment and the host's memory, pids or cpu controller: with --containment
+cgroup a missing controller is an error naming it; with auto, a warning, and that limit is not
+applied.
+
+The admin endpoint (--admin) serves /healthz (alive), /readyz (ready once containment is set up;
+the body names the mode and why) and /metrics (Prometheus), apart from MCP so that probes need no
+MCP token. It listens on loopback only unless an admin token is set (--admin-token,
+REAPER_ADMIN_TOKEN or --admin-token-file); with one it may listen anywhere (a pod's IP, for the
+kubelet's probes): /healthz and /readyz stay open to all, /metrics requires the token as a bearer
+token, on loopback too.
 
 Every flag can also be set from the environment as REAPER_<NAME> (for example
 REAPER_IDLE_TIMEOUT=5m); a flag on the command line wins.
@@ -70,6 +91,14 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 	stateDirFlag(fs, &c.stateDir)
 	fs.StringVar(&c.user, "user", "", "run tasks as `USER[:GROUP]` (a name or an id), with the user's groups and HOME, no capabilities and no_new_privs, instead of reaper's own user; reaper must be root")
+	fs.StringVar(&c.admin, "admin", "", "serve /healthz, /readyz and /metrics at http://`ADDR` (off by default). Loopback only, unless an admin token is set: then any address, with /healthz and /readyz open to all (they reveal nothing secret) and /metrics requiring the token")
+	fs.StringVar(&c.adminToken, "admin-token", "", "bearer `token` that /metrics requires (not an MCP token: a scraper must not hold a credential that runs commands); needed for a non-loopback --admin")
+	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "read the admin token from `file` (its first line)")
+	fs.StringVar(&c.logFormat, "log-format", "text", logFormatUsage)
+	fs.StringVar(&c.logLevel, "log-level", "info", logLevelUsage)
+	fs.Var(&c.memoryMax, "memory-max", "limit the memory of each session's processes together to `size` (memory.max: bytes, or with K, M, G, T as powers of 1024, such as 512M; 0: none); the OOM killer then acts within the session, and the command's result says so")
+	fs.Int64Var(&c.pidsMax, "pids-max", 0, "limit each session to this many processes and threads (pids.max; 0: none)")
+	fs.Var(&c.cpuMax, "cpu-max", "limit each session to this many `CPUs` of time (cpu.max with a 100 ms period: 1.5 is one and a half; 0: none)")
 
 	if err := fs.Parse(normalizeHTTPFlag(args)); err != nil {
 		return c, err
@@ -91,11 +120,34 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, errors.New("--keepalive, --grace and --bg-timeout must not be negative")
 	case c.maxTasks < 1:
 		return c, errors.New("--max-tasks must be at least 1")
+	case c.pidsMax < 0:
+		return c, errors.New("--pids-max must not be negative")
+	case c.adminToken != "" && c.adminTokenFile != "":
+		return c, errors.New("--admin-token and --admin-token-file: give one")
+	}
+	if _, err := newLogger(io.Discard, c.logFormat, c.logLevel); err != nil {
+		return c, err
 	}
 	if _, err := reaper.ParseContainment(c.containment); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// adminTokenValue returns the admin token from --admin-token or the first line of --admin-token-file.
+func (c serveConfig) adminTokenValue() (string, error) {
+	if c.adminTokenFile == "" {
+		return c.adminToken, nil
+	}
+	b, err := os.ReadFile(c.adminTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("admin token file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if tok := strings.TrimSpace(line); tok != "" {
+		return tok, nil
+	}
+	return "", fmt.Errorf("admin token file %s: empty first line", c.adminTokenFile)
 }
 
 // stateDirFlag defines --state-dir, which serve and sweep share.

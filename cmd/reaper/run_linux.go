@@ -129,7 +129,7 @@ func runCommand(args []string, getenv func(string) string, stderr io.Writer) int
 		return exitFailed
 	}
 	if getenv(reaper.EnvGuardPid) == "" {
-		return guard(guardSpec{command: "run", terminal: true, crashed: exitFailed}, args, stderr)
+		return guard(guardSpec{command: "run", terminal: true, crashed: exitFailed}, args, getenv, stderr)
 	}
 	link, err := reaper.GuardedBy(getenv(reaper.EnvGuardPid), getenv(reaper.EnvGuardFD))
 	if err != nil {
