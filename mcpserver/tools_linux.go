@@ -23,7 +23,7 @@ type BashInput struct {
 	Command         string `json:"command" jsonschema:"the shell command to run (bash -c)"`
 	Timeout         *int   `json:"timeout,omitempty" jsonschema:"milliseconds before the command and everything it started are killed; default 120000, at most 600000"`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"start the command as a background task and return its task_id at once"`
-	Description     string `json:"description,omitempty" jsonschema:"a short description of what the command does"`
+	Description     string `json:"description,omitempty" jsonschema:"a short description of what the command does, at most 1024 bytes"`
 }
 
 // BashOutput is the bash tool's structured result.
@@ -121,7 +121,7 @@ func (s *Server) addTools(l reaper.Limits) {
 		Description: fmt.Sprintf(`Run a shell command (bash -c) in this session and return its output and exit code.
 The working directory persists between commands of the session; environment variables do not.
 Foreground commands return as soon as the command itself exits, even if it left processes running (such as "server &"); those stay in the session.
-Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed. Output is kept up to %s per command (head and tail; the middle of longer output is dropped and counted).
+Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed. Output is kept up to %s per command (head and tail; the middle of longer output is dropped and counted; control characters count six bytes each).
 With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling), stop it with task_stop, see all with task_list. At most %d background tasks run at once%s.
 Everything this session starts, background tasks and escaped or detached processes included, is killed when the session ends (over HTTP, also after %v without requests).`,
 			sizeString(l.OutputLimit), l.MaxTasks, bgTimeoutText(l.BackgroundTimeout), s.opts.IdleTimeout),

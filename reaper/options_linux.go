@@ -140,7 +140,7 @@ type Limits struct {
 	Grace time.Duration
 	// CloseTimeout bounds the wait for killed processes to disappear.
 	CloseTimeout time.Duration
-	// MaxTasks is the most running background tasks per session.
+	// MaxTasks is the most running background tasks per session, and the most finished ones kept.
 	MaxTasks int
 	// OutputLimit is the output kept per task, in bytes.
 	OutputLimit int
