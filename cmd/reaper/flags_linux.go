@@ -73,12 +73,7 @@ Flags:
 // parseServe parses the serve command's arguments and environment.
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, serveUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("serve", serveUsage, stderr)
 	fs.StringVar(&c.http, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
@@ -100,16 +95,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.Int64Var(&c.pidsMax, "pids-max", 0, "limit each session to this many processes and threads (pids.max; 0: none)")
 	fs.Var(&c.cpuMax, "cpu-max", "limit each session to this many `CPUs` of time (cpu.max with a 100 ms period: 1.5 is one and a half; 0: none)")
 
-	if err := fs.Parse(normalizeHTTPFlag(args)); err != nil {
+	if err := parseFlags(fs, normalizeHTTPFlag(args), false, getenv); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	fs.Visit(func(f *flag.Flag) { c.tokenOnCommandLine = c.tokenOnCommandLine || f.Name == "token" })
-	if err := setFromEnv(fs, getenv); err != nil {
-		return c, err
-	}
+	c.tokenOnCommandLine = tokenInArgs(args)
 	if c.http == "true" { // REAPER_HTTP=true, or the flag's bare form after normalising
 		c.http = defaultHTTPAddr
 	}
@@ -148,6 +137,30 @@ func (c serveConfig) adminTokenValue() (string, error) {
 		return tok, nil
 	}
 	return "", fmt.Errorf("admin token file %s: empty first line", c.adminTokenFile)
+}
+
+// newFlagSet returns the flag set of the subcommand name, whose -help prints usage and then the
+// flags to stderr.
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args into fs, refuses arguments after the flags unless operands is set, and then
+// sets the flags not given from the environment. -help returns flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string, operands bool, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !operands && fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return setFromEnv(fs, getenv)
 }
 
 // stateDirFlag defines --state-dir, which serve and sweep share.
@@ -281,4 +294,19 @@ func graceOption(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// tokenInArgs reports whether args give --token (in any of the flag package's spellings), as opposed
+// to REAPER_TOKEN in the environment.
+func tokenInArgs(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "token" {
+			return true
+		}
+	}
+	return false
 }

@@ -33,23 +33,12 @@ Flags:
 func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var cgroupRoot, stateDir, containment string
 	var asJSON bool
-	fs := flag.NewFlagSet("ps", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, psUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("ps", psUsage, stderr)
 	fs.StringVar(&cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup the instances' slices are under (default: a child \"reaper\" of this process's cgroup)")
 	stateDirFlag(fs, &stateDir)
 	fs.StringVar(&containment, "containment", "auto", "auto or cgroup: look at slices, state directories and /proc; process: state directories and /proc only")
 	fs.BoolVar(&asJSON, "json", false, "print the listing as JSON")
-	err := fs.Parse(args)
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err == nil {
-		err = setFromEnv(fs, getenv)
-	}
+	err := parseFlags(fs, args, false, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}

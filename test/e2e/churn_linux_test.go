@@ -22,7 +22,7 @@ import (
 // Churn: many HTTP sessions, a few at a time, each with a foreground command and a background task
 // with a setsid child; half end by DELETE, half are abandoned (the client's connections cut, no
 // DELETE) to the idle timeout. Afterwards nothing of them may be left: no process, no cgroup, no
-// descriptor of reaper beyond a small constant, and reaper's memory within a bound.
+// descriptor or goroutine of reaper beyond a small constant, and reaper's memory within a bound.
 
 const (
 	churnSessions    = 200
@@ -38,7 +38,7 @@ func TestChurn(t *testing.T) {
 		t.Skip("churn runs for about a minute; not in -short")
 	}
 	p := place(t, "")
-	r := startHTTP(t, append(p.args(), "--grace", "1s", "--idle-timeout", churnIdle.String())...)
+	r, admin := startAdmin(t, append(p.args(), "--grace", "1s", "--idle-timeout", churnIdle.String())...)
 	server := serverOf(t, r.cmd.Process.Pid)
 	mark := "E2E_CHURN=" + testutil.UniqueName("churn")
 	t.Cleanup(func() { killMarked(mark) })
@@ -49,7 +49,7 @@ func TestChurn(t *testing.T) {
 	bash(t, warm, "true")
 	warm.Close()
 	awaitNoSessionCgroups(t, p)
-	before := measure(t, server)
+	before := measure(t, server, admin)
 
 	dir := t.TempDir()
 	var mu sync.Mutex
@@ -96,15 +96,19 @@ func TestChurn(t *testing.T) {
 	testutil.AwaitDead(t, all, churnIdle+10*time.Second)
 	testutil.Eventually(t, "no process carrying the churn's mark", func() bool { return len(marked(mark)) == 0 })
 	awaitNoSessionCgroups(t, p)
+	awaitSample(t, admin, "reaper_sessions_active", equal(0))
+	awaitSample(t, admin, `reaper_sessions_ended_total{reason="idle"}`, atLeast(churnSessions/2))
+	awaitSample(t, admin, `reaper_sessions_ended_total{reason="delete"}`, atLeast(churnSessions/2))
 
 	// What reaper holds settles once the teardowns' goroutines have returned.
 	var after usage
 	limit := before
 	limit.fds += 8
+	limit.goroutines += 10
 	limit.rssKiB = 2*before.rssKiB + 32<<10
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		after = measure(t, server)
+		after = measure(t, server, admin)
 		if after.within(limit) || time.Now().After(deadline) {
 			break
 		}
@@ -230,22 +234,27 @@ func (c *cuttableClient) cut() {
 
 // usage is what reaper's server process holds.
 type usage struct {
-	fds    int
-	rssKiB int
+	fds, goroutines int
+	rssKiB          int
 }
 
 func (u usage) String() string {
-	return fmt.Sprintf("%d fds, %d KiB RSS", u.fds, u.rssKiB)
+	return fmt.Sprintf("%d fds, %d goroutines, %d KiB RSS", u.fds, u.goroutines, u.rssKiB)
 }
 
 func (u usage) within(limit usage) bool {
-	return u.fds <= limit.fds && u.rssKiB <= limit.rssKiB
+	return u.fds <= limit.fds && u.goroutines <= limit.goroutines && u.rssKiB <= limit.rssKiB
 }
 
-// measure reads the server's descriptors and RSS from /proc.
-func measure(t testing.TB, pid int) usage {
+// measure reads the server's descriptors and RSS from /proc, and its goroutines from its metrics.
+func measure(t testing.TB, pid int, admin string) usage {
 	t.Helper()
-	var u usage
+	_, body := adminGet(t, admin, "/metrics", "")
+	g, ok := sample(body, "go_goroutines")
+	if !ok {
+		t.Fatalf("no go_goroutines in reaper's metrics:\n%s", body)
+	}
+	u := usage{goroutines: int(g)}
 	fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 	if err != nil {
 		t.Fatalf("reaper's descriptors: %v", err)
