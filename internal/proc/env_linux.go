@@ -46,45 +46,84 @@ func (w *Walker) Env(pid int, key string) (string, bool) {
 
 // scanEnv streams /proc/<pid>/environ and calls fn with each entry, cut to its first keep bytes
 // (complete is false when it was cut), until fn returns false. It reads in chunks, so an environment
-// of any size costs one buffer. A process in the middle of execve may show an empty environment for
-// an instant; an empty one is read again a few times before it is believed.
+// of any size costs one buffer.
+//
+// A process in the middle of execve shows an empty environment: from the switch to its new memory
+// until its environment is placed there, and through a file opened before the switch, whose memory is
+// gone. Of orphans read once just after their parent exited, one in six showed none; reading the same
+// file again a few times still missed one in fifty. So an empty
+// environment is read again, through a new file, for as long as the process is inside execve (up to
+// maxExecWait) and once more after.
 func (w *Walker) scanEnv(pid int, fn func(entry []byte, complete bool) bool, keep int) {
-	w.path = append(strconv.AppendInt(append(w.path[:0], "/proc/"...), int64(pid), 10), "/environ"...)
-	fd, err := unix.Open(string(w.path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
 	if len(w.buf) < 64<<10 {
 		w.buf = make([]byte, 64<<10)
 	}
-	sc := envScanner{fn: fn, keep: keep}
-	any := false
-	for try := 0; ; {
+	deadline := time.Now().Add(maxExecWait)
+	for settled := false; ; {
+		if !w.streamEnv(pid, &envScanner{fn: fn, keep: keep}) || settled {
+			return
+		}
+		// Empty: believed only when read through a file opened after the process was seen outside
+		// execve.
+		if !w.inExec(pid) || time.Now().After(deadline) {
+			settled = true
+			continue
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// streamEnv opens /proc/<pid>/environ and feeds it to sc; it reports whether the environment read
+// was empty, in which case sc has seen nothing.
+func (w *Walker) streamEnv(pid int, sc *envScanner) (empty bool) {
+	w.path = append(strconv.AppendInt(append(w.path[:0], "/proc/"...), int64(pid), 10), "/environ"...)
+	fd, err := unix.Open(string(w.path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	read := false
+	for {
 		n, err := unix.Read(fd, w.buf)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			return
+			return false
 		}
 		if n == 0 {
-			if !any && try < 3 {
-				try++
-				time.Sleep(50 * time.Microsecond)
-				if _, err := unix.Seek(fd, 0, 0); err != nil {
-					return
-				}
-				continue
+			if !read {
+				return true
 			}
 			sc.end()
-			return
+			return false
 		}
-		any = true
+		read = true
 		if !sc.feed(w.buf[:n]) {
-			return
+			return false
 		}
 	}
+}
+
+// maxExecWait bounds how long scanEnv waits for a process inside execve to show its environment. The
+// window between the switch to the new memory and the placing of the environment in it holds no I/O;
+// only a process preempted there stays in it for long.
+const maxExecWait = 100 * time.Millisecond
+
+// inExec reports whether pid is inside execve, past the switch to its new memory but before its
+// arguments and environment are placed there: its stat shows env_start (field 50) as 0 then, where a
+// process that has run any program shows an address, even with an empty environment. A dead process,
+// and a reader not allowed to see the addresses (who may not read the environment either), get false.
+func (w *Walker) inExec(pid int) bool {
+	b, ok := w.read(pid, "/stat", 0)
+	if !ok {
+		return false
+	}
+	if st, ok := ParseStat(pid, b); !ok || st.Dead() {
+		return false
+	}
+	v, ok := statField(b, 50)
+	return ok && v == 0
 }
 
 // envScanner splits an environment (NUL-separated entries) that arrives in chunks, and calls fn with

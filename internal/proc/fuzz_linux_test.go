@@ -19,6 +19,7 @@ func FuzzParseStat(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, comm []byte, state byte, ppid, pgid, sid uint32, flags uint64, threads uint32, start uint64) {
 		ParseStat(7, comm) // arbitrary bytes: must not panic
+		statField(comm, 50)
 		if state == ' ' || state == ')' || state >= '0' && state <= '9' || state == '-' {
 			state = 'S'
 		}
@@ -28,6 +29,9 @@ func FuzzParseStat(f *testing.F) {
 		want := Stat{Pid: 7, PPid: int(ppid), Pgid: int(pgid), Sid: int(sid), Flags: flags, Threads: int(threads), Start: start, State: state}
 		if !ok || st != want {
 			t.Errorf("ParseStat(%q) = %+v, %v; want %+v", line, st, ok, want)
+		}
+		if v, ok := statField([]byte(line), 22); !ok || v != start {
+			t.Errorf("statField(%q, 22) = %d, %v; want %d", line, v, ok, start)
 		}
 	})
 }

@@ -101,6 +101,21 @@ func ParseStat(pid int, b []byte) (Stat, bool) {
 	return Stat{}, false
 }
 
+// statField returns the unsigned field n (numbered as in proc(5), n > 3) of the contents of
+// /proc/<pid>/stat.
+func statField(b []byte, n int) (uint64, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, false
+	}
+	f := bytes.Split(bytes.TrimSuffix(b[i+2:], []byte{'\n'}), []byte{' '}) // f[0] is field 3; the kernel puts one space between fields
+	if n < 4 || n-3 >= len(f) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(f[n-3]), 10, 64)
+	return v, err == nil
+}
+
 // Snapshot returns the stat of every process in /proc but those in skip, whose stat it does not read.
 func (w *Walker) Snapshot(skip map[int]bool) ([]Stat, error) {
 	d, err := os.Open("/proc")
