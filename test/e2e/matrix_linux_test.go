@@ -1,0 +1,698 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/testutil"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
+)
+
+// The proof: every way a process tries to outlive its session (the rows), against every way a
+// session ends (the columns), in both containment modes. Each scenario runs every row at once in one
+// session, ends it one way and checks each row on its own: every process it recorded, and every
+// process carrying its mark, is gone (not running, not a zombie) within the column's budget; no
+// cgroup of the session is left; and reaper, where it still runs, serves another session. The suite
+// prints the table (a cell is the time until the row was all dead, FAIL with what survived, LIMIT with
+// the reason where a mode cannot hold it, or n/a) and writes it to $E2E_MATRIX_OUT.
+
+// matrixGrace is the grace period of every scenario.
+const matrixGrace = time.Second
+
+// escape is one row: a shell snippet (bash) that starts its processes in the background. Each process
+// to watch appends "<row> <pid>" to {F} once it is ready; lines is how many it appends. {M} is the
+// scenario's mark prefix: a process started with E2E_ROW={M}<row> carries the row's mark.
+type escape struct {
+	row    string
+	lines  int
+	script string
+	root   bool // needs root
+	cgroup bool // means something only in cgroup containment
+}
+
+var escapes = []escape{
+	{row: "&", lines: 1, script: `E2E_ROW={M}\& sleep 1000 & echo "\& $!" >> {F}`},
+	{row: "nohup", lines: 1, script: `E2E_ROW={M}nohup nohup sleep 1000 >/dev/null 2>&1 & echo "nohup $!" >> {F}`},
+	{row: "setsid", lines: 1, script: `E2E_ROW={M}setsid setsid sh -c 'echo "setsid $$" >> {F}; exec sleep 1000' &`},
+	{row: "double-fork", lines: 1, script: `(E2E_ROW={M}double-fork sh -c 'echo "double-fork $$" >> {F}; exec sleep 1000' &)`},
+	{row: "disown", lines: 1, script: `E2E_ROW={M}disown sleep 1000 & disown; echo "disown $!" >> {F}`},
+	{row: "own-pgroup", lines: 1, script: `E2E_ROW={M}own-pgroup TESTUTIL_HELPER=setpgid E2E_ROWS={F} "$E2E_SELF" &`},
+	{row: "ignores-term", lines: 1, script: `E2E_ROW={M}ignores-term sh -c 'trap "" TERM; echo "ignores-term $$" >> {F}; exec sleep 1000' &`},
+	{row: "forks-on-term", lines: 1, script: `E2E_ROW={M}forks-on-term sh -c 'trap "sleep 1000 & echo \"forks-on-term \$!\" >> {F}" TERM; echo "forks-on-term $$" >> {F}; while :; do sleep 0.1; done' &`},
+	{row: "stopped", lines: 1, script: `E2E_ROW={M}stopped sh -c 'echo "stopped $$" >> {F}; kill -STOP $$; exec sleep 1000' &`},
+	{row: "fork-loop", lines: 1, script: `E2E_ROW={M}fork-loop sh -c 'i=0; while [ $i -lt 200 ]; do sleep 1000 & i=$((i+1)); done; echo "fork-loop $$" >> {F}; wait' &`},
+	{row: "holds-pipe", lines: 1, script: `(E2E_ROW={M}holds-pipe sh -c 'echo "holds-pipe $$" >> {F}; while :; do echo tick; sleep 0.2; done' &)`},
+	{row: "daemon", lines: 1, script: `(E2E_ROW={M}daemon sh -c 'exec </dev/null >/dev/null 2>&1; (env -i /bin/sh -c "echo \"daemon \$\$\" >> {F}; exec /bin/sleep 1000" &)' &)`},
+	{row: "pid-ns", lines: 1, root: true, script: `E2E_ROW={M}pid-ns unshare --pid --fork sleep 1000 & echo "pid-ns $!" >> {F}`},
+	// A parent that never waits: its 20 children stay zombies ("zombie" lines) until someone reaps them.
+	{row: "zombies", lines: 21, script: `E2E_ROW={M}zombies sh -c 'i=0; while [ $i -lt 20 ]; do true & echo "zombie $!" >> {F}; i=$((i+1)); done; echo "zombies $$" >> {F}; exec sleep 1000' &`},
+	{row: "listens", lines: 1, script: `E2E_ROW={M}listens TESTUTIL_HELPER=listen E2E_ROWS={F} "$E2E_SELF" &`},
+	{row: "leaves-cgroup", lines: 1, root: true, cgroup: true, script: `E2E_ROW={M}leaves-cgroup sh -c 'echo $$ > {P}; echo "leaves-cgroup $$" >> {F}; exec sleep 1000' &`},
+	{row: "no-trail", lines: 1, root: true, script: `(setsid env -i /bin/sh -c 'echo $$ > {P} 2>/dev/null; echo "no-trail $$" >> {F}; exec /bin/sleep 1000' &)`},
+	// Last: the task's own shell becomes the process to watch.
+	{row: "exec", lines: 1, script: `echo "exec $$" >> {F}; exec env E2E_ROW={M}exec sleep {EXEC}`},
+}
+
+// end is one column: a way a session ends.
+type end struct {
+	name   string
+	budget time.Duration // from the end to every process dead
+	// transport is how the session is reached: "stdio", "http", "client" (a separate client
+	// process), "run" (reaper run).
+	transport string
+	// signal, if set, is sent to reaper (its guard) to end the session.
+	signal syscall.Signal
+	// reaperLives: reaper still runs after the end and must serve another session.
+	reaperLives bool
+	// limits says why a cell cannot hold: by row, or by "mode/row" for one mode.
+	limits map[string]string
+}
+
+var ends = []end{
+	{name: "stdio close", transport: "stdio", budget: matrixGrace + time.Second},
+	{name: "stdio TS-SDK close", transport: "stdio", budget: 2 * time.Second},
+	{name: "stdio client killed", transport: "stdio", budget: matrixGrace + time.Second},
+	{name: "SIGTERM stdio", transport: "stdio", signal: syscall.SIGTERM, budget: matrixGrace + time.Second},
+	{name: "SIGTERM http", transport: "http", signal: syscall.SIGTERM, budget: matrixGrace + time.Second},
+	{name: "SIGINT stdio", transport: "stdio", signal: syscall.SIGINT, budget: matrixGrace + time.Second},
+	{name: "SIGINT http", transport: "http", signal: syscall.SIGINT, budget: matrixGrace + time.Second},
+	{name: "SIGHUP stdio", transport: "stdio", signal: syscall.SIGHUP, budget: matrixGrace + time.Second},
+	{name: "SIGHUP http", transport: "http", signal: syscall.SIGHUP, budget: matrixGrace + time.Second},
+	{name: "SIGKILL reaper", transport: "http", budget: time.Second},
+	{name: "restart after both killed", transport: "http", budget: matrixGrace + time.Second, reaperLives: true, limits: map[string]string{
+		"process/daemon": "it cleared its environment, and the processes it descends from died with reaper and its guard",
+		"no-trail":       "it cleared its environment and left its cgroup, and the processes it descends from died with reaper and its guard",
+		"zombies":        "their reaper and its guard are dead: the zombies are PID 1's to reap",
+	}},
+	{name: "DELETE", transport: "http", budget: matrixGrace + time.Second, reaperLives: true},
+	{name: "DELETE during a 60 s call", transport: "http", budget: matrixGrace + time.Second, reaperLives: true},
+	{name: "idle timeout, client killed", transport: "client", budget: 2*time.Second + matrixGrace + time.Second, reaperLives: true},
+	// Three pings unanswered in a row, each given an interval: about four intervals of 500 ms, and
+	// two more for a loaded machine.
+	{name: "keepalive, client stopped", transport: "client", budget: 6*500*time.Millisecond + matrixGrace + time.Second, reaperLives: true},
+	{name: "task_stop", transport: "http", budget: matrixGrace + time.Second, reaperLives: true, limits: map[string]string{
+		"process/no-trail": noTrailLimit,
+	}},
+	{name: "foreground timeout", transport: "http", budget: matrixGrace + time.Second, reaperLives: true, limits: map[string]string{
+		"process/no-trail": noTrailLimit,
+	}},
+	{name: "reaper run", transport: "run", budget: matrixGrace + time.Second},
+}
+
+// noTrailLimit is why process containment cannot end the no-trail row with its task: without a
+// cgroup, nothing ties it to the task once it has no marker and no parent of the task's.
+const noTrailLimit = "with no cgroup, a process that cleared its environment and was re-parented cannot be told to be the task's; it dies when a session ends"
+
+func init() {
+	// own-pgroup: a process that moves itself into a process group of its own.
+	helpers["setpgid"] = func() int {
+		unix.Setpgid(0, 0)
+		appendRow("own-pgroup")
+		select {}
+	}
+	// listen: a server on a port.
+	helpers["listen"] = func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 1
+		}
+		defer ln.Close()
+		appendRow("listens")
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return 0
+			}
+			c.Close()
+		}
+	}
+	helpers["matrix-client"] = matrixClient
+}
+
+// appendRow appends "row pid" to the file in E2E_ROWS.
+func appendRow(row string) {
+	f, err := os.OpenFile(os.Getenv("E2E_ROWS"), os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		fmt.Fprintf(f, "%s %d\n", row, os.Getpid())
+		f.Close()
+	}
+}
+
+// matrixClient connects to E2E_URL, runs E2E_SCRIPT as a background task, waits until the file
+// E2E_ROWS has E2E_LINES lines, prints READY and waits to be killed or stopped: a client that vanishes.
+func matrixClient() int {
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "matrix-client", Version: "1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: os.Getenv("E2E_URL")}, nil)
+	if err != nil {
+		fmt.Println("ERR", err)
+		return 1
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+		"command": os.Getenv("E2E_SCRIPT"), "run_in_background": true}})
+	if err != nil || res.IsError {
+		fmt.Println("ERR", err, textOf(res))
+		return 1
+	}
+	want, _ := strconv.Atoi(os.Getenv("E2E_LINES"))
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(os.Getenv("E2E_ROWS")); bytes.Count(b, []byte{'\n'}) >= want {
+			fmt.Println("READY")
+			select {}
+		}
+	}
+	fmt.Println("ERR the rows did not start")
+	return 1
+}
+
+// scenario is one column in one mode.
+type scenario struct {
+	t      *testing.T
+	mode   string
+	end    end
+	p      placement
+	rows   []escape
+	file   string // the rows' pid file
+	mark   string // the scenario's mark prefix
+	start  time.Time
+	ended  time.Time     // when the end began
+	guard  int           // reaper's guard, where there is one
+	url    string        // the MCP endpoint of the reaper that lives on, for another session
+	done   chan struct{} // closed when the reaper that ends has exited (nil for reaper run)
+	result map[string]string
+}
+
+func TestMatrix(t *testing.T) {
+	out := os.Getenv("E2E_MATRIX_OUT")
+	if out == "" {
+		out = filepath.Join(os.TempDir(), "reaper-matrix.md")
+	}
+	results := map[string]map[string]map[string]string{} // mode -> end -> row -> cell
+	var mu sync.Mutex
+	for _, mode := range []string{"cgroup", "process"} {
+		results[mode] = map[string]map[string]string{}
+		for _, e := range ends {
+			t.Run(mode+"/"+e.name, func(t *testing.T) {
+				sc := newScenario(t, mode, e)
+				sc.runAndCheck()
+				mu.Lock()
+				results[mode][e.name] = sc.result
+				mu.Unlock()
+			})
+		}
+	}
+	table := matrixTable(results)
+	t.Log("\n" + table)
+	if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+		t.Errorf("writing the matrix: %v", err)
+	} else {
+		t.Logf("the matrix is in %s", out)
+	}
+}
+
+func newScenario(t *testing.T, mode string, e end) *scenario {
+	sc := &scenario{t: t, mode: mode, end: e, p: place(t, mode), result: map[string]string{}}
+	sc.file = filepath.Join(t.TempDir(), "rows")
+	os.WriteFile(sc.file, nil, 0o644)
+	sc.mark = testutil.UniqueName("m") + "-"
+	for _, esc := range escapes {
+		switch {
+		case esc.root && os.Geteuid() != 0:
+			sc.result[esc.row] = "n/a" // needs root
+		case esc.cgroup && mode != "cgroup":
+			sc.result[esc.row] = "n/a" // no cgroup to leave
+		default:
+			sc.rows = append(sc.rows, esc)
+		}
+	}
+	return sc
+}
+
+// script is the shell script that starts every row and, last, becomes the exec row's process.
+func (sc *scenario) script(execFor string) string {
+	procs := "/dev/null"
+	if sc.mode == "cgroup" {
+		procs = filepath.Join(cgroup.Detect(cgroup.Options{}).Mountpoint, "cgroup.procs")
+	}
+	var b strings.Builder
+	lines := 0
+	for _, esc := range sc.rows {
+		if esc.row == "exec" {
+			continue
+		}
+		b.WriteString(esc.script + "\n")
+		lines += esc.lines
+	}
+	b.WriteString(testutil.AwaitLines(sc.file, lines) + " >/dev/null\n")
+	for _, esc := range sc.rows {
+		if esc.row == "exec" {
+			b.WriteString(esc.script + "\n")
+		}
+	}
+	r := strings.NewReplacer("{F}", sc.file, "{M}", sc.mark, "{P}", procs, "{EXEC}", execFor)
+	return r.Replace(b.String())
+}
+
+func (sc *scenario) lines() int {
+	n := 0
+	for _, esc := range sc.rows {
+		n += esc.lines
+	}
+	return n
+}
+
+// awaitRows waits until every row has reported its processes.
+func (sc *scenario) awaitRows() {
+	testutil.Eventually(sc.t, "every row to start", func() bool {
+		b, _ := os.ReadFile(sc.file)
+		return bytes.Count(b, []byte{'\n'}) >= sc.lines()
+	})
+}
+
+// reaperArgs are the flags of every reaper the scenario starts.
+func (sc *scenario) reaperArgs(extra ...string) []string {
+	return append(append(sc.p.args(), "--grace", matrixGrace.String()), extra...)
+}
+
+func (sc *scenario) runAndCheck() {
+	t := sc.t
+	os.Setenv("E2E_SELF", os.Args[0]) // the helpers some rows run; reaper's tasks inherit it
+	sc.start = time.Now()
+	switch sc.end.transport {
+	case "stdio":
+		sc.viaStdio()
+	case "http":
+		sc.viaHTTP()
+	case "client":
+		sc.viaClient()
+	case "run":
+		sc.viaRun()
+	}
+	sc.check()
+	switch {
+	case sc.end.reaperLives:
+		sc.servesAnother()
+	case sc.done != nil:
+		select {
+		case <-sc.done:
+		case <-time.After(30 * time.Second):
+			t.Error("reaper did not exit")
+		}
+		assertNothingLeft(t, sc.p)
+	}
+	if t.Failed() {
+		b, _ := os.ReadFile(sc.file)
+		t.Logf("rows:\n%s", b)
+	}
+}
+
+func (sc *scenario) viaStdio() {
+	s := startStdio(sc.t, sc.reaperArgs()...)
+	sc.guard, sc.done = s.cmd.Process.Pid, s.done
+	bash(sc.t, s.cs, sc.script("1000"), "run_in_background", true)
+	sc.awaitRows()
+	sc.ended = time.Now()
+	switch sc.end.name {
+	case "stdio close":
+		s.stdin.Close()
+	case "stdio TS-SDK close":
+		s.stdin.Close()
+		go func() {
+			select {
+			case <-s.done:
+				return
+			case <-time.After(2 * time.Second):
+			}
+			sc.t.Errorf("reaper had not exited 2 s after its input closed: the client's SIGTERM came")
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-s.done:
+			case <-time.After(2 * time.Second):
+				s.cmd.Process.Kill()
+			}
+		}()
+	case "stdio client killed":
+		s.stdin.Close()
+		s.stdout.Close()
+	default:
+		s.cmd.Process.Signal(sc.end.signal)
+	}
+}
+
+func (sc *scenario) viaHTTP() {
+	t := sc.t
+	r := startHTTP(t, sc.reaperArgs()...)
+	sc.guard, sc.done, sc.url = r.cmd.Process.Pid, r.done, r.url
+	cs := connectHTTP(t, r.url, "")
+	switch sc.end.name {
+	case "foreground timeout":
+		const timeout = 3 * time.Second
+		called := time.Now()
+		returned := make(chan struct{})
+		go func() {
+			defer close(returned)
+			cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+				"command": sc.script("1000"), "timeout": timeout.Milliseconds()}})
+		}()
+		sc.awaitRows()
+		sc.ended = called.Add(timeout) // the timeout kills the call's whole tree
+		select {
+		case <-returned:
+		case <-time.After(time.Minute):
+			t.Error("the call that timed out did not return")
+		}
+		return
+	case "DELETE during a 60 s call":
+		bash(t, cs, sc.script("1000"), "run_in_background", true)
+		sc.awaitRows()
+		began := filepath.Join(t.TempDir(), "began")
+		go cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+			"command": "echo $$ > " + began + "; exec sleep 60", "timeout": 600000}})
+		pidFromFile(t, began)
+	case "task_stop":
+		task := bash(t, cs, sc.script("1000"), "run_in_background", true)
+		sc.awaitRows()
+		sc.ended = time.Now()
+		callTool(t, cs, "task_stop", map[string]any{"task_id": task.TaskID})
+		return
+	default:
+		bash(t, cs, sc.script("1000"), "run_in_background", true)
+		sc.awaitRows()
+	}
+	sc.ended = time.Now()
+	if sc.end.signal != 0 {
+		r.cmd.Process.Signal(sc.end.signal)
+	}
+	switch sc.end.name {
+	case "SIGKILL reaper":
+		r.cmd.Process.Kill()
+	case "restart after both killed":
+		// Stopped first, so that neither can act on the other's death.
+		server := serverOf(t, sc.guard)
+		for _, pid := range []int{sc.guard, server} {
+			syscall.Kill(pid, syscall.SIGSTOP)
+		}
+		for _, pid := range []int{server, sc.guard} {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		<-r.done
+		sc.ended = time.Now()
+		again := startHTTP(t, sc.reaperArgs()...)
+		sc.done, sc.url = again.done, again.url
+	case "DELETE":
+		sc.meanwhile(func() { cs.Close() })
+	case "DELETE during a 60 s call":
+		// The go-sdk client's Close waits for its calls in flight, so the DELETE goes out by hand,
+		// as a client that ends a session while a call runs sends it.
+		req, _ := http.NewRequest(http.MethodDelete, sc.url, nil)
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		sc.meanwhile(func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNoContent {
+				t.Errorf("DELETE during a call: %s", resp.Status)
+			}
+		})
+	}
+}
+
+// meanwhile runs f while the scenario checks its rows; the test waits for it.
+func (sc *scenario) meanwhile(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	sc.t.Cleanup(func() { <-done })
+}
+
+func (sc *scenario) viaClient() {
+	t := sc.t
+	extra := []string{"--idle-timeout", "2s"}
+	if strings.HasPrefix(sc.end.name, "keepalive") {
+		extra = []string{"--keepalive", "500ms"}
+	}
+	r := startHTTP(t, sc.reaperArgs(extra...)...)
+	sc.guard, sc.done, sc.url = r.cmd.Process.Pid, r.done, r.url
+	client := testutil.Helper("matrix-client", "E2E_URL="+r.url, "E2E_SCRIPT="+sc.script("1000"),
+		"E2E_ROWS="+sc.file, "E2E_LINES="+strconv.Itoa(sc.lines()))
+	client.Stderr = nil
+	out, _ := client.StdoutPipe()
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		client.Process.Signal(syscall.SIGCONT)
+		client.Process.Kill()
+		client.Wait()
+	})
+	select {
+	case line := <-lineReader(out):
+		if line != "READY" {
+			t.Fatalf("the client: %s", line)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the client did not start its task")
+	}
+	sc.ended = time.Now()
+	if strings.HasPrefix(sc.end.name, "keepalive") {
+		client.Process.Signal(syscall.SIGSTOP)
+	} else {
+		client.Process.Kill()
+	}
+}
+
+func (sc *scenario) viaRun() {
+	t := sc.t
+	args := append(append([]string{"run"}, sc.reaperArgs()...), "--", "bash", "-c", sc.script("2")+"; exit 0")
+	cmd := exec.Command(bin, args...)
+	cmd.Env = os.Environ()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc.awaitRows()
+	// The job's own process (the exec row) ends 2 s after it began: that is the end.
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	testutil.Eventually(t, "the job's own process to end", func() bool {
+		for _, p := range sc.recorded()["exec"] {
+			if testutil.Running(p) {
+				return false
+			}
+		}
+		return true
+	})
+	sc.ended = time.Now()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("reaper run: %v\n%s", err, &stderr)
+		}
+	case <-time.After(time.Minute):
+		t.Error("reaper run did not exit")
+	}
+	sc.done = make(chan struct{})
+	close(sc.done)
+}
+
+// recorded returns the processes each row recorded, identified now by pid and start time (zombies
+// too); a pid already gone is left out.
+func (sc *scenario) recorded() map[string][]testutil.Proc {
+	out := map[string][]testutil.Proc{}
+	b, _ := os.ReadFile(sc.file)
+	w := proc.NewWalker()
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		pid, _ := strconv.Atoi(f[1])
+		if st, ok := w.Stat(pid); ok {
+			out[f[0]] = append(out[f[0]], testutil.Proc{Pid: pid, Start: st.Start})
+		}
+	}
+	return out
+}
+
+// check waits, up to the column's budget from the end, for each row to be all dead: its recorded
+// processes and whatever carries its mark. The recorded ones are identified before the end.
+func (sc *scenario) check() {
+	t := sc.t
+	before := sc.recorded()
+	deadline := sc.ended.Add(sc.end.budget)
+	pending := map[string]bool{}
+	for _, esc := range sc.rows {
+		pending[esc.row] = true
+	}
+	var alive map[string][]testutil.Proc
+	for {
+		alive = sc.alive(before)
+		took := time.Since(sc.ended)
+		for row := range pending {
+			if len(alive[row]) == 0 {
+				sc.result[row] = took.Round(time.Millisecond).String()
+				if took > sc.end.budget {
+					sc.result[row] = "FAIL: dead only after " + sc.result[row]
+					t.Errorf("%s: %s was dead only %v after the end, over its budget of %v", sc.mode, row, took, sc.end.budget)
+				}
+				delete(pending, row)
+			}
+		}
+		if len(pending) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for row := range pending {
+		why, limited := sc.end.limits[row]
+		if !limited {
+			why, limited = sc.end.limits[sc.mode+"/"+row]
+		}
+		if limited {
+			sc.result[row] = "LIMIT: " + why
+		} else {
+			sc.result[row] = "FAIL: " + describe(alive[row])
+			t.Errorf("%s: %s survived %v after the end: %s", sc.mode, row, sc.end.budget, describe(alive[row]))
+		}
+		for _, p := range alive[row] {
+			syscall.Kill(p.Pid, syscall.SIGKILL) // the test's own cleanup
+		}
+	}
+}
+
+// alive returns, by row, the processes that still run: those identified before the end, those
+// recorded since, and those carrying the row's mark. The zombies row counts its zombies too, until
+// they are reaped. It reads each process's environment once.
+func (sc *scenario) alive(before map[string][]testutil.Proc) map[string][]testutil.Proc {
+	out := map[string][]testutil.Proc{}
+	seen := map[int]bool{}
+	add := func(row string, p testutil.Proc) {
+		if !seen[p.Pid] && testutil.Running(p) {
+			seen[p.Pid] = true
+			out[row] = append(out[row], p)
+		}
+	}
+	now := sc.recorded()
+	for row, ps := range before {
+		for _, p := range ps {
+			add(row, p)
+		}
+	}
+	for row, ps := range now {
+		for _, p := range ps {
+			add(row, p)
+		}
+	}
+	prefix := []byte("E2E_ROW=" + sc.mark)
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d + "/environ")
+		i := bytes.Index(b, prefix)
+		if err != nil || i < 0 || (i > 0 && b[i-1] != 0) {
+			continue
+		}
+		row, _, _ := bytes.Cut(b[i+len(prefix):], []byte{0})
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		if p, ok := testutil.ProcOf(pid); ok {
+			add(string(row), p)
+		}
+	}
+	w := proc.NewWalker()
+	for _, p := range now["zombie"] {
+		if st, ok := w.Stat(p.Pid); ok && st.Start == p.Start {
+			out["zombies"] = append(out["zombies"], p) // not reaped yet
+		}
+	}
+	return out
+}
+
+func describe(ps []testutil.Proc) string {
+	var s []string
+	for _, p := range ps {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/comm")
+		s = append(s, fmt.Sprintf("%s (pid %d)", strings.TrimSpace(string(b)), p.Pid))
+	}
+	sort.Strings(s)
+	return strings.Join(s, ", ")
+}
+
+// servesAnother checks, where reaper lives on after the end, that the ended session left no cgroup
+// (where the session did end) and that reaper serves a new session.
+func (sc *scenario) servesAnother() {
+	t := sc.t
+	if sc.end.name != "task_stop" && sc.end.name != "foreground timeout" && sc.p.root != "" {
+		testutil.Eventually(t, "the ended session's cgroup to go", func() bool {
+			left, _ := filepath.Glob(filepath.Join(sc.p.root, "r*", "s-*"))
+			return len(left) == 0
+		})
+	}
+	cs := connectHTTP(t, sc.url, "")
+	if r := bash(t, cs, "echo still serving"); r.Output != "still serving\n" {
+		t.Errorf("reaper no longer serves a new session: %+v", r)
+	}
+}
+
+// matrixTable renders the results as one Markdown table per mode: a row per way a session ends, a
+// column per escape.
+func matrixTable(results map[string]map[string]map[string]string) string {
+	var b strings.Builder
+	b.WriteString("# reaper: every escape against every way a session ends\n\n")
+	b.WriteString("A cell is the time from the session's end until every process of the escape was dead (not running, not a zombie), ")
+	b.WriteString("FAIL with what survived the budget, LIMIT with why a mode cannot hold it (below the table), ")
+	b.WriteString("or n/a: a row that needs root, or that leaves its cgroup, in process containment. ")
+	b.WriteString("The escapes are described in test/e2e/matrix_linux_test.go.\n")
+	for _, mode := range []string{"cgroup", "process"} {
+		fmt.Fprintf(&b, "\n## %s containment\n\n| end (budget) |", mode)
+		for _, esc := range escapes {
+			fmt.Fprintf(&b, " %s |", esc.row)
+		}
+		b.WriteString("\n| --- |")
+		for range escapes {
+			b.WriteString(" --- |")
+		}
+		b.WriteString("\n")
+		var notes []string // the reasons of LIMIT cells, numbered
+		for _, e := range ends {
+			fmt.Fprintf(&b, "| %s (%v) |", e.name, e.budget)
+			for _, esc := range escapes {
+				cell := results[mode][e.name][esc.row]
+				if why, ok := strings.CutPrefix(cell, "LIMIT: "); ok {
+					notes = append(notes, fmt.Sprintf("%d. %s, %s: %s.", len(notes)+1, e.name, esc.row, why))
+					cell = fmt.Sprintf("LIMIT %d", len(notes))
+				}
+				if cell == "" {
+					cell = "not run"
+				}
+				fmt.Fprintf(&b, " %s |", cell)
+			}
+			b.WriteString("\n")
+		}
+		if len(notes) > 0 {
+			b.WriteString("\n" + strings.Join(notes, "\n") + "\n")
+		}
+	}
+	return b.String()
+}
