@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -27,6 +28,26 @@ func checkHost(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// checkOrigin refuses a request from another origin that http.CrossOriginProtection lets through
+// because its method is "safe": a GET opens the session's stream of server messages, and the MCP
+// specification wants any request with an invalid Origin refused with 403. Requests without Origin
+// (every non-browser client) pass.
+func checkOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" && !sameOrigin(origin, r.Host) || r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+			http.Error(w, "Forbidden: cross-origin request", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin reports whether origin (scheme://host[:port], or "null") names host.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
 }
 
 // loopbackHost reports whether addr (host or host:port) is localhost or a loopback address.

@@ -50,7 +50,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	}
 	// Every check before any side effect: Host, Origin, token, then (in front) the protocol version
 	// and the session's owner.
-	return checkHost(http.NewCrossOriginProtection().Handler(h))
+	return checkHost(checkOrigin(http.NewCrossOriginProtection().Handler(h)))
 }
 
 // verifier checks a bearer token against every configured token in constant time (comparing
