@@ -152,19 +152,23 @@ func (o *output) readLocked(from int64, max int, partial bool, budget Budget) Ch
 		}
 		b = o.ringBytes(int(c.Offset - tailStart))
 	}
+	avail := b
+	cut := false
 	if max > 0 && len(b) > max {
-		b = b[:max]
-		partial = true
+		b, cut = b[:max], true
 	}
 	if budget.on() {
 		n, _ := budget.prefix(b, budget.Max)
-		if n == 0 && len(b) > 0 {
-			_, n = utf8.DecodeRune(b) // one character at least, or the reader never gets past it
-		}
 		b = b[:n]
 	}
-	if partial {
+	if partial || cut {
 		b = b[:len(b)-incompleteSuffix(b)]
+	}
+	if len(b) == 0 && len(avail) > 0 && (!partial || utf8.FullRune(avail)) {
+		// One character at least (or one invalid byte), or the reader never gets past it; only a
+		// character still being written is waited for.
+		_, n := utf8.DecodeRune(avail)
+		b = avail[:n]
 	}
 	c.Next = c.Offset + int64(len(b))
 	c.Text = validText(b)

@@ -140,3 +140,23 @@ func TestOutputBudget(t *testing.T) {
 		t.Errorf("reads within a budget of 6 gave %q", got)
 	}
 }
+
+// TestOutputReadsGetOn: a read capped below one character still returns that character (or, for a
+// truncated one at the end of a finished stream, U+FFFD), so that a reader always gets on; only a
+// character still being written is waited for.
+func TestOutputReadsGetOn(t *testing.T) {
+	o := newOutput(64)
+	o.Write([]byte("é\xe2\x82"))
+	if c := o.readNext(1, true, Budget{}); c.Text != "é" || c.Next != 2 {
+		t.Fatalf("a 1-byte read of é: %+v", c)
+	}
+	if c := o.readNext(1, true, Budget{}); c.Text != "" || c.Next != 2 {
+		t.Fatalf("a character still being written: %+v", c)
+	}
+	if c := o.readNext(1, false, Budget{}); c.Text != "\uFFFD" || c.Next != 3 {
+		t.Fatalf("the truncated character of a finished stream: %+v", c)
+	}
+	if c := o.readNext(1, false, Budget{}); c.Text != "\uFFFD" || c.Next != 4 {
+		t.Fatalf("its last byte: %+v", c)
+	}
+}
