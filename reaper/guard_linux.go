@@ -112,15 +112,7 @@ func StartGuard(opts GuardOptions) (*Guard, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("guard: no server command line")
 	}
-	if !active.CompareAndSwap(false, true) {
-		return nil, errors.New("guard: a Reaper or Guard is active in this process (there is one child table)")
-	}
-	g, err := startGuard(opts)
-	if err != nil {
-		active.Store(false)
-		return nil, err
-	}
-	return g, nil
+	return claim(func() (*Guard, error) { return startGuard(opts) })
 }
 
 func startGuard(opts GuardOptions) (*Guard, error) {
