@@ -63,7 +63,7 @@ type SessionView struct {
 	Processes []ProcessView `json:"processes"`
 }
 
-// TaskView is a task as its session recorded it.
+// TaskView is a task as its session recorded it (the record on disk holds these too).
 type TaskView struct {
 	ID          string    `json:"id"`
 	Command     string    `json:"command"`
@@ -175,7 +175,7 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 			if rec, err := readSessionRecord(filepath.Join(iv.StateDir, e.Name())); err == nil {
 				sv.ID, sv.Slice, sv.Created = rec.ID, rec.Slice, rec.Created
 				for _, t := range rec.Tasks {
-					sv.Tasks = append(sv.Tasks, TaskView(t))
+					sv.Tasks = append(sv.Tasks, t)
 				}
 			}
 		}

@@ -20,21 +20,11 @@ const maxRecordedCommand = 256
 // the non-secret name mcpserver gives it); a command, cut to 256 bytes, is what /proc/<pid>/cmdline
 // shows anyway while it runs.
 type sessionRecord struct {
-	ID      string       `json:"id"`
-	Name    string       `json:"name"`
-	Slice   string       `json:"slice,omitempty"`
-	Created time.Time    `json:"created"`
-	Tasks   []taskRecord `json:"tasks"`
-}
-
-type taskRecord struct {
-	ID          string    `json:"id"`
-	Command     string    `json:"command"`
-	Description string    `json:"description,omitempty"`
-	Background  bool      `json:"background"`
-	Pid         int       `json:"pid"`
-	Started     time.Time `json:"started"`
-	Leaf        string    `json:"leaf,omitempty"`
+	ID      string     `json:"id"`
+	Name    string     `json:"name"`
+	Slice   string     `json:"slice,omitempty"`
+	Created time.Time  `json:"created"`
+	Tasks   []TaskView `json:"tasks"`
 }
 
 // record writes the session's record anew: when the session is made and whenever a task starts.
@@ -43,7 +33,7 @@ type taskRecord struct {
 func (s *Session) record() {
 	s.recordMu.Lock()
 	defer s.recordMu.Unlock()
-	rec := sessionRecord{ID: s.id, Name: s.name, Created: s.created, Tasks: []taskRecord{}}
+	rec := sessionRecord{ID: s.id, Name: s.name, Created: s.created, Tasks: []TaskView{}}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -53,7 +43,7 @@ func (s *Session) record() {
 		rec.Slice = s.slice.Path()
 	}
 	for _, t := range s.tasks {
-		tr := taskRecord{ID: t.id, Command: t.command, Description: t.description, Pid: t.pid, Started: t.started, Background: t.isBackground()}
+		tr := TaskView{ID: t.id, Command: t.command, Description: t.description, Pid: t.pid, Started: t.started, Background: t.isBackground()}
 		if len(tr.Command) > maxRecordedCommand {
 			tr.Command = tr.Command[:maxRecordedCommand-3] + "..."
 		}
