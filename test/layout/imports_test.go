@@ -26,6 +26,8 @@ var allowed = map[string][]string{
 	"mcpserver":         {"reaper"},
 	"cmd/reaper":        {"mcpserver", "reaper", "cgroup"},
 	".ci/summary":       nil,
+	"test/bench":        nil,
+	"test/bench/lean":   nil,
 	"test/container":    nil,
 	"test/e2e":          nil,
 	"test/layout":       nil,
