@@ -100,14 +100,25 @@ func reportPair(b *testing.B, unit string, reaper, lean time.Duration) {
 // protocol or tool error.
 func timedCall(b testing.TB, cs *mcp.ClientSession, command string) (time.Duration, *mcp.CallToolResult) {
 	b.Helper()
+	return timedTool(b, cs, "bash", "command", command)
+}
+
+// timedTool calls tool with the arguments given as name, value pairs and returns how long the call
+// took and its result, failing on a protocol or tool error.
+func timedTool(b testing.TB, cs *mcp.ClientSession, tool string, kv ...any) (time.Duration, *mcp.CallToolResult) {
+	b.Helper()
+	args := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		args[kv[i].(string)] = kv[i+1]
+	}
 	start := time.Now()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command}})
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
 	d := time.Since(start)
 	if err != nil {
-		b.Fatalf("bash %q: %v", command, err)
+		b.Fatalf("%s %v: %v", tool, args, err)
 	}
 	if res.IsError {
-		b.Fatalf("bash %q: %s", command, textOf(res))
+		b.Fatalf("%s %v: %s", tool, args, textOf(res))
 	}
 	return d, res
 }
