@@ -1,0 +1,260 @@
+// Command bench runs reaper's benchmarks beside their baselines and prints one table: each figure, its
+// baseline measured in the same run, their ratio, and the goal issue 14 sets for it.
+//
+//	go run ./test/bench                                  # as root, from the repository; about 15 minutes
+//	go run ./test/bench -rounds 1 -only 'RoundTrip|Output'
+//
+// Every benchmark alternates reaper and its baseline within a run (see test/e2e/bench_linux_test.go
+// and reaper/bench_linux_test.go). This command runs each benchmark once per round, round after
+// round, so that a burst of load from elsewhere hits one round of everything rather than every run of
+// one benchmark; the table holds the medians over the rounds and the range of the ratio. The load
+// average is sampled throughout and printed above the table, to say how quiet the machine was. The
+// go test output goes to standard error as it comes; the table, in Markdown, to standard output.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 5, "run every benchmark this many times (the expensive ones at most 3)")
+	only := flag.String("only", "", "run only the benchmarks whose names match this regular expression")
+	flag.Parse()
+	filter, err := regexp.Compile(*only)
+	if err != nil {
+		fatal(err)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		fatal(err)
+	}
+	var selected []group
+	for _, g := range groups {
+		if filter.MatchString(g.bench) {
+			selected = append(selected, g)
+		}
+	}
+	if len(selected) == 0 {
+		fatal(fmt.Errorf("no benchmark matches %q", *only))
+	}
+	tmp, err := os.MkdirTemp("", "reaper-bench-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	bins, err := buildTests(root, tmp, selected)
+	if err != nil {
+		fatal(err)
+	}
+	load := sampleLoad()
+	res := newResults()
+	start := time.Now()
+	for round := 1; round <= *rounds; round++ {
+		for _, g := range selected {
+			if g.maxRounds > 0 && round > g.maxRounds {
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "--- round %d of %d: %s %s -benchtime %s\n", round, *rounds, g.pkg, g.bench, g.benchtime)
+			res.run(bins[g.pkg], filepath.Join(root, g.pkg), g)
+		}
+	}
+	loads := load()
+	printTable(os.Stdout, res, machine(), loads, *rounds, time.Since(start), selected)
+	if len(res.failed) > 0 {
+		os.Exit(1)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(2)
+}
+
+// moduleRoot returns the directory of the reaper module that holds the working directory.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	b, err := os.ReadFile(gomod)
+	if err != nil || !strings.Contains(string(b), "module github.com/cgreaper/reaper\n") {
+		return "", fmt.Errorf("run this in the reaper repository (go.mod here is %q)", gomod)
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// buildTests compiles the test binary of every package the groups need, so that the rounds do not
+// pay for linking it each time.
+func buildTests(root, dir string, gs []group) (map[string]string, error) {
+	bins := map[string]string{}
+	for _, g := range gs {
+		if bins[g.pkg] != "" {
+			continue
+		}
+		bin := filepath.Join(dir, strings.ReplaceAll(strings.Trim(g.pkg, "./"), "/", "-")+".test")
+		cmd := exec.Command("go", "test", "-c", "-o", bin, g.pkg)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("go test -c %s: %w", g.pkg, err)
+		}
+		bins[g.pkg] = bin
+	}
+	return bins, nil
+}
+
+// results gathers the metrics of every run, by benchmark, and what skipped or failed.
+type results struct {
+	runs    map[string][]map[string]float64 // benchmark -> one map of metric -> value per run
+	skipped map[string]string               // benchmark -> reason
+	failed  []string
+}
+
+func newResults() *results {
+	return &results{runs: map[string][]map[string]float64{}, skipped: map[string]string{}}
+}
+
+var procsSuffix = regexp.MustCompile(`-\d+$`)
+
+// run runs one group's benchmark once, echoing its output to standard error, and records it.
+func (r *results) run(bin, dir string, g group) {
+	cmd := exec.Command(bin, "-test.run", "^$", "-test.bench", "^"+g.bench+"$", "-test.benchtime", g.benchtime, "-test.count", "1")
+	cmd.Dir = dir
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		r.failed = append(r.failed, fmt.Sprintf("%s: %v", g.bench, err))
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.parse(pr, g.bench)
+	}()
+	err := cmd.Wait()
+	pw.Close()
+	wg.Wait()
+	if err != nil {
+		r.failed = append(r.failed, fmt.Sprintf("%s: %v", g.bench, err))
+	}
+}
+
+// parse reads go test's benchmark output: result lines, and the reasons of skips and failures.
+func (r *results) parse(out io.Reader, group string) {
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var status, name string // the latest "--- SKIP" or "--- FAIL" and its benchmark
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(os.Stderr, line)
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 4 && strings.HasPrefix(f[0], "Benchmark"):
+			m := map[string]float64{}
+			for i := 2; i+1 < len(f); i += 2 {
+				if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+					m[f[i+1]] = v
+				}
+			}
+			bench := procsSuffix.ReplaceAllString(f[0], "")
+			r.runs[bench] = append(r.runs[bench], m)
+			status = ""
+		case len(f) >= 3 && f[0] == "---" && (f[1] == "SKIP:" || f[1] == "FAIL:"):
+			status, name = f[1], procsSuffix.ReplaceAllString(f[2], "")
+			if status == "FAIL:" {
+				r.failed = append(r.failed, name)
+			}
+		case status != "" && strings.HasPrefix(line, "    "):
+			reason := strings.TrimSpace(line)
+			if _, after, ok := strings.Cut(reason, ": "); ok && strings.Contains(reason, ".go:") {
+				reason = after // drop the file:line
+			}
+			if status == "SKIP:" {
+				r.skipped[name] = reason
+			} else {
+				r.failed[len(r.failed)-1] += ": " + reason
+			}
+		}
+	}
+	io.Copy(io.Discard, out)
+}
+
+// sampleLoad samples the 1-minute load average every 5 s until the returned function is called,
+// which returns the samples.
+func sampleLoad() func() []float64 {
+	var mu sync.Mutex
+	var samples []float64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	read := func() {
+		b, err := os.ReadFile("/proc/loadavg")
+		if err != nil {
+			return
+		}
+		if v, err := strconv.ParseFloat(strings.Fields(string(b))[0], 64); err == nil {
+			mu.Lock()
+			samples = append(samples, v)
+			mu.Unlock()
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			read()
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() []float64 {
+		close(stop)
+		<-done
+		read()
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]float64(nil), samples...)
+	}
+}
+
+// machine describes this machine: kernel, Go, CPUs and memory.
+func machine() string {
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	gover, _ := exec.Command("go", "env", "GOVERSION").Output()
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) >= 2 {
+			kib, _ := strconv.Atoi(f[1])
+			mem = fmt.Sprintf(", %.0f GiB", float64(kib)/(1<<20))
+		}
+	}
+	return fmt.Sprintf("Linux %s, %s, %d CPUs%s", strings.TrimSpace(string(kernel)), strings.TrimSpace(string(gover)), runtime.NumCPU(), mem)
+}
+
+// median returns the median of vs, which it sorts.
+func median(vs []float64) float64 {
+	sort.Float64s(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
+}
