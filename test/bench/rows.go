@@ -65,14 +65,19 @@ var rows = func() []row {
 		rs = append(rs, r)
 	}
 	info := func(r row) { rs = append(rs, r) }
+	cpu := func(bench string) {
+		info(row{bench: bench, what: "… the server's CPU per call", figure: "reaper-cpu-µs", base: "lean-cpu-µs", unit: "µs", baseline: lean})
+	}
 	for _, t := range []string{"stdio", "http"} {
 		g, m := ratioAtMost(1.0)
 		add(row{bench: "BenchmarkRoundTrip/" + t, what: "`echo hi` round trip, " + t, figure: "reaper-µs", base: "lean-µs", unit: "µs", baseline: lean}, g, m)
+		cpu("BenchmarkRoundTrip/" + t)
 	}
 	for _, t := range []string{"stdio", "http"} {
 		for _, size := range [][2]string{{"24KB", "24 KB"}, {"1MB", "1 MB"}} {
 			g, m := ratioAtMost(1.05)
 			add(row{bench: "BenchmarkOutput/" + t + "/" + size[0], what: size[1] + " output round trip, " + t, figure: "reaper-µs", base: "lean-µs", unit: "µs", baseline: lean}, g, m)
+			cpu("BenchmarkOutput/" + t + "/" + size[0])
 		}
 	}
 	g, m := ratioAtMost(1.2)

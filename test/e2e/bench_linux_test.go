@@ -54,17 +54,38 @@ func startLeanHTTP(b testing.TB) (string, *exec.Cmd) {
 	return "http://" + addr + "/mcp", cmd
 }
 
+// served is a server under benchmark: the client's session and the server's processes (reaper's
+// guard and server, or the lean server).
+type served struct {
+	cs   *mcp.ClientSession
+	pids []int
+}
+
 // benchPair connects the go-sdk client to a fresh reaper and a fresh lean server over transport
 // ("stdio" or "http").
-func benchPair(b *testing.B, transport string) (reaper, lean *mcp.ClientSession) {
+func benchPair(b *testing.B, transport string) (reaper, lean served) {
 	b.Helper()
 	if transport == "stdio" {
-		reaper, _, _ = connectStdio(b, cgroupArgs(b)...)
-		return reaper, connectCommand(b, exec.Command(leanBin(b)))
+		cs, cmd, _ := connectStdio(b, cgroupArgs(b)...)
+		reaper = served{cs, []int{cmd.Process.Pid, serverOf(b, cmd.Process.Pid)}}
+		cmd = exec.Command(leanBin(b))
+		return reaper, served{connectCommand(b, cmd), []int{cmd.Process.Pid}}
 	}
 	p := startHTTP(b, cgroupArgs(b)...)
-	url, _ := startLeanHTTP(b)
-	return connectHTTP(b, p.url, ""), connectHTTP(b, url, "")
+	url, cmd := startLeanHTTP(b)
+	return served{connectHTTP(b, p.url, ""), []int{p.cmd.Process.Pid, serverOf(b, p.cmd.Process.Pid)}},
+		served{connectHTTP(b, url, ""), []int{cmd.Process.Pid}}
+}
+
+// alternateCPU is alternate, and also reports the CPU time the servers' processes used per
+// iteration (their own, not their commands'), which depends less than wall time on what else the
+// machine runs.
+func alternateCPU(b *testing.B, unit string, reaper, lean served, leanOp, reaperOp func() time.Duration) {
+	r0, l0 := cpuTime(b, reaper.pids), cpuTime(b, lean.pids)
+	alternate(b, unit, leanOp, reaperOp)
+	per := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(b.N) }
+	b.ReportMetric(per(cpuTime(b, reaper.pids)-r0), "reaper-cpu-µs")
+	b.ReportMetric(per(cpuTime(b, lean.pids)-l0), "lean-cpu-µs")
 }
 
 // alternate runs lean and reaper, each once per iteration, in alternating order, and reports their
@@ -142,16 +163,17 @@ func filler(n int) string {
 }
 
 // BenchmarkRoundTrip measures one bash call (`echo hi`) from the go-sdk client to reaper and back,
-// over stdio and over HTTP, beside the same call to the lean server.
+// over stdio and over HTTP, beside the same call to the lean server; and the CPU time each server
+// spent per call.
 //
 //	go test -run '^$' -bench BenchmarkRoundTrip -benchtime 500x ./test/e2e
 func BenchmarkRoundTrip(b *testing.B) {
 	for _, transport := range []string{"stdio", "http"} {
 		b.Run(transport, func(b *testing.B) {
 			reaper, lean := benchPair(b, transport)
-			call := func(cs *mcp.ClientSession) func() time.Duration {
+			call := func(s served) func() time.Duration {
 				return func() time.Duration {
-					d, res := timedCall(b, cs, "echo hi")
+					d, res := timedCall(b, s.cs, "echo hi")
 					if !strings.Contains(payload(res), "hi") {
 						b.Fatalf("echo hi returned %q", textOf(res))
 					}
@@ -160,14 +182,15 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 			call(reaper)()
 			call(lean)()
-			alternate(b, "µs", call(lean), call(reaper))
+			alternateCPU(b, "µs", reaper, lean, call(lean), call(reaper))
 		})
 	}
 }
 
 // BenchmarkOutput measures a bash call whose command prints 24 KB, and one that prints 1 MB (below
 // both servers' output limits, 1 MiB), over stdio and over HTTP, beside the same calls to the lean
-// server. The time includes the command (head | tr) itself, alike for both.
+// server; and the CPU time each server spent per call. The time includes the command (head | tr)
+// itself, alike for both.
 //
 //	go test -run '^$' -bench BenchmarkOutput -benchtime 100x ./test/e2e
 func BenchmarkOutput(b *testing.B) {
@@ -179,9 +202,9 @@ func BenchmarkOutput(b *testing.B) {
 			b.Run(transport+"/"+size.name, func(b *testing.B) {
 				reaper, lean := benchPair(b, transport)
 				command := filler(size.n)
-				call := func(cs *mcp.ClientSession) func() time.Duration {
+				call := func(s served) func() time.Duration {
 					return func() time.Duration {
-						d, res := timedCall(b, cs, command)
+						d, res := timedCall(b, s.cs, command)
 						if got := strings.Count(payload(res), "~"); got != size.n {
 							b.Fatalf("%d bytes of output arrived, want %d", got, size.n)
 						}
@@ -190,7 +213,7 @@ func BenchmarkOutput(b *testing.B) {
 				}
 				call(reaper)()
 				call(lean)()
-				alternate(b, "µs", call(lean), call(reaper))
+				alternateCPU(b, "µs", reaper, lean, call(lean), call(reaper))
 			})
 		}
 	}

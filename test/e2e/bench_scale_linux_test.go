@@ -119,7 +119,7 @@ func awaitEnded(b *testing.B, t httpTarget) {
 }
 
 // rssKiB returns the resident memory of the processes, in KiB.
-func rssKiB(b *testing.B, pids []int) int {
+func rssKiB(b testing.TB, pids []int) int {
 	b.Helper()
 	total := 0
 	for _, pid := range pids {
@@ -140,7 +140,7 @@ func rssKiB(b *testing.B, pids []int) int {
 // cpuTime returns the CPU time the processes' threads have used, from the nanosecond clock of
 // /proc/<pid>/task/<tid>/schedstat (/proc/<pid>/stat counts in 10 ms ticks, too coarse for idle
 // servers). Threads that exit take their time with them; a Go server's rarely do.
-func cpuTime(b *testing.B, pids []int) time.Duration {
+func cpuTime(b testing.TB, pids []int) time.Duration {
 	b.Helper()
 	var total time.Duration
 	for _, pid := range pids {

@@ -98,7 +98,8 @@ func BenchmarkTaskOutput(b *testing.B) {
 	}{{"ten", 10, 24 << 10}, {"1MB", 1, 1000 * 1000}, {"2MB", 1, 2000 * 1000}} {
 		want := min(tc.size, kept)
 		b.Run(tc.name, func(b *testing.B) {
-			reaper, lean := benchPair(b, "stdio")
+			r, l := benchPair(b, "stdio")
+			reaper, lean := r.cs, l.cs
 			dir := b.TempDir()
 			round := 0
 			// read starts the tasks, waits for them to finish, then reads them all and returns the
