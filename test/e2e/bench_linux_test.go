@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	reaperpkg "github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -54,6 +56,27 @@ func startLeanHTTP(b testing.TB) (string, *exec.Cmd) {
 	return "http://" + addr + "/mcp", cmd
 }
 
+// benchPlace is place for a benchmark: a unique cgroup root as in every test, and a state directory
+// where reaper keeps it by default (reaper.DefaultStateDir: a tmpfs such as /dev/shm where there is
+// one), not in the test's temporary directory: each command writes and removes a file there (its
+// final working directory), which costs more on a disk file system.
+func benchPlace(b *testing.B) placement {
+	b.Helper()
+	p := place(b, "")
+	dir, err := os.MkdirTemp(reaperpkg.DefaultStateDir(), "reaper-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			b.Errorf("cleanup: state left in %s: %v", dir, entries)
+		}
+		os.RemoveAll(dir)
+	})
+	p.stateDir = dir
+	return p
+}
+
 // served is a server under benchmark: the client's session and the server's processes (reaper's
 // guard and server, or the lean server).
 type served struct {
@@ -66,12 +89,12 @@ type served struct {
 func benchPair(b *testing.B, transport string) (reaper, lean served) {
 	b.Helper()
 	if transport == "stdio" {
-		cs, cmd, _ := connectStdio(b, cgroupArgs(b)...)
+		cs, cmd, _ := connectStdio(b, benchPlace(b).args()...)
 		reaper = served{cs, []int{cmd.Process.Pid, serverOf(b, cmd.Process.Pid)}}
 		cmd = exec.Command(leanBin(b))
 		return reaper, served{connectCommand(b, cmd), []int{cmd.Process.Pid}}
 	}
-	p := startHTTP(b, cgroupArgs(b)...)
+	p := startHTTP(b, benchPlace(b).args()...)
 	url, cmd := startLeanHTTP(b)
 	return served{connectHTTP(b, p.url, ""), []int{p.cmd.Process.Pid, serverOf(b, p.cmd.Process.Pid)}},
 		served{connectHTTP(b, url, ""), []int{cmd.Process.Pid}}

@@ -28,7 +28,7 @@ type httpTarget struct {
 // directory, which a session's teardown removes last, after its processes and its cgroup.
 func reaperTarget(b *testing.B) httpTarget {
 	b.Helper()
-	p := place(b, "")
+	p := benchPlace(b)
 	rp := startHTTP(b, p.args()...)
 	guard := rp.cmd.Process.Pid
 	return httpTarget{

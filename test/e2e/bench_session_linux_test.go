@@ -23,7 +23,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkSessionStart -benchtime 50x ./test/e2e
 func BenchmarkSessionStart(b *testing.B) {
-	args := append([]string{"serve"}, cgroupArgs(b)...)
+	args := append([]string{"serve"}, benchPlace(b).args()...)
 	leanPath := leanBin(b)
 	type phases struct{ connect, call, close time.Duration }
 	cycle := func(cmd *exec.Cmd) phases {
