@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,11 +19,28 @@ import (
 // initialize, one bash call (`echo hi`), close. The client's Close closes the server's input and
 // waits for it to exit, so the time includes reaper's whole start (the guard, the server it
 // re-executes, the instance's slice) and its whole end (the session's teardown, the slice's removal,
-// the guard's exit). It reports the total beside the lean server's, and also each phase: connect (start and
-// initialize), call, close.
+// the guard's exit). It reports the total beside the lean server's, and also each phase: connect
+// (start and initialize), call, close. "host" runs on the machine as it is; "crowded" with 2000 more
+// sleeping processes on it (not the session's), which is how cost that grows with the machine's
+// processes shows.
 //
 //	go test -run '^$' -bench BenchmarkSessionStart -benchtime 50x ./test/e2e
 func BenchmarkSessionStart(b *testing.B) {
+	for _, crowd := range []int{0, 2000} {
+		name := "host"
+		if crowd > 0 {
+			name = "crowded"
+		}
+		b.Run(name, func(b *testing.B) {
+			if crowd > 0 {
+				crowdHost(b, crowd)
+			}
+			benchSessionStart(b)
+		})
+	}
+}
+
+func benchSessionStart(b *testing.B) {
 	args := append([]string{"serve"}, benchPlace(b).args()...)
 	leanPath := leanBin(b)
 	type phases struct{ connect, call, close time.Duration }
@@ -78,6 +96,27 @@ func BenchmarkSessionStart(b *testing.B) {
 	b.ReportMetric(ms(reaper.close), "reaper-close-ms")
 	b.ReportMetric(ms(lean.close), "lean-close-ms")
 	reportPair(b, "ms", reaper.connect+reaper.call+reaper.close, lean.connect+lean.call+lean.close)
+}
+
+// crowdHost starts n sleeping processes, children of one shell in a process group of its own, and
+// waits until they all run; cleanup kills the group. They stand for the rest of a busy machine: no
+// server under benchmark starts or owns them.
+func crowdHost(b *testing.B, n int) {
+	b.Helper()
+	cmd := exec.Command("bash", "-c", "i=0; while [ $i -lt "+strconv.Itoa(n)+" ]; do sleep 1000 & i=$((i+1)); done; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	children := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/task/" + strconv.Itoa(cmd.Process.Pid) + "/children"
+	testutil.Eventually(b, "the crowd", func() bool {
+		c, _ := os.ReadFile(children)
+		return len(strings.Fields(string(c))) >= n
+	})
 }
 
 // BenchmarkTaskOutput measures reading finished background tasks over stdio: ten tasks of 24 KB
