@@ -305,6 +305,11 @@ func ownCgroup(file string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", file, err)
 	}
+	return parseOwnCgroup(b, file)
+}
+
+// parseOwnCgroup returns the cgroup2 path from the contents of a /proc/<pid>/cgroup file.
+func parseOwnCgroup(b []byte, file string) (string, error) {
 	for _, line := range bytes.Split(b, []byte{'\n'}) {
 		if p, ok := bytes.CutPrefix(line, []byte("0::")); ok {
 			s := string(p)

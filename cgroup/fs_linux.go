@@ -71,22 +71,34 @@ func readPids(file string, dst []int) ([]int, error) {
 	if err != nil {
 		return dst, fmt.Errorf("read %s: %w", file, err)
 	}
-	pid := 0
+	return parsePids(b, dst), nil
+}
+
+// maxPid is the largest pid the kernel hands out (PID_MAX_LIMIT).
+const maxPid = 1 << 22
+
+// parsePids appends the numbers of a cgroup.procs or cgroup.threads file, one per line, to dst;
+// zeros (pids of other pid namespaces) are skipped, and so is a line that is no pid at all.
+func parsePids(b []byte, dst []int) []int {
+	pid, bad := 0, false
 	for _, c := range b {
 		switch {
 		case c >= '0' && c <= '9':
 			pid = pid*10 + int(c-'0')
+			bad = bad || pid > maxPid
 		case c == '\n':
-			if pid > 0 {
+			if pid > 0 && !bad {
 				dst = append(dst, pid)
 			}
-			pid = 0
+			pid, bad = 0, false
+		default:
+			bad = true
 		}
 	}
-	if pid > 0 {
+	if pid > 0 && !bad {
 		dst = append(dst, pid)
 	}
-	return dst, nil
+	return dst
 }
 
 // childDirs lists the subdirectories (child cgroups) of dir, sorted. It calls getdents64 itself

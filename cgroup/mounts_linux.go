@@ -31,13 +31,24 @@ func readMounts(file string) ([]mountInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", file, err)
 	}
+	out, err := parseMounts(b)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	return out, nil
+}
+
+// parseMounts parses the contents of a mountinfo file.
+func parseMounts(b []byte) ([]mountInfo, error) {
 	var out []mountInfo
 	for _, line := range bytes.Split(b, []byte{'\n'}) {
 		if len(line) == 0 {
 			continue
 		}
-		// id parent major:minor root point options [optional fields...] - fstype source super-options
-		f := strings.Fields(string(line))
+		// id parent major:minor root point options [optional fields...] - fstype source super-options,
+		// separated by single spaces: the kernel escapes space, tab, newline and backslash in paths,
+		// but a path may hold any other byte, \r and the like included.
+		f := strings.Split(string(line), " ")
 		sep := -1
 		for i := 6; i < len(f); i++ {
 			if f[i] == "-" {
@@ -46,11 +57,11 @@ func readMounts(file string) ([]mountInfo, error) {
 			}
 		}
 		if len(f) < 6 || sep < 0 || sep+1 >= len(f) {
-			return nil, fmt.Errorf("read %s: malformed line %q", file, line)
+			return nil, fmt.Errorf("malformed line %q", line)
 		}
 		id, err := strconv.Atoi(f[0])
 		if err != nil {
-			return nil, fmt.Errorf("read %s: malformed line %q", file, line)
+			return nil, fmt.Errorf("malformed line %q", line)
 		}
 		out = append(out, mountInfo{id: id, root: unescapeMount(f[3]), point: unescapeMount(f[4]), fstype: f[sep+1]})
 	}

@@ -19,7 +19,7 @@ import (
 // connect runs a Server over in-memory transports, with a Reaper in process containment so that
 // the test needs neither root nor cgroups (the binary's tests in test/e2e cover both), and returns
 // the client's session. Cleanup closes everything.
-func connect(t *testing.T) (*Server, *mcp.ClientSession) {
+func connect(t testing.TB) (*Server, *mcp.ClientSession) {
 	t.Helper()
 	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: 200 * time.Millisecond, WorkDir: t.TempDir()})
 	if err != nil {

@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,10 @@ type GuardOptions struct {
 	// group (a terminal's Ctrl-C, a CI runner killing a job's group) does not reach it: the guard
 	// forwards what it receives, and if the guard is killed the server learns it from GuardSignal.
 	Setsid bool
+	// Setpgid starts the server in a process group of its own but in the guard's session, for a
+	// server whose job needs the session's terminal (reaper run): a signal to the guard's group
+	// spares it all the same.
+	Setpgid bool
 	// CloseTimeout bounds each wait for killed processes to disappear; zero means
 	// DefaultCloseTimeout.
 	CloseTimeout time.Duration
@@ -145,7 +150,7 @@ func startGuard(opts GuardOptions) (*Guard, error) {
 	attr := &syscall.ProcAttr{
 		Env:   env,
 		Files: []uintptr{stdFD(0), stdFD(1), stdFD(2), pw.Fd()},
-		Sys:   &syscall.SysProcAttr{Pdeathsig: GuardSignal, Setsid: opts.Setsid, PidFD: &g.pidfd},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: GuardSignal, Setsid: opts.Setsid, Setpgid: opts.Setpgid && !opts.Setsid, PidFD: &g.pidfd},
 	}
 	g.kids = newChildren()
 	g.pid, g.exited, err = g.kids.start(func() (int, error) { return syscall.ForkExec(opts.Path, opts.Argv, attr) })
@@ -269,6 +274,10 @@ type GuardLink struct {
 	Pid int
 	// Announce is where the server announces its Instance (Options.Announce).
 	Announce *os.File
+	// start is the guard's start time, which tells it apart from a process that reused its pid.
+	start uint64
+	// guard is the guard, pinned by a pidfd (where the kernel has them) for WaitGone.
+	guard proc.Handle
 }
 
 // GuardedBy reads a server's link to its guard from the values of EnvGuardPid and EnvGuardFD (the
@@ -286,6 +295,13 @@ func GuardedBy(pid, fd string) (GuardLink, error) {
 	}
 	unix.CloseOnExec(f)
 	l := GuardLink{Pid: p, Announce: os.NewFile(uintptr(f), "guard")}
+	w := proc.NewWalker()
+	if st, ok := w.Stat(p); ok {
+		l.start = st.Start
+		if hs := w.Verify([]proc.Stat{st}); len(hs) == 1 {
+			l.guard = hs[0]
+		}
+	}
 	if l.Gone() {
 		l.Announce.Close()
 		return GuardLink{}, fmt.Errorf("the guard (pid %d) is gone", p)
@@ -293,5 +309,41 @@ func GuardedBy(pid, fd string) (GuardLink, error) {
 	return l, nil
 }
 
-// Gone reports whether a guarded server's guard has died: its parent is no longer the guard.
-func (l GuardLink) Gone() bool { return l.Pid > 0 && os.Getppid() != l.Pid }
+// WaitGone blocks until the guard has died or ctx is done, and reports whether the guard died. It
+// sleeps in poll(2) on a pidfd of the guard, which becomes readable once the whole guard process has
+// exited: this, not the parent-death signal, is how a server knows for sure. (The kernel sends the
+// parent-death signal when the guard's thread that forked the server exits, while other guard threads
+// may live on a moment and become the server's parent; two such signals may also merge into one.)
+// Where pidfds are unavailable it looks every 10 ms. A server that is not guarded waits for ctx.
+func (l GuardLink) WaitGone(ctx context.Context) bool {
+	if l.Pid == 0 {
+		<-ctx.Done()
+		return false
+	}
+	w := proc.NewWalker()
+	h := l.guard
+	if !h.HasFD() {
+		// Without a pidfd WaitGone looks in /proc: the guard's pid with its start time.
+		h = proc.NewHandle(proc.Stat{Pid: l.Pid, Start: l.start}, -1)
+	}
+	for ctx.Err() == nil {
+		if alive := w.WaitGone(ctx, []proc.Handle{h}, time.Now().Add(time.Hour)); len(alive) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Gone reports whether a guarded server's guard has died or is dying, as far as can be seen now:
+// this process's parent is no longer the guard, or the guard is exiting (see WaitGone for the sure
+// way).
+func (l GuardLink) Gone() bool {
+	if l.Pid == 0 {
+		return false
+	}
+	if os.Getppid() != l.Pid {
+		return true
+	}
+	st, ok := proc.NewWalker().Stat(l.Pid)
+	return !ok || st.Start != l.start || st.Dead()
+}

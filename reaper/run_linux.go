@@ -201,6 +201,9 @@ func (s *Session) Output(id string, opts OutputOptions) (TaskInfo, Chunk, error)
 	if err != nil {
 		return TaskInfo{}, Chunk{}, err
 	}
+	if t.out == nil {
+		return TaskInfo{}, Chunk{}, fmt.Errorf("session %s: task %s writes to its own files, not to reaper", s.id, id)
+	}
 	info := s.info(t)
 	partial := !info.Status.Terminal()
 	var c Chunk

@@ -138,18 +138,9 @@ func (s *Session) checkCwdLocked() (notice string) {
 // and its process. On failure it undoes what it did.
 func (s *Session) launchLocked(t *task) (spawned, error) {
 	if s.r.root != nil {
-		if s.slice == nil {
-			slice, err := s.r.instance.Create(s.name)
-			if err != nil {
-				return spawned{}, err
-			}
-			s.slice = slice
-		}
-		leaf, err := s.leafLocked()
-		if err != nil {
+		if err := s.placeLocked(t); err != nil {
 			return spawned{}, err
 		}
-		t.leaf = leaf
 	}
 	t.cwdFile = filepath.Join(s.tmp, "cwd-"+t.id)
 	pr, pw, err := os.Pipe()
@@ -180,6 +171,24 @@ func (s *Session) launchLocked(t *task) (spawned, error) {
 	t.pid, t.start = sp.pid, sp.start
 	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
 	return sp, nil
+}
+
+// placeLocked gives t a leaf of the session's slice, creating the slice on the session's first
+// command.
+func (s *Session) placeLocked(t *task) error {
+	if s.slice == nil {
+		slice, err := s.r.instance.Create(s.name)
+		if err != nil {
+			return err
+		}
+		s.slice = slice
+	}
+	leaf, err := s.leafLocked()
+	if err != nil {
+		return err
+	}
+	t.leaf = leaf
+	return nil
 }
 
 // maxIdleLeaves bounds the leaves a session keeps for reuse.
@@ -253,9 +262,11 @@ func (s *Session) watch(t *task, sp spawned) {
 	case <-s.abandon:
 	}
 	t.exited()
-	// Everything the main process wrote is in the pipe now; take it before declaring the end.
-	t.pump.drain()
-	if !t.isBackground() {
+	if t.pump != nil {
+		// Everything the main process wrote is in the pipe now; take it before declaring the end.
+		t.pump.drain()
+	}
+	if t.cwdFile != "" && !t.isBackground() {
 		if b, err := os.ReadFile(t.cwdFile); err == nil {
 			if dir := strings.TrimSuffix(string(b), "\n"); filepath.IsAbs(dir) {
 				s.mu.Lock()
@@ -264,7 +275,9 @@ func (s *Session) watch(t *task, sp spawned) {
 			}
 		}
 	}
-	os.Remove(t.cwdFile)
+	if t.cwdFile != "" {
+		os.Remove(t.cwdFile)
+	}
 	t.finish(code)
 	if t.isBackground() && s.onTaskEnd != nil {
 		s.onTaskEnd(s.info(t))

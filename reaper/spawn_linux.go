@@ -85,8 +85,13 @@ type spawnSpec struct {
 	argv   []string
 	env    []string
 	dir    string
-	stdout *os.File      // also stderr
+	stdin  *os.File      // nil: /dev/null
+	stdout *os.File      //
+	stderr *os.File      // nil: stdout
 	leaf   *cgroup.Slice // the cgroup to be born in; nil in process containment
+	// foreground makes the child's process group the foreground process group of the terminal on
+	// stdin, from the child before it executes anything, as a shell does for a job.
+	foreground bool
 }
 
 // spawned is a started process.
@@ -97,8 +102,7 @@ type spawned struct {
 	exited <-chan exitStatus
 }
 
-// spawn starts a process in its own process group, with stdin from /dev/null, registered with the
-// child reaper. In cgroup containment it is born in spec.leaf through clone3 with CLONE_INTO_CGROUP;
+// spawn starts a process in its own process group, registered with the child reaper. In cgroup containment it is born in spec.leaf through clone3 with CLONE_INTO_CGROUP;
 // where the host refuses that (ENOSYS under a container's seccomp profile, EPERM), it is started
 // through cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command, and the Reaper
 // remembers to do so from then on.
@@ -121,6 +125,9 @@ func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 	pidfd := -1
 	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
+	if spec.foreground {
+		sys.Foreground, sys.Ctty = true, 0 // Ctty is a descriptor of the child: its stdin
+	}
 	if intoCgroup {
 		f, err := spec.leaf.OpenFD()
 		if err != nil {
@@ -129,10 +136,17 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		defer f.Close()
 		sys.UseCgroupFD, sys.CgroupFD = true, int(f.Fd())
 	}
+	stdin, stderr := spec.stdin, spec.stderr
+	if stdin == nil {
+		stdin = r.devnull
+	}
+	if stderr == nil {
+		stderr = spec.stdout
+	}
 	attr := &syscall.ProcAttr{
 		Dir:   spec.dir,
 		Env:   spec.env,
-		Files: []uintptr{r.devnull.Fd(), spec.stdout.Fd(), spec.stdout.Fd()},
+		Files: []uintptr{stdin.Fd(), spec.stdout.Fd(), stderr.Fd()},
 		Sys:   sys,
 	}
 	var start uint64

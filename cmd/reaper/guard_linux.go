@@ -11,18 +11,30 @@ import (
 	"github.com/cgreaper/reaper/reaper"
 )
 
-// guard runs command (serve, run) as the guard of its server (see reaper.Guard): the server is this
-// program again, with the same arguments, as a child in a session of its own. The guard forwards every
-// signal that would end it, waits for the server, cleans up whatever the server left, and exits with
-// the server's status.
-func guard(command string, args []string, stderr io.Writer) int {
+// guardSpec says how a command runs under its guard.
+type guardSpec struct {
+	command string
+	// terminal keeps the server in the guard's session, in a process group of its own (reaper run:
+	// its job may need the session's terminal); otherwise the server gets a session of its own.
+	terminal bool
+	// crashed, if non-zero, is the exit status when the server dies of a signal (reaper run: the
+	// job's own status is unknown then); otherwise 128+n for signal n.
+	crashed int
+}
+
+// guard runs a command (serve, run) as the guard of its server (see reaper.Guard): the server is this
+// program again, with the same arguments, as its child. The guard forwards every signal that would end
+// it, waits for the server, cleans up whatever the server left, and exits with the server's status.
+func guard(spec guardSpec, args []string, stderr io.Writer) int {
+	command := spec.command
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("guard", os.Getpid())
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, append(append([]os.Signal{}, shutdownSignals...), ignoredSignals...)...)
 	g, err := reaper.StartGuard(reaper.GuardOptions{
-		Argv:   append([]string{os.Args[0], command}, args...),
-		Setsid: true,
-		Logger: log,
+		Argv:    append([]string{os.Args[0], command}, args...),
+		Setsid:  !spec.terminal,
+		Setpgid: spec.terminal,
+		Logger:  log,
 	})
 	if err != nil {
 		signal.Stop(sigs)
@@ -60,6 +72,9 @@ func guard(command string, args []string, stderr io.Writer) int {
 			attrs = append(attrs, "error", res.Err)
 		}
 		log.Warn("the server ended without cleaning up; the guard did", attrs...)
+	}
+	if res.Signal != 0 && spec.crashed != 0 {
+		return spec.crashed
 	}
 	return res.Code
 }

@@ -19,6 +19,9 @@ including those that escaped with setsid, double forks or nohup.
 
 Usage:
   reaper serve [flags]   serve MCP over stdio, or Streamable HTTP with --http [ADDR]
+  reaper run [flags] -- COMMAND [ARGS...]
+                         run a command (a CI job, a container's entrypoint) and kill whatever it
+                         leaves running before exiting with its status
   reaper sweep [flags]   kill and remove what dead reaper instances left
   reaper version         print the version
   reaper help            print this help
@@ -47,6 +50,8 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 		return serve(args[1:], getenv, stdin, stdout, stderr)
 	case "sweep":
 		return sweep(args[1:], getenv, stdout, stderr)
+	case "run":
+		return runCommand(args[1:], getenv, stderr)
 	}
 	fmt.Fprintf(stderr, "reaper: unknown command %q\n\n%s", args[0], usage)
 	return 2

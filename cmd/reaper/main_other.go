@@ -17,3 +17,8 @@ func sweep(_ []string, _ func(string) string, _, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "reaper sweep: reaper runs only on Linux")
 	return 1
 }
+
+func runCommand(_ []string, _ func(string) string, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "reaper run: reaper runs only on Linux")
+	return 125
+}

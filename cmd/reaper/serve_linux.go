@@ -22,7 +22,7 @@ import (
 func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	closeOnExec()
 	if getenv(reaper.EnvGuardPid) == "" {
-		return guard("serve", args, stderr)
+		return guard(guardSpec{command: "serve"}, args, stderr)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	link, err := reaper.GuardedBy(getenv(reaper.EnvGuardPid), getenv(reaper.EnvGuardFD))

@@ -34,13 +34,17 @@ var ignoredSignals = []os.Signal{
 // closed it, a DELETE); a second one cancels hurry, which cuts every grace period short. When the
 // guard dies, both are cancelled at once: reaper must be gone within a second.
 type signals struct {
+	log         *slog.Logger
+	guard       reaper.GuardLink
+	died        sync.Once     // guardDied runs once
 	guardGone   chan struct{} // closed when the guard has died
 	serving     context.Context
 	stopServing context.CancelFunc
 	hurry       context.Context
 	cancelHurry context.CancelFunc
 	ch          chan os.Signal
-	done        chan struct{} // closed when the watching goroutine has returned
+	done        chan struct{} // closed when the signal watcher has returned
+	watched     chan struct{} // closed when the guard watcher has returned
 
 	// mu guards the field that follows.
 	mu       sync.Mutex
@@ -50,12 +54,29 @@ type signals struct {
 // watchSignals starts watching every signal that would end reaper by default. Call it first thing:
 // until then a log line written to a closed stderr kills the program.
 func watchSignals(log *slog.Logger, guard reaper.GuardLink) *signals {
-	s := &signals{ch: make(chan os.Signal, 8), done: make(chan struct{}), guardGone: make(chan struct{})}
+	s := &signals{log: log, guard: guard, ch: make(chan os.Signal, 8), done: make(chan struct{}), watched: make(chan struct{}), guardGone: make(chan struct{})}
 	s.serving, s.stopServing = context.WithCancel(context.Background())
 	s.hurry, s.cancelHurry = context.WithCancel(context.Background())
 	signal.Notify(s.ch, append(append([]os.Signal{}, shutdownSignals...), ignoredSignals...)...)
 	go s.watch(log, guard)
+	go func() {
+		defer close(s.watched)
+		if guard.WaitGone(s.hurry) {
+			s.guardDied()
+		}
+	}()
 	return s
+}
+
+// guardDied ends everything at once: reaper must be gone within a second of its guard.
+func (s *signals) guardDied() {
+	s.died.Do(func() {
+		s.log.Warn("the guard died: killing every session's processes now", "guard", s.guard.Pid)
+		close(s.guardGone)
+		s.hurryUnderWay()
+		s.stopServing()
+		s.cancelHurry()
+	})
 }
 
 // onSignal sets what cuts short the teardowns under way.
@@ -90,12 +111,7 @@ func (s *signals) watch(log *slog.Logger, guard reaper.GuardLink) {
 			}
 			continue
 		case sig == reaper.GuardSignal && guard.Gone():
-			log.Warn("the guard died: killing every session's processes now", "guard", guard.Pid)
-			close(s.guardGone)
-			guard = reaper.GuardLink{} // reported once
-			s.hurryUnderWay()
-			s.stopServing()
-			s.cancelHurry()
+			s.guardDied()
 		case first:
 			log.Info("shutting down: every session's processes are being killed", "signal", sig.String())
 			notify(log, "STOPPING=1")
@@ -150,10 +166,11 @@ func (s *signals) watchdog(r *reaper.Reaper, log *slog.Logger) (stop func()) {
 	}
 }
 
-// stop ends the watch and waits for its goroutine.
+// stop ends the watch and waits for its goroutines.
 func (s *signals) stop() {
 	signal.Stop(s.ch)
 	s.stopServing()
 	s.cancelHurry()
 	<-s.done
+	<-s.watched
 }

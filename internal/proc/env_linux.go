@@ -58,8 +58,7 @@ func (w *Walker) scanEnv(pid int, fn func(entry []byte, complete bool) bool, kee
 	if len(w.buf) < 64<<10 {
 		w.buf = make([]byte, 64<<10)
 	}
-	var entry []byte // the current entry's first bytes, when it spans reads
-	cut := false     // the current entry is longer than keep
+	sc := envScanner{fn: fn, keep: keep}
 	any := false
 	for try := 0; ; {
 		n, err := unix.Read(fd, w.buf)
@@ -78,38 +77,61 @@ func (w *Walker) scanEnv(pid int, fn func(entry []byte, complete bool) bool, kee
 				}
 				continue
 			}
-			if len(entry) > 0 {
-				fn(entry, !cut)
-			}
+			sc.end()
 			return
 		}
 		any = true
-		b := w.buf[:n]
-		for len(b) > 0 {
-			i := bytes.IndexByte(b, 0)
-			part := b
-			if i >= 0 {
-				part = b[:i]
-			}
-			if room := keep - len(entry); room > 0 {
-				if len(part) > room {
-					entry = append(entry, part[:room]...)
-					cut = true
-				} else {
-					entry = append(entry, part...)
-				}
-			} else if len(part) > 0 {
-				cut = true
-			}
-			if i < 0 {
-				break // the entry goes on in the next read
-			}
-			if !fn(entry, !cut) {
-				return
-			}
-			entry, cut = entry[:0], false
-			b = b[i+1:]
+		if !sc.feed(w.buf[:n]) {
+			return
 		}
+	}
+}
+
+// envScanner splits an environment (NUL-separated entries) that arrives in chunks, and calls fn with
+// each entry, cut to its first keep bytes (complete is false when it was cut), until fn returns false.
+type envScanner struct {
+	fn      func(entry []byte, complete bool) bool
+	keep    int
+	entry   []byte // the current entry's first bytes, when it spans chunks
+	cut     bool   // the current entry is longer than keep
+	pending bool   // bytes of an entry have been seen since the last NUL
+}
+
+// feed scans one chunk; it returns false once fn has returned false.
+func (sc *envScanner) feed(b []byte) bool {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, 0)
+		part := b
+		if i >= 0 {
+			part = b[:i]
+		}
+		if room := sc.keep - len(sc.entry); room > 0 {
+			if len(part) > room {
+				sc.entry = append(sc.entry, part[:room]...)
+				sc.cut = true
+			} else {
+				sc.entry = append(sc.entry, part...)
+			}
+		} else if len(part) > 0 {
+			sc.cut = true
+		}
+		if i < 0 {
+			sc.pending = true
+			return true // the entry goes on in the next chunk
+		}
+		if !sc.fn(sc.entry, !sc.cut) {
+			return false
+		}
+		sc.entry, sc.cut, sc.pending = sc.entry[:0], false, false
+		b = b[i+1:]
+	}
+	return true
+}
+
+// end reports the last entry, when the environment does not end with a NUL.
+func (sc *envScanner) end() {
+	if sc.pending {
+		sc.fn(sc.entry, !sc.cut)
 	}
 }
 

@@ -32,16 +32,18 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
-// start runs argv with env and returns it; cleanup kills and waits for it.
+// start runs argv with env in a process group of its own and returns it; cleanup kills the whole
+// group (the children a shell started too, which would outlive it otherwise) and waits for it.
 func start(t *testing.T, env []string, argv ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 	})
 	return cmd

@@ -1,0 +1,379 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/internal/testutil"
+	"golang.org/x/sys/unix"
+)
+
+// runResult is how one `reaper run` ended.
+type runResult struct {
+	code   int
+	stdout string
+	stderr string
+	took   time.Duration
+}
+
+// jobMark returns an environment entry unique to one test's job, which every process it starts
+// inherits unless it clears its environment: what carries it afterwards was left behind.
+func jobMark() string { return "E2E_JOB=" + testutil.UniqueName("") }
+
+// marked returns the processes on the machine whose environment holds mark.
+func marked(mark string) []testutil.Proc {
+	var out []testutil.Proc
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d + "/environ")
+		if err != nil || !bytes.Contains(b, []byte(mark+"\x00")) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		if p, ok := testutil.ProcOf(pid); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// startRun starts `reaper run` with flags, then argv, with mark in its environment (the job inherits
+// it). Cleanup kills whatever carries the mark, so that a failing test leaves nothing either.
+func startRun(t testing.TB, p placement, mark string, flags []string, argv ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	args := append(append(append([]string{"run"}, p.args()...), flags...), "--")
+	cmd := exec.Command(bin, append(args, argv...)...)
+	cmd.Env = append(os.Environ(), mark)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for _, q := range marked(mark) {
+			syscall.Kill(q.Pid, syscall.SIGKILL)
+		}
+	})
+	return cmd, &stdout, &stderr
+}
+
+// finishRun waits for a `reaper run` started by startRun, for at most within.
+func finishRun(t testing.TB, cmd *exec.Cmd, stdout, stderr *bytes.Buffer, started time.Time, within time.Duration) runResult {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		res := runResult{stdout: stdout.String(), stderr: stderr.String(), took: time.Since(started)}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			res.code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	case <-time.After(within):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("reaper run did not exit within %v\nstderr: %s", within, stderr)
+	}
+	return runResult{}
+}
+
+// run runs `reaper run` to its end.
+func runJob(t testing.TB, p placement, mark string, flags []string, argv ...string) runResult {
+	t.Helper()
+	start := time.Now()
+	cmd, stdout, stderr := startRun(t, p, mark, flags, argv...)
+	return finishRun(t, cmd, stdout, stderr, start, 2*time.Minute)
+}
+
+func TestRunLeavesNothing(t *testing.T) {
+	for _, mode := range []string{"cgroup", "process"} {
+		t.Run(mode, func(t *testing.T) {
+			p := place(t, mode)
+			mark := jobMark()
+			report := filepath.Join(t.TempDir(), "report.json")
+			g := 2 * time.Second
+			res := runJob(t, p, mark, []string{"--grace", g.String(), "--report", report},
+				"sh", "-c", `setsid sleep 1000 & (sleep 1001 &); nohup sleep 1002 >/dev/null 2>&1 & exit 3`)
+			if res.code != 3 {
+				t.Errorf("exit status %d, want the command's 3\n%s", res.code, res.stderr)
+			}
+			if res.took > g+time.Second {
+				t.Errorf("took %v, more than the grace period plus a second", res.took)
+			}
+			if left := marked(mark); len(left) > 0 {
+				t.Errorf("left running: %v", left)
+			}
+			if !strings.Contains(res.stderr, "reaper: killed 3 leftover processes: ") {
+				t.Errorf("the summary does not name the three leftovers: %q", res.stderr)
+			}
+			var rep struct {
+				ExitCode  int `json:"exit_code"`
+				Leftovers []struct {
+					Pid     int
+					Command string
+				}
+			}
+			b, err := os.ReadFile(report)
+			if err != nil || json.Unmarshal(b, &rep) != nil || rep.ExitCode != 3 || len(rep.Leftovers) != 3 {
+				t.Errorf("report %s: %v; want exit code 3 and 3 leftovers", b, err)
+			}
+			for _, l := range rep.Leftovers {
+				if !strings.Contains(res.stderr, "pid "+strconv.Itoa(l.Pid)) {
+					t.Errorf("the summary does not name pid %d: %q", l.Pid, res.stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestRunExitStatus(t *testing.T) {
+	p := place(t, "")
+	dir := t.TempDir()
+	noexec := filepath.Join(dir, "noexec")
+	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		argv  []string
+		want  int
+	}{
+		{"exit status", nil, []string{"sh", "-c", "exit 42"}, 42},
+		{"death by SIGTERM", nil, []string{"sh", "-c", "kill -TERM $$"}, 128 + 15},
+		{"death by SIGKILL", nil, []string{"sh", "-c", "kill -KILL $$"}, 128 + 9},
+		{"timeout", []string{"--timeout", "1s", "--grace", "1s"}, []string{"sh", "-c", "sleep 1000 & sleep 1000"}, 124},
+		{"not found", nil, []string{filepath.Join(dir, "missing")}, 127},
+		{"not executable", nil, []string{noexec}, 126},
+		{"bad flag", []string{"--no-such-flag"}, []string{"true"}, 125},
+		{"leftovers allowed", nil, []string{"sh", "-c", "sleep 1000 & exit 0"}, 0},
+		{"fail on leftovers", []string{"--fail-on-leftovers"}, []string{"sh", "-c", "sleep 1000 & exit 0"}, 123},
+		{"failure wins over leftovers", []string{"--fail-on-leftovers"}, []string{"sh", "-c", "sleep 1000 & exit 5"}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mark := jobMark()
+			res := runJob(t, p, mark, tc.flags, tc.argv...)
+			if res.code != tc.want {
+				t.Errorf("exit status %d, want %d\n%s", res.code, tc.want, res.stderr)
+			}
+			if left := marked(mark); len(left) > 0 {
+				t.Errorf("left running: %v", left)
+			}
+		})
+	}
+}
+
+// TestRunSignals: a SIGTERM sent to reaper reaches the job; a job that ignores it, and forks a
+// replacement whenever it gets it, is gone once the grace period has passed (plus a second); a
+// second SIGTERM ends it at once.
+func TestRunSignals(t *testing.T) {
+	p := place(t, "")
+	await := func(t *testing.T, stdout *bytes.Buffer, want string) {
+		testutil.Eventually(t, "the job to print "+want, func() bool { return strings.Contains(stdout.String(), want) })
+	}
+	t.Run("forwarded", func(t *testing.T) {
+		mark := jobMark()
+		start := time.Now()
+		cmd, stdout, stderr := startRun(t, p, mark, nil, "sh", "-c", `trap 'echo got TERM; exit 42' TERM; echo ready; while :; do sleep 0.1; done`)
+		await(t, stdout, "ready")
+		cmd.Process.Signal(syscall.SIGTERM)
+		res := finishRun(t, cmd, stdout, stderr, start, time.Minute)
+		if res.code != 42 || !strings.Contains(res.stdout, "got TERM") {
+			t.Errorf("exit %d, stdout %q: the job did not get the forwarded SIGTERM", res.code, res.stdout)
+		}
+	})
+	t.Run("ignored and forking", func(t *testing.T) {
+		mark := jobMark()
+		g := 2 * time.Second
+		start := time.Now()
+		cmd, stdout, stderr := startRun(t, p, mark, []string{"--grace", g.String()},
+			"sh", "-c", `trap 'sleep 1000 & echo forked' TERM; echo ready; while :; do sleep 0.1; done`)
+		await(t, stdout, "ready")
+		termed := time.Now()
+		cmd.Process.Signal(syscall.SIGTERM)
+		res := finishRun(t, cmd, stdout, stderr, start, time.Minute)
+		if took := time.Since(termed); took > g+time.Second {
+			t.Errorf("gone %v after SIGTERM, more than the grace period plus a second", took)
+		}
+		if !strings.Contains(res.stdout, "forked") {
+			t.Errorf("the job did not fork on SIGTERM: %q", res.stdout)
+		}
+		if left := marked(mark); len(left) > 0 {
+			t.Errorf("left running: %v", left)
+		}
+	})
+	t.Run("second signal", func(t *testing.T) {
+		mark := jobMark()
+		start := time.Now()
+		cmd, stdout, stderr := startRun(t, p, mark, []string{"--grace", "60s"}, "sh", "-c", `trap '' TERM; echo ready; while :; do sleep 0.1; done`)
+		await(t, stdout, "ready")
+		cmd.Process.Signal(syscall.SIGTERM)
+		time.Sleep(300 * time.Millisecond) // not readiness: the first SIGTERM must not end it
+		if len(marked(mark)) == 0 {
+			t.Fatal("the job ended on the first SIGTERM it ignores")
+		}
+		second := time.Now()
+		cmd.Process.Signal(syscall.SIGTERM)
+		finishRun(t, cmd, stdout, stderr, start, time.Minute)
+		if took := time.Since(second); took > 10*time.Second {
+			t.Errorf("reaper run exited %v after the second SIGTERM", took)
+		}
+		if left := marked(mark); len(left) > 0 {
+			t.Errorf("left running: %v", left)
+		}
+	})
+}
+
+// TestRunKilled: reaper run SIGKILLed in the middle of a job (its guard, the pid a CI runner knows,
+// or its server): the job's whole tree is dead within a second.
+func TestRunKilled(t *testing.T) {
+	for _, mode := range []string{"cgroup", "process"} {
+		for _, victim := range []string{"guard", "server"} {
+			t.Run(mode+"/"+victim, func(t *testing.T) {
+				p := place(t, mode)
+				mark := jobMark()
+				start := time.Now()
+				cmd, stdout, stderr := startRun(t, p, mark, nil, "sh", "-c",
+					`setsid sleep 1000 & (sleep 1001 &); sh -c 'trap "" TERM; exec sleep 1002' & sleep 0.1; echo ready; wait`)
+				testutil.Eventually(t, "the job to start", func() bool { return strings.Contains(stdout.String(), "ready") })
+				ps := marked(mark)
+				if len(ps) < 4 {
+					t.Fatalf("the job has %d processes, want at least 4", len(ps))
+				}
+				pid := cmd.Process.Pid
+				if victim == "server" {
+					pid = serverOf(t, pid)
+				}
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Logf("dead %v after the %s was killed", testutil.AwaitDead(t, ps, time.Second).Round(time.Millisecond), victim)
+				finishRun(t, cmd, stdout, stderr, start, 30*time.Second)
+				if left := marked(mark); len(left) > 0 {
+					t.Errorf("left running: %v", left)
+				}
+				assertNothingLeft(t, p)
+			})
+		}
+	}
+}
+
+// TestRunAsInit: reaper run as PID 1 of a new PID namespace reaps the zombies a job leaves (here 100,
+// whose parent never waits and then exits) and exits with the job's status.
+func TestRunAsInit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: a new PID namespace needs root")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("skipped: needs unshare(1) from util-linux")
+	}
+	p := place(t, "")
+	// In the namespace's own /proc, count the zombies once their parent is gone.
+	job := `(i=0; while [ $i -lt 100 ]; do true & i=$((i+1)); done; exec sleep 0.3); ` +
+		`n=0; for i in $(seq 100); do n=$(grep -l '^State:.Z' /proc/[0-9]*/status 2>/dev/null | wc -l); [ "$n" -eq 0 ] && break; sleep 0.05; done; ` +
+		`echo "pid $$ zombies $n"; exit 7`
+	args := append(append([]string{"--pid", "--fork", "--mount-proc", bin, "run"}, p.args()...), "--", "sh", "-c", job)
+	cmd := exec.Command("unshare", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Errorf("exit %v, want the job's 7\nstderr: %s", err, &stderr)
+	}
+	out := strings.TrimSpace(stdout.String())
+	if !strings.HasSuffix(out, "zombies 0") {
+		t.Errorf("the job saw %q, want no zombie left", out)
+	}
+	if strings.HasPrefix(out, "pid 1 ") || strings.HasPrefix(out, "pid 2 ") {
+		t.Logf("the job ran as %s", out) // reaper's guard is PID 1, its server 2
+	}
+}
+
+// TestRunOnATerminal: a job on a pseudo-terminal sees a terminal and is interrupted by Ctrl-C, as it
+// would be without reaper.
+func TestRunOnATerminal(t *testing.T) {
+	p := place(t, "")
+	master, slave := openPTY(t)
+	defer master.Close()
+	mark := jobMark()
+	args := append(append([]string{"run"}, p.args()...), "--", "sh", "-c",
+		`if [ -t 0 ] && [ -t 1 ]; then echo on-a-terminal; fi; trap 'echo interrupted; exit 9' INT; echo ready; while :; do sleep 0.1; done`)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), mark)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	// A session of its own with the terminal as its controlling terminal, as a shell's would be.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for _, q := range marked(mark) {
+			syscall.Kill(q.Pid, syscall.SIGKILL)
+		}
+	})
+	out := &syncBuffer{}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			out.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if !out.await("ready") {
+		t.Fatalf("the job did not start: %q", out)
+	}
+	master.Write([]byte{0x03}) // Ctrl-C
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 9 {
+			t.Errorf("exit %v, want the job's 9 after Ctrl-C\n%s", err, out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Ctrl-C did not end the job\n%s", out)
+	}
+	out.await("interrupted")
+	for _, want := range []string{"on-a-terminal", "interrupted"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the terminal shows %q, want %q in it", out, want)
+		}
+	}
+}
+
+// openPTY opens a pseudo-terminal pair.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("skipped: no pseudo-terminals here: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
