@@ -99,8 +99,8 @@ var rows = func() []row {
 		g, m := ratioAtMost(1.2)
 		add(row{bench: "BenchmarkClose/procs=" + n, what: "Session.Close, " + n + " processes", figure: "close-ms", base: "floor-ms", unit: "ms", baseline: floor}, g, m)
 	}
-	for _, n := range []string{"1", "100", "1000"} {
-		info(row{bench: "BenchmarkKill/procs=" + n, what: "hard kill of a slice, " + n + " processes", figure: "kill-ms", base: "floor-ms", unit: "ms", baseline: floor})
+	for _, n := range [][2]string{{"1", "1 process"}, {"100", "100 processes"}, {"1000", "1000 processes"}} {
+		info(row{bench: "BenchmarkKill/procs=" + n[0], what: "hard kill of a slice, " + n[1], figure: "kill-ms", base: "floor-ms", unit: "ms", baseline: floor})
 	}
 	info(row{bench: "BenchmarkSpawnTrue", what: "spawn `true` through a session", figure: "session-µs", base: "exec-µs", unit: "µs", baseline: plain})
 	for _, n := range []string{"2000", "20000"} {

@@ -12,7 +12,11 @@ import (
 // printTable writes the table of rows for the groups that ran, in Markdown, with the machine and its
 // load above it and the failures below.
 func printTable(w io.Writer, r *results, machine string, loads []float64, rounds int, took time.Duration, ran []group) {
-	fmt.Fprintf(w, "Machine: %s. %d rounds in %v", machine, rounds, took.Round(time.Second))
+	plural := "s"
+	if rounds == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(w, "Machine: %s. %d round%s in %v", machine, rounds, plural, took.Round(time.Second))
 	if len(loads) > 0 {
 		s := slices.Clone(loads)
 		fmt.Fprintf(w, "; 1-minute load average during the run: median %.2f, %.2f to %.2f", median(s), s[0], s[len(s)-1])
@@ -103,7 +107,7 @@ func value(v float64, unit string) string {
 	switch {
 	case unit == "µs" && v >= 1000:
 		v, unit = v/1000, "ms"
-	case unit == "ms" && v >= 10000:
+	case unit == "ms" && v >= 1000:
 		v, unit = v/1000, "s"
 	}
 	switch {
