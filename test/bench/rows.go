@@ -119,3 +119,22 @@ var rows = func() []row {
 	info(row{bench: "BenchmarkChurn", what: "sessions per second under churn, HTTP, 4 clients", figure: "reaper-sessions/s", base: "lean-sessions/s", unit: "/s", baseline: lean, inverse: true})
 	return rs
 }()
+
+// growth is a figure measured at two sizes, to say how its cost grows.
+type growth struct {
+	what         string
+	small, large string // benchmarks
+	metric       string
+	factor       string // how much larger the large case is
+}
+
+// growths are printed below the table.
+var growths = []growth{
+	{"raw /proc stat read", "BenchmarkWalk/procs=2000/tree", "BenchmarkWalk/procs=20000/tree", "raw-ms", "10× the processes"},
+	{"/proc walk, cgroup containment", "BenchmarkWalk/procs=2000/slice", "BenchmarkWalk/procs=20000/slice", "walk-ms", "10× the processes"},
+	{"/proc walk, process containment", "BenchmarkWalk/procs=2000/tree", "BenchmarkWalk/procs=20000/tree", "walk-ms", "10× the processes"},
+	{"Session.Close", "BenchmarkClose/procs=100", "BenchmarkClose/procs=1000", "close-ms", "10× the processes"},
+	{"cgroup.kill floor", "BenchmarkClose/procs=100", "BenchmarkClose/procs=1000", "floor-ms", "10× the processes"},
+	{"stdio session close, reaper", "BenchmarkSessionStart/host", "BenchmarkSessionStart/crowded", "reaper-close-ms", "2000 more processes on the machine"},
+	{"stdio session close, lean server", "BenchmarkSessionStart/host", "BenchmarkSessionStart/crowded", "lean-close-ms", "2000 more processes on the machine"},
+}

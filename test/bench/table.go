@@ -31,6 +31,7 @@ func printTable(w io.Writer, r *results, machine string, loads []float64, rounds
 		}
 		fmt.Fprintln(w, "| "+strings.Join(cells(r, row), " | ")+" |")
 	}
+	printGrowth(w, r)
 	if len(r.failed) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Failed:")
@@ -123,5 +124,35 @@ func value(v float64, unit string) string {
 		return fmt.Sprintf("%.1f %s", v, unit)
 	default:
 		return fmt.Sprintf("%.2f %s", v, unit)
+	}
+}
+
+// printGrowth writes how each growth figure changed between its two sizes, as the ratio of the medians.
+func printGrowth(w io.Writer, r *results) {
+	med := func(bench, metric string) (float64, bool) {
+		var vs []float64
+		for _, m := range r.runs[bench] {
+			if v, ok := m[metric]; ok {
+				vs = append(vs, v)
+			}
+		}
+		if len(vs) == 0 {
+			return 0, false
+		}
+		return median(vs), true
+	}
+	first := true
+	for _, g := range growths {
+		small, ok1 := med(g.small, g.metric)
+		large, ok2 := med(g.large, g.metric)
+		if !ok1 || !ok2 || small == 0 {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "How cost grows (medians):")
+			first = false
+		}
+		fmt.Fprintf(w, "- %s: ×%.1f for %s (%.3g → %.3g ms)\n", g.what, large/small, g.factor, small, large)
 	}
 }
