@@ -29,17 +29,18 @@ import (
 	"time"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run runs the command and returns its exit status: 0, 1 if a benchmark failed, 2 on bad usage or
+// a failed build.
+func run() int {
 	rounds := flag.Int("rounds", 5, "run every benchmark this many times (the expensive ones at most 3)")
 	only := flag.String("only", "", "run only the benchmarks whose names match this regular expression")
+	from := flag.String("from", "", "print the table of an earlier run from its standard error, saved in this file, instead of running")
 	flag.Parse()
 	filter, err := regexp.Compile(*only)
 	if err != nil {
-		fatal(err)
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		fatal(err)
+		return fatal(err)
 	}
 	var selected []group
 	for _, g := range groups {
@@ -48,16 +49,23 @@ func main() {
 		}
 	}
 	if len(selected) == 0 {
-		fatal(fmt.Errorf("no benchmark matches %q", *only))
+		return fatal(fmt.Errorf("no benchmark matches %q", *only))
+	}
+	if *from != "" {
+		return replay(*from, selected)
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return fatal(err)
 	}
 	tmp, err := os.MkdirTemp("", "reaper-bench-")
 	if err != nil {
-		fatal(err)
+		return fatal(err)
 	}
 	defer os.RemoveAll(tmp)
 	bins, err := buildTests(root, tmp, selected)
 	if err != nil {
-		fatal(err)
+		return fatal(err)
 	}
 	load := sampleLoad()
 	res := newResults()
@@ -72,15 +80,39 @@ func main() {
 		}
 	}
 	loads := load()
-	printTable(os.Stdout, res, machine(), loads, *rounds, time.Since(start), selected)
-	if len(res.failed) > 0 {
-		os.Exit(1)
+	took := time.Since(start).Round(time.Second)
+	// For -from: what the table says besides the results.
+	fmt.Fprintf(os.Stderr, "--- machine: %s\n--- took %v\n--- load average samples:", machine(), took)
+	for _, l := range loads {
+		fmt.Fprintf(os.Stderr, " %.2f", l)
 	}
+	fmt.Fprintln(os.Stderr)
+	printTable(os.Stdout, res, machine(), loads, *rounds, took.String(), selected)
+	if len(res.failed) > 0 {
+		return 1
+	}
+	return 0
 }
 
-func fatal(err error) {
+func fatal(err error) int {
 	fmt.Fprintln(os.Stderr, "bench:", err)
-	os.Exit(2)
+	return 2
+}
+
+// replay prints the table of an earlier run from the standard error it wrote.
+func replay(file string, selected []group) int {
+	f, err := os.Open(file)
+	if err != nil {
+		return fatal(err)
+	}
+	defer f.Close()
+	res := newResults()
+	rounds, took, loads, mach := res.parseLog(f)
+	if mach == "" {
+		mach = machine() + " (this machine; the log does not say)"
+	}
+	printTable(os.Stdout, res, mach, loads, rounds, took, selected)
+	return 0
 }
 
 // moduleRoot returns the directory of the reaper module that holds the working directory.
@@ -143,7 +175,7 @@ func (r *results) run(bin, dir string, g group) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r.parse(pr, g.bench)
+		r.parse(pr)
 	}()
 	err := cmd.Wait()
 	pw.Close()
@@ -153,14 +185,44 @@ func (r *results) run(bin, dir string, g group) {
 	}
 }
 
-// parse reads go test's benchmark output: result lines, and the reasons of skips and failures.
-func (r *results) parse(out io.Reader, group string) {
+// parse reads go test's benchmark output, echoing it to standard error: result lines, and the
+// reasons of skips and failures.
+func (r *results) parse(out io.Reader) {
+	r.scan(out, func(line string) { fmt.Fprintln(os.Stderr, line) })
+}
+
+// parseLog reads what an earlier run wrote to standard error, and returns its rounds, its duration,
+// its load average samples and its machine.
+func (r *results) parseLog(log io.Reader) (rounds int, took string, loads []float64, machine string) {
+	took = "(unknown time)"
+	r.scan(log, func(line string) {
+		f := strings.Fields(line)
+		switch {
+		case strings.HasPrefix(line, "--- machine: "):
+			machine = strings.TrimPrefix(line, "--- machine: ")
+		case len(f) >= 5 && f[0] == "---" && f[1] == "round" && f[3] == "of":
+			rounds, _ = strconv.Atoi(f[4][:len(f[4])-1])
+		case len(f) == 3 && f[0] == "---" && f[1] == "took":
+			took = f[2]
+		case strings.HasPrefix(line, "--- load average samples:"):
+			for _, v := range f[4:] {
+				if l, err := strconv.ParseFloat(v, 64); err == nil {
+					loads = append(loads, l)
+				}
+			}
+		}
+	})
+	return rounds, took, loads, machine
+}
+
+// scan reads benchmark output, passing every line to echo.
+func (r *results) scan(out io.Reader, echo func(string)) {
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var status, name string // the latest "--- SKIP" or "--- FAIL" and its benchmark
 	for sc.Scan() {
 		line := sc.Text()
-		fmt.Fprintln(os.Stderr, line)
+		echo(line)
 		f := strings.Fields(line)
 		switch {
 		case len(f) >= 4 && strings.HasPrefix(f[0], "Benchmark"):

@@ -6,20 +6,21 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 )
 
 // printTable writes the table of rows for the groups that ran, in Markdown, with the machine and its
 // load above it and the failures below.
-func printTable(w io.Writer, r *results, machine string, loads []float64, rounds int, took time.Duration, ran []group) {
+func printTable(w io.Writer, r *results, machine string, loads []float64, rounds int, took string, ran []group) {
 	plural := "s"
 	if rounds == 1 {
 		plural = ""
 	}
-	fmt.Fprintf(w, "Machine: %s. %d round%s in %v", machine, rounds, plural, took.Round(time.Second))
+	fmt.Fprintf(w, "Machine: %s. %d round%s in %s", machine, rounds, plural, took)
 	if len(loads) > 0 {
 		s := slices.Clone(loads)
-		fmt.Fprintf(w, "; 1-minute load average during the run: median %.2f, %.2f to %.2f", median(s), s[0], s[len(s)-1])
+		med := median(s)
+		fmt.Fprintf(w, "; 1-minute load average, sampled every 5 s during the run: median %.2f, middle half %.2f to %.2f, at most %.2f",
+			med, s[len(s)/4], s[len(s)*3/4], s[len(s)-1])
 	}
 	fmt.Fprintln(w, ".")
 	fmt.Fprintln(w)
@@ -69,6 +70,9 @@ func cells(r *results, row row) []string {
 	}
 	fig, base := median(figs), median(bases)
 	ratio, met := "–", ""
+	if base == 0 {
+		ratios = nil // a ratio to nothing (an idle server's CPU) says nothing
+	}
 	if len(ratios) > 0 {
 		med := median(ratios)
 		ratio = fmt.Sprintf("%.2f×", med)
