@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -68,6 +69,7 @@ func run() int {
 		return fatal(err)
 	}
 	load := sampleLoad()
+	cpu := measureCPU()
 	res := newResults()
 	start := time.Now()
 	for round := 1; round <= *rounds; round++ {
@@ -79,15 +81,14 @@ func run() int {
 			res.run(bins[g.pkg], filepath.Join(root, g.pkg), g)
 		}
 	}
-	loads := load()
-	took := time.Since(start).Round(time.Second)
+	info := runInfo{machine: machine(), rounds: *rounds, took: time.Since(start).Round(time.Second).String(), loads: load(), cpu: cpu()}
 	// For -from: what the table says besides the results.
-	fmt.Fprintf(os.Stderr, "--- machine: %s\n--- took %v\n--- load average samples:", machine(), took)
-	for _, l := range loads {
+	fmt.Fprintf(os.Stderr, "--- machine: %s\n--- took %s\n--- cpu: %s\n--- load average samples:", info.machine, info.took, info.cpu)
+	for _, l := range info.loads {
 		fmt.Fprintf(os.Stderr, " %.2f", l)
 	}
 	fmt.Fprintln(os.Stderr)
-	printTable(os.Stdout, res, machine(), loads, *rounds, took.String(), selected)
+	printTable(os.Stdout, res, info, selected)
 	if len(res.failed) > 0 {
 		return 1
 	}
@@ -107,11 +108,11 @@ func replay(file string, selected []group) int {
 	}
 	defer f.Close()
 	res := newResults()
-	rounds, took, loads, mach := res.parseLog(f)
-	if mach == "" {
-		mach = machine() + " (this machine; the log does not say)"
+	info := res.parseLog(f)
+	if info.machine == "" {
+		info.machine = machine() + " (this machine; the log does not say)"
 	}
-	printTable(os.Stdout, res, mach, loads, rounds, took, selected)
+	printTable(os.Stdout, res, info, selected)
 	return 0
 }
 
@@ -191,28 +192,37 @@ func (r *results) parse(out io.Reader) {
 	r.scan(out, func(line string) { fmt.Fprintln(os.Stderr, line) })
 }
 
-// parseLog reads what an earlier run wrote to standard error, and returns its rounds, its duration,
-// its load average samples and its machine.
-func (r *results) parseLog(log io.Reader) (rounds int, took string, loads []float64, machine string) {
-	took = "(unknown time)"
+// runInfo is what the table says about the run besides the results.
+type runInfo struct {
+	machine, took string
+	rounds        int
+	loads         []float64 // 1-minute load average samples
+	cpu           string    // the CPU used by this run and by everything else, as measureCPU says
+}
+
+// parseLog reads what an earlier run wrote to standard error, and returns what it says about the run.
+func (r *results) parseLog(log io.Reader) runInfo {
+	info := runInfo{took: "(unknown time)"}
 	r.scan(log, func(line string) {
 		f := strings.Fields(line)
 		switch {
 		case strings.HasPrefix(line, "--- machine: "):
-			machine = strings.TrimPrefix(line, "--- machine: ")
+			info.machine = strings.TrimPrefix(line, "--- machine: ")
+		case strings.HasPrefix(line, "--- cpu: "):
+			info.cpu = strings.TrimPrefix(line, "--- cpu: ")
 		case len(f) >= 5 && f[0] == "---" && f[1] == "round" && f[3] == "of":
-			rounds, _ = strconv.Atoi(f[4][:len(f[4])-1])
+			info.rounds, _ = strconv.Atoi(f[4][:len(f[4])-1])
 		case len(f) == 3 && f[0] == "---" && f[1] == "took":
-			took = f[2]
+			info.took = f[2]
 		case strings.HasPrefix(line, "--- load average samples:"):
 			for _, v := range f[4:] {
 				if l, err := strconv.ParseFloat(v, 64); err == nil {
-					loads = append(loads, l)
+					info.loads = append(info.loads, l)
 				}
 			}
 		}
 	})
-	return rounds, took, loads, machine
+	return info
 }
 
 // scan reads benchmark output, passing every line to echo.
@@ -293,6 +303,41 @@ func sampleLoad() func() []float64 {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]float64(nil), samples...)
+	}
+}
+
+// measureCPU starts measuring the CPU time the machine spends busy (/proc/stat) and the part of it
+// this process's children used (their rusage: every benchmark run, with what it started and
+// reaped). The returned function says how much of the machine's CPUs each used since, in percent:
+// the load average counts the benchmarks' own crowds dying, so it alone cannot say how much else
+// ran.
+func measureCPU() func() string {
+	busy := func() time.Duration {
+		b, err := os.ReadFile("/proc/stat")
+		if err != nil {
+			return 0
+		}
+		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0]) // cpu user nice system idle iowait irq softirq steal
+		var ticks int64
+		for i, v := range f[1:] {
+			if i == 3 || i == 4 || i > 7 {
+				continue // idle, iowait, guest (already in user)
+			}
+			n, _ := strconv.ParseInt(v, 10, 64)
+			ticks += n
+		}
+		return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100
+	}
+	ours := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b0, o0, start := busy(), ours(), time.Now()
+	return func() string {
+		capacity := float64(time.Since(start)) * float64(runtime.NumCPU())
+		b, o := float64(busy()-b0), float64(ours()-o0)
+		return fmt.Sprintf("this run used %.0f%% of the CPUs, everything else %.0f%%", 100*o/capacity, 100*max(b-o, 0)/capacity)
 	}
 }
 

@@ -8,18 +8,21 @@ import (
 	"strings"
 )
 
-// printTable writes the table of rows for the groups that ran, in Markdown, with the machine and its
-// load above it and the failures below.
-func printTable(w io.Writer, r *results, machine string, loads []float64, rounds int, took string, ran []group) {
+// printTable writes the table of rows for the groups that ran, in Markdown, with the machine and how
+// busy it was above it, and how costs grow and the failures below.
+func printTable(w io.Writer, r *results, info runInfo, ran []group) {
 	plural := "s"
-	if rounds == 1 {
+	if info.rounds == 1 {
 		plural = ""
 	}
-	fmt.Fprintf(w, "Machine: %s. %d round%s in %s", machine, rounds, plural, took)
-	if len(loads) > 0 {
-		s := slices.Clone(loads)
+	fmt.Fprintf(w, "Machine: %s. %d round%s in %s", info.machine, info.rounds, plural, info.took)
+	if info.cpu != "" {
+		fmt.Fprintf(w, "; %s", info.cpu)
+	}
+	if len(info.loads) > 0 {
+		s := slices.Clone(info.loads)
 		med := median(s)
-		fmt.Fprintf(w, "; 1-minute load average, sampled every 5 s during the run: median %.2f, middle half %.2f to %.2f, at most %.2f",
+		fmt.Fprintf(w, "; 1-minute load average, sampled every 5 s: median %.2f, middle half %.2f to %.2f, at most %.2f",
 			med, s[len(s)/4], s[len(s)*3/4], s[len(s)-1])
 	}
 	fmt.Fprintln(w, ".")
