@@ -188,7 +188,7 @@ func (r *Root) Path() string { return r.info.Root }
 // removed it as it closed, see [Root.Release]), Create makes it again and retries.
 func (r *Root) Create(name string) (*Slice, error) {
 	for attempt := 1; ; attempt++ {
-		s, err := create(r.info.Mountpoint, r.info.Root, name)
+		s, err := create(r.info.Mountpoint, r.info.Root, name, r.controllers)
 		if err == nil || !errors.Is(err, os.ErrNotExist) || attempt == maxRootAttempts {
 			return s, err
 		}
@@ -203,7 +203,7 @@ func (r *Root) Open(name string) (*Slice, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	s := &Slice{mount: r.info.Mountpoint, path: filepath.Join(r.info.Root, name)}
+	s := &Slice{mount: r.info.Mountpoint, path: filepath.Join(r.info.Root, name), controllers: r.controllers}
 	if fi, err := os.Stat(s.path); err != nil {
 		return nil, fmt.Errorf("open cgroup %s: %w", s.path, err)
 	} else if !fi.IsDir() {

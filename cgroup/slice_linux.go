@@ -11,18 +11,21 @@ import (
 )
 
 // Slice is one cgroup below a [Root], possibly with nested leaves. Its methods are safe for concurrent
-// use; it holds no state beyond the path.
+// use; it holds no state beyond what is fixed at creation.
 type Slice struct {
 	mount string // cgroup2 mountpoint, for containerd's resource writer
 	path  string // absolute path of the cgroup directory
+	// controllers are the root's [Options.Controllers]: a slice offers them to the slices created
+	// below it (see [Slice.Create]).
+	controllers []string
 }
 
-// create makes dir/name and returns it as a slice.
-func create(mount, dir, name string) (*Slice, error) {
+// create makes dir/name and returns it as a slice that passes controllers on.
+func create(mount, dir, name string, controllers []string) (*Slice, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	s := &Slice{mount: mount, path: filepath.Join(dir, name)}
+	s := &Slice{mount: mount, path: filepath.Join(dir, name), controllers: controllers}
 	if err := os.Mkdir(s.path, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", s.path, err)
 	}
@@ -33,8 +36,18 @@ func create(mount, dir, name string) (*Slice, error) {
 func (s *Slice) Path() string { return s.path }
 
 // Create makes a nested leaf below the slice (for example one per task inside a session's slice).
+// When the root was opened with [Options.Controllers], it first enables them in the slice's
+// cgroup.subtree_control (once they are, the write changes nothing), so that the leaf has their files:
+// limits can be set on it and its memory.events counts its own OOM kills. The slice must then hold no
+// process of its own (the "no internal processes" rule; EBUSY otherwise), and a slice that has
+// nested leaves cannot be spawned into: processes belong in leaves.
 func (s *Slice) Create(name string) (*Slice, error) {
-	return create(s.mount, s.path, name)
+	if len(s.controllers) > 0 {
+		if err := enableControllers(s.path, s.controllers); err != nil {
+			return nil, err
+		}
+	}
+	return create(s.mount, s.path, name, s.controllers)
 }
 
 // Leaf returns the nested leaf name below the slice, without checking that it exists.
@@ -42,7 +55,7 @@ func (s *Slice) Leaf(name string) (*Slice, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	return &Slice{mount: s.mount, path: filepath.Join(s.path, name)}, nil
+	return &Slice{mount: s.mount, path: filepath.Join(s.path, name), controllers: s.controllers}, nil
 }
 
 // OpenFD opens the slice's directory for SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}, which

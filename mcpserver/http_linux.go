@@ -134,9 +134,9 @@ func (s *Server) delete(st *session) bool {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.teardown(context.Background(), st, "client DELETE")
+			s.teardown(context.Background(), st, reasonDelete)
 			if !answered.CompareAndSwap(false, true) {
-				s.end(context.Background(), st, "client DELETE") // closes the MCP session
+				s.end(context.Background(), st, reasonDelete) // closes the MCP session
 			}
 		}()
 	}
@@ -223,7 +223,7 @@ func (s *Server) lease(st *session) {
 			timer.Reset(wait)
 			continue
 		}
-		s.end(context.Background(), st, fmt.Sprintf("idle for %v", s.opts.IdleTimeout))
+		s.end(context.Background(), st, reasonIdle)
 		return
 	}
 }

@@ -37,8 +37,11 @@ type Options struct {
 	KeepAlive time.Duration
 	// Version is reported to clients as the server's version.
 	Version string
-	// Logger receives session ends and what they killed. Nil discards.
+	// Logger receives session starts and the SDK's warnings; each session's end is logged by the
+	// Reaper, with the reason given here. Nil discards.
 	Logger *slog.Logger
+	// Observer is told of every MCP request and session, for metrics. Nil observes nothing.
+	Observer Observer
 }
 
 // Server is an MCP server whose sessions run commands through a Reaper. It is safe for concurrent
@@ -63,8 +66,10 @@ type Server struct {
 	// flight for ids that have no session yet (for the idle lease; dropped when they end).
 	byID map[string]*session
 	// hurry cancels the teardowns under way (see Hurry).
-	hurry   map[*session]context.CancelFunc
-	closing bool
+	hurry map[*session]context.CancelFunc
+	// followed are the MCP sessions whose end the observer waits for (see follow).
+	followed map[*mcp.ServerSession]bool
+	closing  bool
 }
 
 // New returns a server with the bash, task_output, task_stop and task_list tools.
@@ -78,11 +83,15 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
 	s := &Server{
 		opts: opts, log: opts.Logger,
 		sessions: make(map[*mcp.ServerSession]*session),
 		byID:     make(map[string]*session),
 		hurry:    make(map[*session]context.CancelFunc),
+		followed: make(map[*mcp.ServerSession]bool),
 	}
 	lim := opts.Reaper.Limits()
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: opts.Version}, &mcp.ServerOptions{
@@ -91,6 +100,7 @@ func New(opts Options) (*Server, error) {
 		Logger:       sdkLogger(opts.Logger),
 	})
 	s.addTools(lim)
+	s.mcp.AddReceivingMiddleware(s.observe)
 	return s, nil
 }
 
@@ -147,9 +157,9 @@ func (s *Server) claim(req *mcp.CallToolRequest) (*session, error) {
 // open creates st's reaper session and starts the goroutines that end it: the watcher of the MCP
 // session and, over HTTP, the idle lease. It runs once per session, outside mu.
 func (s *Server) open(st *session) error {
-	name := st.id
-	if name == "" {
-		name = "stdio-" + rand.Text()[:12]
+	name := "stdio-" + rand.Text()[:12]
+	if st.id != "" {
+		name = sessionName(st.id)
 	}
 	rs, err := s.opts.Reaper.NewSession(name, reaper.SessionOptions{OnTaskEnd: func(ti reaper.TaskInfo) { s.taskEnded(st, ti) }})
 	if err != nil {
@@ -192,7 +202,7 @@ func (s *Server) connectionClosed(st *session) {
 		ctx, cancel = context.WithTimeout(ctx, StdioCloseGrace)
 		defer cancel()
 	}
-	s.end(ctx, st, "connection closed")
+	s.end(ctx, st, reasonDisconnected)
 }
 
 // forget drops st from the index.
@@ -234,7 +244,7 @@ func (s *Server) teardown(ctx context.Context, st *session, reason string) error
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		s.mu.Lock()
-		st.why = reason
+		st.why = s.describe(reason)
 		s.hurry[st] = cancel
 		s.mu.Unlock()
 		defer func() {
@@ -243,15 +253,7 @@ func (s *Server) teardown(ctx context.Context, st *session, reason string) error
 			s.mu.Unlock()
 		}()
 		close(st.ending)
-		rep, err := st.rs.Close(ctx)
-		st.err = err
-		attrs := []any{"session", st.rs.ID(), "reason", reason,
-			"killed", rep.Total(), "by_sigterm", rep.Terminated, "hard_killed", rep.Killed,
-			"found_by_walk", rep.Found, "remaining", len(rep.Remaining), "took", rep.Duration}
-		if err != nil {
-			attrs = append(attrs, "error", err)
-		}
-		s.log.Info("session ended", attrs...)
+		_, st.err = st.rs.CloseFor(ctx, reason) // which logs the end
 		if st.id != "" {
 			s.mu.Lock()
 			if s.byID[st.id] == st {
@@ -328,7 +330,7 @@ func (s *Server) Close(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = s.end(ctx, st, "server shutdown")
+			errs[i] = s.end(ctx, st, reasonShutdown)
 		}()
 	}
 	wg.Wait()

@@ -21,11 +21,18 @@ import (
 // the client's session. Cleanup closes everything.
 func connect(t testing.TB) (*Server, *mcp.ClientSession) {
 	t.Helper()
+	return connectWith(t, Options{})
+}
+
+// connectWith is connect with opts for the Server (its Reaper is set here).
+func connectWith(t testing.TB, opts Options) (*Server, *mcp.ClientSession) {
+	t.Helper()
 	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: 200 * time.Millisecond, WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Options{Reaper: r})
+	opts.Reaper = r
+	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

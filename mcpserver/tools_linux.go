@@ -34,6 +34,9 @@ type BashOutput struct {
 	Status   string `json:"status"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
+	// OOMKilled is set when the kernel's OOM killer killed a process of the command: the session's
+	// memory limit was reached.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 	// DroppedBytes were cut from the middle of a long output; its head and tail are kept.
 	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
 	// Cwd is the session's working directory after the command.
@@ -56,6 +59,8 @@ type TaskOutput struct {
 	TaskID   string `json:"task_id"`
 	Status   string `json:"status"`
 	ExitCode *int   `json:"exit_code,omitempty"`
+	// OOMKilled is set when the kernel's OOM killer killed a process of the task.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 	// Output is what the task wrote since the previous read.
 	Output string `json:"output"`
 	// Offset and Next delimit Output in the task's output stream; SkippedBytes were dropped to keep
@@ -182,18 +187,42 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInpu
 		return nil, BashOutput{}, err
 	}
 	out := BashOutput{
-		Output: res.Output, Status: string(res.Status), TimedOut: res.TimedOut,
+		Output: res.Output, Status: string(res.Status), TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
 		DroppedBytes: res.Dropped, Cwd: res.Cwd, TaskID: res.TaskID, Leftover: res.Leftover,
 	}
 	if res.Status.Terminal() {
 		out.ExitCode = ptr(res.ExitCode)
 	}
-	return text(bashText(res, timeout)), out, nil
+	return text(bashText(res, timeout, s.memoryMax())), out, nil
+}
+
+// memoryMax is the per-session memory limit in effect, in bytes; zero for none.
+func (s *Server) memoryMax() int64 { return s.opts.Reaper.Containment().Limits.MemoryMax }
+
+// oomText tells the agent that the OOM killer struck, and why.
+func oomText(memoryMax int64) string {
+	if memoryMax > 0 {
+		return fmt.Sprintf("killed by the out-of-memory killer: this session's processes together reached its memory limit of %s", byteString(memoryMax))
+	}
+	return "killed by the out-of-memory killer"
+}
+
+// byteString writes n in the largest binary unit that divides it.
+func byteString(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // bashText is the human-readable result of a foreground command: the output, then what else the
 // agent should know, in brackets.
-func bashText(res reaper.Result, timeout time.Duration) string {
+func bashText(res reaper.Result, timeout time.Duration, memoryMax int64) string {
 	var b strings.Builder
 	b.WriteString(res.Output)
 	if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
@@ -212,6 +241,9 @@ func bashText(res reaper.Result, timeout time.Duration) string {
 		note("killed")
 	default:
 		note("exit code %d", res.ExitCode)
+	}
+	if res.OOMKilled {
+		note("%s", oomText(memoryMax))
 	}
 	if res.Dropped > 0 {
 		note("output too long: %d bytes dropped from the middle", res.Dropped)
@@ -242,7 +274,7 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 		return nil, TaskOutput{}, err
 	}
 	out := TaskOutput{
-		TaskID: ti.ID, Status: string(ti.Status), Output: c.Text, Offset: c.Offset, Next: c.Next,
+		TaskID: ti.ID, Status: string(ti.Status), OOMKilled: ti.OOMKilled, Output: c.Text, Offset: c.Offset, Next: c.Next,
 		SkippedBytes: c.Skipped, Processes: ti.Processes,
 	}
 	var b strings.Builder
@@ -256,6 +288,9 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 	if ti.Status.Terminal() {
 		out.ExitCode = ptr(ti.ExitCode)
 		fmt.Fprintf(&b, "[task %s %s, exit code %d]\n", ti.ID, ti.Status, ti.ExitCode)
+		if ti.OOMKilled {
+			fmt.Fprintf(&b, "[%s]\n", oomText(s.memoryMax()))
+		}
 	} else {
 		fmt.Fprintf(&b, "[task %s running for %v, %d process(es)]\n", ti.ID, time.Since(ti.Started).Round(time.Second), ti.Processes)
 	}

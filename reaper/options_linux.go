@@ -113,8 +113,18 @@ type Options struct {
 	// background task: the caller gets its id instead of waiting. Zero means off.
 	AutoBackground time.Duration
 
-	// Logger receives what the Reaper does (sessions closed, what was killed). Nil discards.
+	// SessionLimits are written into each session's slice when it is made (cgroup.Limits: memory,
+	// processes, CPU), and the controllers they need are enabled below the root. A controller the
+	// host does not offer makes New fail with ContainCgroup, naming it; with ContainAuto the limits
+	// that need it are not applied, and a warning says so (ContainmentInfo.LimitsDropped). With
+	// ContainProcess any limit is an error. The zero value limits nothing.
+	SessionLimits cgroup.Limits
+
+	// Logger receives what the Reaper does (one line per session end, what was killed). Nil
+	// discards.
 	Logger *slog.Logger
+	// Observer is told what happens, for metrics. Nil observes nothing.
+	Observer Observer
 }
 
 // Limits are the bounds and periods a Reaper applies: its Options with every default filled in. Here

@@ -44,6 +44,9 @@ type Reaper struct {
 	instance *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
 	self     Instance      // what this Reaper recorded in its state directory
 	killer   killer
+	obs      Observer       // never nil
+	limits   cgroup.Limits  // written into each session's slice: the limits the host can apply
+	watchOOM bool           // leaves have memory.events: a task's OOM kills can be told
 	noClone3 atomic.Bool    // the host refused clone3 into a cgroup once: join before exec instead
 	wg       sync.WaitGroup // the sweep after dead instances
 
@@ -66,6 +69,12 @@ type ContainmentInfo struct {
 	// Slice is the Reaper's own slice, under which every session's slice is created; empty in
 	// process containment.
 	Slice string
+	// Limits are the per-session limits in effect: Options.SessionLimits less those the host
+	// cannot apply (see Options.SessionLimits).
+	Limits cgroup.Limits
+	// LimitsDropped says which limits were asked for and are not applied, and why; empty when all
+	// are.
+	LimitsDropped string
 }
 
 func (c ContainmentInfo) String() string {
@@ -100,6 +109,9 @@ func newReaper(opts Options) (*Reaper, error) {
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.obs = opts.Observer; r.obs == nil {
+		r.obs = nopObserver{}
 	}
 	r.killer = killer{log: r.log, method: cgroup.KillFile, timeout: r.lim.CloseTimeout}
 	var err error
@@ -158,6 +170,7 @@ func (r *Reaper) sweep(stateBase string) {
 		opts.Cgroup.Root = r.root.Path()
 	}
 	rep, err := Sweep(opts)
+	r.obs.Swept(rep)
 	for _, d := range rep.Dead {
 		attrs := []any{"instance", d.Name, "killed", len(d.Processes), "processes", d.Processes, "removed", d.Removed}
 		if d.Slice != "" {
@@ -184,12 +197,15 @@ func (r *Reaper) contain() error {
 		if asked != "" {
 			return fmt.Errorf("cgroup root %s was asked for with process containment, which uses no cgroups", asked)
 		}
+		if r.opts.SessionLimits != (cgroup.Limits{}) {
+			return errors.New("per-session limits were asked for with process containment: they need cgroup containment")
+		}
 		r.info.Mode = ContainProcess
 		r.info.Cgroup = cgroup.Detect(r.opts.Cgroup)
 		r.info.Cgroup.Reason = "process containment was requested"
 		return nil
 	}
-	root, err := cgroup.OpenRoot(r.opts.Cgroup)
+	root, err := r.openRoot()
 	if err == nil {
 		// One slice per Reaper instance, named by pid and start time, so that Reapers sharing a
 		// root never touch each other's sessions, and a successor can tell a dead owner's slices.
@@ -197,7 +213,10 @@ func (r *Reaper) contain() error {
 			root.Release()
 		}
 	}
+	var limitsErr *limitsError
 	switch {
+	case errors.As(err, &limitsErr):
+		return err
 	case err != nil && asked != "":
 		return fmt.Errorf("cgroup root %s was asked for but cannot be used: %w", asked, err)
 	case err != nil && r.opts.Containment == ContainCgroup:
@@ -206,6 +225,9 @@ func (r *Reaper) contain() error {
 		r.info.Mode = ContainProcess
 		r.info.Cgroup = cgroup.Detect(r.opts.Cgroup) // what there is, for the log
 		r.info.Cgroup.Reason = err.Error()
+		if r.opts.SessionLimits != (cgroup.Limits{}) {
+			r.dropLimits(r.opts.SessionLimits, "process containment: "+err.Error())
+		}
 		return nil
 	}
 	r.root = root
@@ -213,6 +235,7 @@ func (r *Reaper) contain() error {
 	r.info.Mode = ContainCgroup
 	r.info.Cgroup = root.Info()
 	r.info.Slice = r.instance.Path()
+	r.info.Limits = r.limits
 	return nil
 }
 
@@ -249,13 +272,13 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 		return nil, fmt.Errorf("new session %s: %w", id, err)
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closing {
+		r.mu.Unlock()
 		os.Remove(tmp)
 		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
 	}
 	s := &Session{
-		r: r, id: id, name: name, tmp: tmp,
+		r: r, id: id, name: name, tmp: tmp, created: time.Now(),
 		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
 		abandon: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -263,6 +286,8 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	// be a credential, and the environment of a process is readable by more than its owner's client.
 	s.marker = EnvSession + "=" + r.name + "/" + s.name
 	r.sessions[s] = true
+	r.mu.Unlock()
+	s.record()
 	return s, nil
 }
 
@@ -362,7 +387,7 @@ func closeSessions(ctx context.Context, sessions []*Session) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			_, errs[i] = s.Close(ctx)
+			_, errs[i] = s.CloseFor(ctx, "shutdown")
 		}()
 	}
 	wg.Wait()

@@ -36,6 +36,9 @@ type Result struct {
 	Status   Status
 	ExitCode int
 	TimedOut bool
+	// OOMKilled reports that the kernel's OOM killer killed a process of the command (see
+	// TaskInfo.OOMKilled).
+	OOMKilled bool
 	// Cwd is the session's working directory after the command.
 	Cwd string
 	// Leftover counts processes the command left running (for example `server &`); they stay in the
@@ -56,6 +59,7 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (Res
 	if err != nil {
 		return Result{}, err
 	}
+	s.record()
 	var timeoutC, autoC, tickC <-chan time.Time
 	if opts.Timeout > 0 {
 		timer := time.NewTimer(opts.Timeout)
@@ -141,7 +145,7 @@ func (s *Session) result(t *task, notice string) Result {
 	info := t.info(0)
 	res := Result{
 		Output: text, Dropped: dropped, Total: total,
-		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut,
+		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut, OOMKilled: info.OOMKilled,
 		Cwd: s.Cwd(), Duration: time.Since(t.started), Notice: notice,
 	}
 	if info.Status.Terminal() {
@@ -165,6 +169,7 @@ func (s *Session) Start(command, description string) (TaskInfo, error) {
 	if err != nil {
 		return TaskInfo{}, err
 	}
+	s.record()
 	return t.info(1), nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,10 +36,12 @@ type Session struct {
 	marker    string // EnvSession=<reaper name>/<session name>, inherited by every task
 	tmp       string // private directory for the shell's working-directory files
 	onTaskEnd func(TaskInfo)
-	workDir   string        // the first working directory, where a vanished one is reset to
+	workDir   string // the first working directory, where a vanished one is reset to
+	created   time.Time
 	abandon   chan struct{} // closed when Close stops waiting for processes that will not exit
 	done      chan struct{} // closed when Close has finished; rep and err are set before
 	wg        sync.WaitGroup
+	recordMu  sync.Mutex // serializes writes of the session's record (see record)
 
 	// mu guards the fields that follow; it is held while a task is spawned, so Close never misses
 	// a task that is being started.
@@ -55,6 +56,7 @@ type Session struct {
 	ran     bool              // a task was started; in process containment Close walks /proc even when none is kept
 	known   map[int]uint64    // process containment: processes seen in the session (pid -> start time), which seed Close's walk
 	closing bool
+	reason  string // why the session ends, from the first CloseFor
 
 	// Set by the teardown before done is closed; read only after.
 	rep KillReport
@@ -173,11 +175,11 @@ func (s *Session) launchLocked(t *task) (spawned, error) {
 	return sp, nil
 }
 
-// placeLocked gives t a leaf of the session's slice, creating the slice on the session's first
-// command.
+// placeLocked gives t a leaf of the session's slice, creating the slice (with the session limits) on
+// the session's first command.
 func (s *Session) placeLocked(t *task) error {
 	if s.slice == nil {
-		slice, err := s.r.instance.Create(s.name)
+		slice, err := s.r.createSlice(s.name)
 		if err != nil {
 			return err
 		}
@@ -188,6 +190,9 @@ func (s *Session) placeLocked(t *task) error {
 		return err
 	}
 	t.leaf = leaf
+	if s.r.watchOOM {
+		t.oomBase, _ = leaf.OOMKills() // a reused leaf counts its earlier tasks' kills too
+	}
 	return nil
 }
 
@@ -267,19 +272,27 @@ func (s *Session) watch(t *task, sp spawned) {
 		t.pump.drain()
 	}
 	if t.cwdFile != "" && !t.isBackground() {
-		if b, err := os.ReadFile(t.cwdFile); err == nil {
-			if dir := strings.TrimSuffix(string(b), "\n"); filepath.IsAbs(dir) {
-				s.mu.Lock()
-				s.cwd = dir
-				s.mu.Unlock()
-			}
+		if dir, ok := readCwd(t.cwdFile); ok {
+			s.mu.Lock()
+			s.cwd = dir
+			s.mu.Unlock()
 		}
 	}
 	if t.cwdFile != "" {
 		os.Remove(t.cwdFile)
 	}
+	if s.r.watchOOM && t.leaf != nil {
+		if n, ok := t.leaf.OOMKills(); ok && n > t.oomBase {
+			t.oomKilled()
+		}
+	}
 	t.finish(code)
-	if t.isBackground() && s.onTaskEnd != nil {
+	info := t.info(0)
+	s.r.obs.TaskEnded(TaskEnd{
+		Status: info.Status, ExitCode: info.ExitCode, Background: info.Background, OOMKilled: info.OOMKilled,
+		Duration: info.Ended.Sub(info.Started),
+	})
+	if info.Background && s.onTaskEnd != nil {
 		s.onTaskEnd(s.info(t))
 	}
 }
@@ -404,11 +417,22 @@ func (s *Session) rememberLocked(t *task) {
 // every call returns the report of the one teardown. The first call runs the teardown and returns
 // when it is done, whatever ctx does (cancelling ctx cuts the grace period short). Later calls return
 // when the teardown is done, or when ctx is done first (the teardown goes on). Processes that outlive
-// the deadline are listed in the report and the error.
+// the deadline are listed in the report and the error. The end is logged in one line, with the reason
+// "closed" (see CloseFor).
 func (s *Session) Close(ctx context.Context) (KillReport, error) {
+	return s.CloseFor(ctx, "closed")
+}
+
+// CloseFor is Close with the reason the session ends: a short fixed word such as "idle" or "delete",
+// never an id or a number, for the log line of the session's end and the Observer (a metric label).
+// The first call's reason is the one kept.
+func (s *Session) CloseFor(ctx context.Context, reason string) (KillReport, error) {
 	s.mu.Lock()
 	first := !s.closing
 	s.closing = true
+	if first {
+		s.reason = reason
+	}
 	s.mu.Unlock()
 	if first {
 		s.teardown(ctx)
@@ -462,15 +486,24 @@ func (s *Session) teardown(ctx context.Context) {
 			errs = append(errs, err)
 		}
 	}
+	s.recordMu.Lock() // a record being written has finished; none is written from now on
 	if err := os.RemoveAll(s.tmp); err != nil {
 		errs = append(errs, err)
 	}
+	s.recordMu.Unlock()
 	s.r.forget(s)
 	s.rep.Duration = time.Since(start)
 	if len(errs) > 0 {
 		s.err = fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
 	}
-	s.r.log.Info("session closed", "session", s.id, "tasks", len(tasks), "report", s.rep.String(), "error", s.err)
+	s.mu.Lock()
+	reason := s.reason
+	s.mu.Unlock()
+	end := SessionEnd{ID: s.id, Name: s.name, Reason: reason, Tasks: len(tasks), Lifetime: time.Since(s.created), Report: s.rep, Err: s.err}
+	s.r.logEnd(end)
+	if ran {
+		s.r.obs.SessionEnded(end)
+	}
 }
 
 // releaseTasks waits, boundedly, for the watchers of the tasks' main processes (every one is dead or

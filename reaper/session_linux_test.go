@@ -197,6 +197,10 @@ func TestWorkingDirectory(t *testing.T) {
 				{"cd /nonexistent-dir-xyz", base + "/d", 1},                                          // failed cd
 				{"cd ../e && sleep 2 &", base + "/d", 0},                                             // the cd goes to the background
 				{"cd ../e; (cd /; pwd)", base + "/e", 0},                                             // a subshell's cd
+				// A command that writes its own record: too long to be a path, not absolute, with a NUL.
+				{`cd /; trap - EXIT; head -c 100000000 /dev/zero | tr '\0' / >"$__reaper_cwd"`, base + "/e", 0},
+				{`trap - EXIT; echo relative >"$__reaper_cwd"`, base + "/e", 0},
+				{`trap - EXIT; printf '/tmp\0/etc\n' >"$__reaper_cwd"`, base + "/e", 0},
 				{"pwd", base + "/e", 0},
 			} {
 				start := time.Now()

@@ -47,6 +47,10 @@ type TaskInfo struct {
 	Started  time.Time
 	// Ended is zero while the task runs.
 	Ended time.Time
+	// OOMKilled reports that the kernel's OOM killer killed a process of the task: the session's
+	// memory limit (Options.SessionLimits) was reached. Its main process, if that was the one, shows
+	// exit code 137 (SIGKILL). It is known in cgroup containment with a memory limit only.
+	OOMKilled bool
 	// Processes is the number of the task's processes alive when the info was taken, including
 	// any the main process left behind after it exited.
 	Processes int
@@ -64,6 +68,7 @@ type task struct {
 	out                      *output
 	pump                     *pump
 	cwdFile                  string
+	oomBase                  int64         // oom_kill of the leaf when the task started
 	done                     chan struct{} // closed when the task is terminal
 
 	// mu guards the fields that follow. Lock order: Session.mu, then task.mu.
@@ -75,6 +80,14 @@ type task struct {
 	ended      time.Time
 	stopAs     Status // the status to record when the main process exits, if reaper ended it
 	readToEnd  bool   // the output was read to its end after the task ended
+	oom        bool   // the OOM killer killed a process of the task
+}
+
+// oomKilled records that the OOM killer killed a process of the task.
+func (t *task) oomKilled() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.oom = true
 }
 
 // newID returns prefix and 16 random hex digits: unguessable, so an id cannot be used to reach a task
@@ -158,7 +171,7 @@ func (t *task) info(processes int) TaskInfo {
 	ti := TaskInfo{
 		ID: t.id, Command: t.command, Description: t.description, Background: t.background,
 		Status: t.status, ExitCode: t.exitCode, Started: t.started, Ended: t.ended,
-		Processes: processes,
+		OOMKilled: t.oom, Processes: processes,
 	}
 	if t.out != nil {
 		ti.OutputBytes = t.out.size()

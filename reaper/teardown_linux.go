@@ -18,6 +18,10 @@ type KillReport struct {
 	Terminated int
 	// Killed counts processes ended by the hard kill (cgroup.kill or SIGKILL).
 	Killed int
+	// Walked counts, of Killed, the processes outside the slice that got SIGKILL once a walk of
+	// /proc had found them; the others were killed with the slice. In process containment every
+	// hard-killed process is counted here.
+	Walked int
 	// Found counts processes outside the slice that the /proc walk attributed to the scope (by parent
 	// pid or environment marker); they are included in Terminated and Killed. In process
 	// containment every process is found this way.
@@ -87,6 +91,7 @@ func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 	t.killEscaped()
 	t.await()
 	t.rep.Duration = time.Since(t.start)
+	r.obs.Teardown(t.rep)
 	if len(t.errs) > 0 {
 		return t.rep, fmt.Errorf("%s: %w", sc.name, errors.Join(t.errs...))
 	}
@@ -224,6 +229,7 @@ func (t *teardown) killEscaped() {
 	for pass := 0; pass < maxWalkPasses; pass++ {
 		t.signalFailed(proc.SignalAll(pending, unix.SIGKILL))
 		t.rep.Killed += len(pending)
+		t.rep.Walked += len(pending)
 		// Only a process that has exited can no longer fork: wait for these before walking again,
 		// or a child forked as one of them died could be born after the walk and outlive it.
 		t.w.WaitGone(context.Background(), pending, time.Now().Add(t.r.lim.CloseTimeout))

@@ -32,6 +32,15 @@ type serveConfig struct {
 	containment string
 	cgroupRoot  string
 	stateDir    string
+
+	admin          string
+	adminToken     string
+	adminTokenFile string
+	logFormat      string
+	logLevel       string
+	memoryMax      byteSize
+	pidsMax        int64
+	cpuMax         cpus
 }
 
 const serveUsage = `Usage: reaper serve [flags]
@@ -39,6 +48,18 @@ const serveUsage = `Usage: reaper serve [flags]
 Serves MCP over stdio (the default) or Streamable HTTP (--http). Each MCP session gets its own
 cgroup slice; when the session ends (client close, DELETE, idle timeout, lost keepalive, SIGTERM),
 every process it started dies.
+
+Per-session limits (--memory-max, --pids-max, --cpu-max) are written into each session's slice.
+They need cgroup containment and the host's memory, pids or cpu controller: with --containment
+cgroup a missing controller is an error naming it; with auto, a warning, and that limit is not
+applied.
+
+The admin endpoint (--admin) serves /healthz (alive), /readyz (ready once containment is set up;
+the body names the mode and why) and /metrics (Prometheus), apart from MCP so that probes need no
+MCP token. It listens on loopback only unless an admin token is set (--admin-token,
+REAPER_ADMIN_TOKEN or --admin-token-file); with one it may listen anywhere (a pod's IP, for the
+kubelet's probes): /healthz and /readyz stay open to all, /metrics requires the token as a bearer
+token, on loopback too.
 
 Every flag can also be set from the environment as REAPER_<NAME> (for example
 REAPER_IDLE_TIMEOUT=5m); a flag on the command line wins.
@@ -49,12 +70,7 @@ Flags:
 // parseServe parses the serve command's arguments and environment.
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
 	var c serveConfig
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, serveUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("serve", serveUsage, stderr)
 	fs.StringVar(&c.http, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
@@ -66,14 +82,16 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 	stateDirFlag(fs, &c.stateDir)
+	fs.StringVar(&c.admin, "admin", "", "serve /healthz, /readyz and /metrics at http://`ADDR` (off by default). Loopback only, unless an admin token is set: then any address, with /healthz and /readyz open to all (they reveal nothing secret) and /metrics requiring the token")
+	fs.StringVar(&c.adminToken, "admin-token", "", "bearer `token` that /metrics requires (not an MCP token: a scraper must not hold a credential that runs commands); needed for a non-loopback --admin")
+	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "read the admin token from `file` (its first line)")
+	fs.StringVar(&c.logFormat, "log-format", "text", logFormatUsage)
+	fs.StringVar(&c.logLevel, "log-level", "info", logLevelUsage)
+	fs.Var(&c.memoryMax, "memory-max", "limit the memory of each session's processes together to `size` (memory.max: bytes, or with K, M, G, T as powers of 1024, such as 512M; 0: none); the OOM killer then acts within the session, and the command's result says so")
+	fs.Int64Var(&c.pidsMax, "pids-max", 0, "limit each session to this many processes and threads (pids.max; 0: none)")
+	fs.Var(&c.cpuMax, "cpu-max", "limit each session to this many `CPUs` of time (cpu.max with a 100 ms period: 1.5 is one and a half; 0: none)")
 
-	if err := fs.Parse(normalizeHTTPFlag(args)); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err := setFromEnv(fs, getenv); err != nil {
+	if err := parseFlags(fs, normalizeHTTPFlag(args), false, getenv); err != nil {
 		return c, err
 	}
 	if c.http == "true" { // REAPER_HTTP=true, or the flag's bare form after normalising
@@ -86,11 +104,58 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, errors.New("--keepalive, --grace and --bg-timeout must not be negative")
 	case c.maxTasks < 1:
 		return c, errors.New("--max-tasks must be at least 1")
+	case c.pidsMax < 0:
+		return c, errors.New("--pids-max must not be negative")
+	case c.adminToken != "" && c.adminTokenFile != "":
+		return c, errors.New("--admin-token and --admin-token-file: give one")
+	}
+	if _, err := newLogger(io.Discard, c.logFormat, c.logLevel); err != nil {
+		return c, err
 	}
 	if _, err := reaper.ParseContainment(c.containment); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// adminTokenValue returns the admin token from --admin-token or the first line of --admin-token-file.
+func (c serveConfig) adminTokenValue() (string, error) {
+	if c.adminTokenFile == "" {
+		return c.adminToken, nil
+	}
+	b, err := os.ReadFile(c.adminTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("admin token file: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if tok := strings.TrimSpace(line); tok != "" {
+		return tok, nil
+	}
+	return "", fmt.Errorf("admin token file %s: empty first line", c.adminTokenFile)
+}
+
+// newFlagSet returns the flag set of the subcommand name, whose -help prints usage and then the
+// flags to stderr.
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args into fs, refuses arguments after the flags unless operands is set, and then
+// sets the flags not given from the environment. -help returns flag.ErrHelp.
+func parseFlags(fs *flag.FlagSet, args []string, operands bool, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !operands && fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return setFromEnv(fs, getenv)
 }
 
 // stateDirFlag defines --state-dir, which serve and sweep share.

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,10 +23,11 @@ type guardSpec struct {
 
 // guard runs a command (serve, run) as the guard of its server (see reaper.Guard): the server is this
 // program again, with the same arguments, as its child. The guard forwards every signal that would end
-// it, waits for the server, cleans up whatever the server left, and exits with the server's status.
-func guard(spec guardSpec, args []string, stderr io.Writer) int {
+// it, waits for the server, cleans up whatever the server left, and exits with the server's status. It
+// logs in the format the command's --log-format and --log-level (or REAPER_LOG_*) ask for.
+func guard(spec guardSpec, args []string, getenv func(string) string, stderr io.Writer) int {
 	command := spec.command
-	log := slog.New(slog.NewTextHandler(stderr, nil)).With("guard", os.Getpid())
+	log := earlyLogger(stderr, args, getenv).With("guard", os.Getpid())
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, append(append([]os.Signal{}, shutdownSignals...), ignoredSignals...)...)
 	g, err := reaper.StartGuard(reaper.GuardOptions{

@@ -23,6 +23,7 @@ Usage:
                          run a command (a CI job, a container's entrypoint) and kill whatever it
                          leaves running before exiting with its status
   reaper sweep [flags]   kill and remove what dead reaper instances left
+  reaper ps [flags]      list instances, their sessions, tasks and processes (from cgroupfs and /proc)
   reaper version         print the version
   reaper help            print this help
 
@@ -50,6 +51,8 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 		return serve(args[1:], getenv, stdin, stdout, stderr)
 	case "sweep":
 		return sweep(args[1:], getenv, stdout, stderr)
+	case "ps":
+		return ps(args[1:], getenv, stdout, stderr)
 	case "run":
 		return runCommand(args[1:], getenv, stderr)
 	}

@@ -71,12 +71,7 @@ type runConfig struct {
 // parseRun parses the run command's arguments and environment.
 func parseRun(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
 	var c runConfig
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, runUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("run", runUsage, stderr)
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL for what the command left, and after a forwarded INT or TERM (0: SIGKILL at once)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "end the whole job after this `duration` (SIGTERM, grace, kill) and exit 124 (0: no limit)")
 	fs.BoolVar(&c.quiet, "quiet", false, "do not name what was killed on stderr")
@@ -86,10 +81,7 @@ func parseRun(args []string, getenv func(string) string, stderr io.Writer) (runC
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which the job's slice is created (default: a child \"reaper\" of reaper's own cgroup)")
 	stateDirFlag(fs, &c.stateDir)
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if err := setFromEnv(fs, getenv); err != nil {
+	if err := parseFlags(fs, args, true, getenv); err != nil {
 		return c, err
 	}
 	c.argv = fs.Args()
@@ -129,7 +121,7 @@ func runCommand(args []string, getenv func(string) string, stderr io.Writer) int
 		return exitFailed
 	}
 	if getenv(reaper.EnvGuardPid) == "" {
-		return guard(guardSpec{command: "run", terminal: true, crashed: exitFailed}, args, stderr)
+		return guard(guardSpec{command: "run", terminal: true, crashed: exitFailed}, args, getenv, stderr)
 	}
 	link, err := reaper.GuardedBy(getenv(reaper.EnvGuardPid), getenv(reaper.EnvGuardFD))
 	if err != nil {

@@ -22,9 +22,9 @@ import (
 func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	closeOnExec()
 	if getenv(reaper.EnvGuardPid) == "" {
-		return guard(guardSpec{command: "serve"}, args, stderr)
+		return guard(guardSpec{command: "serve"}, args, getenv, stderr)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := earlyLogger(stderr, args, getenv)
 	link, err := reaper.GuardedBy(getenv(reaper.EnvGuardPid), getenv(reaper.EnvGuardFD))
 	sig := watchSignals(log, link)
 	defer sig.stop()
@@ -49,28 +49,39 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	if status != 0 {
 		return status
 	}
-	r, srv, err := newServer(c, link, log)
-	if err != nil {
+	o, status := startOps(c, log, stderr)
+	defer o.close()
+	var r *reaper.Reaper
+	var srv *mcpserver.Server
+	if status == 0 {
+		r, srv, err = newServer(c, link, log, o)
+	}
+	if err != nil || status != 0 {
 		if ln != nil {
 			ln.Close()
 		}
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-		return 1
+		if err != nil {
+			fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+			return 1
+		}
+		return status
 	}
 	sig.onSignal(srv.Hurry)
 	defer sig.watchdog(r, log)()
+	o.ready(r)
 	notify(log, "READY=1")
 	if ln == nil {
-		log.Info("reaper serving MCP over stdio", "containment", r.Containment().String(), "version", versionString())
+		log.Info("reaper serving MCP over stdio", append(startAttrs(r, o), "version", versionString())...)
 		err := srv.Run(sig.serving, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 			log.Error("stdio session ended with an error", "error", err)
 		}
 	} else {
-		log.Info("reaper serving MCP over Streamable HTTP", "url", endpointURL(c.http, ln.Addr()),
-			"auth", authText(tokens), "idle_timeout", c.idleTimeout, "containment", r.Containment().String(), "version", versionString())
+		log.Info("reaper serving MCP over Streamable HTTP", append([]any{"url", endpointURL(c.http, ln.Addr()),
+			"auth", authText(tokens), "idle_timeout", c.idleTimeout.String()}, append(startAttrs(r, o), "version", versionString())...)...)
 		status = serveHTTP(sig, srv, ln, tokens, log)
 	}
+	o.stopping()
 	return shutdown(sig, srv, r, log, status)
 }
 
@@ -100,7 +111,7 @@ func listen(c serveConfig, tokens map[string]string, stderr io.Writer) (net.List
 
 // newServer creates the Reaper and the MCP server on top of it. The Reaper announces itself to the
 // guard, if there is one.
-func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger) (*reaper.Reaper, *mcpserver.Server, error) {
+func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
 	containment, _ := reaper.ParseContainment(c.containment)
 	opts := reaper.Options{
 		Containment:       containment,
@@ -109,7 +120,9 @@ func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger) (*reaper.
 		Grace:             graceOption(c.grace),
 		BackgroundTimeout: c.bgTimeout,
 		MaxTasks:          c.maxTasks,
+		SessionLimits:     cgroup.Limits{MemoryMax: int64(c.memoryMax), PidsMax: c.pidsMax, CPUs: float64(c.cpuMax)},
 		Logger:            log,
+		Observer:          o.reaperObserver(),
 	}
 	if link.Announce != nil {
 		opts.Announce = link.Announce
@@ -125,6 +138,7 @@ func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger) (*reaper.
 		KeepAlive:   c.keepalive,
 		Version:     versionString(),
 		Logger:      log,
+		Observer:    o.mcpObserver(),
 	})
 	if err != nil {
 		r.Close(context.Background())
@@ -139,7 +153,14 @@ func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger) (*reaper.
 func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, tokens map[string]string, log *slog.Logger) int {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Tokens: tokens}))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		// A keep-alive connection between requests holds a descriptor; clients that pool connections
+		// and never close them (or vanish without a FIN) must not pile them up.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	status := 0
@@ -172,6 +193,19 @@ func shutdown(sig *signals, srv *mcpserver.Server, r *reaper.Reaper, log *slog.L
 	}
 	log.Info("reaper stopped")
 	return status
+}
+
+// startAttrs are what the start-up line says of containment, limits and the admin endpoint.
+func startAttrs(r *reaper.Reaper, o *ops) []any {
+	ci := r.Containment()
+	attrs := []any{"containment", ci.String()}
+	if l := limitsText(ci.Limits); l != "" {
+		attrs = append(attrs, "limits", l)
+	}
+	if o.url != "" {
+		attrs = append(attrs, "admin", o.url)
+	}
+	return attrs
 }
 
 func authText(tokens map[string]string) string {

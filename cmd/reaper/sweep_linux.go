@@ -31,24 +31,13 @@ Flags:
 func sweep(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var cgroupRoot, stateDir, containment string
 	var dryRun, asJSON bool
-	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, sweepUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("sweep", sweepUsage, stderr)
 	fs.StringVar(&cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup the instances' slices are under (default: a child \"reaper\" of this process's cgroup)")
 	stateDirFlag(fs, &stateDir)
 	fs.StringVar(&containment, "containment", "auto", "auto or cgroup: look for slices and state directories; process: state directories only")
 	fs.BoolVar(&dryRun, "dry-run", false, "list what would be killed and removed, and do neither")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	err := fs.Parse(args)
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err == nil {
-		err = setFromEnv(fs, getenv)
-	}
+	err := parseFlags(fs, args, false, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}

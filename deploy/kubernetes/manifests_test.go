@@ -191,7 +191,7 @@ func build(t *testing.T, dir string) []any {
 }
 
 // TestKustomizationsBuild builds every kustomization and checks the pod each one makes: reaper as
-// a native sidecar with its token from a Secret, probes on the admin endpoint, resources and a
+// a native sidecar with its tokens from a Secret, httpGet probes on the admin endpoint, resources and a
 // security context, and the containment each variant is for.
 func TestKustomizationsBuild(t *testing.T) {
 	for _, dir := range kustomizations {
@@ -220,7 +220,7 @@ func checkPod(t *testing.T, dir string, pod *corev1.Pod) {
 		t.Errorf("%s: the reaper init container is not a native sidecar (restartPolicy Always)", dir)
 	}
 	cmd := strings.Join(append(slices.Clone(r.Command), r.Args...), " ")
-	for _, want := range []string{"reaper serve", "--http 127.0.0.1:8765", "--admin 127.0.0.1:9090"} {
+	for _, want := range []string{"reaper serve", "--http 127.0.0.1:8765", "--admin :9090"} {
 		if !strings.Contains(cmd, want) {
 			t.Errorf("%s: reaper's command line %q lacks %q", dir, cmd, want)
 		}
@@ -228,21 +228,33 @@ func checkPod(t *testing.T, dir string, pod *corev1.Pod) {
 	if strings.Contains(cmd, "--token") {
 		t.Errorf("%s: a token on reaper's command line: %q", dir, cmd)
 	}
-	var token *corev1.EnvVar
-	for i, e := range r.Env {
-		if e.Name == "REAPER_TOKEN" {
-			token = &r.Env[i]
+	// A non-loopback --admin needs the admin token, which must come from a Secret too.
+	for _, name := range []string{"REAPER_TOKEN", "REAPER_ADMIN_TOKEN"} {
+		var token *corev1.EnvVar
+		for i, e := range r.Env {
+			if e.Name == name {
+				token = &r.Env[i]
+			}
+		}
+		if token == nil || token.ValueFrom == nil || token.ValueFrom.SecretKeyRef == nil || token.Value != "" {
+			t.Errorf("%s: %s does not come from a Secret: %+v", dir, name, token)
 		}
 	}
-	if token == nil || token.ValueFrom == nil || token.ValueFrom.SecretKeyRef == nil || token.Value != "" {
-		t.Errorf("%s: REAPER_TOKEN does not come from a Secret: %+v", dir, token)
+	var adminPort int32
+	for _, p := range r.Ports {
+		if p.Name == "admin" {
+			adminPort = p.ContainerPort
+		}
+	}
+	if adminPort != 9090 {
+		t.Errorf("%s: no container port named admin at 9090: %+v", dir, r.Ports)
 	}
 	for name, probe := range map[string]*corev1.Probe{"startup": r.StartupProbe, "readiness": r.ReadinessProbe, "liveness": r.LivenessProbe} {
 		path := "/readyz"
 		if name == "liveness" {
 			path = "/healthz"
 		}
-		if probe == nil || probe.Exec == nil || !slices.Contains(probe.Exec.Command, "http://127.0.0.1:9090"+path) {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "admin" {
 			t.Errorf("%s: the %s probe does not ask the admin endpoint for %s: %+v", dir, name, path, probe)
 		}
 	}

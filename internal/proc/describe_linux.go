@@ -72,3 +72,42 @@ func uptime() (time.Duration, bool) {
 	}
 	return time.Duration(secs * float64(time.Second)), true
 }
+
+// maxCmdline bounds the command line CommandLine returns.
+const maxCmdline = 512
+
+// CommandLine returns pid's command line, its arguments joined by spaces and cut to 512 bytes; the
+// command name in brackets for a kernel thread or a zombie, whose command line is empty; "" when the
+// process is gone.
+func CommandLine(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return ""
+	}
+	b = bytes.TrimRight(b, "\x00")
+	if len(b) == 0 {
+		if p := Describe(pid); p.Comm != "" {
+			return "[" + p.Comm + "]"
+		}
+		return ""
+	}
+	if len(b) > maxCmdline {
+		b = append(b[:maxCmdline-3], "..."...)
+	}
+	return string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+}
+
+// Cgroup returns pid's cgroup v2 path as /proc/<pid>/cgroup shows it (relative to the reader's
+// cgroup namespace); "" when the process is gone or has none.
+func Cgroup(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range bytes.Split(b, []byte{'\n'}) {
+		if path, ok := bytes.CutPrefix(line, []byte("0::")); ok {
+			return string(path)
+		}
+	}
+	return ""
+}

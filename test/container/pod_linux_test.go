@@ -1,6 +1,9 @@
 package container
 
 import (
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +42,58 @@ func TestSidecarInPod(t *testing.T) {
 		}
 		if !strings.Contains(out, `"serverInfo":{"name":"reaper"`) {
 			t.Errorf("initialize from a container in the pod answered %q", out)
+		}
+	})
+
+	// The Kubernetes pod's probes: the admin endpoint on every address (the kubelet probes the pod's
+	// IP), allowed because an admin token comes from the environment, as the Secret gives it.
+	t.Run("probes as in the Kubernetes pod", func(t *testing.T) {
+		token := testutil.UniqueName("admin-token-")
+		port := strconv.Itoa(freePort(t))
+		s := startSidecar(t, serveOpts{pod: pod, podman: []string{"-e", "REAPER_ADMIN_TOKEN=" + token},
+			reaper: []string{"--admin", ":" + port}})
+		base := "http://127.0.0.1:" + port
+		probe := func(path, token string) (int, string) {
+			req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return 0, err.Error()
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			return res.StatusCode, string(b)
+		}
+		var code int
+		var body string
+		testutil.Eventually(t, "/readyz to answer 200", func() bool {
+			code, body = probe("/readyz", "")
+			return code == http.StatusOK
+		})
+		if !strings.Contains(body, "containment "+s.containment) {
+			t.Errorf("/readyz says %q; reaper logged containment %s", body, s.containment)
+		}
+		if code, body = probe("/healthz", ""); code != http.StatusOK {
+			t.Errorf("/healthz: %d %q", code, body)
+		}
+		if code, _ = probe("/metrics", ""); code != http.StatusUnauthorized {
+			t.Errorf("/metrics without the admin token: %d, want 401", code)
+		}
+		if code, body = probe("/metrics", token); code != http.StatusOK || !strings.Contains(body, "reaper_sessions_active 0") {
+			t.Errorf("/metrics with the admin token: %d\n%s", code, body)
+		}
+	})
+
+	// Without an admin token, reaper refuses an admin endpoint beyond loopback before it serves.
+	t.Run("admin beyond loopback without a token", func(t *testing.T) {
+		name := testutil.UniqueName("reaper-ctest-")
+		t.Cleanup(func() { removeContainer(t, name, &container{}) })
+		out, err := suite.pm.run("run", "--name", name, "--pull=never", "--pod", pod, suite.image,
+			"serve", "--http", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--admin", ":"+strconv.Itoa(freePort(t)))
+		if err == nil || !strings.Contains(out+err.Error(), "admin token") {
+			t.Errorf("reaper with --admin :PORT and no admin token: %v\n%s", err, out)
 		}
 	})
 

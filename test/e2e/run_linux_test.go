@@ -46,29 +46,34 @@ func marked(mark string) []testutil.Proc {
 	return out
 }
 
+// killMarked kills every process that carries mark: a test's own cleanup.
+func killMarked(mark string) {
+	for _, p := range marked(mark) {
+		syscall.Kill(p.Pid, syscall.SIGKILL)
+	}
+}
+
 // startRun starts `reaper run` with flags, then argv, with mark in its environment (the job inherits
 // it). Cleanup kills whatever carries the mark, so that a failing test leaves nothing either.
-func startRun(t testing.TB, p placement, mark string, flags []string, argv ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+func startRun(t testing.TB, p placement, mark string, flags []string, argv ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
 	t.Helper()
 	args := append(append(append([]string{"run"}, p.args()...), flags...), "--")
 	cmd := exec.Command(bin, append(args, argv...)...)
 	cmd.Env = append(os.Environ(), mark)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr := &syncBuffer{}, &syncBuffer{} // read while exec's goroutines write them
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		for _, q := range marked(mark) {
-			syscall.Kill(q.Pid, syscall.SIGKILL)
-		}
+		killMarked(mark)
 	})
-	return cmd, &stdout, &stderr
+	return cmd, stdout, stderr
 }
 
 // finishRun waits for a `reaper run` started by startRun, for at most within.
-func finishRun(t testing.TB, cmd *exec.Cmd, stdout, stderr *bytes.Buffer, started time.Time, within time.Duration) runResult {
+func finishRun(t testing.TB, cmd *exec.Cmd, stdout, stderr *syncBuffer, started time.Time, within time.Duration) runResult {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -179,7 +184,7 @@ func TestRunExitStatus(t *testing.T) {
 // second SIGTERM ends it at once.
 func TestRunSignals(t *testing.T) {
 	p := place(t, "")
-	await := func(t *testing.T, stdout *bytes.Buffer, want string) {
+	await := func(t *testing.T, stdout *syncBuffer, want string) {
 		testutil.Eventually(t, "the job to print "+want, func() bool { return strings.Contains(stdout.String(), want) })
 	}
 	t.Run("forwarded", func(t *testing.T) {

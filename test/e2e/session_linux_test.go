@@ -204,7 +204,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		ps := escapees(t, cs)
 		cs.Close() // sends DELETE
 		t.Logf("dead %v after DELETE", testutil.AwaitDead(t, ps, grace+time.Second))
-		if !p.stderr.await(`reason="client DELETE"`) {
+		if !p.stderr.await(`reason=delete`) {
 			t.Errorf("the session end was not logged with its reason:\n%s", p.stderr)
 		}
 	})

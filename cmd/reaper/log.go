@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+)
+
+// Log settings, shared by every command that logs: --log-format and --log-level, or REAPER_LOG_FORMAT
+// and REAPER_LOG_LEVEL.
+const (
+	logFormatUsage = "log `format`: text (key=value) or json (one JSON object a line)"
+	logLevelUsage  = "least `level` logged: debug, info, warn or error"
+)
+
+// newLogger makes the logger that format and level ask for, writing to w.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// earlyLogger is the logger for a process that logs before it parses its flags (a guard, a server
+// watching signals from its first instruction): --log-format and --log-level found in args (before
+// a "--"), else in the environment. Settings it cannot use give the default, a text logger at info:
+// the flag parser reports them.
+func earlyLogger(w io.Writer, args []string, getenv func(string) string) *slog.Logger {
+	format, level := getenv("REAPER_LOG_FORMAT"), getenv("REAPER_LOG_LEVEL")
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "log-format" && name != "log-level" {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		if name == "log-format" {
+			format = value
+		} else {
+			level = value
+		}
+	}
+	if format == "" {
+		format = "text"
+	}
+	if level == "" {
+		level = "info"
+	}
+	log, err := newLogger(w, format, level)
+	if err != nil {
+		log, _ = newLogger(w, "text", "info")
+	}
+	return log
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/admin"
+	"github.com/cgreaper/reaper/internal/metrics"
+	"github.com/cgreaper/reaper/mcpserver"
+	"github.com/cgreaper/reaper/reaper"
+)
+
+// ops is what operators see of a server: the admin endpoint and the metrics behind it. Without
+// --admin it holds nothing and every method does nothing.
+type ops struct {
+	admin   *admin.Server
+	metrics *metrics.Metrics
+	url     string // the admin endpoint, for the log
+}
+
+// startOps checks --admin (loopback unless there is an admin token), opens its listener and starts
+// serving, not ready yet. It returns a non-zero exit status on failure, having said why.
+func startOps(c serveConfig, log *slog.Logger, stderr io.Writer) (*ops, int) {
+	o := &ops{}
+	if c.admin == "" {
+		return o, 0
+	}
+	token, err := c.adminTokenValue()
+	if err != nil {
+		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+		return o, 2
+	}
+	loop, err := isLoopback(c.admin)
+	if err != nil {
+		fmt.Fprintf(stderr, "reaper serve: --admin %s: %v\n", c.admin, err)
+		return o, 2
+	}
+	if !loop && token == "" {
+		fmt.Fprintf(stderr, "reaper serve: refusing to serve the admin endpoint on %s without an admin token: /metrics would be open to anyone who can reach it. "+
+			"Set --admin-token, REAPER_ADMIN_TOKEN or --admin-token-file (/healthz and /readyz stay open), or listen on loopback such as 127.0.0.1:9090.\n", c.admin)
+		return o, 2
+	}
+	ln, err := net.Listen("tcp", c.admin)
+	if err != nil {
+		fmt.Fprintf(stderr, "reaper serve: --admin: %v\n", err)
+		return o, 1
+	}
+	o.metrics = metrics.New(metrics.Options{Version: versionString()})
+	o.admin = admin.New(admin.Options{Token: token, Metrics: o.metrics.Handler(), Logger: log})
+	o.admin.Serve(ln)
+	o.url = strings.TrimSuffix(endpointURL(c.admin, ln.Addr()), "/mcp")
+	return o, 0
+}
+
+// reaperObserver is the Reaper's Observer: the metrics', or none.
+func (o *ops) reaperObserver() reaper.Observer {
+	if o.metrics == nil {
+		return nil
+	}
+	return o.metrics.ReaperObserver()
+}
+
+// mcpObserver is the MCP server's Observer: the metrics', or none.
+func (o *ops) mcpObserver() mcpserver.Observer {
+	if o.metrics == nil {
+		return nil
+	}
+	return o.metrics.MCPObserver()
+}
+
+// ready records the containment as a metric, reads usage at each scrape, and makes /readyz answer
+// ready with the containment mode and why.
+func (o *ops) ready(r *reaper.Reaper) {
+	if o.admin == nil {
+		return
+	}
+	ci := r.Containment()
+	o.metrics.SetContainment(ci)
+	o.metrics.WatchUsage(r.Usage)
+	o.admin.SetReady(true, readyText(ci))
+}
+
+// readyText is /readyz's body: the containment mode, why, and the per-session limits in effect.
+func readyText(ci reaper.ContainmentInfo) string {
+	s := "containment " + ci.String()
+	if l := limitsText(ci.Limits); l != "" {
+		s += "; per-session limits: " + l
+	}
+	if ci.LimitsDropped != "" {
+		s += "; " + ci.LimitsDropped
+	}
+	return s
+}
+
+// limitsText lists limits as the cgroup files they are written to; empty for none.
+func limitsText(l cgroup.Limits) string {
+	var parts []string
+	if l.MemoryMax > 0 {
+		parts = append(parts, fmt.Sprintf("memory.max=%d", l.MemoryMax))
+	}
+	if l.PidsMax > 0 {
+		parts = append(parts, fmt.Sprintf("pids.max=%d", l.PidsMax))
+	}
+	if l.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("cpu.max=%g CPUs", l.CPUs))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// stopping makes /readyz answer not ready: the server is shutting down.
+func (o *ops) stopping() {
+	if o.admin != nil {
+		o.admin.SetReady(false, "shutting down")
+	}
+}
+
+// close stops the admin endpoint.
+func (o *ops) close() {
+	if o.admin != nil {
+		o.admin.Close()
+	}
+}

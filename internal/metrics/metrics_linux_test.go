@@ -1,0 +1,81 @@
+package metrics
+
+import (
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/mcpserver"
+	"github.com/cgreaper/reaper/reaper"
+)
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("scrape: %d", rec.Code)
+	}
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func TestObserversMoveTheMetrics(t *testing.T) {
+	m := New(Options{Version: "v1.2.3"})
+	usage := reaper.Usage{Sessions: 2, Counted: true, MemoryCounted: true, Processes: []int{3, 5}, Memory: []int64{100, 300}}
+	m.WatchUsage(func() reaper.Usage { return usage })
+	m.SetContainment(reaper.ContainmentInfo{Mode: reaper.ContainProcess})
+
+	ro, mo := m.ReaperObserver(), m.MCPObserver()
+	ro.TaskEnded(reaper.TaskEnd{Status: reaper.Failed})
+	ro.TaskEnded(reaper.TaskEnd{Status: reaper.Failed, OOMKilled: true})
+	ro.Teardown(reaper.KillReport{Terminated: 2, Killed: 5, Walked: 2, Found: 3, Remaining: []reaper.Proc{{Pid: 9}}})
+	ro.SessionEnded(reaper.SessionEnd{Reason: "idle", Report: reaper.KillReport{Duration: 30 * time.Millisecond}, Err: errors.New("x")})
+	ro.Swept(reaper.SweepReport{Dead: []reaper.DeadInstance{{Processes: []reaper.Proc{{Pid: 1}, {Pid: 2}}}}})
+	mo.Operation(mcpserver.Operation{Method: "tools/call", Tool: "bash", Transport: "tcp", ProtocolVersion: "2025-11-25", Duration: 40 * time.Millisecond})
+	mo.SessionEnded(mcpserver.SessionInfo{Transport: "tcp", Duration: 3 * time.Second})
+
+	out := scrape(t, m)
+	for _, want := range []string{
+		`reaper_build_info{version="v1.2.3"} 1`,
+		`reaper_containment_info{kill="none",mode="process"} 1`,
+		`reaper_sessions_active 2`,
+		`reaper_session_processes 8`,
+		`reaper_session_processes_largest 5`,
+		`reaper_session_memory_bytes 400`,
+		`reaper_session_memory_largest_bytes 300`,
+		`reaper_tasks_ended_total{status="failed"} 2`,
+		`reaper_tasks_ended_total{status="completed"} 0`,
+		`reaper_tasks_oom_killed_total 1`,
+		`reaper_processes_killed_total{phase="sigterm"} 2`,
+		`reaper_processes_killed_total{phase="cgroup_kill"} 3`,
+		`reaper_processes_killed_total{phase="walk"} 2`,
+		`reaper_escapees_found_total 3`,
+		`reaper_processes_remaining_total 1`,
+		`reaper_sessions_ended_total{reason="idle"} 1`,
+		`reaper_session_teardown_duration_seconds_count 1`,
+		`reaper_session_teardown_duration_seconds_bucket{le="0.05"} 1`,
+		`reaper_sweep_dead_instances_total 1`,
+		`reaper_sweep_processes_killed_total 2`,
+		`mcp_server_operation_duration_seconds_bucket{error_type="",gen_ai_tool_name="bash",mcp_method_name="tools/call",mcp_protocol_version="2025-11-25",network_transport="tcp",le="0.05"} 1`,
+		`mcp_server_session_duration_seconds_count{mcp_protocol_version="",network_transport="tcp"} 1`,
+		`go_goroutines `,
+		`process_resident_memory_bytes `,
+	} {
+		if !strings.Contains(out, want+"\n") && !strings.Contains(out, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(out)
+	}
+
+	// In process containment nothing counts processes per slice: no sample rather than a false 0.
+	usage = reaper.Usage{Sessions: 1}
+	if out := scrape(t, m); strings.Contains(out, "reaper_session_processes ") || strings.Contains(out, "reaper_session_memory_bytes") {
+		t.Errorf("per-slice gauges without slices:\n%s", out)
+	}
+}

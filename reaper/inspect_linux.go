@@ -1,0 +1,305 @@
+package reaper
+
+import (
+	"cmp"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
+)
+
+// InspectOptions configures Inspect. The zero value looks where a Reaper with zero Options keeps its
+// instances.
+type InspectOptions struct {
+	// Cgroup names the slice root to look under (see Options.Cgroup). Where it does not exist or
+	// cannot be used, only state directories and /proc are looked at.
+	Cgroup cgroup.Options
+	// StateDir is where instances keep their state directories; empty means DefaultStateDir().
+	StateDir string
+	// NoCgroup looks at state directories and /proc only.
+	NoCgroup bool
+}
+
+// Inspection is what Inspect found: every instance under the root or in the state directory, alive or
+// dead, with its sessions, their tasks and their live processes.
+type Inspection struct {
+	// Root is the slice root looked under; empty when none was.
+	Root string `json:"root,omitempty"`
+	// StateDir is the state directory looked in.
+	StateDir  string         `json:"state_dir"`
+	Instances []InstanceView `json:"instances"`
+}
+
+// InstanceView is one instance as Inspect found it.
+type InstanceView struct {
+	Instance
+	// Alive reports whether the instance's process still runs; a dead one's leftovers are what
+	// `reaper sweep` removes.
+	Alive bool `json:"alive"`
+	// State is its process's state as /proc shows it: "S" sleeping, "R" running, "T" stopped (SIGSTOP),
+	// "D" uninterruptible; empty when it is dead.
+	State    string        `json:"process_state,omitempty"`
+	Sessions []SessionView `json:"sessions"`
+}
+
+// SessionView is one session of an instance.
+type SessionView struct {
+	// Name is the session's slice name ("s-3"); ID the name it goes by in logs ("mcp-1a2b..." or
+	// "stdio-..."), when its record says.
+	Name    string    `json:"name"`
+	ID      string    `json:"id,omitempty"`
+	Slice   string    `json:"slice,omitempty"`
+	Created time.Time `json:"created,omitzero"`
+	// Tasks are the tasks the session kept when it last started one (its record on disk).
+	Tasks []TaskView `json:"tasks"`
+	// Processes are the session's live processes: in its slice, or anywhere with its marker.
+	Processes []ProcessView `json:"processes"`
+}
+
+// TaskView is a task as its session recorded it.
+type TaskView struct {
+	ID          string    `json:"id"`
+	Command     string    `json:"command"`
+	Description string    `json:"description,omitempty"`
+	Background  bool      `json:"background"`
+	Pid         int       `json:"pid"`
+	Started     time.Time `json:"started"`
+	Leaf        string    `json:"leaf,omitempty"`
+}
+
+// ProcessView is one live process of a session.
+type ProcessView struct {
+	Pid     int    `json:"pid"`
+	Command string `json:"command"`
+	// State is as in /proc/<pid>/stat ("S", "R", "D", "T", "Z").
+	State string `json:"state"`
+	// Cgroup is its cgroup as /proc/<pid>/cgroup shows it.
+	Cgroup string  `json:"cgroup"`
+	Age    float64 `json:"age_seconds"`
+	// Task is the task it belongs to, when known (its leaf or its REAPER_TASK marker).
+	Task string `json:"task,omitempty"`
+	// Outside reports a process of a cgroup-contained session found outside the session's slice
+	// (by its marker): an escapee, which the session's end kills too.
+	Outside bool `json:"outside_slice,omitempty"`
+}
+
+// Inspect lists the instances under the root and in the state directory, their sessions, tasks and
+// processes. It reads cgroupfs, /proc and the instances' state directories only, never asks an
+// instance anything, and changes nothing: it works while an instance is stopped or wedged. The scan
+// for markers reads the environment of every process this user may read.
+func Inspect(opts InspectOptions) (Inspection, error) {
+	if opts.StateDir == "" {
+		opts.StateDir = DefaultStateDir()
+	}
+	in := Inspection{StateDir: opts.StateDir, Instances: []InstanceView{}}
+	w := proc.NewWalker()
+	byName := make(map[string]*InstanceView)
+	get := func(name string) *InstanceView {
+		if byName[name] == nil {
+			byName[name] = &InstanceView{Instance: Instance{Name: name}}
+		}
+		return byName[name]
+	}
+	var errs []error
+	if !opts.NoCgroup {
+		if root, err := cgroup.LookupRoot(opts.Cgroup); err == nil {
+			in.Root = root.Path()
+			names, err := root.Slices()
+			errs = append(errs, err)
+			for _, name := range names {
+				if _, _, ok := parseInstanceName(name); ok {
+					get(name).Slice = filepath.Join(root.Path(), name)
+				}
+			}
+		}
+	}
+	entries, err := os.ReadDir(opts.StateDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), instancePrefix)
+		if _, _, valid := parseInstanceName(name); !ok || !valid || !e.IsDir() {
+			continue
+		}
+		iv := get(name)
+		dir := filepath.Join(opts.StateDir, e.Name())
+		if rec, err := readInstance(dir); err == nil {
+			slice := iv.Slice
+			iv.Instance = rec
+			iv.Slice = cmp.Or(rec.Slice, slice)
+		}
+		iv.StateDir = dir
+	}
+	for _, iv := range byName {
+		iv.inspect(w)
+	}
+	markedProcesses(w, byName)
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		iv := byName[name]
+		slices.SortFunc(iv.Sessions, func(a, b SessionView) int { return cmp.Compare(sessionSeq(a.Name), sessionSeq(b.Name)) })
+		in.Instances = append(in.Instances, *iv)
+	}
+	return in, errors.Join(errs...)
+}
+
+// inspect fills in the instance's liveness, its sessions (from its state directory and its slice)
+// and the processes in their slices.
+func (iv *InstanceView) inspect(w *proc.Walker) {
+	pid, _, _ := parseInstanceName(iv.Name)
+	iv.Pid = pid
+	if iv.Alive = instanceAlive(w, iv.Name); iv.Alive {
+		iv.State = proc.Describe(pid).State
+	}
+	sessions := make(map[string]*SessionView)
+	get := func(name string) *SessionView {
+		if sessions[name] == nil {
+			sessions[name] = &SessionView{Name: name, Tasks: []TaskView{}, Processes: []ProcessView{}}
+		}
+		return sessions[name]
+	}
+	if iv.StateDir != "" {
+		entries, _ := os.ReadDir(iv.StateDir)
+		for _, e := range entries {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), "s-") {
+				continue
+			}
+			sv := get(e.Name())
+			if rec, err := readSessionRecord(filepath.Join(iv.StateDir, e.Name())); err == nil {
+				sv.ID, sv.Slice, sv.Created = rec.ID, rec.Slice, rec.Created
+				for _, t := range rec.Tasks {
+					sv.Tasks = append(sv.Tasks, TaskView(t))
+				}
+			}
+		}
+	}
+	if iv.Slice != "" {
+		entries, _ := os.ReadDir(iv.Slice)
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "s-") {
+				sv := get(e.Name())
+				sv.Slice = filepath.Join(iv.Slice, e.Name())
+				sv.sliceProcesses()
+			}
+		}
+	}
+	for _, sv := range sessions {
+		iv.Sessions = append(iv.Sessions, *sv)
+	}
+	if iv.Sessions == nil {
+		iv.Sessions = []SessionView{}
+	}
+}
+
+// sliceProcesses lists the processes in the session's slice, leaf by leaf, each with the last task
+// recorded in its leaf (a leaf is reused only once it is empty).
+func (sv *SessionView) sliceProcesses() {
+	leafTask := make(map[string]string)
+	for _, t := range sv.Tasks { // oldest first: the last task of a leaf wins
+		if t.Leaf != "" {
+			leafTask[t.Leaf] = t.ID
+		}
+	}
+	dirs := []string{sv.Slice}
+	entries, _ := os.ReadDir(sv.Slice)
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join(sv.Slice, e.Name()))
+		}
+	}
+	for _, dir := range dirs {
+		s, err := cgroup.OpenSlice(dir)
+		if err != nil {
+			continue
+		}
+		pids, _ := s.Pids()
+		if dir == sv.Slice {
+			pids = directPids(dir)
+		}
+		for _, pid := range pids {
+			sv.Processes = append(sv.Processes, describe(pid, leafTask[dir], false))
+		}
+	}
+}
+
+// directPids lists the processes of a cgroup itself, not of the cgroups below it.
+func directPids(dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// markedProcesses adds, to the sessions of the instances listed, every process on the machine that
+// carries one of their markers and was not found in a slice: all processes in process containment,
+// escapees in cgroup containment.
+func markedProcesses(w *proc.Walker, instances map[string]*InstanceView) {
+	seen := make(map[int]bool)
+	for _, iv := range instances {
+		for _, sv := range iv.Sessions {
+			for _, p := range sv.Processes {
+				seen[p.Pid] = true
+			}
+		}
+	}
+	procs, err := w.Snapshot(seen)
+	if err != nil {
+		return
+	}
+	for _, st := range procs {
+		v, ok := w.Env(st.Pid, EnvSession)
+		if !ok {
+			continue
+		}
+		inst, session, _ := strings.Cut(v, "/")
+		iv := instances[inst]
+		if iv == nil || session == "" {
+			continue
+		}
+		i := slices.IndexFunc(iv.Sessions, func(sv SessionView) bool { return sv.Name == session })
+		if i < 0 {
+			iv.Sessions = append(iv.Sessions, SessionView{Name: session, Tasks: []TaskView{}, Processes: []ProcessView{}})
+			i = len(iv.Sessions) - 1
+		}
+		task, _ := w.Env(st.Pid, EnvTask)
+		iv.Sessions[i].Processes = append(iv.Sessions[i].Processes, describe(st.Pid, task, iv.Containment == ContainCgroup.String()))
+	}
+	for _, iv := range instances {
+		for i := range iv.Sessions {
+			slices.SortFunc(iv.Sessions[i].Processes, func(a, b ProcessView) int { return cmp.Compare(a.Pid, b.Pid) })
+		}
+	}
+}
+
+// describe reads what a listing shows of a process.
+func describe(pid int, task string, outside bool) ProcessView {
+	p := proc.Describe(pid)
+	cmdline := proc.CommandLine(pid)
+	if cmdline == "" {
+		cmdline = p.Comm
+	}
+	return ProcessView{
+		Pid: pid, Command: cmdline, State: p.State, Cgroup: proc.Cgroup(pid),
+		Age: p.Age.Round(time.Millisecond).Seconds(), Task: task, Outside: outside,
+	}
+}
+
+// sessionSeq is the number in a session's name ("s-12": 12), for sorting.
+func sessionSeq(name string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(name, "s-"))
+	return n
+}

@@ -1,0 +1,62 @@
+package reaper
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cgreaper/reaper/internal/testutil"
+)
+
+// TestSessionRecordAndInspect checks the record a session keeps for `reaper ps` (readable by its
+// owner only, commands cut short, no environment) and that Inspect finds the session's process.
+func TestSessionRecordAndInspect(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{StateDir: t.TempDir(), Env: []string{"SECRET_TOKEN=hunter2", "PATH=" + os.Getenv("PATH")}})
+			s := newTestSession(t, r, SessionOptions{})
+			long := "exec sleep 1000 # " + strings.Repeat("x", 400)
+			ti, err := s.Start(long, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(s.tmp, sessionFile)
+			fi, err := os.Stat(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s has mode %v, want 0600", file, fi.Mode().Perm())
+			}
+			b, _ := os.ReadFile(file)
+			if !strings.Contains(string(b), ti.ID) || strings.Contains(string(b), "hunter2") || len(b) > 1024 {
+				t.Errorf("record %s", b)
+			}
+
+			opts := InspectOptions{StateDir: filepath.Dir(r.Instance().StateDir), NoCgroup: mode == ContainProcess}
+			if mode == ContainCgroup {
+				opts.Cgroup.Root = filepath.Dir(r.Containment().Slice)
+			}
+			var in Inspection
+			testutil.Eventually(t, "the task's process listed as sleep", func() bool {
+				in, err = Inspect(opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(in.Instances) != 1 || len(in.Instances[0].Sessions) != 1 {
+					t.Fatalf("inspection: %+v", in)
+				}
+				ps := in.Instances[0].Sessions[0].Processes
+				return len(ps) == 1 && strings.HasPrefix(ps[0].Command, "sleep 1000")
+			})
+			sv := in.Instances[0].Sessions[0]
+			if sv.ID != s.ID() || len(sv.Tasks) != 1 || sv.Tasks[0].ID != ti.ID || len(sv.Tasks[0].Command) != maxRecordedCommand {
+				t.Errorf("session: %+v", sv)
+			}
+			if p := sv.Processes[0]; p.Task != ti.ID || p.State == "" || mode == ContainCgroup && !strings.HasSuffix(p.Cgroup, "/"+s.name+"/l-1") {
+				t.Errorf("process: %+v", p)
+			}
+		})
+	}
+}

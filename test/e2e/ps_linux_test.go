@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cgreaper/reaper/internal/testutil"
+)
+
+// inspection is what `reaper ps --json` prints, as far as the tests read it.
+type inspection struct {
+	Instances []struct {
+		Name        string `json:"name"`
+		Pid         int    `json:"pid"`
+		Alive       bool   `json:"alive"`
+		State       string `json:"process_state"`
+		Containment string `json:"containment"`
+		Sessions    []struct {
+			Name  string `json:"name"`
+			ID    string `json:"id"`
+			Tasks []struct {
+				ID      string `json:"id"`
+				Command string `json:"command"`
+			} `json:"tasks"`
+			Processes []struct {
+				Pid     int     `json:"pid"`
+				Command string  `json:"command"`
+				State   string  `json:"state"`
+				Cgroup  string  `json:"cgroup"`
+				Age     float64 `json:"age_seconds"`
+				Task    string  `json:"task"`
+				Outside bool    `json:"outside_slice"`
+			} `json:"processes"`
+		} `json:"sessions"`
+	} `json:"instances"`
+}
+
+// reaperPs runs `reaper ps --json` with args and decodes what it prints.
+func reaperPs(t testing.TB, args ...string) inspection {
+	t.Helper()
+	out, err := exec.Command(bin, append([]string{"ps", "--json"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("reaper ps: %v\n%s", err, out)
+	}
+	var in inspection
+	if err := json.Unmarshal(out, &in); err != nil {
+		t.Fatalf("reaper ps --json: %v\n%s", err, out)
+	}
+	return in
+}
+
+// TestPsWhileTheServerIsStopped lists a running session with `reaper ps --json` while the server is
+// stopped by SIGSTOP (its API unreachable): the instance shows as stopped, with the session, its
+// background task and its processes, the escaped one included.
+func TestPsWhileTheServerIsStopped(t *testing.T) {
+	for _, mode := range []string{"cgroup", "process"} {
+		t.Run(mode, func(t *testing.T) {
+			pl := place(t, mode)
+			p := startHTTP(t, pl.args()...)
+			cs := connectHTTP(t, p.url, "")
+			ps := escapees(t, cs) // a background task: its shell, a setsid escapee, a double-forked child
+			server := serverOf(t, p.cmd.Process.Pid)
+			if err := syscall.Kill(server, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			defer syscall.Kill(server, syscall.SIGCONT)
+			testutil.Eventually(t, "the server stopped", func() bool {
+				in := reaperPs(t, pl.args()...)
+				return len(in.Instances) == 1 && in.Instances[0].State == "T"
+			})
+
+			in := reaperPs(t, pl.args()...)
+			iv := in.Instances[0]
+			if !iv.Alive || iv.Pid != server || iv.Containment != mode || len(iv.Sessions) != 1 {
+				t.Fatalf("instance: %+v", iv)
+			}
+			sv := iv.Sessions[0]
+			if !strings.HasPrefix(sv.ID, "mcp-") || len(sv.Tasks) != 1 || !strings.Contains(sv.Tasks[0].Command, "exec sleep 1000") {
+				t.Errorf("session: %+v", sv)
+			}
+			listed := map[int]bool{}
+			for _, pr := range sv.Processes {
+				listed[pr.Pid] = true
+				if pr.Task != sv.Tasks[0].ID || pr.State == "" || pr.Command == "" || pr.Age <= 0 {
+					t.Errorf("process %+v", pr)
+				}
+				if mode == "cgroup" && !strings.Contains(pr.Cgroup, "/"+iv.Name+"/"+sv.Name+"/") {
+					t.Errorf("process %d in cgroup %s, not in the session's slice", pr.Pid, pr.Cgroup)
+				}
+			}
+			for _, pr := range ps {
+				if !listed[pr.Pid] {
+					t.Errorf("process %d of the task is not listed: %+v", pr.Pid, sv.Processes)
+				}
+			}
+
+			out, err := exec.Command(bin, append([]string{"ps"}, pl.args()...)...).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "stopped") || !strings.Contains(string(out), "sleep 1000") {
+				t.Errorf("reaper ps: %v\n%s", err, out)
+			}
+			t.Logf("reaper ps:\n%s", out)
+		})
+	}
+}
