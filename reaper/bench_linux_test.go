@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -335,4 +336,52 @@ func rawStatRead(b *testing.B) int {
 		n++
 	}
 	return n
+}
+
+// BenchmarkIdleSessionHeap measures the Go heap an idle session holds in this package: 1000 sessions
+// that each ran one command (`echo hi`), beside 1000 sessions that ran nothing, in the same run
+// (heap in use after two collections, divided by the sessions). ran-B/session is the figure,
+// bare-B/session its baseline.
+//
+//	go test -run '^$' -bench BenchmarkIdleSessionHeap -benchtime 1x ./reaper
+func BenchmarkIdleSessionHeap(b *testing.B) {
+	const sessions = 1000
+	r := newTestReaper(b, ContainCgroup, Options{})
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse
+	}
+	perSession := func(run bool) float64 {
+		h0 := heap()
+		ss := make([]*Session, sessions)
+		for i := range ss {
+			s, err := r.NewSession(fmt.Sprintf("heap-%d", i), SessionOptions{WorkDir: "/"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if run {
+				if res, err := s.Run(context.Background(), "echo hi", RunOptions{Timeout: time.Minute}); err != nil || res.ExitCode != 0 {
+					b.Fatal(res, err)
+				}
+			}
+			ss[i] = s
+		}
+		h1 := heap()
+		for _, s := range ss {
+			if _, err := s.Close(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return (float64(h1) - float64(h0)) / sessions
+	}
+	var bare, ran float64
+	for range b.N {
+		bare += perSession(false)
+		ran += perSession(true)
+	}
+	b.ReportMetric(ran/float64(b.N), "ran-B/session")
+	b.ReportMetric(bare/float64(b.N), "bare-B/session")
 }

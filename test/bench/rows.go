@@ -20,6 +20,7 @@ var groups = []group{
 	{pkg: "./reaper", bench: "BenchmarkKill", benchtime: "5x"},
 	{pkg: "./reaper", bench: "BenchmarkSpawnTrue", benchtime: "500x"},
 	{pkg: "./reaper", bench: "BenchmarkWalk", benchtime: "10x", maxRounds: 3},
+	{pkg: "./reaper", bench: "BenchmarkIdleSessionHeap", benchtime: "1x"},
 	{pkg: "./test/e2e", bench: "BenchmarkIdleSessions", benchtime: "1x", maxRounds: 3},
 	{pkg: "./test/e2e", bench: "BenchmarkChurn", benchtime: "5x"},
 }
@@ -116,6 +117,7 @@ var rows = func() []row {
 	} {
 		info(row{bench: "BenchmarkIdleSessions", what: "1000 idle HTTP sessions: " + f[0], figure: "reaper-" + f[1], base: "lean-" + f[1], unit: f[2], baseline: lean})
 	}
+	info(row{bench: "BenchmarkIdleSessionHeap", what: "Go heap of an idle session after one command (reaper package)", figure: "ran-B/session", base: "bare-B/session", unit: "B", baseline: "a session that ran nothing"})
 	info(row{bench: "BenchmarkChurn", what: "sessions per second under churn, HTTP, 4 clients", figure: "reaper-sessions/s", base: "lean-sessions/s", unit: "/s", baseline: lean, inverse: true})
 	return rs
 }()

@@ -117,6 +117,8 @@ func value(v float64, unit string) string {
 		v, unit = v/1000, "ms"
 	case unit == "ms" && v >= 1000:
 		v, unit = v/1000, "s"
+	case unit == "B" && v >= 10000:
+		v, unit = v/1024, "KiB"
 	}
 	switch {
 	case unit == "calls" && v == 1:
