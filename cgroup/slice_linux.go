@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -166,4 +167,11 @@ func idsRecursive(dir, file string, dst []int) ([]int, error) {
 		}
 	}
 	return dst, nil
+}
+
+// Add moves the process pid into the slice. It is for a process that cannot be started in the slice
+// (clone3 refused) and cannot join it itself (its user may not write cgroup.procs), moved while it
+// waits to run anything; prefer spawning into the slice (OpenFD) or joining it (JoinArgs).
+func (s *Slice) Add(pid int) error {
+	return writeFile(s.path, "cgroup.procs", strconv.Itoa(pid))
 }

@@ -28,9 +28,14 @@ type HTTPOptions struct {
 
 const sessionHeader = "Mcp-Session-Id"
 
-// HTTPHandler returns the handler for the MCP endpoint: cross-origin protection, bearer
-// authentication (if tokens are set), the session front (DELETE and the idle lease), then the SDK's
-// Streamable HTTP handler, which also rejects DNS-rebinding Host headers on loopback.
+// maxSessionIDBytes bounds the session ids the front keeps records for; the SDK's are 26 characters.
+const maxSessionIDBytes = 128
+
+// HTTPHandler returns the handler for the MCP endpoint: DNS-rebinding protection (a loopback listener
+// refuses other Host headers), cross-origin protection, bearer authentication (if tokens are set), the
+// session front (DELETE and the idle lease), then the SDK's Streamable HTTP handler. Every request the
+// SDK would refuse before acting is refused before the front acts on it: a refused request never
+// tears a session down and never counts as activity on its idle lease.
 func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		// The SDK's own timeout frees sessions that never ran a command; sessions that did are
@@ -43,7 +48,9 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	if len(opts.Tokens) > 0 {
 		h = requireBearer(opts.Tokens, h)
 	}
-	return http.NewCrossOriginProtection().Handler(h)
+	// Every check before any side effect: Host, Origin, token, then (in front) the protocol version
+	// and the session's owner.
+	return checkHost(http.NewCrossOriginProtection().Handler(h))
 }
 
 // verifier checks a bearer token against every configured token in constant time (comparing
@@ -79,6 +86,15 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 	id := r.Header.Get(sessionHeader)
 	if id == "" {
 		next.ServeHTTP(w, r)
+		return
+	}
+	if v := r.Header.Get(protocolVersionHeader); !supportedVersion(v) {
+		// The SDK refuses it too, after the front would have acted.
+		http.Error(w, fmt.Sprintf("Bad Request: Unsupported protocol version %q", v), http.StatusBadRequest)
+		return
+	}
+	if len(id) > maxSessionIDBytes {
+		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
 	s.mu.Lock()

@@ -32,8 +32,8 @@ type Options struct {
 	// live connection) for this long, killing its processes. Zero means DefaultIdleTimeout; stdio
 	// sessions end with their connection instead.
 	IdleTimeout time.Duration
-	// KeepAlive, if positive, pings each client this often; a session whose client stops
-	// answering ends.
+	// KeepAlive, if positive, pings the client of each session that ran a tool this often; a
+	// session whose client leaves KeepAliveMisses pings in a row unanswered ends (see keepalive).
 	KeepAlive time.Duration
 	// Version is reported to clients as the server's version.
 	Version string
@@ -54,8 +54,11 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	mcp  *mcp.Server
-	// wg counts the goroutines the Server starts: session watchers, leases, MCP session closers and
-	// notifications. Each is added under mu while closing is false, so Close's Wait sees them all.
+	// budget caps the output a tool result carries (see outputBudget).
+	budget reaper.Budget
+	// wg counts the goroutines the Server starts: session watchers, leases, keepalives, MCP session
+	// closers and notifications. Each is added under mu while closing is false, so Close's Wait sees
+	// them all.
 	wg sync.WaitGroup
 
 	// mu guards the fields that follow, and the mutable fields of every session.
@@ -94,10 +97,10 @@ func New(opts Options) (*Server, error) {
 		followed: make(map[*mcp.ServerSession]bool),
 	}
 	lim := opts.Reaper.Limits()
+	s.budget = outputBudget(lim.OutputLimit)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: opts.Version}, &mcp.ServerOptions{
 		Instructions: instructions(lim, opts.IdleTimeout),
-		KeepAlive:    opts.KeepAlive,
-		Logger:       sdkLogger(opts.Logger),
+		Logger:       sdkLogger(opts.Logger), // no KeepAlive: the Server's own (see keepalive)
 	})
 	s.addTools(lim)
 	s.mcp.AddReceivingMiddleware(s.observe)
@@ -180,6 +183,10 @@ func (s *Server) open(st *session) error {
 		s.wg.Add(1)
 		go s.lease(st)
 	}
+	if s.opts.KeepAlive > 0 {
+		s.wg.Add(1)
+		go s.keepalive(st)
+	}
 	s.mu.Unlock()
 	s.log.Info("session started", "session", name, "owner", st.owner)
 	return nil
@@ -253,6 +260,7 @@ func (s *Server) teardown(ctx context.Context, st *session, reason string) error
 			s.mu.Unlock()
 		}()
 		close(st.ending)
+		st.cancelStop()
 		_, st.err = st.rs.CloseFor(ctx, reason) // which logs the end
 		if st.id != "" {
 			s.mu.Lock()

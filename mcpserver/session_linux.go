@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -15,6 +16,10 @@ type session struct {
 	id     string        // Mcp-Session-Id, or empty over stdio; fixed at creation
 	ending chan struct{} // closed when the teardown begins
 	ended  chan struct{} // closed when the teardown is complete
+	// stop is cancelled when the teardown begins, with ending, for the calls the session's goroutines
+	// make (keepalive pings); cancelStop cancels it.
+	stop       context.Context
+	cancelStop context.CancelFunc
 
 	// open runs once: it creates rs and starts the session's goroutines. openErr is its result.
 	open    sync.Once
@@ -37,5 +42,7 @@ type session struct {
 }
 
 func newSession(id string) *session {
-	return &session{id: id, ending: make(chan struct{}), ended: make(chan struct{}), last: time.Now()}
+	st := &session{id: id, ending: make(chan struct{}), ended: make(chan struct{}), last: time.Now()}
+	st.stop, st.cancelStop = context.WithCancel(context.Background())
+	return st
 }

@@ -23,7 +23,7 @@ type BashInput struct {
 	Command         string `json:"command" jsonschema:"the shell command to run (bash -c)"`
 	Timeout         *int   `json:"timeout,omitempty" jsonschema:"milliseconds before the command and everything it started are killed; default 120000, at most 600000"`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"start the command as a background task and return its task_id at once"`
-	Description     string `json:"description,omitempty" jsonschema:"a short description of what the command does"`
+	Description     string `json:"description,omitempty" jsonschema:"a short description of what the command does, at most 1024 bytes"`
 }
 
 // BashOutput is the bash tool's structured result.
@@ -121,35 +121,35 @@ func (s *Server) addTools(l reaper.Limits) {
 		Description: fmt.Sprintf(`Run a shell command (bash -c) in this session and return its output and exit code.
 The working directory persists between commands of the session; environment variables do not.
 Foreground commands return as soon as the command itself exits, even if it left processes running (such as "server &"); those stay in the session.
-Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed. Output is kept up to %s per command (head and tail; the middle of longer output is dropped and counted).
+Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed. Output is kept up to %s per command (head and tail; the middle of longer output is dropped and counted; control characters count six bytes each).
 With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling), stop it with task_stop, see all with task_list. At most %d background tasks run at once%s.
 Everything this session starts, background tasks and escaped or detached processes included, is killed when the session ends (over HTTP, also after %v without requests).`,
 			sizeString(l.OutputLimit), l.MaxTasks, bgTimeoutText(l.BackgroundTimeout), s.opts.IdleTimeout),
 		Annotations:  &mcp.ToolAnnotations{Title: "Run a shell command", OpenWorldHint: ptr(true)},
 		InputSchema:  schemaFor[BashInput](),
 		OutputSchema: schemaFor[BashOutput](),
-	}, s.bash)
+	}, structured(s.bash))
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:         "task_output",
 		Description:  "Return a background task's status, exit code once it has ended, and the output it wrote since the previous read. With block=true wait until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished task is cleared once its output has been read to the end.",
 		Annotations:  &mcp.ToolAnnotations{Title: "Read a background task's output", ReadOnlyHint: true},
 		InputSchema:  schemaFor[TaskOutputInput](),
 		OutputSchema: schemaFor[TaskOutput](),
-	}, s.taskOutput)
+	}, structured(s.taskOutput))
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:         "task_stop",
 		Description:  fmt.Sprintf("Stop a background task: its whole process tree (children, detached and escaped ones included) gets %s. Returns its final status.", graceText(l.Grace)),
 		Annotations:  &mcp.ToolAnnotations{Title: "Stop a background task", DestructiveHint: ptr(true), IdempotentHint: true},
 		InputSchema:  schemaFor[TaskStopInput](),
 		OutputSchema: schemaFor[TaskStopOutput](),
-	}, s.taskStop)
+	}, structured(s.taskStop))
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:         "task_list",
 		Description:  "List this session's background tasks (id, command, status, exit code, times, live process count) and any processes left running by finished foreground commands.",
 		Annotations:  &mcp.ToolAnnotations{Title: "List background tasks", ReadOnlyHint: true},
 		InputSchema:  schemaFor[TaskListInput](),
 		OutputSchema: schemaFor[TaskListOutput](),
-	}, s.taskList)
+	}, structured(s.taskList))
 	s.mcp.AddReceivingMiddleware(dropNullArguments)
 }
 
@@ -170,7 +170,7 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInpu
 		out := BashOutput{Status: string(ti.Status), TaskID: ti.ID, Cwd: st.rs.Cwd()}
 		return text(fmt.Sprintf("Started background task %s. Read its output with task_output (block=true waits for it to end); stop it with task_stop.", ti.ID)), out, nil
 	}
-	opts := reaper.RunOptions{Timeout: timeout, Description: in.Description}
+	opts := reaper.RunOptions{Timeout: timeout, Description: in.Description, Budget: s.budget}
 	if token := req.Params.GetProgressToken(); token != nil {
 		opts.OnProgress = func(p reaper.Progress) {
 			msg := fmt.Sprintf("%d lines, %v", p.Lines, p.Elapsed.Round(time.Second))
@@ -186,14 +186,16 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInpu
 	if err != nil && res.Status == "" {
 		return nil, BashOutput{}, err
 	}
+	txt := bashText(res, timeout, s.memoryMax())
 	out := BashOutput{
-		Output: res.Output, Status: string(res.Status), TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
+		// The text starts with the output: both share one copy of it.
+		Output: txt[:len(res.Output)], Status: string(res.Status), TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
 		DroppedBytes: res.Dropped, Cwd: res.Cwd, TaskID: res.TaskID, Leftover: res.Leftover,
 	}
 	if res.Status.Terminal() {
 		out.ExitCode = ptr(res.ExitCode)
 	}
-	return text(bashText(res, timeout, s.memoryMax())), out, nil
+	return text(txt), out, nil
 }
 
 // memoryMax is the per-session memory limit in effect, in bytes; zero for none.
@@ -221,9 +223,10 @@ func byteString(n int64) string {
 }
 
 // bashText is the human-readable result of a foreground command: the output, then what else the
-// agent should know, in brackets.
+// agent should know, in brackets. It starts with res.Output.
 func bashText(res reaper.Result, timeout time.Duration, memoryMax int64) string {
 	var b strings.Builder
+	b.Grow(len(res.Output) + 256)
 	b.WriteString(res.Output)
 	if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
 		b.WriteByte('\n')
@@ -269,7 +272,7 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 			return nil, TaskOutput{}, err
 		}
 	}
-	ti, c, err := st.rs.Output(in.TaskID, reaper.OutputOptions{})
+	ti, c, err := st.rs.Output(in.TaskID, reaper.OutputOptions{Budget: s.budget})
 	if err != nil {
 		return nil, TaskOutput{}, err
 	}

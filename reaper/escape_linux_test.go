@@ -29,6 +29,7 @@ type helperResult struct {
 	Cgroup      string // the task's /proc/self/cgroup line
 	Report      string
 	Survivors   []int
+	Outputs     map[string]string // outputs of commands, by name
 	Err         string
 }
 
@@ -227,5 +228,28 @@ func TestWalkFindsChildOfAnotherThread(t *testing.T) {
 	testutil.AssertDead(t, append(helper, escapee...))
 	if d := descendants(t); len(d) != 0 {
 		t.Errorf("left: %v", d)
+	}
+}
+
+// TestEscapeeDiesBeforeItsSessionEnds: in cgroup containment a process that cleared its environment,
+// double-forked, called setsid and moved itself out of the slice is adopted by the Reaper outside
+// every slice: the periodic check kills it while its session goes on, and leaves the session's own
+// leftover alone.
+func TestEscapeeDiesBeforeItsSessionEnds(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{})
+	s := newTestSession(t, r, SessionOptions{})
+	procs := filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs")
+	pids := filepath.Join(t.TempDir(), "pids")
+	res := run(t, s, fmt.Sprintf(`sleep 1000 & echo $! >> %[2]s
+env -i /bin/sh -c 'setsid /bin/sh -c "echo 0 > %[1]s; /bin/sh -c \"echo \\\$\\\$ >> %[2]s; exec sleep 1000\" &" &'
+`, procs, pids)+testutil.AwaitLines(pids, 2))
+	ps := testutil.PidsIn(t, res.Output)
+	leftover, escapee := ps[0], ps[1]
+	testutil.AwaitDead(t, []testutil.Proc{escapee}, 3*adoptionPeriod)
+	if !testutil.Running(leftover) {
+		t.Error("the session's own leftover died with the escapee")
+	}
+	if l := s.List(); len(l.Leftovers) != 1 || len(l.Leftovers[0].Pids) != 1 {
+		t.Errorf("leftovers %+v, want the one sleep", l.Leftovers)
 	}
 }

@@ -77,6 +77,11 @@ type Options struct {
 	// is reported, not waited for. Zero means DefaultCloseTimeout.
 	CloseTimeout time.Duration
 
+	// User, if set, is who tasks run as, with its groups and HOME, USER and LOGNAME, no
+	// capabilities and no_new_privs (see User); this process must be allowed to switch to it (root).
+	// New fails if the user cannot run the shell in WorkDir. Nil means this process's user.
+	User *User
+
 	// Shell is the shell that runs commands with -c. Empty means bash from PATH, or /bin/sh where
 	// bash is missing.
 	Shell string
@@ -97,8 +102,9 @@ type Options struct {
 	// NoSweep skips the sweep after dead instances (see Sweep) that New starts in the background.
 	NoSweep bool
 
-	// MaxTasks is the most background tasks a session may have running at once (finished ones do
-	// not count). Zero means DefaultMaxTasks.
+	// MaxTasks is the most background tasks a session may have running at once. As many finished
+	// ones are kept for their output (until it is read to the end, or Retention passes); past
+	// that the oldest are cleared. Zero means DefaultMaxTasks.
 	MaxTasks int
 	// OutputLimit is how many bytes of output are kept per task (head and tail). Zero means
 	// DefaultOutputLimit.
@@ -134,7 +140,7 @@ type Limits struct {
 	Grace time.Duration
 	// CloseTimeout bounds the wait for killed processes to disappear.
 	CloseTimeout time.Duration
-	// MaxTasks is the most running background tasks per session.
+	// MaxTasks is the most running background tasks per session, and the most finished ones kept.
 	MaxTasks int
 	// OutputLimit is the output kept per task, in bytes.
 	OutputLimit int
@@ -187,4 +193,7 @@ var (
 	ErrBadCommand = errors.New("bad command")
 	// ErrReaperClosed is returned for new sessions after the Reaper closed.
 	ErrReaperClosed = errors.New("reaper is closed")
+	// ErrBadInput is returned for an argument over its bound, such as a description over
+	// MaxDescriptionBytes.
+	ErrBadInput = errors.New("bad input")
 )

@@ -2,7 +2,6 @@ package reaper
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -90,47 +89,53 @@ type Chunk struct {
 }
 
 // readAt returns the output from offset from (clamped to what exists) to the end, at most max bytes of
-// it (max <= 0: no limit), and moves the incremental cursor to where it ends. If partial is true (the
+// it (max <= 0: no limit) and no more than budget allows, and moves the incremental cursor to where it ends. If partial is true (the
 // task still runs), an incomplete UTF-8 sequence at the end is held back for the next read rather
 // than turned into U+FFFD.
-func (o *output) readAt(from int64, max int, partial bool) Chunk {
+func (o *output) readAt(from int64, max int, partial bool, budget Budget) Chunk {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	c := o.readLocked(from, max, partial)
+	c := o.readLocked(from, max, partial, budget)
 	o.next = c.Next
 	return c
 }
 
 // readNext is readAt from the incremental cursor.
-func (o *output) readNext(max int, partial bool) Chunk {
+func (o *output) readNext(max int, partial bool, budget Budget) Chunk {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	c := o.readLocked(o.next, max, partial)
+	c := o.readLocked(o.next, max, partial, budget)
 	o.next = c.Next
 	return c
 }
 
-// all returns the whole stream as it is kept: the head, a line that says how many bytes were dropped
-// (if any), and the tail. It moves the incremental cursor to the end.
-func (o *output) all(partial bool) (text string, dropped, total int64) {
+// all returns the whole stream as it is kept, within budget: the head, a line that says how many bytes
+// were dropped (if any), and the tail. It moves the incremental cursor to the end.
+func (o *output) all(partial bool, budget Budget) (text string, dropped, total int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	c := o.readLocked(0, 0, partial)
-	text = c.Text
-	if c.Next < o.total {
-		rest := o.readLocked(c.Next, 0, partial)
-		dropped = rest.Skipped
-		if dropped > 0 {
-			text += fmt.Sprintf("\n[... %d bytes of output dropped ...]\n", dropped)
-		}
-		text += rest.Text
-		c = rest
+	if o.gone {
+		return "", 0, o.total
 	}
-	o.next = c.Next
+	tailStart := o.total - int64(o.rlen)
+	head, tail := o.head, o.ringBytes(0)
+	gap := tailStart - int64(len(head))
+	end := o.total
+	if partial {
+		last := &tail
+		if len(tail) == 0 {
+			last = &head
+		}
+		k := incompleteSuffix(*last)
+		*last = (*last)[:len(*last)-k]
+		end -= int64(k)
+	}
+	text, dropped = budget.fit(head, tail, gap)
+	o.next = end
 	return text, dropped, o.total
 }
 
-func (o *output) readLocked(from int64, max int, partial bool) Chunk {
+func (o *output) readLocked(from int64, max int, partial bool, budget Budget) Chunk {
 	from = min(max64(from, 0), o.total)
 	c := Chunk{Offset: from, Total: o.total}
 	tailStart := o.total - int64(o.rlen)
@@ -150,6 +155,13 @@ func (o *output) readLocked(from int64, max int, partial bool) Chunk {
 	if max > 0 && len(b) > max {
 		b = b[:max]
 		partial = true
+	}
+	if budget.on() {
+		n, _ := budget.prefix(b, budget.Max)
+		if n == 0 && len(b) > 0 {
+			_, n = utf8.DecodeRune(b) // one character at least, or the reader never gets past it
+		}
+		b = b[:n]
 	}
 	if partial {
 		b = b[:len(b)-incompleteSuffix(b)]

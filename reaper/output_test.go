@@ -11,23 +11,23 @@ func TestOutputKeepsHeadAndTail(t *testing.T) {
 	o := newOutput(10) // 5 bytes of head, 5 of tail
 	o.Write([]byte("0123"))
 	o.Write([]byte("45678"))
-	if c := o.readAt(0, 0, false); c.Text != "012345678" || c.Next != 9 || c.Skipped != 0 {
+	if c := o.readAt(0, 0, false, Budget{}); c.Text != "012345678" || c.Next != 9 || c.Skipped != 0 {
 		t.Fatalf("before the limit: %+v", c)
 	}
 	o.Write([]byte("abcdefghij")) // total 19: head 01234, tail fghij, 9 dropped
-	text, dropped, total := o.all(false)
+	text, dropped, total := o.all(false, Budget{})
 	if total != 19 || dropped != 9 || !strings.HasPrefix(text, "01234") || !strings.HasSuffix(text, "fghij") ||
 		!strings.Contains(text, "9 bytes of output dropped") {
 		t.Fatalf("all() = %q, %d, %d", text, dropped, total)
 	}
 	// Reading from inside the dropped part says how much was skipped.
-	if c := o.readAt(7, 0, false); c.Offset != 14 || c.Skipped != 7 || c.Text != "fghij" || c.Next != 19 {
+	if c := o.readAt(7, 0, false, Budget{}); c.Offset != 14 || c.Skipped != 7 || c.Text != "fghij" || c.Next != 19 {
 		t.Errorf("readAt(7) = %+v", c)
 	}
-	if c := o.readAt(3, 0, false); c.Text != "34" || c.Next != 5 {
+	if c := o.readAt(3, 0, false, Budget{}); c.Text != "34" || c.Next != 5 {
 		t.Errorf("readAt(3) = %+v: the head ends where the gap begins", c)
 	}
-	if c := o.readAt(100, 0, false); c.Offset != 19 || c.Text != "" {
+	if c := o.readAt(100, 0, false, Budget{}); c.Offset != 19 || c.Text != "" {
 		t.Errorf("readAt past the end = %+v", c)
 	}
 }
@@ -35,20 +35,20 @@ func TestOutputKeepsHeadAndTail(t *testing.T) {
 func TestOutputIncremental(t *testing.T) {
 	o := newOutput(1 << 10)
 	o.Write([]byte("one\n"))
-	if c := o.readNext(0, true); c.Text != "one\n" {
+	if c := o.readNext(0, true, Budget{}); c.Text != "one\n" {
 		t.Fatalf("first read %+v", c)
 	}
-	if c := o.readNext(0, true); c.Text != "" || c.Next != 4 {
+	if c := o.readNext(0, true, Budget{}); c.Text != "" || c.Next != 4 {
 		t.Fatalf("nothing new: %+v", c)
 	}
 	o.Write([]byte("two\nthree\n"))
-	if c := o.readNext(4, true); c.Text != "two\n" || c.Next != 8 {
+	if c := o.readNext(4, true, Budget{}); c.Text != "two\n" || c.Next != 8 {
 		t.Fatalf("capped read %+v", c)
 	}
-	if c := o.readNext(0, true); c.Text != "three\n" {
+	if c := o.readNext(0, true, Budget{}); c.Text != "three\n" {
 		t.Fatalf("rest %+v", c)
 	}
-	if c := o.readAt(0, 0, true); c.Text != "one\ntwo\nthree\n" {
+	if c := o.readAt(0, 0, true, Budget{}); c.Text != "one\ntwo\nthree\n" {
 		t.Fatalf("from offset 0: %+v", c)
 	}
 }
@@ -59,18 +59,18 @@ func TestOutputValidText(t *testing.T) {
 	o.Write([]byte("a"))
 	o.Write(euro[:2])
 	// While the task runs the cut-off rune is held back, not mangled.
-	if c := o.readNext(0, true); c.Text != "a" || c.Next != 1 {
+	if c := o.readNext(0, true, Budget{}); c.Text != "a" || c.Next != 1 {
 		t.Fatalf("partial rune: %+v", c)
 	}
 	o.Write(euro[2:])
 	o.Write([]byte{0xff, 0xfe, 'z', 0})
-	c := o.readNext(0, false)
+	c := o.readNext(0, false, Budget{})
 	if c.Text != "€\uFFFDz\x00" || !utf8.ValidString(c.Text) {
 		t.Fatalf("got %q", c.Text)
 	}
 	// Once the task has ended a truncated rune is replaced.
 	o.Write(euro[:1])
-	if c := o.readNext(0, false); c.Text != "\uFFFD" {
+	if c := o.readNext(0, false, Budget{}); c.Text != "\uFFFD" {
 		t.Fatalf("final partial rune: %q", c.Text)
 	}
 }
@@ -83,12 +83,60 @@ func TestOutputRingWrapsManyTimes(t *testing.T) {
 		all.Write(line)
 		o.Write(line)
 	}
-	text, dropped, total := o.all(false)
+	text, dropped, total := o.all(false, Budget{})
 	want := all.Bytes()
 	if total != int64(len(want)) || dropped != total-64 {
 		t.Fatalf("total %d dropped %d, want %d %d", total, dropped, len(want), len(want)-64)
 	}
 	if !strings.HasPrefix(text, string(want[:32])) || !strings.HasSuffix(text, string(want[len(want)-32:])) {
 		t.Fatalf("head or tail wrong: %q", text)
+	}
+}
+
+// jsonish prices characters roughly as JSON escapes them: control characters six bytes.
+func jsonish(r rune) int {
+	if r < 0x20 {
+		return 6
+	}
+	return utf8.RuneLen(r)
+}
+
+func TestOutputBudget(t *testing.T) {
+	budget := Budget{Cost: jsonish, Max: 60}
+	// Cheap output within the budget comes back whole.
+	o := newOutput(100)
+	o.Write([]byte(strings.Repeat("a", 50)))
+	if text, dropped, _ := o.all(false, budget); text != strings.Repeat("a", 50) || dropped != 0 {
+		t.Fatalf("cheap output: %q, %d dropped", text, dropped)
+	}
+	// 50 control characters cost 300: about half the budget goes to the start, the rest to the end.
+	o = newOutput(100)
+	o.Write([]byte("<" + strings.Repeat("\x01", 48) + ">"))
+	text, dropped, total := o.all(false, budget)
+	front, back, ok := strings.Cut(text, "\n[... ")
+	if !ok || total != 50 || !strings.HasPrefix(front, "<\x01") || !strings.HasSuffix(back, "\x01>") {
+		t.Fatalf("expensive output: %q", text)
+	}
+	_, back, _ = strings.Cut(back, "...]\n")
+	if kept := len(front) + len(back); int64(kept)+dropped != 50 || budget.cost([]byte(front+back)) > 60 {
+		t.Errorf("kept %q and %q, dropped %d of 50: more than the budget, or miscounted", front, back, dropped)
+	}
+	// With a gap already dropped, the budget cuts into the head and the tail around it.
+	o = newOutput(20)
+	o.Write([]byte(strings.Repeat("\x02", 40)))
+	text, dropped, _ = o.all(false, Budget{Cost: jsonish, Max: 36})
+	if strings.Count(text, "\x02") != 6 || dropped != 34 || !strings.Contains(text, "34 bytes of output dropped") {
+		t.Errorf("head and tail over budget: %q, %d dropped", text, dropped)
+	}
+	// Incremental reads stop at the budget and continue where they stopped, never in a character.
+	o = newOutput(100)
+	o.Write([]byte("\x01€\x01€"))
+	var got string
+	for range 4 {
+		c := o.readNext(0, false, Budget{Cost: jsonish, Max: 6})
+		got += c.Text
+	}
+	if got != "\x01€\x01€" {
+		t.Errorf("reads within a budget of 6 gave %q", got)
 	}
 }

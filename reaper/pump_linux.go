@@ -18,25 +18,41 @@ import (
 // The pipe is non-blocking. The pump's goroutine waits for it in the runtime's poller and reads under
 // mu; drain reads under the same mu until EAGAIN, so the two never interleave and nothing is read
 // twice or lost.
+//
+// Once nobody will read the output (a foreground command has returned its result), slow makes the pump
+// empty the pipe only every idlePeriod, discarding, instead of whenever there is something to read: a
+// leftover writer such as `yes &` kept reaper at 70% of a core reading as fast as it wrote, and now
+// costs ten wake-ups a second. The pipe stays open (a dev server started with `server &` would die of
+// SIGPIPE at its next log line) and keeps being emptied (or the writer would block for good); a chatty
+// writer is held up by a full pipe for at most one period, so it writes at most a pipe's capacity
+// (64 KiB by default) per period.
 type pump struct {
 	f    *os.File
 	rc   syscall.RawConn
 	out  *output
 	done chan struct{} // closed when the pump has stopped
+	quit chan struct{} // closed by abort
 
 	// mu guards the fields that follow and every read of the pipe.
 	mu     sync.Mutex
 	buf    []byte
 	eof    bool // every writer is gone, or the pump was aborted: the pipe is closed
 	abortd bool
+	slowed bool
 }
+
+// idlePeriod is how often a slowed pump empties its pipe.
+const idlePeriod = 100 * time.Millisecond
 
 func newPump(f *os.File, out *output) (*pump, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	return &pump{f: f, rc: rc, out: out, done: make(chan struct{}), buf: make([]byte, 32<<10)}, nil
+	return &pump{
+		f: f, rc: rc, out: out, buf: make([]byte, 32<<10),
+		done: make(chan struct{}), quit: make(chan struct{}),
+	}, nil
 }
 
 // run reads until EOF or abort; the caller runs it in a goroutine it waits for.
@@ -50,6 +66,36 @@ func (p *pump) run() {
 		})
 		p.mu.Lock()
 		stop := p.eof || p.abortd || err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+		slowed := p.slowed
+		if stop {
+			p.eof = true
+			p.f.Close()
+		}
+		p.mu.Unlock()
+		if stop {
+			return
+		}
+		if slowed {
+			p.runIdle()
+			return
+		}
+	}
+}
+
+// runIdle empties the pipe every idlePeriod until EOF or abort.
+func (p *pump) runIdle() {
+	tick := time.NewTicker(idlePeriod)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.quit:
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		if !p.eof && !p.abortd {
+			p.rc.Control(func(fd uintptr) { p.readLocked(int(fd)) })
+		}
+		stop := p.eof || p.abortd
 		if stop {
 			p.eof = true
 			p.f.Close()
@@ -91,12 +137,26 @@ func (p *pump) drain() {
 	p.rc.Control(func(fd uintptr) { p.readLocked(int(fd)) })
 }
 
+// slow makes the pump empty the pipe only every idlePeriod from now on (see pump); it does not wait.
+func (p *pump) slow() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.slowed || p.eof {
+		return
+	}
+	p.slowed = true
+	p.f.SetReadDeadline(time.Unix(1, 0)) // in the past: takes the pump out of the poller at once
+}
+
 // abort makes the pump stop after draining what is in the pipe, even though writers may remain (a
 // process that survived its kill, in D state); it does not wait.
 func (p *pump) abort() {
 	p.drain()
 	p.mu.Lock()
-	p.abortd = true
+	if !p.abortd {
+		p.abortd = true
+		close(p.quit)
+	}
 	p.mu.Unlock()
 	p.f.SetReadDeadline(time.Unix(1, 0)) // in the past: wakes the waiting pump at once
 }

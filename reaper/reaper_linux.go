@@ -44,11 +44,15 @@ type Reaper struct {
 	instance *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
 	self     Instance      // what this Reaper recorded in its state directory
 	killer   killer
+	forker   *forker        // with Options.User: the thread tasks are forked from (no_new_privs)
 	obs      Observer       // never nil
 	limits   cgroup.Limits  // written into each session's slice: the limits the host can apply
 	watchOOM bool           // leaves have memory.events: a task's OOM kills can be told
 	noClone3 atomic.Bool    // the host refused clone3 into a cgroup once: join before exec instead
-	wg       sync.WaitGroup // the sweep after dead instances
+	wg       sync.WaitGroup // the sweep after dead instances, and the watch for escapees
+	adoptMu  sync.Mutex     // serialises killAdopted
+	// stopWatch stops the watch for escapees (cgroup containment); Close closes it.
+	stopWatch chan struct{}
 
 	// mu guards the fields that follow.
 	mu       sync.Mutex
@@ -105,7 +109,7 @@ func New(opts Options) (*Reaper, error) {
 func newReaper(opts Options) (*Reaper, error) {
 	r := &Reaper{
 		opts: opts, lim: opts.limits(), log: opts.Logger, pid: os.Getpid(), env: baseEnv(opts.Env),
-		sessions: make(map[*Session]bool), done: make(chan struct{}),
+		sessions: make(map[*Session]bool), done: make(chan struct{}), stopWatch: make(chan struct{}),
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -121,6 +125,12 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.workDir = opts.WorkDir; r.workDir == "" {
 		if r.workDir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("working directory: %w", err)
+		}
+	}
+	if opts.User != nil {
+		r.env = userEnv(r.env, opts.User)
+		if r.forker, err = startForker(); err != nil {
+			return nil, err
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -143,6 +153,14 @@ func newReaper(opts Options) (*Reaper, error) {
 		r.dropInstance()
 		return nil, err
 	}
+	if opts.User != nil {
+		// Its sessions' directories below are the user's: let the user pass.
+		if err := os.Chmod(r.self.StateDir, 0o711); err != nil {
+			r.dropInstance()
+			os.RemoveAll(r.self.StateDir)
+			return nil, err
+		}
+	}
 	if r.devnull, err = os.Open(os.DevNull); err != nil {
 		r.dropInstance()
 		os.RemoveAll(r.self.StateDir)
@@ -155,9 +173,23 @@ func newReaper(opts Options) (*Reaper, error) {
 		}
 	}
 	r.kids = newChildren()
+	if opts.User != nil {
+		if err := r.checkUser(); err != nil {
+			r.forker.stop()
+			r.kids.close(nil)
+			r.devnull.Close()
+			r.dropInstance()
+			os.RemoveAll(r.self.StateDir)
+			return nil, err
+		}
+	}
 	if !opts.NoSweep {
 		r.wg.Add(1)
 		go r.sweep(stateBase)
+	}
+	if r.root != nil {
+		r.wg.Add(1)
+		go r.watchAdopted(r.stopWatch)
 	}
 	return r, nil
 }
@@ -271,6 +303,10 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("new session %s: %w", id, err)
 	}
+	if err := r.giveToUser(tmp); err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("new session %s: %w", id, err)
+	}
 	r.mu.Lock()
 	if r.closing {
 		r.mu.Unlock()
@@ -328,10 +364,14 @@ func (r *Reaper) Close(ctx context.Context) error {
 		return r.closeErr
 	}
 	defer close(r.done)
+	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
 	r.killDescendants()
 	r.wg.Wait()
 	errs = append(errs, r.dropInstance(), os.RemoveAll(r.self.StateDir))
+	if r.forker != nil {
+		r.forker.stop()
+	}
 	r.kids.close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()
 	active.Store(false)

@@ -20,6 +20,9 @@ type RunOptions struct {
 	OnProgress func(Progress)
 	// ProgressInterval is the period of OnProgress; zero means one second.
 	ProgressInterval time.Duration
+	// Budget caps what the returned Output costs the caller (see Budget); more of its middle is
+	// dropped when it costs more. The zero value caps nothing beyond Options.OutputLimit.
+	Budget Budget
 }
 
 // Result is the outcome of a foreground command.
@@ -83,16 +86,16 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (Res
 	for {
 		select {
 		case <-t.done:
-			return s.finalResult(t, notice), nil
+			return s.finalResult(t, notice, opts.Budget), nil
 		case <-timeoutC:
 			s.end(t, TimedOut)
-			return s.finalResult(t, notice), nil
+			return s.finalResult(t, notice, opts.Budget), nil
 		case <-ctx.Done():
 			s.end(t, Killed)
-			return s.finalResult(t, notice), ctx.Err()
+			return s.finalResult(t, notice, opts.Budget), ctx.Err()
 		case <-autoC:
 			if s.promote(t) {
-				res := s.result(t, notice)
+				res := s.result(t, notice, opts.Budget)
 				res.TaskID = t.id
 				return res, nil
 			}
@@ -132,16 +135,19 @@ func (s *Session) promote(t *task) bool {
 }
 
 // finalResult describes a foreground task that ended, then frees its output buffer: the output has
-// been returned, and what leftover processes write later is not kept.
-func (s *Session) finalResult(t *task, notice string) Result {
-	res := s.result(t, notice)
+// been returned, and what leftover processes write later is not kept, and read only now and then.
+func (s *Session) finalResult(t *task, notice string, budget Budget) Result {
+	res := s.result(t, notice, budget)
 	t.out.discard()
+	if t.pump != nil {
+		t.pump.slow() // what leftover processes write is discarded: read it rarely (see pump)
+	}
 	return res
 }
 
 // result describes a foreground task now; its output counts as read.
-func (s *Session) result(t *task, notice string) Result {
-	text, dropped, total := t.out.all(!t.currentStatus().Terminal())
+func (s *Session) result(t *task, notice string, budget Budget) Result {
+	text, dropped, total := t.out.all(!t.currentStatus().Terminal(), budget)
 	info := t.info(0)
 	res := Result{
 		Output: text, Dropped: dropped, Total: total,
@@ -197,6 +203,9 @@ type OutputOptions struct {
 	Offset *int64
 	// Max caps the bytes returned; zero means no cap beyond the buffer itself.
 	Max int
+	// Budget caps what the returned text costs the caller (see Budget): the read ends earlier and
+	// the next one continues there.
+	Budget Budget
 }
 
 // Output returns the task's output that is new since the previous read (or from opts.Offset), and
@@ -213,9 +222,9 @@ func (s *Session) Output(id string, opts OutputOptions) (TaskInfo, Chunk, error)
 	partial := !info.Status.Terminal()
 	var c Chunk
 	if opts.Offset != nil {
-		c = t.out.readAt(*opts.Offset, opts.Max, partial)
+		c = t.out.readAt(*opts.Offset, opts.Max, partial, opts.Budget)
 	} else {
-		c = t.out.readNext(opts.Max, partial)
+		c = t.out.readNext(opts.Max, partial, opts.Budget)
 	}
 	if !partial && c.Next == c.Total {
 		t.mu.Lock()

@@ -81,6 +81,13 @@ func (s *Session) start(command, description string, background bool) (*task, st
 	if err := checkCommand(command); err != nil {
 		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 	}
+	if err := checkDescription(description); err != nil {
+		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
+	}
+	listed := command
+	if !background {
+		listed = shorten(command, maxListedCommand)
+	}
 	s.prune()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -89,11 +96,11 @@ func (s *Session) start(command, description string, background bool) (*task, st
 	}
 	notice := s.checkCwdLocked()
 	t := &task{
-		id: newID("t-"), command: command, description: description, started: time.Now(),
+		id: newID("t-"), command: listed, description: description, started: time.Now(),
 		background: background, status: Running, done: make(chan struct{}),
 		out: newOutput(s.r.lim.OutputLimit),
 	}
-	sp, err := s.launchLocked(t)
+	sp, err := s.launchLocked(t, command)
 	if err != nil {
 		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 	}
@@ -138,7 +145,7 @@ func (s *Session) checkCwdLocked() (notice string) {
 
 // launchLocked gives t its leaf (creating the session's slice on its first command), its output pipe
 // and its process. On failure it undoes what it did.
-func (s *Session) launchLocked(t *task) (spawned, error) {
+func (s *Session) launchLocked(t *task, command string) (spawned, error) {
 	if s.r.root != nil {
 		if err := s.placeLocked(t); err != nil {
 			return spawned{}, err
@@ -158,7 +165,7 @@ func (s *Session) launchLocked(t *task) (spawned, error) {
 	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
 	sp, err := s.r.spawn(spawnSpec{
-		argv:   []string{s.r.shell, "-c", shellScript(t.command, t.cwdFile)},
+		argv:   []string{s.r.shell, "-c", shellScript(command, t.cwdFile)},
 		env:    env,
 		dir:    s.cwd,
 		stdout: pw,
@@ -311,13 +318,16 @@ func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
 
 // lookup finds a task of this session.
 func (s *Session) lookup(id string) (*task, error) {
+	if err := checkTaskID(id); err != nil {
+		return nil, fmt.Errorf("session %s: %w", s.id, err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t, ok := s.tasks[id]; ok {
 		return t, nil
 	}
-	return nil, fmt.Errorf("session %s: %w %q (finished tasks are cleared once their output was read to the end, or after %v)",
-		s.id, ErrUnknownTask, id, s.r.lim.Retention)
+	return nil, fmt.Errorf("session %s: %w %q (finished tasks are cleared once their output was read to the end, after %v, or when %d more have finished)",
+		s.id, ErrUnknownTask, id, s.r.lim.Retention, s.r.lim.MaxTasks)
 }
 
 // processes lists the task's live processes.
@@ -363,6 +373,7 @@ func (s *Session) prune() {
 		}
 		delete(s.tasks, id)
 	}
+	s.pruneFinishedLocked()
 }
 
 // maxRecent bounds the foreground commands remembered to name leftovers in process containment.
@@ -492,6 +503,7 @@ func (s *Session) teardown(ctx context.Context) {
 	}
 	s.recordMu.Unlock()
 	s.r.forget(s)
+	s.r.killAdopted("session " + s.id + " ended") // escapees die by their session's end at the latest
 	s.rep.Duration = time.Since(start)
 	if len(errs) > 0 {
 		s.err = fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))

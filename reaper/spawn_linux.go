@@ -92,6 +92,8 @@ type spawnSpec struct {
 	// foreground makes the child's process group the foreground process group of the terminal on
 	// stdin, from the child before it executes anything, as a shell does for a job.
 	foreground bool
+	// extra, if set, is the child's descriptor 3.
+	extra *os.File
 }
 
 // spawned is a started process.
@@ -104,8 +106,9 @@ type spawned struct {
 
 // spawn starts a process in its own process group, registered with the child reaper. In cgroup containment it is born in spec.leaf through clone3 with CLONE_INTO_CGROUP;
 // where the host refuses that (ENOSYS under a container's seccomp profile, EPERM), it is started
-// through cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command, and the Reaper
-// remembers to do so from then on.
+// through cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command (or, for tasks
+// that run as Options.User, which may not join it, held until the Reaper has moved it: spawnHeld), and
+// the Reaper remembers to do so from then on. With Options.User the child runs as that user.
 func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 	if spec.leaf != nil && !r.noClone3.Load() {
 		sp, err := r.fork(spec, true)
@@ -116,6 +119,9 @@ func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 			r.log.Warn("clone3 into a cgroup is refused; tasks will join their cgroup before exec", "error", err)
 		}
 	}
+	if spec.leaf != nil && r.opts.User != nil {
+		return r.spawnHeld(spec) // the user may not join the leaf itself
+	}
 	if spec.leaf != nil {
 		spec.argv = spec.leaf.JoinArgs(spec.argv)
 	}
@@ -125,6 +131,9 @@ func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 	pidfd := -1
 	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
+	if r.opts.User != nil {
+		sys.Credential = r.opts.User.credential()
+	}
 	if spec.foreground {
 		sys.Foreground, sys.Ctty = true, 0 // Ctty is a descriptor of the child: its stdin
 	}
@@ -149,9 +158,12 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		Files: []uintptr{stdin.Fd(), spec.stdout.Fd(), stderr.Fd()},
 		Sys:   sys,
 	}
+	if spec.extra != nil {
+		attr.Files = append(attr.Files, spec.extra.Fd())
+	}
 	var start uint64
 	pid, exited, err := r.kids.start(func() (int, error) {
-		pid, err := syscall.ForkExec(spec.argv[0], spec.argv, attr)
+		pid, err := r.forkExec(spec.argv, attr)
 		if err == nil {
 			// The child cannot be reaped while the lock is held, so its pid is still its own.
 			st, _ := proc.NewWalker().Stat(pid)

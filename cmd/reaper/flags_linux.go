@@ -32,6 +32,9 @@ type serveConfig struct {
 	containment string
 	cgroupRoot  string
 	stateDir    string
+	user        string
+	// tokenOnCommandLine is set when --token was given as an argument, not from the environment.
+	tokenOnCommandLine bool
 
 	admin          string
 	adminToken     string
@@ -75,13 +78,14 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "end an HTTP session with no request for this `duration`, killing its processes")
-	fs.DurationVar(&c.keepalive, "keepalive", 0, "ping clients this often and end sessions whose client stops answering (0: off)")
+	fs.DurationVar(&c.keepalive, "keepalive", 0, fmt.Sprintf("ping clients this often and end a session whose client leaves %d pings in a row unanswered, each given this long (0: off)", mcpserver.KeepAliveMisses))
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends")
 	fs.DurationVar(&c.bgTimeout, "bg-timeout", 0, "kill background tasks that run longer than this (0: no limit)")
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 	stateDirFlag(fs, &c.stateDir)
+	fs.StringVar(&c.user, "user", "", "run tasks as `USER[:GROUP]` (a name or an id), with the user's groups and HOME, no capabilities and no_new_privs, instead of reaper's own user; reaper must be root")
 	fs.StringVar(&c.admin, "admin", "", "serve /healthz, /readyz and /metrics at http://`ADDR` (off by default). Loopback only, unless an admin token is set: then any address, with /healthz and /readyz open to all (they reveal nothing secret) and /metrics requiring the token")
 	fs.StringVar(&c.adminToken, "admin-token", "", "bearer `token` that /metrics requires (not an MCP token: a scraper must not hold a credential that runs commands); needed for a non-loopback --admin")
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "read the admin token from `file` (its first line)")
@@ -94,6 +98,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if err := parseFlags(fs, normalizeHTTPFlag(args), false, getenv); err != nil {
 		return c, err
 	}
+	c.tokenOnCommandLine = tokenInArgs(args)
 	if c.http == "true" { // REAPER_HTTP=true, or the flag's bare form after normalising
 		c.http = defaultHTTPAddr
 	}
@@ -289,4 +294,19 @@ func graceOption(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// tokenInArgs reports whether args give --token (in any of the flag package's spellings), as opposed
+// to REAPER_TOKEN in the environment.
+func tokenInArgs(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "token" {
+			return true
+		}
+	}
+	return false
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // serve runs the serve command and returns the process's exit status. Started by a user, it is the
@@ -45,6 +44,9 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
 		return 2
 	}
+	for _, w := range tokenWarnings(c) {
+		log.Warn(w)
+	}
 	ln, status := listen(c, tokens, stderr)
 	if status != 0 {
 		return status
@@ -68,17 +70,20 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	}
 	sig.onSignal(srv.Hurry)
 	defer sig.watchdog(r, log)()
+	tuneGC(getenv)
+	defer startMemoryReturner().Stop()
 	o.ready(r)
 	notify(log, "READY=1")
 	if ln == nil {
-		log.Info("reaper serving MCP over stdio", append(startAttrs(r, o), "version", versionString())...)
-		err := srv.Run(sig.serving, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+		log.Info("reaper serving MCP over stdio", append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)
+		err := srv.Run(sig.serving, srv.StdioTransport(stdin, stdout))
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 			log.Error("stdio session ended with an error", "error", err)
 		}
 	} else {
 		log.Info("reaper serving MCP over Streamable HTTP", append([]any{"url", endpointURL(c.http, ln.Addr()),
-			"auth", authText(tokens), "idle_timeout", c.idleTimeout.String()}, append(startAttrs(r, o), "version", versionString())...)...)
+			"auth", authText(tokens), "idle_timeout", c.idleTimeout.String()},
+			append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)...)
 		status = serveHTTP(sig, srv, ln, tokens, log)
 	}
 	o.stopping()
@@ -113,7 +118,15 @@ func listen(c serveConfig, tokens map[string]string, stderr io.Writer) (net.List
 // guard, if there is one.
 func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
 	containment, _ := reaper.ParseContainment(c.containment)
+	var u *reaper.User
+	if c.user != "" {
+		var err error
+		if u, err = lookupUser(c.user); err != nil {
+			return nil, nil, err
+		}
+	}
 	opts := reaper.Options{
+		User:              u,
 		Containment:       containment,
 		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
 		StateDir:          c.stateDir,
@@ -218,10 +231,6 @@ func authText(tokens map[string]string) string {
 	}
 	return fmt.Sprintf("bearer token required (%d identities)", len(ids))
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // companions are the processes that share the server's cgroup and move with it into a leaf: its
 // guard.

@@ -105,3 +105,27 @@ func TestVersionAndHelp(t *testing.T) {
 		t.Errorf("unknown command: exit %d, want 2", code)
 	}
 }
+
+func TestTokenOnCommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want bool
+	}{
+		{[]string{"--token", "x"}, "", true},
+		{[]string{"-token=x"}, "", true},
+		{[]string{"--http", "--token=x"}, "y", true},
+		{nil, "x", false},
+		{[]string{"--token-file", "/f"}, "", false},
+	} {
+		c, err := parseServe(tc.args, func(k string) string {
+			if k == "REAPER_TOKEN" {
+				return tc.env
+			}
+			return ""
+		}, io.Discard)
+		if err != nil || c.tokenOnCommandLine != tc.want {
+			t.Errorf("%v with REAPER_TOKEN=%q: on the command line %v (%v), want %v", tc.args, tc.env, c.tokenOnCommandLine, err, tc.want)
+		}
+	}
+}

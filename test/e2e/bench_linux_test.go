@@ -104,11 +104,11 @@ func benchPair(b *testing.B, transport string) (reaper, lean served) {
 // iteration (their own, not their commands'), which depends less than wall time on what else the
 // machine runs.
 func alternateCPU(b *testing.B, unit string, reaper, lean served, leanOp, reaperOp func() time.Duration) {
-	r0, l0 := cpuTime(b, reaper.pids), cpuTime(b, lean.pids)
+	r0, l0 := threadsCPU(b, reaper.pids), threadsCPU(b, lean.pids)
 	alternate(b, unit, leanOp, reaperOp)
 	per := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(b.N) }
-	b.ReportMetric(per(cpuTime(b, reaper.pids)-r0), "reaper-cpu-µs")
-	b.ReportMetric(per(cpuTime(b, lean.pids)-l0), "lean-cpu-µs")
+	b.ReportMetric(per(threadsCPU(b, reaper.pids)-r0), "reaper-cpu-µs")
+	b.ReportMetric(per(threadsCPU(b, lean.pids)-l0), "lean-cpu-µs")
 }
 
 // alternate runs lean and reaper, each once per iteration, in alternating order, and reports their

@@ -137,10 +137,10 @@ func rssKiB(b testing.TB, pids []int) int {
 	return total
 }
 
-// cpuTime returns the CPU time the processes' threads have used, from the nanosecond clock of
+// threadsCPU returns the CPU time the processes' threads have used, from the nanosecond clock of
 // /proc/<pid>/task/<tid>/schedstat (/proc/<pid>/stat counts in 10 ms ticks, too coarse for idle
 // servers). Threads that exit take their time with them; a Go server's rarely do.
-func cpuTime(b testing.TB, pids []int) time.Duration {
+func threadsCPU(b testing.TB, pids []int) time.Duration {
 	b.Helper()
 	var total time.Duration
 	for _, pid := range pids {
@@ -191,9 +191,9 @@ func BenchmarkIdleSessions(b *testing.B) {
 		}
 		open := time.Since(start)
 		time.Sleep(time.Second) // the last calls' work
-		cpu0 := cpuTime(b, t.pids)
+		cpu0 := threadsCPU(b, t.pids)
 		time.Sleep(window)
-		cpu := cpuTime(b, t.pids) - cpu0
+		cpu := threadsCPU(b, t.pids) - cpu0
 		after := rssKiB(b, t.pids)
 		start = time.Now()
 		closeSessions(ss, 64)

@@ -309,8 +309,13 @@ func TestBadInput(t *testing.T) {
 		{"task_output", map[string]any{"task_id": otherTask}, "unknown task"},
 		{"task_output", map[string]any{"task_id": otherTask, "block": true, "timeout": -5}, "between 1 and 600000"},
 		{"task_stop", map[string]any{"task_id": otherTask}, "unknown task"},
+		{"bash", map[string]any{"command": "true", "run_in_background": true, "description": strings.Repeat("d", 10<<20)}, "the limit is 1024"},
+		{"task_output", map[string]any{"task_id": "t-" + strings.Repeat("0", 10<<20)}, "unknown task"},
 	} {
 		res := callTool(t, cs, tc.tool, tc.args)
+		if len(textOf(res)) > 1000 {
+			t.Errorf("%s(%.60v): an error of %d bytes: it repeats the input", tc.tool, tc.args, len(textOf(res)))
+		}
 		if !res.IsError || !strings.Contains(textOf(res), tc.want) {
 			t.Errorf("%s(%.60v): error=%v %q; want an error result mentioning %q", tc.tool, tc.args, res.IsError, textOf(res), tc.want)
 		}

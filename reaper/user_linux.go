@@ -1,0 +1,187 @@
+package reaper
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// User is an account tasks run as instead of the Reaper's own (Options.User): typically an
+// unprivileged one, while the Reaper runs as root for cgroups. Such tasks cannot write cgroupfs,
+// read the Reaper's environment or files only it may read (a token file), or signal the Reaper or its
+// guard: they hold no capability (a change of user from root drops them all, and none is regained at
+// execve), and no_new_privs keeps setuid and file-capability programs (sudo, su, ping) from giving any
+// back.
+type User struct {
+	// Name is what USER and LOGNAME are set to.
+	Name string
+	// Uid and Gid are the task's user and group; Groups its supplementary groups (none if empty).
+	Uid, Gid uint32
+	Groups   []uint32
+	// Home is what HOME is set to.
+	Home string
+}
+
+func (u *User) String() string {
+	return fmt.Sprintf("%s (uid %d, gid %d)", u.Name, u.Uid, u.Gid)
+}
+
+// credential returns what a fork needs to run as the user.
+func (u *User) credential() *syscall.Credential {
+	return &syscall.Credential{Uid: u.Uid, Gid: u.Gid, Groups: append([]uint32{}, u.Groups...)}
+}
+
+// userEnv returns env with HOME, USER and LOGNAME set for u.
+func userEnv(env []string, u *User) []string {
+	out := make([]string, 0, len(env)+3)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "USER=") && !strings.HasPrefix(kv, "LOGNAME=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
+}
+
+// forker runs the forks of tasks that run as another user on one OS thread that has no_new_privs set,
+// so that every task inherits it and gains no privilege through execve (a setuid binary, file
+// capabilities, an LSM transition). no_new_privs belongs to a thread, not a process, and a child
+// inherits the flag of the thread that forked it: set by prctl in an arbitrary goroutine, it reached
+// the tasks only when the runtime happened to fork from that thread (a task read NoNewPrivs 0 in
+// /proc/self/status). Go's SysProcAttr has no field for it. It is safe for the Reaper: the flag is
+// inherited only downwards, from this thread, and affects nothing but execve's granting of
+// privileges, which the Reaper never needs; setuid() by the still-privileged child before it executes
+// the task is unaffected.
+type forker struct {
+	calls chan func()
+	done  chan struct{}
+}
+
+// startForker starts the thread, and returns once no_new_privs is set on it.
+func startForker() (*forker, error) {
+	f := &forker{calls: make(chan func()), done: make(chan struct{})}
+	ready := make(chan error, 1)
+	go func() {
+		defer close(f.done)
+		// Never unlocked: the thread ends with the goroutine, and no other goroutine runs on it.
+		runtime.LockOSThread()
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			ready <- fmt.Errorf("set no_new_privs for tasks that run as another user: %w", err)
+			return
+		}
+		ready <- nil
+		for call := range f.calls {
+			call()
+		}
+	}()
+	if err := <-ready; err != nil {
+		<-f.done
+		return nil, err
+	}
+	return f, nil
+}
+
+// run runs fn on the forker's thread and returns when it has.
+func (f *forker) run(fn func()) {
+	done := make(chan struct{})
+	f.calls <- func() { fn(); close(done) }
+	<-done
+}
+
+// stop ends the forker's thread and waits for it. No run may follow.
+func (f *forker) stop() {
+	close(f.calls)
+	<-f.done
+}
+
+// checkUser runs the shell as the user in the working directory, writing a file into a directory made
+// as a session's is, to fail at start rather than at every command: the Reaper may not switch users
+// (not root), the user may not enter the directory, or may not reach the state directory (one below
+// a directory only root may pass, such as root's XDG_RUNTIME_DIR).
+func (r *Reaper) checkUser() error {
+	probe := filepath.Join(r.self.StateDir, "user-check")
+	if err := os.Mkdir(probe, 0o700); err != nil {
+		return err
+	}
+	defer os.RemoveAll(probe)
+	if err := r.giveToUser(probe); err != nil {
+		return err
+	}
+	sp, err := r.fork(spawnSpec{argv: []string{r.shell, "-c", `: > "$1/file"`, "reaper-check", probe}, env: r.env, dir: r.workDir, stdout: r.devnull}, false)
+	if err != nil {
+		return fmt.Errorf("tasks cannot run as user %s: %w", r.opts.User, err)
+	}
+	if sp.pidfd >= 0 {
+		unix.Close(sp.pidfd)
+	}
+	select {
+	case st := <-sp.exited:
+		if st.code() != 0 {
+			return fmt.Errorf("tasks running as user %s cannot write in their session's directory below %s (choose a state directory the user can pass)",
+				r.opts.User, r.self.StateDir)
+		}
+	case <-time.After(r.lim.CloseTimeout):
+		return fmt.Errorf("tasks cannot run as user %s: the shell did not exit within %v", r.opts.User, r.lim.CloseTimeout)
+	}
+	return nil
+}
+
+// giveToUser makes a session's directory (the shell's working-directory files) the user's. The
+// instance's state directory above it is passable (not readable) by anyone when there is a user.
+func (r *Reaper) giveToUser(dir string) error {
+	if r.opts.User == nil {
+		return nil
+	}
+	return os.Chown(dir, int(r.opts.User.Uid), int(r.opts.User.Gid))
+}
+
+// holdArgs returns an argv that waits, before it runs argv, until the descriptor 3 it inherits (a
+// pipe) reaches its end. It is the fallback for tasks that run as another user where clone3 into a
+// cgroup is refused: the user may not write cgroup.procs, so the task cannot join its leaf itself
+// (cgroup.Slice.JoinArgs); the Reaper moves it while it waits, before it has run anything of the
+// task, and then closes the pipe.
+func holdArgs(argv []string) []string {
+	const script = `read _ <&3; exec 3<&-; exec "$@"`
+	return append([]string{"/bin/sh", "-c", script, "reaper-hold"}, argv...)
+}
+
+// spawnHeld starts spec as the user, outside the cgroup, held (see holdArgs); moves it into its leaf;
+// and lets it go. If the move fails, the process is killed and the error returned.
+func (r *Reaper) spawnHeld(spec spawnSpec) (spawned, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return spawned{}, err
+	}
+	defer pw.Close()
+	spec.argv = holdArgs(spec.argv)
+	spec.extra = pr
+	sp, err := r.fork(spec, false)
+	pr.Close()
+	if err != nil {
+		return sp, err
+	}
+	if err := spec.leaf.Add(sp.pid); err != nil {
+		if sp.pidfd >= 0 {
+			unix.PidfdSendSignal(sp.pidfd, unix.SIGKILL, nil, 0)
+			unix.Close(sp.pidfd)
+		} else {
+			unix.Kill(sp.pid, unix.SIGKILL) // our registered child: its pid cannot be reused before we reap it
+		}
+		return spawned{}, fmt.Errorf("move process %d into %s: %w", sp.pid, spec.leaf.Path(), err)
+	}
+	return sp, nil
+}
+
+// forkExec is syscall.ForkExec, on the forker's thread when there is one.
+func (r *Reaper) forkExec(argv []string, attr *syscall.ProcAttr) (pid int, err error) {
+	if r.forker == nil {
+		return syscall.ForkExec(argv[0], argv, attr)
+	}
+	r.forker.run(func() { pid, err = syscall.ForkExec(argv[0], argv, attr) })
+	return pid, err
+}

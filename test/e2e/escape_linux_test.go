@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/testutil"
+)
+
+// rootProcs is the cgroup.procs file of the cgroup2 hierarchy's top, where an escapee moves itself.
+func rootProcs(t testing.TB) string {
+	t.Helper()
+	info := cgroup.Detect(cgroup.Options{})
+	if info.Mountpoint == "" || os.Geteuid() != 0 {
+		t.Skipf("skipped: an escapee moving itself out of its cgroup needs root and cgroup2: %s", info)
+	}
+	return filepath.Join(info.Mountpoint, "cgroup.procs")
+}
+
+// escapeScript clears the environment, double-forks, starts a new session and moves itself into the
+// cgroup2 hierarchy's top: every trail a teardown follows is gone. The escapee writes its pid to $2.
+const escapeScript = `env -i /bin/sh -c 'setsid /bin/sh -c "echo 0 > \"\$1\" 2>/dev/null; /bin/sh -c \"echo \\\$\\\$ >> \$2; exec sleep 1000\" &" _ "$1" "$2" &' _ %s %s`
+
+// TestEscapeesDieWithTheirSession: a process that left every trail (environment, parent chain,
+// session, cgroup) dies by its session's end at the latest, in both containment modes, and the
+// processes of another session that lives on are untouched: a leftover, and a child that cleared its
+// environment but still has its parent.
+func TestEscapeesDieWithTheirSession(t *testing.T) {
+	procs := rootProcs(t)
+	for _, mode := range []string{"cgroup", "process"} {
+		t.Run(mode, func(t *testing.T) {
+			p := startHTTP(t, append(place(t, mode).args(), "--grace", grace.String())...)
+			a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
+			dir := t.TempDir()
+			keep := filepath.Join(dir, "keep")
+			bash(t, b, "sleep 1000 & echo $! >> "+keep)
+			bg := bash(t, b, "env -i sleep 1000 & echo $! >> "+keep+"; wait", "run_in_background", true)
+			if bg.TaskID == "" {
+				t.Fatalf("no task: %+v", bg)
+			}
+			var kept []testutil.Proc
+			testutil.Eventually(t, "session b's processes", func() bool {
+				b, _ := os.ReadFile(keep)
+				if strings.Count(string(b), "\n") < 2 {
+					return false
+				}
+				kept = testutil.PidsIn(t, string(b))
+				return true
+			})
+			f := filepath.Join(dir, "escapee")
+			bash(t, a, shellf(escapeScript, procs, f)+"; "+testutil.AwaitLines(f, 1))
+			escapee := pidFromFile(t, f)
+			server := serverOf(t, p.cmd.Process.Pid)
+			testutil.Eventually(t, "the escapee to lose its parent and be adopted by reaper", func() bool {
+				st, _ := os.ReadFile("/proc/" + strconv.Itoa(escapee.Pid) + "/status")
+				return bytes.Contains(st, []byte("PPid:\t"+strconv.Itoa(server)+"\n"))
+			})
+			if env, _ := os.ReadFile("/proc/" + strconv.Itoa(escapee.Pid) + "/environ"); bytes.Contains(env, []byte("REAPER_")) {
+				t.Fatalf("the escapee %d kept a marker: %q", escapee.Pid, env)
+			}
+			a.Close() // DELETE: session a ends
+			took := testutil.AwaitDead(t, []testutil.Proc{escapee}, grace+5*time.Second)
+			t.Logf("the escapee died %v after its session's DELETE", took)
+			if alive := testutil.Alive(kept); len(alive) != len(kept) {
+				t.Errorf("session b's processes died with a: %d of %d left", len(alive), len(kept))
+			}
+			if r := bash(t, b, "echo b lives"); r.Output != "b lives\n" {
+				t.Errorf("session b: %+v", r)
+			}
+		})
+	}
+}
+
+// TestBuriedMarker: a process whose marker sits behind 4 MB of other variables, which has lost its
+// parent and its session, is recognised as its session's: another session's end leaves it alone, its
+// session's listing shows it, and its session's end kills it.
+func TestBuriedMarker(t *testing.T) {
+	for _, mode := range []string{"cgroup", "process"} {
+		t.Run(mode, func(t *testing.T) {
+			p := startHTTP(t, append(place(t, mode).args(), "--grace", grace.String())...)
+			a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
+			bash(t, b, "true")
+			f := filepath.Join(t.TempDir(), "buried")
+			bash(t, a, `ulimit -s 65536; big=$(head -c 100000 /dev/zero | tr '\0' x); set --; for i in $(seq 40); do set -- "$@" "B$i=$big"; done; `+
+				`env -i "$@" REAPER_TASK=$REAPER_TASK REAPER_SESSION=$REAPER_SESSION setsid -f /bin/sh -c 'echo $$ > `+f+`; exec sleep 1000'; `+testutil.AwaitLines(f, 1))
+			buried := pidFromFile(t, f)
+			env, _ := os.ReadFile("/proc/" + strconv.Itoa(buried.Pid) + "/environ")
+			if at := bytes.Index(env, []byte("REAPER_SESSION=")); at < 4_000_000 {
+				t.Fatalf("the marker is at byte %d of %d: not buried", at, len(env))
+			}
+			b.Close()               // another session ends
+			time.Sleep(time.Second) // not readiness: b's teardown is over, and a's process must not have died with it
+			if !testutil.Running(buried) {
+				t.Fatal("the process with a buried marker died with another session")
+			}
+			res := callTool(t, a, "task_list", nil)
+			if !strings.Contains(textOf(res), strconv.Itoa(buried.Pid)) {
+				t.Errorf("session a's listing does not show %d:\n%s", buried.Pid, textOf(res))
+			}
+			a.Close()
+			testutil.AwaitDead(t, []testutil.Proc{buried}, grace+5*time.Second)
+		})
+	}
+}
+
+// TestMovedIntoAnotherSessionsSlice: a task of session a moves a process into a leaf of session b.
+// It belongs to the session that started it, by its marker and ancestry, and it also dies with any
+// session whose cgroup it sits in; listings show it where it runs (b's). One that also cleared its
+// marker and lost its parent can no longer be told to be a's: it lives on in b, and dies with b.
+func TestMovedIntoAnotherSessionsSlice(t *testing.T) {
+	pl := place(t, "cgroup")
+	p := startHTTP(t, append(pl.args(), "--grace", grace.String())...)
+	mount := cgroup.Detect(cgroup.Options{}).Mountpoint
+	a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
+	dir := t.TempDir()
+	held := filepath.Join(dir, "held")
+	task := bash(t, b, `grep '^0::' /proc/self/cgroup | cut -c4- > `+held+`; exec sleep 1000`, "run_in_background", true)
+	testutil.Eventually(t, "b's task to name its cgroup", func() bool {
+		b, _ := os.ReadFile(held)
+		return strings.HasSuffix(string(b), "\n")
+	})
+	rel, _ := os.ReadFile(held)
+	leafProcs := filepath.Join(mount, strings.TrimSpace(string(rel)), "cgroup.procs")
+	marked, scrubbed := filepath.Join(dir, "marked"), filepath.Join(dir, "scrubbed")
+	bash(t, a, shellf("export LEAF=%s M=%s S=%s; ", leafProcs, marked, scrubbed)+
+		`sh -c 'sh -c "echo \$\$ > \$LEAF; echo \$\$ > \$M; exec sleep 1000" &'; `+
+		`env -i LEAF="$LEAF" S="$S" /bin/sh -c 'sh -c "echo \$\$ > \$LEAF; echo \$\$ > \$S; exec sleep 1000" &'; `+
+		testutil.AwaitLines(marked, 1)+"; "+testutil.AwaitLines(scrubbed, 1))
+	m, s := pidFromFile(t, marked), pidFromFile(t, scrubbed)
+	for _, pr := range []testutil.Proc{m, s} {
+		if cg, _ := os.ReadFile("/proc/" + strconv.Itoa(pr.Pid) + "/cgroup"); !strings.Contains(string(cg), strings.TrimSpace(string(rel))) {
+			t.Fatalf("%d did not move into b's leaf: %s", pr.Pid, cg)
+		}
+	}
+	var list struct {
+		Tasks []struct {
+			TaskID    string `json:"task_id"`
+			Processes int    `json:"processes"`
+		} `json:"tasks"`
+	}
+	decode(t, callTool(t, b, "task_list", nil), &list)
+	if len(list.Tasks) != 1 || list.Tasks[0].TaskID != task.TaskID || list.Tasks[0].Processes != 3 {
+		t.Errorf("b's listing %+v: want its task with its own process and the two moved in", list.Tasks)
+	}
+	a.Close()
+	testutil.AwaitDead(t, []testutil.Proc{m}, grace+5*time.Second)
+	time.Sleep(500 * time.Millisecond) // not readiness: the scrubbed one must outlive a's teardown
+	if !testutil.Running(s) {
+		t.Error("the process that cleared its marker in b's leaf died with a")
+	}
+	b.Close()
+	testutil.AwaitDead(t, []testutil.Proc{s}, grace+5*time.Second)
+}
+
+// shellf formats a command line, quoting each argument for the shell.
+func shellf(format string, args ...string) string {
+	q := make([]any, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return fmt.Sprintf(format, q...)
+}
