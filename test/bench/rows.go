@@ -23,6 +23,7 @@ var groups = []group{
 	{pkg: "./reaper", bench: "BenchmarkIdleSessionHeap", benchtime: "1x"},
 	{pkg: "./test/e2e", bench: "BenchmarkIdleSessions", benchtime: "1x", maxRounds: 3},
 	{pkg: "./test/e2e", bench: "BenchmarkChurn", benchtime: "5x"},
+	{pkg: "./test/e2e", bench: "BenchmarkMemory", benchtime: "1x", maxRounds: 1},
 }
 
 // row is one line of the table: a figure of reaper's beside its baseline, two metrics of one
@@ -119,6 +120,13 @@ var rows = func() []row {
 	}
 	info(row{bench: "BenchmarkIdleSessionHeap", what: "Go heap of an idle session after one command (reaper package)", figure: "ran-B/session", base: "bare-B/session", unit: "B", baseline: "a session that ran nothing"})
 	info(row{bench: "BenchmarkChurn", what: "sessions per second under churn, HTTP, 4 clients", figure: "reaper-sessions/s", base: "lean-sessions/s", unit: "/s", baseline: lean, inverse: true})
+	for _, t := range []string{"stdio", "http"} {
+		for _, k := range [][2]string{{"control", "control characters"}, {"binary", "binary"}, {"one-line", "one line"}, {"many-lines", "many lines"}} {
+			g, m := ratioAtMost(1.0)
+			add(row{bench: "BenchmarkMemory/" + t + "/" + k[0], what: "peak resident memory, 16 concurrent calls of 1 MB of " + k[1] + ", " + t,
+				figure: "peak-MiB", base: "bound-MiB", unit: "MiB", baseline: "stated bound"}, g, m)
+		}
+	}
 	return rs
 }()
 
