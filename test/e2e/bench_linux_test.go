@@ -6,103 +6,245 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/testutil"
+	reaperpkg "github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// minimalServer is the baseline for BenchmarkRoundTrip: a go-sdk server with one bash tool that
-// runs the command with plain os/exec, over stdio, or over HTTP at E2E_ADDR when it is set.
-func minimalServer() int {
-	type in struct {
-		Command string `json:"command"`
-	}
-	type out struct {
-		Output   string `json:"output"`
-		ExitCode int    `json:"exit_code"`
-	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "minimal", Version: "1"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "bash"}, func(ctx context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, out, error) {
-		b, err := exec.CommandContext(ctx, "bash", "-c", a.Command).CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return nil, out{Output: string(b), ExitCode: code}, nil
+// The benchmarks in this package measure reaper (the real binary) beside the lean server
+// (test/bench/lean: the same go-sdk, plain os/exec), both driven by the go-sdk client in the same
+// run, their calls alternating so that drift and other load hit both alike. Each reports the two
+// figures as reaper-<unit> and lean-<unit>, and ratio, reaper's over the lean server's: above 1,
+// reaper costs more. `go run ./test/bench` runs them all and prints one table.
+
+// lean is the lean server's binary, built on first use (only benchmarks need it).
+var leanBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// leanBin returns the lean server's binary, built as reaper's is (static), beside it.
+func leanBin(b testing.TB) string {
+	b.Helper()
+	leanBuild.once.Do(func() {
+		leanBuild.path = filepath.Join(filepath.Dir(staticBin), "lean")
+		leanBuild.err = buildPackage("github.com/cgreaper/reaper/test/bench/lean", leanBuild.path, "CGO_ENABLED=0")
 	})
-	if addr := os.Getenv("E2E_ADDR"); addr != "" {
-		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-		http.ListenAndServe(addr, h)
-		return 1
+	if leanBuild.err != nil {
+		b.Fatalf("building the lean server: %v", leanBuild.err)
 	}
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-		return 1
+	return leanBuild.path
+}
+
+// startLeanHTTP starts the lean server over HTTP and returns its endpoint and process; cleanup stops it.
+func startLeanHTTP(b testing.TB) (string, *exec.Cmd) {
+	b.Helper()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(b))
+	cmd := exec.Command(leanBin(b), "-http", addr)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
 	}
-	return 0
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitListening(b, addr)
+	return "http://" + addr + "/mcp", cmd
+}
+
+// benchPlace is place for a benchmark: a unique cgroup root as in every test, and a state directory
+// where reaper keeps it by default (reaper.DefaultStateDir: a tmpfs such as /dev/shm where there is
+// one), not in the test's temporary directory: each command writes and removes a file there (its
+// final working directory), which costs more on a disk file system.
+func benchPlace(b *testing.B) placement {
+	b.Helper()
+	p := place(b, "")
+	dir, err := os.MkdirTemp(reaperpkg.DefaultStateDir(), "reaper-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			b.Errorf("cleanup: state left in %s: %v", dir, entries)
+		}
+		os.RemoveAll(dir)
+	})
+	p.stateDir = dir
+	return p
+}
+
+// served is a server under benchmark: the client's session and the server's processes (reaper's
+// guard and server, or the lean server).
+type served struct {
+	cs   *mcp.ClientSession
+	pids []int
+}
+
+// benchPair connects the go-sdk client to a fresh reaper and a fresh lean server over transport
+// ("stdio" or "http").
+func benchPair(b *testing.B, transport string) (reaper, lean served) {
+	b.Helper()
+	if transport == "stdio" {
+		cs, cmd, _ := connectStdio(b, benchPlace(b).args()...)
+		reaper = served{cs, []int{cmd.Process.Pid, serverOf(b, cmd.Process.Pid)}}
+		cmd = exec.Command(leanBin(b))
+		return reaper, served{connectCommand(b, cmd), []int{cmd.Process.Pid}}
+	}
+	p := startHTTP(b, benchPlace(b).args()...)
+	url, cmd := startLeanHTTP(b)
+	return served{connectHTTP(b, p.url, ""), []int{p.cmd.Process.Pid, serverOf(b, p.cmd.Process.Pid)}},
+		served{connectHTTP(b, url, ""), []int{cmd.Process.Pid}}
+}
+
+// alternateCPU is alternate, and also reports the CPU time the servers' processes used per
+// iteration (their own, not their commands'), which depends less than wall time on what else the
+// machine runs.
+func alternateCPU(b *testing.B, unit string, reaper, lean served, leanOp, reaperOp func() time.Duration) {
+	r0, l0 := threadsCPU(b, reaper.pids), threadsCPU(b, lean.pids)
+	alternate(b, unit, leanOp, reaperOp)
+	per := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(b.N) }
+	b.ReportMetric(per(threadsCPU(b, reaper.pids)-r0), "reaper-cpu-µs")
+	b.ReportMetric(per(threadsCPU(b, lean.pids)-l0), "lean-cpu-µs")
+}
+
+// alternate runs lean and reaper, each once per iteration, in alternating order, and reports their
+// mean durations in unit (µs or ms) and the ratio of reaper's to lean's.
+func alternate(b *testing.B, unit string, lean, reaper func() time.Duration) {
+	var tl, tr time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			tl += lean()
+			tr += reaper()
+		} else {
+			tr += reaper()
+			tl += lean()
+		}
+	}
+	reportPair(b, unit, tr, tl)
+}
+
+// reportPair reports reaper's and lean's totals as means per iteration in unit, and their ratio.
+func reportPair(b *testing.B, unit string, reaper, lean time.Duration) {
+	per := time.Microsecond
+	if unit == "ms" {
+		per = time.Millisecond
+	}
+	mean := func(d time.Duration) float64 { return float64(d) / float64(per) / float64(b.N) }
+	b.ReportMetric(mean(reaper), "reaper-"+unit)
+	b.ReportMetric(mean(lean), "lean-"+unit)
+	b.ReportMetric(float64(reaper)/float64(lean), "ratio")
+}
+
+// timedCall calls bash with command and returns how long the call took and its result, failing on a
+// protocol or tool error.
+func timedCall(b testing.TB, cs *mcp.ClientSession, command string) (time.Duration, *mcp.CallToolResult) {
+	b.Helper()
+	return timedTool(b, cs, "bash", "command", command)
+}
+
+// timedTool calls tool with the arguments given as name, value pairs and returns how long the call
+// took and its result, failing on a protocol or tool error.
+func timedTool(b testing.TB, cs *mcp.ClientSession, tool string, kv ...any) (time.Duration, *mcp.CallToolResult) {
+	b.Helper()
+	args := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		args[kv[i].(string)] = kv[i+1]
+	}
+	start := time.Now()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	d := time.Since(start)
+	if err != nil {
+		b.Fatalf("%s %v: %v", tool, args, err)
+	}
+	if res.IsError {
+		b.Fatalf("%s %v: %s", tool, args, textOf(res))
+	}
+	return d, res
+}
+
+// payload returns the part of a result that carries a command's output: the structured content's
+// "output" where the server sends one, else the text. Counting bytes in it works whichever way a
+// server shapes its results.
+func payload(res *mcp.CallToolResult) string {
+	if m, ok := res.StructuredContent.(map[string]any); ok {
+		if s, ok := m["output"].(string); ok {
+			return s
+		}
+	}
+	return textOf(res)
+}
+
+// filler returns a command that prints n bytes of '~', a byte no server's own notes contain, so that
+// the benchmarks can count what arrived.
+func filler(n int) string {
+	return "head -c " + strconv.Itoa(n) + " /dev/zero | tr '\\0' '~'"
 }
 
 // BenchmarkRoundTrip measures one bash call (`echo hi`) from the go-sdk client to reaper and back,
-// over stdio and over HTTP, beside the same call to a minimal go-sdk server that runs the command
-// with plain os/exec (minimalServer), in the same run. The two servers' calls alternate, so drift
-// hits both alike. ratio is reaper over minimal.
+// over stdio and over HTTP, beside the same call to the lean server; and the CPU time each server
+// spent per call.
 //
 //	go test -run '^$' -bench BenchmarkRoundTrip -benchtime 500x ./test/e2e
 func BenchmarkRoundTrip(b *testing.B) {
 	for _, transport := range []string{"stdio", "http"} {
 		b.Run(transport, func(b *testing.B) {
-			var reaper, minimal *mcp.ClientSession
-			if transport == "stdio" {
-				reaper, _, _ = connectStdio(b, cgroupArgs(b)...)
-				cmd := testutil.Helper("minimal")
-				minimal = connectCmd(b, cmd)
-			} else {
-				p := startHTTP(b, cgroupArgs(b)...)
-				reaper = connectHTTP(b, p.url, "")
-				addr := "127.0.0.1:" + itoa(freePort(b))
-				cmd := testutil.Helper("minimal", "E2E_ADDR="+addr)
-				if err := cmd.Start(); err != nil {
-					b.Fatal(err)
+			reaper, lean := benchPair(b, transport)
+			call := func(s served) func() time.Duration {
+				return func() time.Duration {
+					d, res := timedCall(b, s.cs, "echo hi")
+					if !strings.Contains(payload(res), "hi") {
+						b.Fatalf("echo hi returned %q", textOf(res))
+					}
+					return d
 				}
-				b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-				waitListening(b, addr)
-				minimal = connectHTTP(b, "http://"+addr, "")
 			}
-			call := func(cs *mcp.ClientSession) time.Duration {
-				start := time.Now()
-				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo hi"}})
-				if err != nil || res.IsError {
-					b.Fatal(err, textOf(res))
-				}
-				return time.Since(start)
-			}
-			call(reaper)
-			call(minimal)
-			var tr, tm time.Duration
-			b.ResetTimer()
-			for range b.N {
-				tm += call(minimal)
-				tr += call(reaper)
-			}
-			b.ReportMetric(float64(tr.Microseconds())/float64(b.N), "reaper-µs")
-			b.ReportMetric(float64(tm.Microseconds())/float64(b.N), "minimal-µs")
-			b.ReportMetric(float64(tr)/float64(tm), "ratio")
+			call(reaper)()
+			call(lean)()
+			alternateCPU(b, "µs", reaper, lean, call(lean), call(reaper))
 		})
 	}
 }
 
-func connectCmd(b *testing.B, cmd *exec.Cmd) *mcp.ClientSession {
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		b.Fatal(err)
+// BenchmarkOutput measures a bash call whose command prints 24 KB, and one that prints 1 MB (below
+// both servers' output limits, 1 MiB), over stdio and over HTTP, beside the same calls to the lean
+// server; and the CPU time each server spent per call. The time includes the command (head | tr)
+// itself, alike for both.
+//
+//	go test -run '^$' -bench BenchmarkOutput -benchtime 100x ./test/e2e
+func BenchmarkOutput(b *testing.B) {
+	for _, transport := range []string{"stdio", "http"} {
+		for _, size := range []struct {
+			name string
+			n    int
+		}{{"24KB", 24 << 10}, {"1MB", 1000 * 1000}} {
+			b.Run(transport+"/"+size.name, func(b *testing.B) {
+				reaper, lean := benchPair(b, transport)
+				command := filler(size.n)
+				call := func(s served) func() time.Duration {
+					return func() time.Duration {
+						d, res := timedCall(b, s.cs, command)
+						if got := strings.Count(payload(res), "~"); got != size.n {
+							b.Fatalf("%d bytes of output arrived, want %d", got, size.n)
+						}
+						return d
+					}
+				}
+				call(reaper)()
+				call(lean)()
+				alternateCPU(b, "µs", reaper, lean, call(lean), call(reaper))
+			})
+		}
 	}
-	b.Cleanup(func() { cs.Close() })
-	return cs
 }
 
+// waitListening polls until something accepts connections at addr.
 func waitListening(b testing.TB, addr string) {
+	b.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if c, err := net.Dial("tcp", addr); err == nil {
@@ -116,4 +258,10 @@ func waitListening(b testing.TB, addr string) {
 	}
 }
 
-func itoa(i int) string { return strconv.Itoa(i) }
+// benchClient is an HTTP client whose connections are reused by many concurrent sessions, so that
+// the benchmarks that open hundreds of sessions do not exhaust the ephemeral ports.
+func benchClient(conns int) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = conns
+	return &http.Client{Transport: t}
+}

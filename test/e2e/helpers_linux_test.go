@@ -58,7 +58,12 @@ func TestMain(m *testing.M) {
 
 // build builds the reaper command into out with cgo set as given ("CGO_ENABLED=0") and flags.
 func build(out, cgo string, flags ...string) error {
-	args := append(append([]string{"build", "-o", out}, flags...), "github.com/cgreaper/reaper/cmd/reaper")
+	return buildPackage("github.com/cgreaper/reaper/cmd/reaper", out, cgo, flags...)
+}
+
+// buildPackage builds the command pkg into out, as build does.
+func buildPackage(pkg, out, cgo string, flags ...string) error {
+	args := append(append([]string{"build", "-o", out}, flags...), pkg)
 	cmd := exec.Command("go", args...)
 	cmd.Env = append(os.Environ(), cgo)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

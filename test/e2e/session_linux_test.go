@@ -62,7 +62,6 @@ var helpers = map[string]func() int{
 		}
 		select {} // until SIGKILL
 	},
-	"minimal":       minimalServer,
 	"seccomp-serve": seccompServe,
 }
 

@@ -30,6 +30,8 @@ var allowed = map[string][]string{
 	"internal/admin":    nil,
 	"cmd/reaper":        {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics"},
 	".ci/summary":       nil,
+	"test/bench":        nil,
+	"test/bench/lean":   nil,
 	"test/container":    nil,
 	"test/e2e":          nil,
 	"test/layout":       nil,

@@ -1,0 +1,150 @@
+package main
+
+import "fmt"
+
+// group is one benchmark function, run whole in each round: its package, its name (a -test.bench
+// pattern) and the iterations per run (-test.benchtime). maxRounds, if set, caps the rounds of the
+// expensive ones.
+type group struct {
+	pkg, bench, benchtime string
+	maxRounds             int
+}
+
+// groups run in this order in every round.
+var groups = []group{
+	{pkg: "./test/e2e", bench: "BenchmarkRoundTrip", benchtime: "200x"},
+	{pkg: "./test/e2e", bench: "BenchmarkOutput", benchtime: "30x"},
+	{pkg: "./test/e2e", bench: "BenchmarkSessionStart", benchtime: "30x"},
+	{pkg: "./test/e2e", bench: "BenchmarkTaskOutput", benchtime: "10x"},
+	{pkg: "./reaper", bench: "BenchmarkClose", benchtime: "5x"},
+	{pkg: "./reaper", bench: "BenchmarkKill", benchtime: "5x"},
+	{pkg: "./reaper", bench: "BenchmarkSpawnTrue", benchtime: "500x"},
+	{pkg: "./reaper", bench: "BenchmarkWalk", benchtime: "10x", maxRounds: 3},
+	{pkg: "./reaper", bench: "BenchmarkIdleSessionHeap", benchtime: "1x"},
+	{pkg: "./test/e2e", bench: "BenchmarkIdleSessions", benchtime: "1x", maxRounds: 3},
+	{pkg: "./test/e2e", bench: "BenchmarkChurn", benchtime: "5x"},
+	{pkg: "./test/e2e", bench: "BenchmarkMemory", benchtime: "1x", maxRounds: 1},
+}
+
+// row is one line of the table: a figure of reaper's beside its baseline, two metrics of one
+// benchmark, with the goal issue 14 sets for it, if any.
+type row struct {
+	bench        string // the benchmark's full name, without the -GOMAXPROCS suffix
+	what         string
+	figure, base string // the metrics, named as the benchmark reports them
+	unit         string // as the table shows the values
+	baseline     string // what the baseline is
+	// inverse marks a rate (higher is better): its ratio is base over figure, so that above 1
+	// always means reaper costs more.
+	inverse bool
+	goal    string                           // empty: no goal; the row shows how cost grows
+	met     func(figure, ratio float64) bool // whether the medians meet the goal
+}
+
+// Baselines.
+const (
+	lean  = "lean server"
+	floor = "cgroup.kill floor"
+	raw   = "raw /proc stat read"
+	plain = "plain os/exec"
+)
+
+// ratioAtMost is a goal on the ratio.
+func ratioAtMost(max float64) (string, func(float64, float64) bool) {
+	return fmt.Sprintf("≤ %.2f×", max), func(_, ratio float64) bool { return ratio <= max }
+}
+
+// figureAtMost is a goal on the figure itself.
+func figureAtMost(max float64, text string) (string, func(float64, float64) bool) {
+	return text, func(figure, _ float64) bool { return figure <= max }
+}
+
+// rows lists the table in order.
+var rows = func() []row {
+	var rs []row
+	add := func(r row, goal string, met func(float64, float64) bool) {
+		r.goal, r.met = goal, met
+		rs = append(rs, r)
+	}
+	info := func(r row) { rs = append(rs, r) }
+	cpu := func(bench string) {
+		info(row{bench: bench, what: "… the server's CPU per call", figure: "reaper-cpu-µs", base: "lean-cpu-µs", unit: "µs", baseline: lean})
+	}
+	for _, t := range []string{"stdio", "http"} {
+		g, m := ratioAtMost(1.0)
+		add(row{bench: "BenchmarkRoundTrip/" + t, what: "`echo hi` round trip, " + t, figure: "reaper-µs", base: "lean-µs", unit: "µs", baseline: lean}, g, m)
+		cpu("BenchmarkRoundTrip/" + t)
+	}
+	for _, t := range []string{"stdio", "http"} {
+		for _, size := range [][2]string{{"24KB", "24 KB"}, {"1MB", "1 MB"}} {
+			g, m := ratioAtMost(1.05)
+			add(row{bench: "BenchmarkOutput/" + t + "/" + size[0], what: size[1] + " output round trip, " + t, figure: "reaper-µs", base: "lean-µs", unit: "µs", baseline: lean}, g, m)
+			cpu("BenchmarkOutput/" + t + "/" + size[0])
+		}
+	}
+	for _, h := range [][2]string{{"host", ""}, {"crowded", ", 2000 more processes on the machine"}} {
+		g, m := ratioAtMost(1.2)
+		add(row{bench: "BenchmarkSessionStart/" + h[0], what: "session start + first call + close, stdio" + h[1], figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean}, g, m)
+		for _, p := range [][2]string{{"connect", "start + initialize"}, {"call", "first call"}, {"close", "close, until the server exited"}} {
+			info(row{bench: "BenchmarkSessionStart/" + h[0], what: "… of which " + p[1], figure: "reaper-" + p[0] + "-ms", base: "lean-" + p[0] + "-ms", unit: "ms", baseline: lean})
+		}
+	}
+	g, m := figureAtMost(10, "≤ 10 calls (one per task)")
+	add(row{bench: "BenchmarkTaskOutput/ten", what: "reading ten finished 24 KB tasks: calls", figure: "reaper-calls", base: "lean-calls", unit: "calls", baseline: lean}, g, m)
+	info(row{bench: "BenchmarkTaskOutput/ten", what: "reading ten finished 24 KB tasks: time", figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean})
+	g, m = figureAtMost(1, "1 call")
+	add(row{bench: "BenchmarkTaskOutput/1MB", what: "reading a finished 1 MB task: calls", figure: "reaper-calls", base: "lean-calls", unit: "calls", baseline: lean}, g, m)
+	info(row{bench: "BenchmarkTaskOutput/1MB", what: "reading a finished 1 MB task: time", figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean})
+	g, m = figureAtMost(1, "1 call")
+	add(row{bench: "BenchmarkTaskOutput/2MB", what: "reading a finished 2 MB task (1 MiB kept): calls", figure: "reaper-calls", base: "lean-calls", unit: "calls", baseline: lean}, g, m)
+	for _, n := range []string{"10", "100", "1000"} {
+		g, m := ratioAtMost(1.2)
+		add(row{bench: "BenchmarkClose/procs=" + n, what: "Session.Close, " + n + " processes", figure: "close-ms", base: "floor-ms", unit: "ms", baseline: floor}, g, m)
+	}
+	for _, n := range [][2]string{{"1", "1 process"}, {"100", "100 processes"}, {"1000", "1000 processes"}} {
+		info(row{bench: "BenchmarkKill/procs=" + n[0], what: "hard kill of a slice, " + n[1], figure: "kill-ms", base: "floor-ms", unit: "ms", baseline: floor})
+	}
+	info(row{bench: "BenchmarkSpawnTrue", what: "spawn `true` through a session", figure: "session-µs", base: "exec-µs", unit: "µs", baseline: plain})
+	for _, n := range []string{"2000", "20000"} {
+		for _, w := range [][2]string{{"slice", "cgroup containment"}, {"tree", "process containment"}} {
+			info(row{bench: "BenchmarkWalk/procs=" + n + "/" + w[0], what: "/proc walk, " + w[1] + ", " + n + " processes", figure: "walk-ms", base: "raw-ms", unit: "ms", baseline: raw})
+		}
+	}
+	for _, f := range [][3]string{
+		{"memory per session", "KiB/session", "KiB"},
+		{"CPU while idle", "idle-cpu-ms/s", "ms/s"},
+		{"opening them, 16 at a time", "open-ms", "ms"},
+		{"ending them all (DELETE)", "end-ms", "ms"},
+	} {
+		info(row{bench: "BenchmarkIdleSessions", what: "1000 idle HTTP sessions: " + f[0], figure: "reaper-" + f[1], base: "lean-" + f[1], unit: f[2], baseline: lean})
+	}
+	info(row{bench: "BenchmarkIdleSessionHeap", what: "Go heap of an idle session after one command (reaper package)", figure: "ran-B/session", base: "bare-B/session", unit: "B", baseline: "a session that ran nothing"})
+	info(row{bench: "BenchmarkChurn", what: "sessions per second under churn, HTTP, 4 clients", figure: "reaper-sessions/s", base: "lean-sessions/s", unit: "/s", baseline: lean, inverse: true})
+	for _, t := range []string{"stdio", "http"} {
+		for _, k := range [][2]string{{"control", "control characters"}, {"binary", "binary"}, {"one-line", "one line"}, {"many-lines", "many lines"}} {
+			g, m := ratioAtMost(1.0)
+			add(row{bench: "BenchmarkMemory/" + t + "/" + k[0], what: "peak resident memory, 16 concurrent calls of 1 MB of " + k[1] + ", " + t,
+				figure: "peak-MiB", base: "bound-MiB", unit: "MiB", baseline: "stated bound"}, g, m)
+		}
+	}
+	return rs
+}()
+
+// growth is a figure measured at two sizes, to say how its cost grows.
+type growth struct {
+	what         string
+	small, large string // benchmarks
+	metric       string
+	factor       string // how much larger the large case is
+}
+
+// growths are printed below the table.
+var growths = []growth{
+	{"raw /proc stat read", "BenchmarkWalk/procs=2000/tree", "BenchmarkWalk/procs=20000/tree", "raw-ms", "10× the processes"},
+	{"/proc walk, cgroup containment", "BenchmarkWalk/procs=2000/slice", "BenchmarkWalk/procs=20000/slice", "walk-ms", "10× the processes"},
+	{"/proc walk, process containment", "BenchmarkWalk/procs=2000/tree", "BenchmarkWalk/procs=20000/tree", "walk-ms", "10× the processes"},
+	{"Session.Close", "BenchmarkClose/procs=100", "BenchmarkClose/procs=1000", "close-ms", "10× the processes"},
+	{"cgroup.kill floor", "BenchmarkClose/procs=100", "BenchmarkClose/procs=1000", "floor-ms", "10× the processes"},
+	{"stdio session close, reaper", "BenchmarkSessionStart/host", "BenchmarkSessionStart/crowded", "reaper-close-ms", "2000 more processes on the machine"},
+	{"stdio session close, lean server", "BenchmarkSessionStart/host", "BenchmarkSessionStart/crowded", "lean-close-ms", "2000 more processes on the machine"},
+}

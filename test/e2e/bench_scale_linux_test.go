@@ -1,0 +1,280 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// httpTarget is a server under an HTTP benchmark.
+type httpTarget struct {
+	url  string
+	pids []int // the processes whose memory and CPU count: reaper's guard and server, or lean
+	// left counts the sessions the server still holds; 0 where a session ends with its DELETE.
+	left func() int
+}
+
+// reaperTarget starts reaper over HTTP. Its sessions are counted by their directories in its state
+// directory, which a session's teardown removes last, after its processes and its cgroup.
+func reaperTarget(b *testing.B) httpTarget {
+	b.Helper()
+	p := benchPlace(b)
+	rp := startHTTP(b, p.args()...)
+	guard := rp.cmd.Process.Pid
+	return httpTarget{
+		url:  rp.url,
+		pids: []int{guard, serverOf(b, guard)},
+		left: func() int {
+			m, _ := filepath.Glob(filepath.Join(p.stateDir, "reaper-*", "s-*"))
+			return len(m)
+		},
+	}
+}
+
+// leanTarget starts the lean server over HTTP.
+func leanTarget(b *testing.B) httpTarget {
+	b.Helper()
+	url, cmd := startLeanHTTP(b)
+	return httpTarget{url: url, pids: []int{cmd.Process.Pid}, left: func() int { return 0 }}
+}
+
+// openSessions opens n sessions to url, conc at a time, each with one bash call (`echo hi`), so that
+// reaper has made each one's cgroup.
+func openSessions(url string, client *http.Client, n, conc int) ([]*mcp.ClientSession, error) {
+	out := make([]*mcp.ClientSession, n)
+	err := parallel(n, conc, func(i int) error {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client}, nil)
+		if err != nil {
+			return err
+		}
+		out[i] = cs
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo hi"}})
+		if err == nil && res.IsError {
+			err = errors.New(textOf(res))
+		}
+		return err
+	})
+	if err != nil {
+		closeSessions(out, conc)
+	}
+	return out, err
+}
+
+// closeSessions closes the sessions (a DELETE each), conc at a time.
+func closeSessions(ss []*mcp.ClientSession, conc int) {
+	parallel(len(ss), conc, func(i int) error {
+		if ss[i] != nil {
+			ss[i].Close()
+		}
+		return nil
+	})
+}
+
+// parallel runs f(0) to f(n-1), conc at a time, and returns the first error.
+func parallel(n, conc int, f func(int) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	sem := make(chan struct{}, conc)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("session %d: %w", i, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// awaitEnded waits until the target holds no session, failing after two minutes.
+func awaitEnded(b *testing.B, t httpTarget) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for t.left() > 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d sessions still held two minutes after their DELETE", t.left())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// rssKiB returns the resident memory of the processes, in KiB.
+func rssKiB(b testing.TB, pids []int) int {
+	b.Helper()
+	total := 0
+	for _, pid := range pids {
+		s, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(string(s), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				n, _ := strconv.Atoi(f[1])
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// threadsCPU returns the CPU time the processes' threads have used, from the nanosecond clock of
+// /proc/<pid>/task/<tid>/schedstat (/proc/<pid>/stat counts in 10 ms ticks, too coarse for idle
+// servers). Threads that exit take their time with them; a Go server's rarely do.
+func threadsCPU(b testing.TB, pids []int) time.Duration {
+	b.Helper()
+	var total time.Duration
+	for _, pid := range pids {
+		files, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
+		if err != nil || len(files) == 0 {
+			b.Fatalf("no threads of %d: %v", pid, err)
+		}
+		for _, file := range files {
+			s, err := os.ReadFile(file)
+			if err != nil {
+				continue // the thread exited
+			}
+			ns, _ := strconv.ParseInt(strings.Fields(string(s))[0], 10, 64)
+			total += time.Duration(ns)
+		}
+	}
+	return total
+}
+
+// BenchmarkIdleSessions opens 1000 concurrent HTTP sessions that each ran one command (so reaper has
+// made each one's cgroup), and measures, for reaper and for the lean server, each in a fresh
+// process: the memory a session holds (the growth of resident memory, reaper's guard and server
+// together, over the sessions, read after the idle window), the CPU the server uses while they sit
+// idle for ten seconds, from five seconds after the last was opened (ms of CPU per second; by then
+// the work the burst left is done: reaper serve collects and returns memory to the kernel within two
+// 2 s periods after a burst, and that is not idle cost), and the time
+// from the clients' DELETEs to the end of the
+// last session (for reaper, its state directory is gone: its processes are dead and its cgroup
+// removed). open-ms is the time to open them, 16 at a time.
+//
+//	go test -run '^$' -bench BenchmarkIdleSessions -benchtime 1x ./test/e2e
+func BenchmarkIdleSessions(b *testing.B) {
+	const sessions, settle, window = 1000, 5 * time.Second, 10 * time.Second
+	type figures struct {
+		kib, cpu, end, open float64
+	}
+	measure := func(t httpTarget) figures {
+		client := benchClient(64)
+		warm, err := openSessions(t.url, client, 1, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		closeSessions(warm, 1)
+		awaitEnded(b, t)
+		before := rssKiB(b, t.pids)
+		start := time.Now()
+		ss, err := openSessions(t.url, client, sessions, 16)
+		if err != nil {
+			b.Fatal(err)
+		}
+		open := time.Since(start)
+		time.Sleep(settle) // what the burst left to do: the last calls, a collection, memory returned
+		cpu0 := threadsCPU(b, t.pids)
+		time.Sleep(window)
+		cpu := threadsCPU(b, t.pids) - cpu0
+		after := rssKiB(b, t.pids)
+		start = time.Now()
+		closeSessions(ss, 64)
+		awaitEnded(b, t)
+		end := time.Since(start)
+		return figures{
+			kib:  float64(after-before) / sessions,
+			cpu:  float64(cpu) / 1e6 / window.Seconds(),
+			end:  float64(end.Milliseconds()),
+			open: float64(open.Milliseconds()),
+		}
+	}
+	var lean, reaper figures
+	add := func(sum *figures, f figures) {
+		sum.kib += f.kib
+		sum.cpu += f.cpu
+		sum.end += f.end
+		sum.open += f.open
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			add(&lean, measure(leanTarget(b)))
+			add(&reaper, measure(reaperTarget(b)))
+		} else {
+			add(&reaper, measure(reaperTarget(b)))
+			add(&lean, measure(leanTarget(b)))
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(reaper.kib/n, "reaper-KiB/session")
+	b.ReportMetric(lean.kib/n, "lean-KiB/session")
+	b.ReportMetric(reaper.cpu/n, "reaper-idle-cpu-ms/s")
+	b.ReportMetric(lean.cpu/n, "lean-idle-cpu-ms/s")
+	b.ReportMetric(reaper.end/n, "reaper-end-ms")
+	b.ReportMetric(lean.end/n, "lean-end-ms")
+	b.ReportMetric(reaper.open/n, "reaper-open-ms")
+	b.ReportMetric(lean.open/n, "lean-open-ms")
+}
+
+// BenchmarkChurn measures sessions per second under churn over HTTP: four clients at once each open
+// a session, run one bash call (`echo hi`) and close it (DELETE), 100 sessions in all per iteration;
+// for reaper the iteration ends when the last session's teardown is done. ratio is of the times.
+//
+//	go test -run '^$' -bench BenchmarkChurn -benchtime 10x ./test/e2e
+func BenchmarkChurn(b *testing.B) {
+	const sessions, workers = 100, 4
+	churn := func(t httpTarget) func() time.Duration {
+		client := benchClient(workers)
+		return func() time.Duration {
+			start := time.Now()
+			err := parallel(sessions, workers, func(int) error {
+				ss, err := openSessions(t.url, client, 1, 1)
+				closeSessions(ss, 1)
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			awaitEnded(b, t)
+			return time.Since(start)
+		}
+	}
+	lean, reaper := churn(leanTarget(b)), churn(reaperTarget(b))
+	lean()
+	reaper()
+	var tl, tr time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			tl += lean()
+			tr += reaper()
+		} else {
+			tr += reaper()
+			tl += lean()
+		}
+	}
+	rate := func(d time.Duration) float64 { return float64(sessions*b.N) / d.Seconds() }
+	b.ReportMetric(rate(tr), "reaper-sessions/s")
+	b.ReportMetric(rate(tl), "lean-sessions/s")
+	b.ReportMetric(float64(tr)/float64(tl), "ratio")
+}
