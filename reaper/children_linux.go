@@ -130,14 +130,15 @@ func (c *children) reaped() int {
 	return c.orphans
 }
 
-// close stops the loop and waits for it. The loop may be blocked in wait4 on a child that will not
-// exit soon (one in D state that outlived its kill), so close starts a child of its own that exits at
-// once, argv, whose reaping wakes the loop. Without argv, or if it cannot be started, the loop returns
-// at its next ECHILD.
+// close stops the loop and waits for it. While any child is left the loop may be blocked in wait4 on
+// one that will not exit soon (one in D state that outlived its kill), so close then starts a child of
+// its own that exits at once, argv, whose reaping wakes the loop. Without argv, or if it cannot be
+// started, the loop returns at its next ECHILD. With no child at all the loop is not in wait4, or
+// leaves it with ECHILD, and no process is started: the common case, which saves a fork and exec.
 func (c *children) close(argv []string) {
 	c.mu.Lock()
 	c.stopping = true
-	if len(argv) > 0 {
+	if len(argv) > 0 && hasChildren() {
 		if pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{}); err == nil {
 			c.wake = pid
 		}
@@ -148,4 +149,13 @@ func (c *children) close(argv []string) {
 	default:
 	}
 	<-c.done
+}
+
+// hasChildren tells whether this process has a child, live or a zombie, without reaping it (WNOWAIT:
+// the loop stays the only one that reaps). An error other than ECHILD counts as a child, so that close
+// still wakes the loop.
+func hasChildren() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return !errors.Is(err, unix.ECHILD)
 }

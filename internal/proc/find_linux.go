@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -187,9 +188,18 @@ func (w *Walker) tree(q Query, budget int) ([]Stat, bool) {
 	return out, true
 }
 
-// Descendants returns every live descendant of self.
+// Descendants returns every live descendant of self. It follows the children files down from self,
+// so it costs a read of the stat and the children of each descendant, however many processes the
+// machine runs. Like any reading of /proc it is a snapshot: a child forked after its parent's children
+// were read is missed. A caller that kills what it finds and waits for it to be gone loses nothing by
+// that: the child of a killed parent is re-parented to self (a subreaper) before the parent is reported
+// gone, and the next call finds it.
 func (w *Walker) Descendants(self int) ([]Stat, error) {
-	return w.scan(Query{Self: self, Seeds: map[int]uint64{self: 0}})
+	if _, ok := w.Stat(self); !ok {
+		return nil, fmt.Errorf("reading /proc/%d/stat: process gone or /proc unreadable", self)
+	}
+	found, _ := w.tree(Query{Self: self, Seeds: map[int]uint64{self: 0}, Known: map[int]bool{self: true}}, -1)
+	return found, nil
 }
 
 // Orphans returns the processes that carry marker among self's direct children (orphans adopted by

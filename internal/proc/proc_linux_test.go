@@ -257,8 +257,20 @@ func TestFind(t *testing.T) {
 			}
 		}
 	}
-	if d, err := w.Descendants(self); err != nil || len(d) < 6 {
+	// Descendants follows the children files; a scan of all of /proc must agree with it.
+	d, err := w.Descendants(self)
+	if err != nil || len(d) < 6 {
 		t.Errorf("Descendants = %v, %v; want at least the two shells and their children", pids(d), err)
+	}
+	scanned, err := w.scan(Query{Self: self, Seeds: map[int]uint64{self: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, want := pids(d), pids(scanned); !slices.Equal(g, want) {
+		t.Errorf("Descendants = %v, a scan of /proc found %v", g, want)
+	}
+	if _, err := w.Descendants(1 << 30); err == nil {
+		t.Error("Descendants of a missing pid gave no error")
 	}
 }
 

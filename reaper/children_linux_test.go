@@ -1,0 +1,68 @@
+package reaper
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestChildrenClose: close returns while a child is still running (it wakes the loop out of wait4
+// with a process of its own), and starts no process when nothing is left to wait for.
+func TestChildrenClose(t *testing.T) {
+	forkExec := func(argv ...string) func() (int, error) {
+		return func() (int, error) { return syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{}) }
+	}
+	closed := func(c *children, argv ...string) bool {
+		done := make(chan struct{})
+		go func() { c.close(argv); close(done) }()
+		select {
+		case <-done:
+			return true
+		case <-time.After(30 * time.Second):
+			return false
+		}
+	}
+
+	t.Run("a child left", func(t *testing.T) {
+		c := newChildren()
+		pid, _, err := c.start(forkExec("/bin/sleep", "1000"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			unix.Kill(pid, unix.SIGKILL)
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, 0, nil) // the loop has stopped: reap it here
+		})
+		if !closed(c, "/bin/true") {
+			t.Fatal("close did not return within 30 s while a child was running")
+		}
+		if c.wake == 0 {
+			t.Error("close started no process to wake the loop, yet a child was running")
+		}
+	})
+
+	t.Run("none left", func(t *testing.T) {
+		if hasChildren() {
+			t.Skip("skipped: this test process has children of earlier tests, so close must wake its loop")
+		}
+		c := newChildren()
+		_, exited, err := c.start(forkExec("/bin/true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the loop did not report /bin/true's exit within 30 s")
+		}
+		if !closed(c, "/bin/true") {
+			t.Fatal("close did not return within 30 s")
+		}
+		if c.wake != 0 {
+			t.Errorf("close started process %d though no child was left", c.wake)
+		}
+	})
+}
