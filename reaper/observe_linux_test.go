@@ -1,7 +1,6 @@
 package reaper
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // recorder is an Observer that keeps what it is told.
@@ -38,19 +38,6 @@ func (r *recorder) Teardown(k KillReport) {
 }
 func (r *recorder) Swept(SweepReport) { r.mu.Lock(); r.swept++; r.mu.Unlock() }
 
-// syncBuffer is a bytes.Buffer that a logger and the test may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // TestObserverAndTheOneEndLine follows a session through its life: a task that fails, a background
 // task left running, the end with a reason. The Observer hears each, and the log holds exactly one
 // line for the end, with the reason and the counts and without an error.
@@ -58,7 +45,7 @@ func TestObserverAndTheOneEndLine(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			rec := &recorder{}
-			logs := &syncBuffer{}
+			logs := &testutil.Buffer{}
 			r := newTestReaper(t, mode, Options{Observer: rec, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 			s := newTestSession(t, r, SessionOptions{})
 			if res := run(t, s, "exit 3"); res.Status != Failed {
@@ -148,7 +135,7 @@ func TestLimitsWhereTheHostHasNoController(t *testing.T) {
 		t.Errorf("the refused Reaper left its root %s (err %v)", root, err)
 	}
 
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	r, err := New(Options{Cgroup: cgroup.Options{Root: root}, SessionLimits: limits, Logger: slog.New(slog.NewTextHandler(logs, nil)), StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("auto containment with a limit the host cannot apply: %v", err)

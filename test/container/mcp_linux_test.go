@@ -1,16 +1,13 @@
 package container
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
-	"net"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -162,33 +159,4 @@ func without(ps map[string]testutil.Proc, kinds ...string) []testutil.Proc {
 		}
 	}
 	return out
-}
-
-// syncBuffer is a bytes.Buffer that a command's output goroutine and the test may use at once.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -49,7 +49,7 @@ func TestSidecarInPod(t *testing.T) {
 	// IP), allowed because an admin token comes from the environment, as the Secret gives it.
 	t.Run("probes as in the Kubernetes pod", func(t *testing.T) {
 		token := testutil.UniqueName("admin-token-")
-		port := strconv.Itoa(freePort(t))
+		port := strconv.Itoa(testutil.FreePort(t))
 		s := startSidecar(t, serveOpts{pod: pod, podman: []string{"-e", "REAPER_ADMIN_TOKEN=" + token},
 			reaper: []string{"--admin", ":" + port}})
 		base := "http://127.0.0.1:" + port
@@ -91,7 +91,7 @@ func TestSidecarInPod(t *testing.T) {
 		name := testutil.UniqueName("reaper-ctest-")
 		t.Cleanup(func() { removeContainer(t, name, &container{}) })
 		out, err := suite.pm.run("run", "--name", name, "--pull=never", "--pod", pod, suite.image,
-			"serve", "--http", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--admin", ":"+strconv.Itoa(freePort(t)))
+			"serve", "--http", "127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)), "--admin", ":"+strconv.Itoa(testutil.FreePort(t)))
 		if err == nil || !strings.Contains(out+err.Error(), "admin token") {
 			t.Errorf("reaper with --admin :PORT and no admin token: %v\n%s", err, out)
 		}

@@ -54,7 +54,7 @@ func startSidecar(t *testing.T, o serveOpts) *sidecar {
 	t.Helper()
 	pm := suite.pm
 	name := testutil.UniqueName("reaper-ctest-")
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
 	dir := t.TempDir()
 	args := []string{"run", "-d", "--name", name, "--pull=never", "-v", dir + ":" + shared}
 	if o.pod != "" {

@@ -44,7 +44,7 @@ func stdio(t *testing.T, m mode, args ...string) {
 	run := append([]string{"run", "-i", "--rm", "--name", name, "--pull=never", "--network", "none",
 		"--cgroup-parent", pm.cgroupParent, "-v", dir + ":" + shared}, m.podman...)
 	cmd := pm.command(context.Background(), append(append(run, suite.image), args...)...)
-	var stderr syncBuffer
+	var stderr testutil.Buffer
 	cmd.Stderr = &stderr
 	var c container
 	t.Cleanup(func() { removeContainer(t, name, &c) })

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/testutil"
 	reaperpkg "github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -46,7 +47,7 @@ func leanBin(b testing.TB) string {
 // startLeanHTTP starts the lean server over HTTP and returns its endpoint and process; cleanup stops it.
 func startLeanHTTP(b testing.TB) (string, *exec.Cmd) {
 	b.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(b))
+	addr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(b))
 	cmd := exec.Command(leanBin(b), "-http", addr)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -45,7 +45,7 @@ func benchSessionStart(b *testing.B) {
 	leanPath := leanBin(b)
 	type phases struct{ connect, call, close time.Duration }
 	cycle := func(cmd *exec.Cmd) phases {
-		var stderr syncBuffer
+		var stderr testutil.Buffer
 		cmd.Stderr = &stderr
 		var p phases
 		start := time.Now()

@@ -103,14 +103,14 @@ type stdioServer struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
-	stderr *syncBuffer
+	stderr *testutil.Buffer
 	done   chan struct{}
 	cs     *mcp.ClientSession
 }
 
 func startStdio(t testing.TB, args ...string) *stdioServer {
 	t.Helper()
-	s := &stdioServer{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	s := &stdioServer{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	s.cmd.Stderr = s.stderr
 	var err error
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
@@ -344,7 +344,7 @@ func TestRestartSweepsUpAfterDeadInstance(t *testing.T) {
 			restarted := startHTTP(t, p.args()...)
 			took := testutil.AwaitDead(t, deadPs, 30*time.Second)
 			t.Logf("the dead instance's processes were gone %v after the restart", took.Round(time.Millisecond))
-			if !restarted.stderr.await("swept up after a dead instance") {
+			if !restarted.stderr.Await("swept up after a dead instance") {
 				t.Errorf("the restart did not log the sweep:\n%s", restarted.stderr)
 			}
 			if alive := testutil.Alive(livePs); len(alive) != len(livePs) {
@@ -430,7 +430,7 @@ func TestTasksInheritNoDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	pipe := "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	cmd := exec.Command(bin, append([]string{"serve", "--http", "127.0.0.1:" + strconv.Itoa(port)}, p.args()...)...)
 	null, err := os.Open(os.DevNull)
 	if err != nil {
@@ -438,7 +438,7 @@ func TestTasksInheritNoDescriptors(t *testing.T) {
 	}
 	defer null.Close()
 	cmd.ExtraFiles = []*os.File{null, null, pw} // fd 5 of the guard, inheritable (3 is the guard's own)
-	r := &reaperProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{}), url: "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"}
+	r := &reaperProc{cmd: cmd, stderr: &testutil.Buffer{}, done: make(chan struct{}), url: "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"}
 	cmd.Stderr = r.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,41 +71,10 @@ func buildPackage(pkg, out, cgo string, flags ...string) error {
 // reaperProc is a running reaper binary.
 type reaperProc struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testutil.Buffer
 	url    string // the MCP endpoint, for HTTP
 	done   chan struct{}
 	err    error // the exit error, once done is closed
-}
-
-// syncBuffer is a bytes.Buffer safe for the writer goroutine and test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// await polls until the buffer contains want, reporting whether it did within 10 seconds. The
-// process may have written it already: exec copies from the pipe in a goroutine of its own.
-func (s *syncBuffer) await(want string) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(s.String(), want) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }
 
 // placement is where one test's reaper instances keep their slices and state: a unique cgroup root
@@ -174,7 +141,7 @@ func startHTTP(t testing.TB, args ...string) *reaperProc {
 // reads.
 func startHTTPWithStderr(t testing.TB, f *os.File, args ...string) *reaperProc {
 	t.Helper()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	p := start(t, append([]string{"serve", "--http", addr}, args...), nil, f)
 	p.url = "http://" + addr + "/mcp"
@@ -201,7 +168,7 @@ func startHTTPWithStderr(t testing.TB, f *os.File, args ...string) *reaperProc {
 // cleanup stops it (SIGTERM, then SIGKILL) and waits for it.
 func start(t testing.TB, args []string, stdin io.Reader, f *os.File) *reaperProc {
 	t.Helper()
-	p := &reaperProc{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &reaperProc{cmd: exec.Command(bin, args...), stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdin = stdin
 	p.cmd.Stderr = p.stderr
 	if f != nil {
@@ -235,21 +202,11 @@ func (p *reaperProc) stop(t testing.TB) {
 	}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // connectStdio starts `reaper serve` with args and connects the SDK's client to it over stdio.
-func connectStdio(t testing.TB, args ...string) (*mcp.ClientSession, *exec.Cmd, *syncBuffer) {
+func connectStdio(t testing.TB, args ...string) (*mcp.ClientSession, *exec.Cmd, *testutil.Buffer) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
-	stderr := &syncBuffer{}
+	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr
 	return connectCommand(t, cmd), cmd, stderr
 }

@@ -62,7 +62,7 @@ func TestStaticBinaryUnderSeccompEPERM(t *testing.T) {
 	p := place(t, "cgroup") // where tasks are spawned into a cgroup with clone3
 	cmd := testutil.Helper("seccomp-serve", "E2E_BIN="+staticBin,
 		"E2E_ARGS=serve --containment cgroup "+strings.Join(p.args(), " "))
-	stderr := &syncBuffer{}
+	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr
 	cs := connectCommand(t, cmd)
 	r := bash(t, cs, "grep '^Seccomp:' /proc/self/status; grep '^0::' /proc/self/cgroup")
@@ -74,7 +74,7 @@ func TestStaticBinaryUnderSeccompEPERM(t *testing.T) {
 	if !strings.HasPrefix(lines[1], "0::"+rel+"/r") || !strings.Contains(lines[1], "/s-1/l-") {
 		t.Errorf("the task ran in %q, want its leaf below %s", lines[1], rel)
 	}
-	if !stderr.await("clone3 into a cgroup is refused") {
+	if !stderr.Await("clone3 into a cgroup is refused") {
 		t.Errorf("no warning that clone3 is refused:\n%s", stderr)
 	}
 }
@@ -118,7 +118,7 @@ func TestCgroupNamespaceShowingTheHostHierarchy(t *testing.T) {
 	}
 	cmd := exec.Command("unshare", "--cgroup", "--mount", "--propagation", "private", "/bin/sh", "-c", script, bin, "serve")
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
-	stderr := &syncBuffer{}
+	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr
 	cs := connectCommand(t, cmd)
 
@@ -142,7 +142,7 @@ func TestCgroupNamespaceShowingTheHostHierarchy(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(container.Path(), "reaper")); err != nil {
 		t.Errorf("no reaper directory in the container's cgroup: %v", err)
 	}
-	if stderr.await("\n"); !strings.Contains(stderr.String(), "this process moved into /sys/fs/cgroup/"+filepath.Base(base.Path())+"/container/supervisor") {
+	if stderr.Await("\n"); !strings.Contains(stderr.String(), "this process moved into /sys/fs/cgroup/"+filepath.Base(base.Path())+"/container/supervisor") {
 		t.Errorf("the start-up line does not say where reaper moved:\n%s", stderr)
 	}
 	cs.Close()
@@ -175,9 +175,9 @@ func TestExplicitCgroupRootThatFails(t *testing.T) {
 
 // TestLogsTheAddressAskedFor: --http 0.0.0.0:PORT is logged as such, not as the listener's [::].
 func TestLogsTheAddressAskedFor(t *testing.T) {
-	port := strconv.Itoa(freePort(t))
+	port := strconv.Itoa(testutil.FreePort(t))
 	p := start(t, []string{"serve", "--http", "0.0.0.0:" + port, "--token", testutil.UniqueName("t-"), "--containment", "process"}, nil, nil)
-	if want := `url=http://0.0.0.0:` + port + `/mcp`; !p.stderr.await(want) {
+	if want := `url=http://0.0.0.0:` + port + `/mcp`; !p.stderr.Await(want) {
 		t.Errorf("the start-up log lacks %s:\n%s", want, p.stderr)
 	}
 }

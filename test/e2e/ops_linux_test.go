@@ -36,7 +36,7 @@ func adminGet(t testing.TB, base, path, token string) (int, string) {
 // with the endpoint's base URL.
 func startAdmin(t testing.TB, args ...string) (*reaperProc, string) {
 	t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	addr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
 	p := startHTTP(t, append([]string{"--admin", addr}, args...)...)
 	awaitReady(t, "http://"+addr)
 	return p, "http://" + addr
@@ -174,8 +174,8 @@ func TestReadyz(t *testing.T) {
 // TestAdminBeyondLoopback serves the admin endpoint on every interface with an admin token: probes
 // need nothing, /metrics needs the token; without a token reaper refuses to start.
 func TestAdminBeyondLoopback(t *testing.T) {
-	port := strconv.Itoa(freePort(t))
-	p := start(t, []string{"serve", "--http", "127.0.0.1:" + strconv.Itoa(freePort(t)), "--admin", "0.0.0.0:" + port}, nil, nil)
+	port := strconv.Itoa(testutil.FreePort(t))
+	p := start(t, []string{"serve", "--http", "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)), "--admin", "0.0.0.0:" + port}, nil, nil)
 	select {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
@@ -213,7 +213,7 @@ func TestJSONLogs(t *testing.T) {
 	id := cs.ID()
 	bash(t, cs, "sleep 1000 & echo started")
 	cs.Close() // DELETE
-	if !p.stderr.await(`"msg":"session ended"`) {
+	if !p.stderr.Await(`"msg":"session ended"`) {
 		t.Fatalf("no session end logged:\n%s", p.stderr)
 	}
 	syscall.Kill(serverOf(t, p.cmd.Process.Pid), syscall.SIGKILL)
@@ -294,7 +294,7 @@ func TestLimitsOnThisHost(t *testing.T) {
 	if !strings.Contains(body, "containment cgroup") || !strings.Contains(body, "memory, pids limits not applied") {
 		t.Errorf("/readyz under auto: %q", body)
 	}
-	if !p.stderr.await("per-session limits not applied") {
+	if !p.stderr.Await("per-session limits not applied") {
 		t.Errorf("no warning:\n%s", p.stderr)
 	}
 	cs := connectHTTP(t, p.url, "")

@@ -55,12 +55,12 @@ func killMarked(mark string) {
 
 // startRun starts `reaper run` with flags, then argv, with mark in its environment (the job inherits
 // it). Cleanup kills whatever carries the mark, so that a failing test leaves nothing either.
-func startRun(t testing.TB, p placement, mark string, flags []string, argv ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func startRun(t testing.TB, p placement, mark string, flags []string, argv ...string) (*exec.Cmd, *testutil.Buffer, *testutil.Buffer) {
 	t.Helper()
 	args := append(append(append([]string{"run"}, p.args()...), flags...), "--")
 	cmd := exec.Command(bin, append(args, argv...)...)
 	cmd.Env = append(os.Environ(), mark)
-	stdout, stderr := &syncBuffer{}, &syncBuffer{} // read while exec's goroutines write them
+	stdout, stderr := &testutil.Buffer{}, &testutil.Buffer{} // read while exec's goroutines write them
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func startRun(t testing.TB, p placement, mark string, flags []string, argv ...st
 }
 
 // finishRun waits for a `reaper run` started by startRun, for at most within.
-func finishRun(t testing.TB, cmd *exec.Cmd, stdout, stderr *syncBuffer, started time.Time, within time.Duration) runResult {
+func finishRun(t testing.TB, cmd *exec.Cmd, stdout, stderr *testutil.Buffer, started time.Time, within time.Duration) runResult {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -184,7 +184,7 @@ func TestRunExitStatus(t *testing.T) {
 // second SIGTERM ends it at once.
 func TestRunSignals(t *testing.T) {
 	p := place(t, "")
-	await := func(t *testing.T, stdout *syncBuffer, want string) {
+	await := func(t *testing.T, stdout *testutil.Buffer, want string) {
 		testutil.Eventually(t, "the job to print "+want, func() bool { return strings.Contains(stdout.String(), want) })
 	}
 	t.Run("forwarded", func(t *testing.T) {
@@ -328,7 +328,7 @@ func TestRunOnATerminal(t *testing.T) {
 			syscall.Kill(q.Pid, syscall.SIGKILL)
 		}
 	})
-	out := &syncBuffer{}
+	out := &testutil.Buffer{}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -339,7 +339,7 @@ func TestRunOnATerminal(t *testing.T) {
 			}
 		}
 	}()
-	if !out.await("ready") {
+	if !out.Await("ready") {
 		t.Fatalf("the job did not start: %q", out)
 	}
 	master.Write([]byte{0x03}) // Ctrl-C
@@ -354,7 +354,7 @@ func TestRunOnATerminal(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("Ctrl-C did not end the job\n%s", out)
 	}
-	out.await("interrupted")
+	out.Await("interrupted")
 	for _, want := range []string{"on-a-terminal", "interrupted"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the terminal shows %q, want %q in it", out, want)

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // TestServiceManagerNotification runs the binary as systemd runs a Type=notify service: with
@@ -31,7 +33,7 @@ func TestServiceManagerNotification(t *testing.T) {
 		return string(buf[:n])
 	}
 	t.Setenv("NOTIFY_SOCKET", addr)
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	listen := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
 	p := start(t, append([]string{"serve", "--http", listen}, cgroupArgs(t)...), nil, nil)
 	if got := read(); got != "READY=1" {
 		t.Fatalf("first notification %q, want READY=1\n%s", got, p.stderr)

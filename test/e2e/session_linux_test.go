@@ -204,7 +204,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		ps := escapees(t, cs)
 		cs.Close() // sends DELETE
 		t.Logf("dead %v after DELETE", testutil.AwaitDead(t, ps, grace+time.Second))
-		if !p.stderr.await(`reason=delete`) {
+		if !p.stderr.Await(`reason=delete`) {
 			t.Errorf("the session end was not logged with its reason:\n%s", p.stderr)
 		}
 	})
@@ -419,7 +419,7 @@ func TestCommandLine(t *testing.T) {
 	// The environment sets what flags do not; a flag wins.
 	cmd := exec.Command(bin, append([]string{"serve", "--max-tasks", "3"}, cgroupArgs(t)...)...)
 	cmd.Env = append(os.Environ(), "REAPER_MAX_TASKS=7", "REAPER_IDLE_TIMEOUT=42s")
-	stderr := &syncBuffer{}
+	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -435,7 +435,7 @@ func TestCommandLine(t *testing.T) {
 			t.Errorf("flag and environment not applied: %s", tool.Description)
 		}
 	}
-	stderr.await("\n")
+	stderr.Await("\n")
 	first, _, _ := strings.Cut(stderr.String(), "\n")
 	if !strings.Contains(first, "stdio") || !strings.Contains(first, "containment=") {
 		t.Errorf("first log line %q should name the transport and the containment", first)

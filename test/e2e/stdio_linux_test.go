@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,7 +36,7 @@ func TestOversizedStdioRequest(t *testing.T) {
 		cmd := exec.Command(bin, append([]string{"serve"}, cgroupArgs(t)...)...)
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
-		stderr := &syncBuffer{}
+		stderr := &testutil.Buffer{}
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

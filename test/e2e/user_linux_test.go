@@ -39,7 +39,7 @@ func TestUser(t *testing.T) {
 				}
 			})
 			p := startHTTP(t, append(place(t, mode).args(), "--state-dir", state, "--user", tu.Name, "--token-file", tokens, "--token", "tok-cli")...)
-			if !p.stderr.await("--token on the command line can be read by every local process") {
+			if !p.stderr.Await("--token on the command line can be read by every local process") {
 				t.Errorf("no warning about --token on the command line:\n%s", p.stderr)
 			}
 			guard := p.cmd.Process.Pid
