@@ -11,6 +11,8 @@ import (
 // jsonCost is what one character of output takes in a JSON string as the SDK writes it (Go's
 // encoding/json): tab, newline, carriage return, quote and backslash two bytes; other control
 // characters, and <, > and & (escaped for HTML) and U+2028 and U+2029, six; others their UTF-8 length.
+// The tools' results go out as wireResult, which leaves <, > and & as they are: for those the count
+// errs high, cutting such output earlier than it need be, never later.
 func jsonCost(r rune) int {
 	switch {
 	case r == '\t', r == '\n', r == '\r', r == '"', r == '\\':

@@ -103,7 +103,7 @@ func New(opts Options) (*Server, error) {
 		Logger:       sdkLogger(opts.Logger), // no KeepAlive: the Server's own (see keepalive)
 	})
 	s.addTools(lim)
-	s.mcp.AddReceivingMiddleware(s.observe)
+	s.mcp.AddReceivingMiddleware(encodeOnce, s.observe) // observe sees *mcp.CallToolResult
 	return s, nil
 }
 

@@ -104,6 +104,9 @@ func joinText(parts ...[]byte) string {
 	for _, p := range parts {
 		sb.Write(p)
 	}
+	if s := sb.String(); utf8.ValidString(s) { // see validText
+		return s
+	}
 	return strings.ToValidUTF8(sb.String(), "\uFFFD")
 }
 

@@ -208,6 +208,9 @@ func incompleteSuffix(b []byte) int {
 
 // validText converts output bytes to valid UTF-8: each run of invalid bytes becomes one U+FFFD.
 func validText(b []byte) string {
+	if utf8.Valid(b) { // far faster than ToValidUTF8's own scan, which finds nothing to replace
+		return string(b)
+	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 

@@ -1,0 +1,122 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A tool result carries a command's output twice: in its text content (the output, then notes) and
+// in its structured content ("output"). Clients differ in which they show the model, so neither copy
+// can go: Claude Code hands the model only structuredContent when a result has it
+// (anthropics/claude-code#55677, #79944), and so does Cursor; openai-agents-python (by default:
+// use_structured_content is false), kimi-code and Claude Desktop show the text content.
+//
+// What can go is the cost of encoding each copy. The SDK encodes a result in layers: the text
+// content's MarshalJSON, CallToolResult's MarshalJSON around it, the response's result
+// (json.RawMessage) and the JSON-RPC message around that; encoding/json re-reads and compacts the
+// output of every MarshalJSON and RawMessage it meets, one pass over every byte per layer (in a
+// profile of 1 MB results, compaction was most of the server's CPU). The text went through four
+// passes, the structured content three. wireResult is encoded by reflection instead, with both
+// copies as plain string fields: each is escaped once, and only the message's own compaction of its
+// result reads them again.
+
+// encodeOnce is receiving middleware that hands the SDK tools/call results in a form it encodes
+// with one pass less per layer (see wireResult). Results of another shape go out as they are.
+func encodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && err == nil {
+			if w := newWireResult(r); w != nil {
+				return w, nil
+			}
+		}
+		return res, err
+	}
+}
+
+// wireResult is a CallToolResult that encoding/json encodes by reflection, field by field, rather
+// than through CallToolResult.MarshalJSON. Its fields give the same object, key for key and in the
+// same order; the one difference in bytes is that the text and the structured content's strings are
+// written as the JSON-RPC message around them is, without escaping <, > and & for HTML (the same
+// text once decoded).
+//
+// The embedded CallToolResult gives wireResult the methods of mcp.Result, and the SDK's unexported
+// ones it calls after the handler (setting the result type, and _meta through SetMeta): they change
+// the embedded result, which _meta and resultType read when they are encoded. Its MarshalJSON must
+// not be promoted, or encoding/json would call it: noMarshal, embedded at the same depth, makes the
+// name ambiguous, which leaves both out of wireResult's method set.
+type wireResult struct {
+	*mcp.CallToolResult `json:"-"`
+	noMarshal           `json:"-"`
+
+	MetaField       metaOf      `json:"_meta,omitzero"`
+	ContentField    []textBlock `json:"content"`
+	StructuredField any         `json:"structuredContent,omitempty"`
+	IsErrorField    bool        `json:"isError,omitempty"`
+	ResultTypeField resultType  `json:"resultType,omitzero"`
+}
+
+// newWireResult returns r as a wireResult, or nil when r has anything wireResult does not encode as
+// the SDK would: content other than one plain text block, no structured content, input requests.
+func newWireResult(r *mcp.CallToolResult) *wireResult {
+	if len(r.Content) != 1 || r.StructuredContent == nil || r.InputRequests != nil {
+		return nil
+	}
+	tc, ok := r.Content[0].(*mcp.TextContent)
+	if !ok || tc.Meta != nil || tc.Annotations != nil {
+		return nil
+	}
+	return &wireResult{
+		CallToolResult:  r,
+		MetaField:       metaOf{r},
+		ContentField:    []textBlock{{Type: "text", Text: tc.Text}},
+		StructuredField: r.StructuredContent,
+		IsErrorField:    r.IsError,
+		ResultTypeField: resultType{r},
+	}
+}
+
+// noMarshal only hides CallToolResult.MarshalJSON (see wireResult); it is never called.
+type noMarshal struct{}
+
+func (noMarshal) MarshalJSON() ([]byte, error) { panic("noMarshal.MarshalJSON called") }
+
+// textBlock is mcp.TextContent as the SDK writes it when it has neither _meta nor annotations.
+type textBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// metaOf writes the result's _meta as it is when the result is encoded (the SDK may add to it after
+// the handler returns).
+type metaOf struct{ r *mcp.CallToolResult }
+
+func (m metaOf) IsZero() bool                 { return len(m.r.Meta) == 0 }
+func (m metaOf) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]any(m.r.Meta)) }
+
+// resultType writes the result's resultType as it is when the result is encoded: the SDK sets it,
+// in an unexported field, after the handler returns, for clients of protocol 2026-07-28. It is read
+// back from the SDK's own encoding of the result without its content.
+type resultType struct{ r *mcp.CallToolResult }
+
+func (t resultType) IsZero() bool { return t.value() == "" }
+
+func (t resultType) MarshalJSON() ([]byte, error) { return json.Marshal(t.value()) }
+
+func (t resultType) value() string {
+	bare := *t.r
+	bare.Meta, bare.Content, bare.StructuredContent = nil, nil, nil
+	b, err := bare.MarshalJSON()
+	if err != nil {
+		return ""
+	}
+	var v struct {
+		ResultType string `json:"resultType"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return ""
+	}
+	return v.ResultType
+}
