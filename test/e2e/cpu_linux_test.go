@@ -36,8 +36,12 @@ func TestLeftoverWriterCostsLittle(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			cs, cmd, _ := connectStdio(t, place(t, mode).args()...)
 			server := serverOf(t, cmd.Process.Pid)
-			r := bash(t, cs, "yes & echo $!")
-			yes := testutil.PidsIn(t, r.Output)
+			// The pid goes first, on a line of its own, and yes starts later: a writer that starts at
+			// once can fill more than the output limit before the command's result is made, and then
+			// the middle is dropped and a count of bytes stands there.
+			r := bash(t, cs, "(sleep 0.2; exec yes) & echo $!")
+			first, _, _ := strings.Cut(r.Output, "\n")
+			yes := testutil.PidsIn(t, first)
 			const period = 3 * time.Second
 			before, wrote := cpuTime(t, server), written(t, yes[0].Pid)
 			time.Sleep(period) // measuring over a period: the writer writes all along
