@@ -285,6 +285,7 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 		SkippedBytes: c.Skipped, PendingBytes: c.Pending, Processes: ti.Processes,
 	}
 	var b strings.Builder
+	b.Grow(len(c.Text) + 256)
 	b.WriteString(c.Text) // a line in it stands for skipped bytes
 	if c.Text != "" && !strings.HasSuffix(c.Text, "\n") {
 		b.WriteByte('\n')
@@ -301,7 +302,9 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 	} else {
 		fmt.Fprintf(&b, "[task %s running for %v, %d process(es)]\n", ti.ID, time.Since(ti.Started).Round(time.Second), ti.Processes)
 	}
-	return text(b.String()), out, nil
+	txt := b.String()
+	out.Output = txt[:len(c.Text)] // the text starts with the output: both share one copy of it
+	return text(txt), out, nil
 }
 
 func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, in TaskStopInput) (*mcp.CallToolResult, TaskStopOutput, error) {

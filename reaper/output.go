@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -126,7 +127,7 @@ func (o *output) all(partial bool, budget Budget) (text string, dropped, total i
 		return "", 0, o.total
 	}
 	tailStart := o.total - int64(o.rlen)
-	head, tail := o.head, o.ringBytes(0)
+	head, tail := o.head, o.ringView()
 	gap := tailStart - int64(len(head))
 	end := o.total
 	if partial {
@@ -207,27 +208,43 @@ func (o *output) readLocked(from int64, max int, partial bool, budget Budget) Ch
 }
 
 // keptFrom returns the kept output from offset from on: front, then gap bytes that were dropped,
-// then back. Where nothing was dropped past from, gap is 0 and back is empty. front may share the
-// head's memory; back does not.
+// then back. Where nothing was dropped past from, gap is 0 and back is empty. Both may share the
+// buffers' memory: they are valid while o.mu is held.
 func (o *output) keptFrom(from int64) (front []byte, gap int64, back []byte) {
 	head := int64(len(o.head))
 	tailStart := o.total - int64(o.rlen)
 	switch {
 	case from >= tailStart:
-		return o.ringBytes(int(from - tailStart)), 0, nil
+		return o.ringView()[from-tailStart:], 0, nil
 	case from < head && tailStart == head:
-		// Contiguous: the head, then the ring.
+		// Contiguous: the head, then the ring, in one slice, for characters that straddle them.
 		if o.rlen == 0 {
 			return o.head[from:], 0, nil
 		}
 		b := make([]byte, 0, head-from+int64(o.rlen))
 		b = append(b, o.head[from:]...)
-		return o.appendRing(b, 0), 0, nil
+		return append(b, o.ringView()...), 0, nil
 	case from < head:
-		return o.head[from:], tailStart - head, o.ringBytes(0)
+		return o.head[from:], tailStart - head, o.ringView()
 	default: // from in the dropped middle
-		return nil, tailStart - from, o.ringBytes(0)
+		return nil, tailStart - from, o.ringView()
 	}
+}
+
+// ringView returns the ring's valid bytes in stream order, in the ring's own memory: it first
+// rotates the ring in place, if need be, so that they start at its beginning. A read of the tail
+// then copies it once, into the text it returns, and a finished task's ring is rotated at most once.
+func (o *output) ringView() []byte {
+	if o.rlen == 0 {
+		return nil
+	}
+	if start := (o.rpos - o.rlen + len(o.ring)) % len(o.ring); start != 0 {
+		slices.Reverse(o.ring[:start])
+		slices.Reverse(o.ring[start:])
+		slices.Reverse(o.ring)
+		o.rpos = o.rlen % len(o.ring)
+	}
+	return o.ring[:o.rlen]
 }
 
 // ringBytes returns the ring's valid bytes in stream order, starting skip bytes in, in a new slice.
@@ -235,20 +252,13 @@ func (o *output) ringBytes(skip int) []byte {
 	if o.rlen == 0 || skip >= o.rlen {
 		return nil
 	}
-	return o.appendRing(make([]byte, 0, o.rlen-skip), skip)
-}
-
-// appendRing appends the ring's valid bytes in stream order, starting skip bytes in, to b.
-func (o *output) appendRing(b []byte, skip int) []byte {
-	if o.rlen == 0 || skip >= o.rlen {
-		return b
-	}
 	start := (o.rpos - o.rlen + len(o.ring)) % len(o.ring)
 	start = (start + skip) % len(o.ring)
 	n := o.rlen - skip
+	out := make([]byte, 0, n)
 	first := min(n, len(o.ring)-start)
-	b = append(b, o.ring[start:start+first]...)
-	return append(b, o.ring[:n-first]...)
+	out = append(out, o.ring[start:start+first]...)
+	return append(out, o.ring[:n-first]...)
 }
 
 // incompleteSuffix returns the length of a UTF-8 sequence cut off at the end of b (0 to 3 bytes).
