@@ -61,13 +61,17 @@ type TaskOutput struct {
 	ExitCode *int   `json:"exit_code,omitempty"`
 	// OOMKilled is set when the kernel's OOM killer killed a process of the task.
 	OOMKilled bool `json:"oom_killed,omitempty"`
-	// Output is what the task wrote since the previous read.
+	// Output is what the task wrote since the previous read: all of it kept, up to the output limit,
+	// unless PendingBytes says otherwise.
 	Output string `json:"output"`
-	// Offset and Next delimit Output in the task's output stream; SkippedBytes were dropped to keep
-	// the output bounded before Offset.
+	// Offset and Next delimit Output in the task's output stream. SkippedBytes of them were dropped
+	// to keep the output bounded (the middle of a long output), and a line in Output stands for them.
 	Offset       int64 `json:"offset"`
 	Next         int64 `json:"next"`
 	SkippedBytes int64 `json:"skipped_bytes,omitempty"`
+	// PendingBytes is output the task already wrote that did not fit in this result: the next
+	// task_output call returns it.
+	PendingBytes int64 `json:"pending_bytes,omitempty"`
 	// Processes is the number of the task's processes still alive.
 	Processes int `json:"processes"`
 }
@@ -278,15 +282,16 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 	}
 	out := TaskOutput{
 		TaskID: ti.ID, Status: string(ti.Status), OOMKilled: ti.OOMKilled, Output: c.Text, Offset: c.Offset, Next: c.Next,
-		SkippedBytes: c.Skipped, Processes: ti.Processes,
+		SkippedBytes: c.Skipped, PendingBytes: c.Pending, Processes: ti.Processes,
 	}
 	var b strings.Builder
-	if c.Skipped > 0 {
-		fmt.Fprintf(&b, "[%d bytes of output dropped before this]\n", c.Skipped)
-	}
-	b.WriteString(c.Text)
+	b.Grow(len(c.Text) + 256)
+	b.WriteString(c.Text) // a line in it stands for skipped bytes
 	if c.Text != "" && !strings.HasSuffix(c.Text, "\n") {
 		b.WriteByte('\n')
+	}
+	if c.Pending > 0 {
+		fmt.Fprintf(&b, "[%d more bytes pending: call task_output again]\n", c.Pending)
 	}
 	if ti.Status.Terminal() {
 		out.ExitCode = ptr(ti.ExitCode)
@@ -297,7 +302,9 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 	} else {
 		fmt.Fprintf(&b, "[task %s running for %v, %d process(es)]\n", ti.ID, time.Since(ti.Started).Round(time.Second), ti.Processes)
 	}
-	return text(b.String()), out, nil
+	txt := b.String()
+	out.Output = txt[:len(c.Text)] // the text starts with the output: both share one copy of it
+	return text(txt), out, nil
 }
 
 func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, in TaskStopInput) (*mcp.CallToolResult, TaskStopOutput, error) {

@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -77,21 +78,29 @@ func (o *output) discard() {
 // Chunk is a piece of a task's output.
 type Chunk struct {
 	// Text is the output between Offset and Next, as valid UTF-8: each run of invalid bytes became
-	// U+FFFD.
+	// U+FFFD. Where the read passed over bytes dropped to keep the output bounded (the middle of a
+	// long stream), a line in Text stands for them (see Skipped).
 	Text string
-	// Offset is where Text starts in the stream; Next is where the following read continues.
+	// Offset is where the read started in the stream (the requested offset, clamped to what
+	// exists); Next is where the following read continues.
 	Offset, Next int64
-	// Skipped counts bytes between the requested offset and Offset that were dropped to keep the
-	// output bounded (the middle of a long stream).
+	// Skipped counts the bytes between Offset and Next that were dropped to keep the output
+	// bounded; Text holds a line that says so where they were.
 	Skipped int64
+	// Pending counts the kept bytes after Next that this read left for the next one, because of
+	// its cap (OutputOptions.Max or Budget). Zero means the read returned all that exists now; a
+	// running task may still write more, and a character it has only partly written yet is not
+	// counted.
+	Pending int64
 	// Total is the length of the whole stream so far, dropped bytes included.
 	Total int64
 }
 
-// readAt returns the output from offset from (clamped to what exists) to the end, at most max bytes of
-// it (max <= 0: no limit) and no more than budget allows, and moves the incremental cursor to where it ends. If partial is true (the
-// task still runs), an incomplete UTF-8 sequence at the end is held back for the next read rather
-// than turned into U+FFFD.
+// readAt returns the kept output from offset from (clamped to what exists) to the end, across the
+// dropped middle if the read reaches it (see Chunk), at most max bytes of it (max <= 0: no limit) and
+// no more than budget allows, and moves the incremental cursor to where it ends. If partial is true
+// (the task still runs), an incomplete UTF-8 sequence at the end is held back for the next read
+// rather than turned into U+FFFD.
 func (o *output) readAt(from int64, max int, partial bool, budget Budget) Chunk {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -118,7 +127,7 @@ func (o *output) all(partial bool, budget Budget) (text string, dropped, total i
 		return "", 0, o.total
 	}
 	tailStart := o.total - int64(o.rlen)
-	head, tail := o.head, o.ringBytes(0)
+	head, tail := o.head, o.ringView()
 	gap := tailStart - int64(len(head))
 	end := o.total
 	if partial {
@@ -138,44 +147,107 @@ func (o *output) all(partial bool, budget Budget) (text string, dropped, total i
 func (o *output) readLocked(from int64, max int, partial bool, budget Budget) Chunk {
 	from = min(max64(from, 0), o.total)
 	c := Chunk{Offset: from, Total: o.total}
-	tailStart := o.total - int64(o.rlen)
-	var b []byte
-	if from < int64(len(o.head)) {
-		b = append(b, o.head[from:]...)
-		if tailStart == int64(len(o.head)) {
-			b = append(b, o.ringBytes(0)...)
-		}
-	} else {
-		if from < tailStart {
-			c.Skipped = tailStart - from
-			c.Offset = tailStart
-		}
-		b = o.ringBytes(int(c.Offset - tailStart))
+	front, gap, back := o.keptFrom(from)
+	// n1 and n2: how much of front and of back this read returns, within max and the budget.
+	room := len(front) + len(back)
+	if max > 0 {
+		room = min(room, max)
 	}
-	avail := b
-	cut := false
-	if max > 0 && len(b) > max {
-		b, cut = b[:max], true
-	}
+	n1 := min(len(front), room)
+	n2 := min(len(back), room-n1)
 	if budget.on() {
-		n, _ := budget.prefix(b, budget.Max)
-		b = b[:n]
+		var spent int
+		n1, spent = budget.prefix(front[:n1], budget.Max)
+		if n1 < len(front) {
+			n2 = 0
+		} else {
+			n2, _ = budget.prefix(back[:n2], budget.Max-spent)
+		}
 	}
-	if partial || cut {
-		b = b[:len(b)-incompleteSuffix(b)]
+	// Hold back a character cut short where the read ends: at a cap, or at the end of a stream
+	// still being written. The end of the head before a gap is final: nothing will complete it.
+	switch {
+	case n2 > 0 && (n2 < len(back) || partial):
+		n2 -= incompleteSuffix(back[:n2])
+	case n2 == 0 && (n1 < len(front) || partial && gap == 0):
+		n1 -= incompleteSuffix(front[:n1])
 	}
-	if len(b) == 0 && len(avail) > 0 && (!partial || utf8.FullRune(avail)) {
+	if n1 == 0 && n2 == 0 {
 		// One character at least (or one invalid byte), or the reader never gets past it; only a
 		// character still being written is waited for.
-		_, n := utf8.DecodeRune(avail)
-		b = avail[:n]
+		switch {
+		case len(front) > 0 && (!partial || gap > 0 || utf8.FullRune(front)):
+			_, n1 = utf8.DecodeRune(front)
+		case len(front) == 0 && len(back) > 0 && (!partial || utf8.FullRune(back)):
+			_, n2 = utf8.DecodeRune(back)
+		}
 	}
-	c.Next = c.Offset + int64(len(b))
-	c.Text = validText(b)
+	last := front
+	if gap > 0 {
+		last = back
+	}
+	c.Pending = int64(len(front) - n1 + len(back) - n2)
+	if partial {
+		c.Pending = max64(c.Pending-int64(incompleteSuffix(last)), 0)
+	}
+	if n2 == 0 && (gap == 0 || len(back) > 0) {
+		c.Next = from + int64(n1)
+		c.Text = validText(front[:n1])
+		return c
+	}
+	// The read crosses the dropped middle (or reaches it, and nothing is kept beyond: the output was
+	// discarded): a line stands for it.
+	notice := dropNotice(gap)
+	if n1 == 0 {
+		notice = notice[1:] // no blank line before it at the start
+	}
+	c.Skipped = gap
+	c.Next = from + int64(n1) + gap + int64(n2)
+	c.Text = joinText(front[:n1], []byte(notice), back[:n2])
 	return c
 }
 
-// ringBytes returns the ring's valid bytes in stream order, starting skip bytes in.
+// keptFrom returns the kept output from offset from on: front, then gap bytes that were dropped,
+// then back. Where nothing was dropped past from, gap is 0 and back is empty. Both may share the
+// buffers' memory: they are valid while o.mu is held.
+func (o *output) keptFrom(from int64) (front []byte, gap int64, back []byte) {
+	head := int64(len(o.head))
+	tailStart := o.total - int64(o.rlen)
+	switch {
+	case from >= tailStart:
+		return o.ringView()[from-tailStart:], 0, nil
+	case from < head && tailStart == head:
+		// Contiguous: the head, then the ring, in one slice, for characters that straddle them.
+		if o.rlen == 0 {
+			return o.head[from:], 0, nil
+		}
+		b := make([]byte, 0, head-from+int64(o.rlen))
+		b = append(b, o.head[from:]...)
+		return append(b, o.ringView()...), 0, nil
+	case from < head:
+		return o.head[from:], tailStart - head, o.ringView()
+	default: // from in the dropped middle
+		return nil, tailStart - from, o.ringView()
+	}
+}
+
+// ringView returns the ring's valid bytes in stream order, in the ring's own memory: it first
+// rotates the ring in place, if need be, so that they start at its beginning. A read of the tail
+// then copies it once, into the text it returns, and a finished task's ring is rotated at most once.
+func (o *output) ringView() []byte {
+	if o.rlen == 0 {
+		return nil
+	}
+	if start := (o.rpos - o.rlen + len(o.ring)) % len(o.ring); start != 0 {
+		slices.Reverse(o.ring[:start])
+		slices.Reverse(o.ring[start:])
+		slices.Reverse(o.ring)
+		o.rpos = o.rlen % len(o.ring)
+	}
+	return o.ring[:o.rlen]
+}
+
+// ringBytes returns the ring's valid bytes in stream order, starting skip bytes in, in a new slice.
 func (o *output) ringBytes(skip int) []byte {
 	if o.rlen == 0 || skip >= o.rlen {
 		return nil

@@ -9,8 +9,10 @@ import (
 // FuzzOutput writes a stream in arbitrary pieces into an output of arbitrary size, reading it
 // incrementally after each piece (in reads of at most max bytes, with or without a budget that prices
 // control characters at six bytes), then whole. Every text is valid UTF-8; the reads cover the stream
-// exactly, skipped bytes included; a reader always gets past a character; and where nothing had to be
-// dropped, no character of the stream is lost, split or repeated.
+// exactly, each from where the previous one ended, skipped bytes included and marked; a read says
+// truly whether kept bytes are pending, an uncapped read of the finished stream leaves none, and a
+// reader always gets past a character; and where nothing had to be dropped, no character of the
+// stream is lost, split or repeated.
 func FuzzOutput(f *testing.F) {
 	f.Add([]byte("héllo wörld\n"), []byte{1, 2, 3}, uint16(64), uint8(0), false)
 	f.Add([]byte("a\xff\xfeb\xe2\x82"), []byte{2}, uint16(4), uint8(1), false)
@@ -36,12 +38,26 @@ func FuzzOutput(f *testing.F) {
 				if !utf8.ValidString(c.Text) {
 					t.Fatalf("invalid UTF-8 in %q", c.Text)
 				}
-				if c.Offset != next+c.Skipped || c.Next < c.Offset || c.Next > c.Total {
+				if c.Offset != next || c.Next < c.Offset+c.Skipped || c.Next > c.Total || c.Pending < 0 || c.Pending > c.Total-c.Next {
 					t.Fatalf("read after %d: %+v", next, c)
 				}
-				got.WriteString(c.Text)
+				if !partial && (c.Pending == 0) != (c.Next == c.Total) {
+					t.Fatalf("a read of the finished stream said %d bytes pending and ended at %d of %d: %+v", c.Pending, c.Next, c.Total, c)
+				}
+				if !partial && max == 0 && !costly && c.Pending != 0 {
+					t.Fatalf("an uncapped read of the finished stream left %d bytes pending: %+v", c.Pending, c)
+				}
+				if c.Skipped > 0 && !strings.Contains(c.Text, dropNotice(c.Skipped)[1:]) {
+					t.Fatalf("%d bytes skipped and no line says so: %+v", c.Skipped, c)
+				}
+				if c.Skipped == 0 {
+					got.WriteString(c.Text)
+				}
 				next = c.Next
 				if c.Next == c.Offset {
+					if c.Pending > 0 {
+						t.Fatalf("a read got nowhere with %d bytes pending: %+v", c.Pending, c)
+					}
 					return // nothing more for now
 				}
 			}

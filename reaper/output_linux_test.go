@@ -3,6 +3,7 @@ package reaper
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,4 +119,86 @@ func rss(t testing.TB) int64 {
 	}
 	t.Fatal("no VmRSS in /proc/self/status")
 	return 0
+}
+
+// TestFinishedTaskReads: a finished task's output, up to the output limit, comes back in one read
+// within a budget of the limit: its head, a line for the dropped middle, its tail. Under a smaller
+// budget each read says how much is pending, and the reads that follow return the rest, each from
+// where the previous ended, nothing lost or repeated.
+func TestFinishedTaskReads(t *testing.T) {
+	const limit = 1 << 20
+	r := newTestReaper(t, ContainCgroup, Options{OutputLimit: limit})
+	s := newTestSession(t, r, SessionOptions{})
+	finished := func(command string) string {
+		t.Helper()
+		ti, err := s.Start(command, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ti, err = s.Wait(context.Background(), ti.ID, time.Minute); err != nil || !ti.Status.Terminal() {
+			t.Fatalf("task %+v did not end: %v", ti, err)
+		}
+		return ti.ID
+	}
+
+	// 2 MB: one read returns the 1 MiB kept, and nothing is pending.
+	id := finished("head -c 2000000 /dev/zero | tr '\\0' '~'")
+	ti, c, err := s.Output(id, OutputOptions{Budget: Budget{Cost: jsonish, Max: limit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti.Status != Completed || strings.Count(c.Text, "~") != limit || c.Skipped != 2000000-limit ||
+		c.Offset != 0 || c.Next != 2000000 || c.Pending != 0 || !strings.Contains(c.Text, dropNotice(c.Skipped)) {
+		t.Errorf("one read of a finished 2 MB task: %s, %d '~', offset %d, next %d, skipped %d, pending %d",
+			ti.Status, strings.Count(c.Text, "~"), c.Offset, c.Next, c.Skipped, c.Pending)
+	}
+
+	// Numbered lines, read under a budget of 100,000: every read but the last says what is pending,
+	// and together they are the head and the tail of the stream, each byte once.
+	want, err := exec.Command("seq", "400000").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = finished("seq 400000")
+	var got strings.Builder
+	var next, skipped int64
+	reads := 0
+	for {
+		reads++
+		_, c, err := s.Output(id, OutputOptions{Budget: Budget{Cost: jsonish, Max: 100000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Offset != next || c.Next <= c.Offset || c.Total != int64(len(want)) {
+			t.Fatalf("read %d after %d: offset %d next %d total %d", reads, next, c.Offset, c.Next, c.Total)
+		}
+		text := c.Text
+		if c.Skipped > 0 {
+			notice := dropNotice(c.Skipped)
+			if strings.HasPrefix(text, notice[1:]) {
+				notice = notice[1:] // a read that starts in the dropped middle
+			}
+			before, after, ok := strings.Cut(text, notice)
+			if !ok {
+				t.Fatalf("read %d skipped %d bytes and has no line for them: %.80q", reads, c.Skipped, text)
+			}
+			text = before + after
+			skipped += c.Skipped
+		}
+		got.WriteString(text)
+		next = c.Next
+		if c.Pending == 0 {
+			break
+		}
+		if c.Pending != c.Total-c.Next-(int64(len(want))-limit-skipped) {
+			t.Errorf("read %d: %d bytes pending, want %d", reads, c.Pending, c.Total-c.Next-(int64(len(want))-limit-skipped))
+		}
+	}
+	if next != int64(len(want)) || skipped != int64(len(want))-limit || got.String() != string(want[:limit/2])+string(want[len(want)-limit/2:]) {
+		t.Errorf("%d reads ended at %d of %d, skipped %d, and gave %d bytes that are not the head and tail kept",
+			reads, next, len(want), skipped, got.Len())
+	}
+	if reads < 10 {
+		t.Errorf("1 MiB under a budget of 100,000 took %d reads", reads)
+	}
 }

@@ -21,11 +21,23 @@ func TestOutputKeepsHeadAndTail(t *testing.T) {
 		t.Fatalf("all() = %q, %d, %d", text, dropped, total)
 	}
 	// Reading from inside the dropped part says how much was skipped.
-	if c := o.readAt(7, 0, false, Budget{}); c.Offset != 14 || c.Skipped != 7 || c.Text != "fghij" || c.Next != 19 {
+	if c := o.readAt(7, 0, false, Budget{}); c.Offset != 7 || c.Skipped != 7 || c.Text != "[... 7 bytes of output dropped ...]\nfghij" || c.Next != 19 || c.Pending != 0 {
 		t.Errorf("readAt(7) = %+v", c)
 	}
-	if c := o.readAt(3, 0, false, Budget{}); c.Text != "34" || c.Next != 5 {
-		t.Errorf("readAt(3) = %+v: the head ends where the gap begins", c)
+	// A read from the head goes on across the dropped middle, with a line in its place.
+	if c := o.readAt(3, 0, false, Budget{}); c.Text != "34\n[... 9 bytes of output dropped ...]\nfghij" || c.Skipped != 9 || c.Next != 19 || c.Pending != 0 {
+		t.Errorf("readAt(3) = %+v", c)
+	}
+	// A capped read stops in the head and says how much of what is kept is left: 1 byte of the head
+	// and 5 of the tail.
+	if c := o.readAt(0, 4, false, Budget{}); c.Text != "0123" || c.Skipped != 0 || c.Next != 4 || c.Pending != 6 {
+		t.Errorf("readAt(0, 4) = %+v", c)
+	}
+	if c := o.readNext(3, false, Budget{}); c.Text != "4\n[... 9 bytes of output dropped ...]\nfg" || c.Skipped != 9 || c.Next != 16 || c.Pending != 3 {
+		t.Errorf("the next read of 3 = %+v", c)
+	}
+	if c := o.readNext(0, false, Budget{}); c.Text != "hij" || c.Offset != 16 || c.Next != 19 || c.Pending != 0 {
+		t.Errorf("the rest = %+v", c)
 	}
 	if c := o.readAt(100, 0, false, Budget{}); c.Offset != 19 || c.Text != "" {
 		t.Errorf("readAt past the end = %+v", c)

@@ -25,7 +25,8 @@ import (
 // costs ten wake-ups a second. The pipe stays open (a dev server started with `server &` would die of
 // SIGPIPE at its next log line) and keeps being emptied (or the writer would block for good); a chatty
 // writer is held up by a full pipe for at most one period, so it writes at most a pipe's capacity
-// (64 KiB by default) per period.
+// (64 KiB by default) per period. A slowed pump reads with a small buffer, and a stopped one holds
+// none: an idle session keeps its last task, and with it the task's pump, until its next command.
 type pump struct {
 	f    *os.File
 	rc   syscall.RawConn
@@ -35,8 +36,8 @@ type pump struct {
 
 	// mu guards the fields that follow and every read of the pipe.
 	mu     sync.Mutex
-	buf    []byte
-	eof    bool // every writer is gone, or the pump was aborted: the pipe is closed
+	buf    []byte // what the pipe is read into; nil once the pump has stopped
+	eof    bool   // every writer is gone, or the pump was aborted: the pipe is closed
 	abortd bool
 	slowed bool
 }
@@ -44,13 +45,21 @@ type pump struct {
 // idlePeriod is how often a slowed pump empties its pipe.
 const idlePeriod = 100 * time.Millisecond
 
+// Read buffers: a running task's output is read in large pieces; a slowed pump's is discarded, at most
+// a pipe's capacity per period, and a few more reads of it cost less than the memory of an idle
+// session's buffer.
+const (
+	bufSize     = 32 << 10
+	idleBufSize = 4 << 10
+)
+
 func newPump(f *os.File, out *output) (*pump, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
 	return &pump{
-		f: f, rc: rc, out: out, buf: make([]byte, 32<<10),
+		f: f, rc: rc, out: out, buf: make([]byte, bufSize),
 		done: make(chan struct{}), quit: make(chan struct{}),
 	}, nil
 }
@@ -68,8 +77,7 @@ func (p *pump) run() {
 		stop := p.eof || p.abortd || err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 		slowed := p.slowed
 		if stop {
-			p.eof = true
-			p.f.Close()
+			p.stopLocked()
 		}
 		p.mu.Unlock()
 		if stop {
@@ -97,14 +105,21 @@ func (p *pump) runIdle() {
 		}
 		stop := p.eof || p.abortd
 		if stop {
-			p.eof = true
-			p.f.Close()
+			p.stopLocked()
 		}
 		p.mu.Unlock()
 		if stop {
 			return
 		}
 	}
+}
+
+// stopLocked closes the pipe and lets go of the buffer. Only the pump's goroutine calls it, as it
+// returns; every other read of the pipe (drain, abort) checks eof first.
+func (p *pump) stopLocked() {
+	p.eof = true
+	p.f.Close()
+	p.buf = nil
 }
 
 // readLocked reads until the pipe is empty (false) or at its end (true, and eof is set).
@@ -145,6 +160,8 @@ func (p *pump) slow() {
 		return
 	}
 	p.slowed = true
+	// Under mu: no read is using the old buffer.
+	p.buf = make([]byte, idleBufSize)
 	p.f.SetReadDeadline(time.Unix(1, 0)) // in the past: takes the pump out of the poller at once
 }
 

@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -56,6 +58,14 @@ type memoryRun struct {
 // ended (or after 60 s).
 func burst(t testing.TB, cs *mcp.ClientSession, pid, n int, command string) memoryRun {
 	t.Helper()
+	return burstOf(t, pid, n, func(int) (*mcp.CallToolResult, error) {
+		return cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command}})
+	})
+}
+
+// burstOf is burst with n concurrent calls of call(0) to call(n-1).
+func burstOf(t testing.TB, pid, n int, call func(i int) (*mcp.CallToolResult, error)) memoryRun {
+	t.Helper()
 	var m memoryRun
 	m.base, _ = rss(t, pid)
 	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/clear_refs", []byte("5"), 0); err != nil {
@@ -63,11 +73,11 @@ func burst(t testing.TB, cs *mcp.ClientSession, pid, n int, command string) memo
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
-	for range n {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": command}})
+			res, err := call(i)
 			if err == nil && res.IsError {
 				err = fmt.Errorf("tool error: %s", textOf(res))
 			}
@@ -169,6 +179,59 @@ func TestMemoryBound(t *testing.T) {
 			}
 			if m.settled > m.base+memorySettled {
 				t.Errorf("RSS settled at %d MiB, more than %d MiB above the %d MiB before the calls", m.settled>>20, memorySettled>>20, m.base>>20)
+			}
+		})
+	}
+}
+
+// TestMemoryBoundTaskOutput: 16 concurrent task_output calls, each reading all that is kept of a
+// finished 2 MB task (1 MiB, in one read where the result can carry it), keep the server below the
+// bound that holds for 16 calls, beside the 1 MiB each finished task keeps until it is read (what a
+// session keeps, which the README states apart).
+func TestMemoryBoundTaskOutput(t *testing.T) {
+	if raceEnabled {
+		t.Skip("skipped: the race detector multiplies memory use; the bound is for the shipped binary (run without -race)")
+	}
+	const n, size = 16, 2000000
+	for _, kind := range []struct{ name, char string }{{"one-line", "a"}, {"control", `\1`}} {
+		t.Run(kind.name, func(t *testing.T) {
+			cs, cmd, _ := connectStdio(t, append(cgroupArgs(t), "--max-tasks", strconv.Itoa(n))...)
+			pid := serverOf(t, cmd.Process.Pid)
+			bash(t, cs, "true")
+			ids := make([]string, n)
+			for i := range ids {
+				res := callTool(t, cs, "bash", map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' '%s'", size, kind.char), "run_in_background": true})
+				ids[i] = taskID(t, res)
+			}
+			testutil.Eventually(t, "the tasks' ends", func() bool {
+				var l struct {
+					Tasks []struct{ Status string } `json:"tasks"`
+				}
+				decode(t, callTool(t, cs, "task_list", nil), &l)
+				done := 0
+				for _, task := range l.Tasks {
+					if task.Status == "completed" {
+						done++
+					}
+				}
+				return done == n
+			})
+			got := make([]int, n)
+			m := burstOf(t, pid, n, func(i int) (*mcp.CallToolResult, error) {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "task_output", Arguments: map[string]any{"task_id": ids[i]}})
+				if err == nil {
+					got[i] = len(payload(res))
+				}
+				return res, err
+			})
+			bound := memoryBound(n) + n*outputLimit
+			t.Logf("RSS before %d MiB, peak %d MiB (bound %d MiB), settled %d MiB after %v; first reads of %d to %d bytes",
+				m.base>>20, m.peak>>20, bound>>20, m.settled>>20, m.settle.Round(100*time.Millisecond), slices.Min(got), slices.Max(got))
+			if m.peak > bound {
+				t.Errorf("peak RSS %d MiB over the bound of %d MiB", m.peak>>20, bound>>20)
+			}
+			if kind.char == "a" && slices.Min(got) < outputLimit {
+				t.Errorf("a read of a finished 2 MB task returned %d bytes, less than the %d kept", slices.Min(got), outputLimit)
 			}
 		})
 	}
