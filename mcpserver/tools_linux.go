@@ -135,7 +135,7 @@ Everything this session starts, background tasks and escaped or detached process
 	}, structured(s.bash))
 	mcp.AddTool(s.mcp, &mcp.Tool{
 		Name:         "task_output",
-		Description:  "Return a background task's status, exit code once it has ended, and the output it wrote since the previous read. With block=true wait until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished task is cleared once its output has been read to the end.",
+		Description:  "Return a background task's status, exit code once it has ended, and the output it wrote since the previous read: everything kept, up to the output limit, unless the result would be too large, in which case pending_bytes says how much more a next call returns. With block=true wait until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished task is cleared once its output has been read to the end.",
 		Annotations:  &mcp.ToolAnnotations{Title: "Read a background task's output", ReadOnlyHint: true},
 		InputSchema:  schemaFor[TaskOutputInput](),
 		OutputSchema: schemaFor[TaskOutput](),
