@@ -70,7 +70,6 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	}
 	sig.onSignal(srv.Hurry)
 	defer sig.watchdog(r, log)()
-	tuneGC(getenv)
 	defer startMemoryReturner().Stop()
 	o.ready(r)
 	notify(log, "READY=1")
