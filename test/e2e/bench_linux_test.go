@@ -115,7 +115,13 @@ func alternateCPU(b *testing.B, unit string, reaper, lean served, leanOp, reaper
 // alternate runs lean and reaper, each once per iteration, in alternating order, and reports their
 // mean durations in unit (µs or ms) and the ratio of reaper's to lean's.
 func alternate(b *testing.B, unit string, lean, reaper func() time.Duration) {
-	var tl, tr time.Duration
+	tl, tr := alternated(b, lean, reaper)
+	reportPair(b, unit, tr, tl)
+}
+
+// alternated resets the timer, runs lean and reaper once per iteration, in alternating order so that
+// neither always goes first, and returns the sum of the durations each reported.
+func alternated(b *testing.B, lean, reaper func() time.Duration) (tl, tr time.Duration) {
 	b.ResetTimer()
 	for i := range b.N {
 		if i%2 == 0 {
@@ -126,7 +132,7 @@ func alternate(b *testing.B, unit string, lean, reaper func() time.Duration) {
 			tl += lean()
 		}
 	}
-	reportPair(b, unit, tr, tl)
+	return tl, tr
 }
 
 // reportPair reports reaper's and lean's totals as means per iteration in unit, and their ratio.

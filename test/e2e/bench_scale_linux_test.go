@@ -262,17 +262,7 @@ func BenchmarkChurn(b *testing.B) {
 	lean, reaper := churn(leanTarget(b)), churn(reaperTarget(b))
 	lean()
 	reaper()
-	var tl, tr time.Duration
-	b.ResetTimer()
-	for i := range b.N {
-		if i%2 == 0 {
-			tl += lean()
-			tr += reaper()
-		} else {
-			tr += reaper()
-			tl += lean()
-		}
-	}
+	tl, tr := alternated(b, lean, reaper)
 	rate := func(d time.Duration) float64 { return float64(sessions*b.N) / d.Seconds() }
 	b.ReportMetric(rate(tr), "reaper-sessions/s")
 	b.ReportMetric(rate(tl), "lean-sessions/s")

@@ -179,20 +179,10 @@ func BenchmarkTaskOutput(b *testing.B) {
 			}
 			read(reaper)
 			read(lean)
-			var tl, tr time.Duration
 			var cl, cr int
 			timeLean := func() time.Duration { d, c := read(lean); cl += c; return d }
 			timeReaper := func() time.Duration { d, c := read(reaper); cr += c; return d }
-			b.ResetTimer()
-			for i := range b.N {
-				if i%2 == 0 {
-					tl += timeLean()
-					tr += timeReaper()
-				} else {
-					tr += timeReaper()
-					tl += timeLean()
-				}
-			}
+			tl, tr := alternated(b, timeLean, timeReaper)
 			if cr > b.N*tc.tasks {
 				// Issue 14: a finished task's output, up to the output limit, comes back in one read.
 				b.Errorf("reaper needed %d calls for %d tasks in %d iterations: more than one per task", cr, tc.tasks, b.N)
