@@ -72,10 +72,12 @@ func main() {
 		fmt.Println(pkgs[p])
 	}
 	for _, k := range skipped {
+		// The reason is the test's own line (t.Skip's message), not the "--- SKIP" line after it.
 		reason := ""
 		for _, l := range strings.Split(text(output[k]), "\n") {
-			if strings.Contains(l, "skip") || strings.Contains(l, "SKIP") {
-				reason = strings.TrimSpace(l)
+			l = strings.TrimSpace(l)
+			if reason == "" && !strings.HasPrefix(l, "--- SKIP") && (strings.Contains(l, "skip") || strings.Contains(l, "SKIP")) {
+				reason = l
 			}
 		}
 		fmt.Printf("skipped %s: %s\n", k, reason)
