@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -44,7 +45,7 @@ func TestUnauthorizedCarriesChallenge(t *testing.T) {
 		if tc.authorization != "" {
 			req.Header.Set("Authorization", tc.authorization)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testutil.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

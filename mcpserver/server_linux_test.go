@@ -187,7 +187,7 @@ func TestDeleteAnswers204(t *testing.T) {
 		sleep := testutil.PidsIn(t, out.Output)
 		req, _ := http.NewRequest(http.MethodDelete, url, nil)
 		req.Header.Set("Mcp-Session-Id", cs.ID())
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testutil.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

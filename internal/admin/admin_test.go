@@ -6,23 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-)
 
-// get asks the server at base for path with an optional bearer token.
-func get(t *testing.T, base, path, token string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
-}
+	"github.com/cgreaper/reaper/internal/testutil"
+)
 
 func serve(t *testing.T, opts Options) (*Server, string) {
 	t.Helper()
@@ -43,27 +29,28 @@ func serve(t *testing.T, opts Options) (*Server, string) {
 
 func TestProbes(t *testing.T) {
 	s, base := serve(t, Options{})
-	if code, body := get(t, base, "/healthz", ""); code != 200 || body != "ok\n" {
+	if code, body := testutil.Get(t, base+"/healthz", ""); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
-	if code, body := get(t, base, "/readyz", ""); code != 503 || !strings.Contains(body, "starting") {
+	if code, body := testutil.Get(t, base+"/readyz", ""); code != 503 || !strings.Contains(body, "starting") {
 		t.Errorf("/readyz before ready: %d %q", code, body)
 	}
 	s.SetReady(true, "containment cgroup (cgroup.kill)")
-	if code, body := get(t, base, "/readyz", ""); code != 200 || body != "ready: containment cgroup (cgroup.kill)\n" {
+	if code, body := testutil.Get(t, base+"/readyz", ""); code != 200 || body != "ready: containment cgroup (cgroup.kill)\n" {
 		t.Errorf("/readyz when ready: %d %q", code, body)
 	}
 	s.SetReady(false, "shutting down")
-	if code, body := get(t, base, "/readyz", ""); code != 503 || !strings.Contains(body, "shutting down") {
+	if code, body := testutil.Get(t, base+"/readyz", ""); code != 503 || !strings.Contains(body, "shutting down") {
 		t.Errorf("/readyz when stopping: %d %q", code, body)
 	}
-	if code, _ := get(t, base, "/metrics", ""); code != 404 {
+	if code, _ := testutil.Get(t, base+"/metrics", ""); code != 404 {
 		t.Errorf("/metrics without a metrics handler: %d", code)
 	}
-	if code, _ := get(t, base, "/mcp", ""); code != 404 {
+	if code, _ := testutil.Get(t, base+"/mcp", ""); code != 404 {
 		t.Errorf("/mcp on the admin endpoint: %d", code)
 	}
-	res, err := http.Post(base+"/healthz", "text/plain", nil)
+	req, _ := http.NewRequest(http.MethodPost, base+"/healthz", nil)
+	res, err := testutil.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,21 +63,21 @@ func TestProbes(t *testing.T) {
 func TestMetricsToken(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "reaper_up 1\n") })
 	_, open := serve(t, Options{Metrics: metrics})
-	if code, body := get(t, open, "/metrics", ""); code != 200 || body != "reaper_up 1\n" {
+	if code, body := testutil.Get(t, open+"/metrics", ""); code != 200 || body != "reaper_up 1\n" {
 		t.Errorf("/metrics without a token configured: %d %q", code, body)
 	}
 
 	_, locked := serve(t, Options{Metrics: metrics, Token: "s3cret"})
 	for _, tok := range []string{"", "wrong", "s3cret-and-more", "s3cre"} {
-		if code, body := get(t, locked, "/metrics", tok); code != 401 || strings.Contains(body, "reaper_up") {
+		if code, body := testutil.Get(t, locked+"/metrics", tok); code != 401 || strings.Contains(body, "reaper_up") {
 			t.Errorf("/metrics with token %q: %d %q", tok, code, body)
 		}
 	}
-	if code, body := get(t, locked, "/metrics", "s3cret"); code != 200 || body != "reaper_up 1\n" {
+	if code, body := testutil.Get(t, locked+"/metrics", "s3cret"); code != 200 || body != "reaper_up 1\n" {
 		t.Errorf("/metrics with the token: %d %q", code, body)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if code, _ := get(t, locked, path, ""); code == 401 {
+		if code, _ := testutil.Get(t, locked+path, ""); code == 401 {
 			t.Errorf("%s needs the token: probes must not", path)
 		}
 	}

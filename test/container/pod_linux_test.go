@@ -58,7 +58,7 @@ func TestSidecarInPod(t *testing.T) {
 			if token != "" {
 				req.Header.Set("Authorization", "Bearer "+token)
 			}
-			res, err := http.DefaultClient.Do(req)
+			res, err := testutil.Do(req)
 			if err != nil {
 				return 0, err.Error()
 			}

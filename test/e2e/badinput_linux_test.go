@@ -112,7 +112,7 @@ func TestBadHTTPInput(t *testing.T) {
 			if c.host != "" {
 				req.Host = c.host
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testutil.Do(req)
 			if err != nil {
 				t.Fatalf("no answer: %v", err)
 			}
@@ -152,6 +152,6 @@ func TestBadHTTPInput(t *testing.T) {
 // adminScrape returns a scrape of reaper's /metrics.
 func adminScrape(t testing.TB, admin string) string {
 	t.Helper()
-	_, body := adminGet(t, admin, "/metrics", "")
+	_, body := testutil.Get(t, admin+"/metrics", "")
 	return body
 }

@@ -41,7 +41,7 @@ func (rf refusal) send(t testing.TB, url, session string) {
 	if rf.version != "" {
 		req.Header.Set("Mcp-Protocol-Version", rf.version)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testutil.Do(req)
 	if err != nil {
 		t.Fatalf("%s: %v", rf.name, err)
 	}

@@ -249,7 +249,7 @@ func (u usage) within(limit usage) bool {
 // measure reads the server's descriptors and RSS from /proc, and its goroutines from its metrics.
 func measure(t testing.TB, pid int, admin string) usage {
 	t.Helper()
-	_, body := adminGet(t, admin, "/metrics", "")
+	_, body := testutil.Get(t, admin+"/metrics", "")
 	g, ok := sample(body, "go_goroutines")
 	if !ok {
 		t.Fatalf("no go_goroutines in reaper's metrics:\n%s", body)

@@ -397,7 +397,7 @@ func TestDeleteAnsweredWithinASecond(t *testing.T) {
 	req.Header.Set("Mcp-Session-Id", id)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if resp, err := http.DefaultClient.Do(req); err != nil {
+	if resp, err := testutil.Do(req); err != nil {
 		t.Error(err)
 	} else {
 		resp.Body.Close()

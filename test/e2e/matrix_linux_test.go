@@ -423,7 +423,7 @@ func (sc *scenario) viaHTTP() {
 		req, _ := http.NewRequest(http.MethodDelete, sc.url, nil)
 		req.Header.Set("Mcp-Session-Id", cs.ID())
 		sc.meanwhile(func() {
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testutil.Do(req)
 			if err != nil {
 				t.Error(err)
 				return

@@ -84,7 +84,7 @@ func TestCrossOriginAndRebinding(t *testing.T) {
 		if tc.host != "" {
 			req.Host = tc.host
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testutil.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

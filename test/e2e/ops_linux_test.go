@@ -16,22 +16,6 @@ import (
 	"github.com/cgreaper/reaper/internal/testutil"
 )
 
-// adminGet asks reaper's admin endpoint at base for path, with a bearer token if token is set.
-func adminGet(t testing.TB, base, path, token string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, base+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s%s: %v", base, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
-}
-
 // startAdmin starts reaper over HTTP with its admin endpoint on a free loopback port, and returns it
 // with the endpoint's base URL.
 func startAdmin(t testing.TB, args ...string) (*reaperProc, string) {
@@ -48,7 +32,8 @@ func awaitReady(t testing.TB, base string) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		res, err := http.Get(base + "/readyz")
+		req, _ := http.NewRequest(http.MethodGet, base+"/readyz", nil)
+		res, err := testutil.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(res.Body)
 			res.Body.Close()
@@ -87,7 +72,7 @@ func awaitSample(t testing.TB, base, series string, cond func(float64) bool) flo
 	var ok bool
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, body = adminGet(t, base, "/metrics", "")
+		_, body = testutil.Get(t, base+"/metrics", "")
 		if v, ok = sample(body, series); ok && cond(v) {
 			return v
 		}
@@ -106,7 +91,7 @@ func equal(n float64) func(float64) bool   { return func(v float64) bool { retur
 func TestMetricsThroughASessionsLife(t *testing.T) {
 	pl := place(t, "")
 	p, base := startAdmin(t, append(pl.args(), "--grace", grace.String())...)
-	_, body := adminGet(t, base, "/metrics", "")
+	_, body := testutil.Get(t, base+"/metrics", "")
 	for series, want := range map[string]float64{
 		"reaper_sessions_active": 0, `reaper_tasks_ended_total{status="completed"}`: 0,
 		`reaper_processes_killed_total{phase="sigterm"}`: 0, "reaper_sweep_dead_instances_total": 0,
@@ -140,7 +125,7 @@ func TestMetricsThroughASessionsLife(t *testing.T) {
 	awaitSample(t, base, `reaper_tasks_ended_total{status="killed"}`, equal(1))
 	awaitSample(t, base, "reaper_session_teardown_duration_seconds_count", equal(1))
 	awaitSample(t, base, `mcp_server_session_duration_seconds_count{mcp_protocol_version="2025-11-25",network_transport="tcp"}`, atLeast(1))
-	_, body = adminGet(t, base, "/metrics", "")
+	_, body = testutil.Get(t, base+"/metrics", "")
 	var killed float64
 	for _, phase := range []string{"sigterm", "cgroup_kill", "walk"} {
 		v, _ := sample(body, `reaper_processes_killed_total{phase="`+phase+`"}`)
@@ -159,10 +144,10 @@ func TestReadyz(t *testing.T) {
 	for _, mode := range []string{"cgroup", "process"} {
 		t.Run(mode, func(t *testing.T) {
 			_, base := startAdmin(t, place(t, mode).args()...)
-			if code, body := adminGet(t, base, "/healthz", ""); code != 200 {
+			if code, body := testutil.Get(t, base+"/healthz", ""); code != 200 {
 				t.Errorf("/healthz: %d %q", code, body)
 			}
-			code, body := adminGet(t, base, "/readyz", "")
+			code, body := testutil.Get(t, base+"/readyz", "")
 			if code != 200 || !strings.HasPrefix(body, "ready: containment "+mode+" (") {
 				t.Errorf("/readyz: %d %q", code, body)
 			}
@@ -190,10 +175,10 @@ func TestAdminBeyondLoopback(t *testing.T) {
 	p = startHTTP(t, append(cgroupArgs(t), "--admin", "0.0.0.0:"+port, "--admin-token-file", file)...)
 	base := "http://127.0.0.1:" + port
 	awaitReady(t, base) // without the token
-	if code, body := adminGet(t, base, "/metrics", ""); code != 401 || strings.Contains(body, "reaper_") {
+	if code, body := testutil.Get(t, base+"/metrics", ""); code != 401 || strings.Contains(body, "reaper_") {
 		t.Errorf("/metrics without the token: %d %q", code, body)
 	}
-	if code, body := adminGet(t, base, "/metrics", "adm1n-s3cret"); code != 200 || !strings.Contains(body, "reaper_sessions_active") {
+	if code, body := testutil.Get(t, base+"/metrics", "adm1n-s3cret"); code != 200 || !strings.Contains(body, "reaper_sessions_active") {
 		t.Errorf("/metrics with the token: %d", code)
 	}
 	if strings.Contains(p.stderr.String(), "adm1n-s3cret") {

@@ -271,7 +271,7 @@ func TestDeleteDuringLongCall(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodDelete, p.url, nil)
 	req.Header.Set("Mcp-Session-Id", cs.ID())
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testutil.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestAuthentication(t *testing.T) {
 		if session != "" {
 			req.Header.Set("Mcp-Session-Id", session)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testutil.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,7 +364,7 @@ func TestAuthentication(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodDelete, p.url, nil)
 	req.Header.Set("Mcp-Session-Id", alice.ID())
 	req.Header.Set("Authorization", "Bearer tok-bob-456")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testutil.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
