@@ -74,7 +74,7 @@ func benchSessionStart(b *testing.B) {
 		sum.close += p.close
 	}
 	runLean := func() { add(&lean, cycle(exec.Command(leanPath))) }
-	runReaper := func() { add(&reaper, cycle(exec.Command(bin, args...))) }
+	runReaper := func() { add(&reaper, cycle(reaperCmd(args...))) }
 	runLean()
 	runReaper()
 	lean, reaper = phases{}, phases{}

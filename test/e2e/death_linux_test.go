@@ -110,7 +110,7 @@ type stdioServer struct {
 
 func startStdio(t testing.TB, args ...string) *stdioServer {
 	t.Helper()
-	s := &stdioServer{cmd: exec.Command(bin, append([]string{"serve"}, args...)...), stderr: &testutil.Buffer{}, done: make(chan struct{})}
+	s := &stdioServer{cmd: reaperCmd(append([]string{"serve"}, args...)...), stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	s.cmd.Stderr = s.stderr
 	var err error
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
@@ -320,7 +320,7 @@ func TestRestartSweepsUpAfterDeadInstance(t *testing.T) {
 			}
 			<-dead.done
 
-			out, err := exec.Command(bin, append([]string{"sweep", "--dry-run", "--json"}, p.args()...)...).Output()
+			out, err := reaperCmd(append([]string{"sweep", "--dry-run", "--json"}, p.args()...)...).Output()
 			if err != nil {
 				t.Fatalf("reaper sweep --dry-run: %v\n%s", err, out)
 			}
@@ -431,7 +431,7 @@ func TestTasksInheritNoDescriptors(t *testing.T) {
 	}
 	pipe := "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
 	port := testutil.FreePort(t)
-	cmd := exec.Command(bin, append([]string{"serve", "--http", "127.0.0.1:" + strconv.Itoa(port)}, p.args()...)...)
+	cmd := reaperCmd(append([]string{"serve", "--http", "127.0.0.1:" + strconv.Itoa(port)}, p.args()...)...)
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)

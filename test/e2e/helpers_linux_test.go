@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -164,11 +165,43 @@ func startHTTPWithStderr(t testing.TB, f *os.File, args ...string) *reaperProc {
 	}
 }
 
+// reaperCmd is the binary with args. Its WaitDelay bounds the wait for its output pipes after it
+// exits: a process it left behind may hold them, and Wait would wait for that process too.
+func reaperCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.WaitDelay = 10 * time.Second
+	return cmd
+}
+
+// runOnce runs the binary with args and env added to the test's environment, for a command that
+// must end by itself (a refusal, --help, ps, sweep), and returns its combined output and exit code;
+// it is killed after a minute, so that one that serves instead fails the test rather than hanging it.
+func runOnce(t testing.TB, env []string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.WaitDelay = 10 * time.Second
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("reaper %v did not end within a minute\n%s", args, out)
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatalf("reaper %v: %v", args, err)
+	}
+	return string(out), 0
+}
+
 // start runs the binary, with its stderr going to f or, if f is nil, to a buffer the test reads;
 // cleanup stops it (SIGTERM, then SIGKILL) and waits for it.
 func start(t testing.TB, args []string, stdin io.Reader, f *os.File) *reaperProc {
 	t.Helper()
-	p := &reaperProc{cmd: exec.Command(bin, args...), stderr: &testutil.Buffer{}, done: make(chan struct{})}
+	p := &reaperProc{cmd: reaperCmd(args...), stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdin = stdin
 	p.cmd.Stderr = p.stderr
 	if f != nil {
@@ -205,7 +238,7 @@ func (p *reaperProc) stop(t testing.TB) {
 // connectStdio starts `reaper serve` with args and connects the SDK's client to it over stdio.
 func connectStdio(t testing.TB, args ...string) (*mcp.ClientSession, *exec.Cmd, *testutil.Buffer) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	cmd := reaperCmd(append([]string{"serve"}, args...)...)
 	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr
 	return connectCommand(t, cmd), cmd, stderr

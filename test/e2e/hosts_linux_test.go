@@ -159,7 +159,7 @@ func TestExplicitCgroupRootThatFails(t *testing.T) {
 		{"--containment", "auto", "--cgroup-root", "/sys/fs/cgroup/a/../b"},
 		{"--containment", "process", "--cgroup-root", "/sys/fs/cgroup/x"},
 	} {
-		cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+		cmd := reaperCmd(append([]string{"serve"}, args...)...)
 		cmd.Stdin = strings.NewReader("") // stdio serving would end at EOF, with status 0
 		out, err := cmd.CombinedOutput()
 		code := 0

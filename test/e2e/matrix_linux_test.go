@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -485,7 +484,7 @@ func (sc *scenario) viaClient() {
 func (sc *scenario) viaRun() {
 	t := sc.t
 	args := append(append([]string{"run"}, sc.reaperArgs()...), "--", "bash", "-c", sc.script("2")+"; exit 0")
-	cmd := exec.Command(bin, args...)
+	cmd := reaperCmd(args...)
 	cmd.Env = os.Environ()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -58,7 +58,7 @@ func killMarked(mark string) {
 func startRun(t testing.TB, p placement, mark string, flags []string, argv ...string) (*exec.Cmd, *testutil.Buffer, *testutil.Buffer) {
 	t.Helper()
 	args := append(append(append([]string{"run"}, p.args()...), flags...), "--")
-	cmd := exec.Command(bin, append(args, argv...)...)
+	cmd := reaperCmd(append(args, argv...)...)
 	cmd.Env = append(os.Environ(), mark)
 	stdout, stderr := &testutil.Buffer{}, &testutil.Buffer{} // read while exec's goroutines write them
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -313,7 +313,7 @@ func TestRunOnATerminal(t *testing.T) {
 	mark := jobMark()
 	args := append(append([]string{"run"}, p.args()...), "--", "sh", "-c",
 		`if [ -t 0 ] && [ -t 1 ]; then echo on-a-terminal; fi; trap 'echo interrupted; exit 9' INT; echo ready; while :; do sleep 0.1; done`)
-	cmd := exec.Command(bin, args...)
+	cmd := reaperCmd(args...)
 	cmd.Env = append(os.Environ(), mark)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	// A session of its own with the terminal as its controlling terminal, as a shell's would be.

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -155,23 +153,24 @@ func TestHTTPSessionsAreSeparate(t *testing.T) {
 	p := startHTTP(t, cgroupArgs(t)...)
 	a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
 	da, db := t.TempDir(), t.TempDir()
-	var wg sync.WaitGroup
-	for _, s := range []struct {
-		cs  *mcp.ClientSession
-		dir string
-	}{{a, da}, {b, db}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 5 {
-				bash(t, s.cs, "cd "+s.dir)
-				if r := bash(t, s.cs, "pwd"); r.Output != s.dir+"\n" {
-					t.Errorf("session saw cwd %q, want %q", r.Output, s.dir)
+	// Both sessions at once, as parallel subtests (a helper that fails the test must run in a test's
+	// own goroutine); the group returns when both are done.
+	t.Run("at once", func(t *testing.T) {
+		for name, s := range map[string]struct {
+			cs  *mcp.ClientSession
+			dir string
+		}{"a": {a, da}, "b": {b, db}} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				for range 5 {
+					bash(t, s.cs, "cd "+s.dir)
+					if r := bash(t, s.cs, "pwd"); r.Output != s.dir+"\n" {
+						t.Errorf("session saw cwd %q, want %q", r.Output, s.dir)
+					}
 				}
-			}
-		}()
-	}
-	wg.Wait()
+			})
+		}
+	})
 	task := bash(t, a, "sleep 1000", "run_in_background", true)
 	for _, tool := range []string{"task_output", "task_stop"} {
 		if res := callTool(t, b, tool, map[string]any{"task_id": task.TaskID}); !res.IsError || !strings.Contains(textOf(res), "unknown task") {
@@ -387,16 +386,7 @@ func TestAuthentication(t *testing.T) {
 }
 
 func TestCommandLine(t *testing.T) {
-	run := func(env []string, args ...string) (string, int) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return string(out), code
-	}
+	run := func(env []string, args ...string) (string, int) { return runOnce(t, env, args...) }
 	out, code := run(nil, "serve", "--help")
 	for _, flag := range []string{"-http", "-token", "-token-file", "-idle-timeout", "-keepalive", "-grace", "-bg-timeout", "-max-tasks", "-containment", "-cgroup-root", "REAPER_"} {
 		if code != 0 || !strings.Contains(out, flag) {
@@ -417,7 +407,7 @@ func TestCommandLine(t *testing.T) {
 	}
 
 	// The environment sets what flags do not; a flag wins.
-	cmd := exec.Command(bin, append([]string{"serve", "--max-tasks", "3"}, cgroupArgs(t)...)...)
+	cmd := reaperCmd(append([]string{"serve", "--max-tasks", "3"}, cgroupArgs(t)...)...)
 	cmd.Env = append(os.Environ(), "REAPER_MAX_TASKS=7", "REAPER_IDLE_TIMEOUT=42s")
 	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr

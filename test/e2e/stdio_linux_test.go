@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +32,7 @@ func TestOversizedStdioRequest(t *testing.T) {
 		}
 	})
 	t.Run("id after the params", func(t *testing.T) {
-		cmd := exec.Command(bin, append([]string{"serve"}, cgroupArgs(t)...)...)
+		cmd := reaperCmd(append([]string{"serve"}, cgroupArgs(t)...)...)
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
 		stderr := &testutil.Buffer{}

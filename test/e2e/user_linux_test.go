@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -74,10 +73,9 @@ func TestUser(t *testing.T) {
 // its working directory or its state directory.
 func TestUserWithoutAccess(t *testing.T) {
 	tu := testutil.User(t)
-	cmd := exec.Command(bin, append(append([]string{"serve"}, place(t, "process").args()...), "--user", tu.Name, "--http", "127.0.0.1:0")...)
 	// place's state directory is the test's own temporary directory: root's alone.
-	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "tasks running as user "+tu.Name) || !strings.Contains(string(out), "cannot write in their session's directory") {
-		t.Errorf("reaper serve --user with a state directory the user cannot pass: %v\n%s", err, out)
+	out, code := runOnce(t, nil, append(append([]string{"serve"}, place(t, "process").args()...), "--user", tu.Name, "--http", "127.0.0.1:0")...)
+	if code == 0 || !strings.Contains(out, "tasks running as user "+tu.Name) || !strings.Contains(out, "cannot write in their session's directory") {
+		t.Errorf("reaper serve --user with a state directory the user cannot pass: exit %d\n%s", code, out)
 	}
 }
