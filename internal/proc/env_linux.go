@@ -113,13 +113,14 @@ const maxExecWait = 100 * time.Millisecond
 // inExec reports whether pid is inside execve, past the switch to its new memory but before its
 // arguments and environment are placed there: its stat shows env_start (field 50) as 0 then, where a
 // process that has run any program shows an address, even with an empty environment. A dead process,
-// and a reader not allowed to see the addresses (who may not read the environment either), get false.
+// a kernel thread (no memory of its own: its env_start is always 0), and a reader not allowed to see
+// the addresses (who may not read the environment either), get false.
 func (w *Walker) inExec(pid int) bool {
 	b, ok := w.read(pid, "/stat", 0)
 	if !ok {
 		return false
 	}
-	if st, ok := ParseStat(pid, b); !ok || st.Dead() {
+	if st, ok := ParseStat(pid, b); !ok || st.Dead() || st.Flags&pfKthread != 0 {
 		return false
 	}
 	v, ok := statField(b, 50)

@@ -284,3 +284,20 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("Describe of a missing pid = %+v", gone)
 	}
 }
+
+// TestKernelThreadNotInExec: a kernel thread's env_start is always 0, the sign of a process inside
+// execve; it must not be taken for one, or every read of its environment would wait maxExecWait.
+func TestKernelThreadNotInExec(t *testing.T) {
+	w := NewWalker()
+	st, ok := w.Stat(2) // kthreadd, outside a PID namespace
+	if !ok || st.Flags&pfKthread == 0 {
+		t.Skip("skipped: pid 2 is not a kernel thread here (a PID namespace)")
+	}
+	b, _ := w.read(2, "/stat", 0)
+	if v, ok := statField(b, 50); !ok || v != 0 {
+		t.Skipf("skipped: this kernel shows env_start %d for a kernel thread", v)
+	}
+	if w.inExec(2) {
+		t.Error("kthreadd was taken for a process inside execve")
+	}
+}

@@ -24,6 +24,9 @@ type Stat struct {
 	State byte
 }
 
+// pfKthread is PF_KTHREAD: a kernel thread, which has no memory of its own, so no environment.
+const pfKthread = 0x00200000
+
 // pfExiting is PF_EXITING: the process is inside do_exit.
 const pfExiting = 0x4
 
