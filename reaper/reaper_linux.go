@@ -124,6 +124,13 @@ func newReaper(opts Options) (*Reaper, error) {
 		r.obs = nopObserver{}
 	}
 	r.killer = killer{log: r.log, method: cgroup.KillFile, timeout: r.lim.CloseTimeout}
+	// What New made before it failed is undone here, whichever step failed.
+	ok := false
+	defer func() {
+		if !ok {
+			r.undoNew()
+		}
+	}()
 	var err error
 	if r.shell, err = findShell(opts.Shell); err != nil {
 		return nil, err
@@ -156,20 +163,15 @@ func newReaper(opts Options) (*Reaper, error) {
 		stateBase = DefaultStateDir()
 	}
 	if err := createState(stateBase, &r.self); err != nil {
-		r.dropInstance()
 		return nil, err
 	}
 	if opts.User != nil {
 		// Its sessions' directories below are the user's: let the user pass.
 		if err := os.Chmod(r.self.StateDir, 0o711); err != nil {
-			r.dropInstance()
-			os.RemoveAll(r.self.StateDir)
 			return nil, err
 		}
 	}
 	if r.devnull, err = os.Open(os.DevNull); err != nil {
-		r.dropInstance()
-		os.RemoveAll(r.self.StateDir)
 		return nil, err
 	}
 	if opts.Announce != nil {
@@ -181,11 +183,6 @@ func newReaper(opts Options) (*Reaper, error) {
 	r.kids = newChildren()
 	if opts.User != nil {
 		if err := r.checkUser(); err != nil {
-			r.forker.stop()
-			r.kids.close(nil)
-			r.devnull.Close()
-			r.dropInstance()
-			os.RemoveAll(r.self.StateDir)
 			return nil, err
 		}
 	}
@@ -197,7 +194,26 @@ func newReaper(opts Options) (*Reaper, error) {
 		r.wg.Add(1)
 		go r.watchAdopted(r.stopWatch)
 	}
+	ok = true
 	return r, nil
+}
+
+// undoNew releases what a failed New had made: the forker's thread, the child loop, /dev/null, the
+// instance's slice and its state directory. Nothing was started that uses them.
+func (r *Reaper) undoNew() {
+	if r.forker != nil {
+		r.forker.stop()
+	}
+	if r.kids != nil {
+		r.kids.close(nil)
+	}
+	if r.devnull != nil {
+		r.devnull.Close()
+	}
+	r.dropInstance()
+	if r.self.StateDir != "" {
+		os.RemoveAll(r.self.StateDir)
+	}
 }
 
 // sweep cleans up after instances that died without doing it themselves, and logs what it found.

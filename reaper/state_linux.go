@@ -92,6 +92,7 @@ func DefaultStateDir() string {
 func createState(base string, in *Instance) error {
 	in.StateDir = filepath.Join(base, instancePrefix+in.Name)
 	if err := os.Mkdir(in.StateDir, 0o700); err != nil {
+		in.StateDir = "" // not ours to remove
 		return fmt.Errorf("state directory: %w", err)
 	}
 	b, err := json.Marshal(in)

@@ -111,6 +111,7 @@ type teardown struct {
 	seen    map[int]bool  // processes seen in the slice
 	termed  map[int]bool  // processes of the slice sent SIGTERM
 	emptied bool          // the slice emptied within the grace period
+	killEnd time.Time     // phases 4 and 5 together wait at most CloseTimeout for what they killed
 	outside []proc.Handle // processes found outside the slice, verified; closed at the end
 	alive   []proc.Handle // those not yet seen to exit
 }
@@ -225,6 +226,7 @@ func (t *teardown) killEscaped() {
 			t.signalFailed(g.signalGroup(unix.SIGKILL))
 		}
 	}
+	t.killEnd = time.Now().Add(t.r.lim.CloseTimeout)
 	pending := t.alive
 	for pass := 0; pass < maxWalkPasses; pass++ {
 		t.signalFailed(proc.SignalAll(pending, unix.SIGKILL))
@@ -232,7 +234,7 @@ func (t *teardown) killEscaped() {
 		t.rep.Walked += len(pending)
 		// Only a process that has exited can no longer fork: wait for these before walking again,
 		// or a child forked as one of them died could be born after the walk and outlive it.
-		t.w.WaitGone(context.Background(), pending, time.Now().Add(t.r.lim.CloseTimeout))
+		t.w.WaitGone(context.Background(), pending, t.killEnd)
 		more, err := t.w.Find(proc.Query{Self: t.r.pid, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.marker})
 		if err != nil {
 			t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
@@ -254,7 +256,7 @@ func (t *teardown) killEscaped() {
 // await is phase 5.
 func (t *teardown) await() {
 	timeout := t.r.lim.CloseTimeout
-	alive := t.w.WaitGone(context.Background(), t.alive, time.Now().Add(timeout))
+	alive := t.w.WaitGone(context.Background(), t.alive, t.killEnd)
 	for _, h := range alive {
 		t.rep.Remaining = append(t.rep.Remaining, proc.Describe(h.Pid))
 	}
