@@ -355,7 +355,7 @@ func isTrueRoot(dir string) bool {
 // existing ancestor; where that is the machine's true root (which has neither file), the kernel
 // version decides.
 func detectKill(mount, root string) KillMethod {
-	if p := nearestExisting(root); strings.HasPrefix(p, mount) && !isTrueRoot(p) {
+	if p := nearestExisting(root); within(mount, p) && !isTrueRoot(p) {
 		switch {
 		case exists(filepath.Join(p, "cgroup.kill")):
 			return KillFile

@@ -3,12 +3,8 @@ package cgroup
 import (
 	"bytes"
 	"path/filepath"
-	"slices"
 	"strconv"
 )
-
-// Controllers returns the controllers the root enables for its slices ([Options.Controllers]).
-func (r *Root) Controllers() []string { return slices.Clone(r.controllers) }
 
 // Memory reads memory.current: the bytes of memory the slice and everything below it use. ok is false
 // where the file is missing (the memory controller is not enabled for the slice, or the slice is gone)

@@ -59,9 +59,6 @@ var knownMethods = []string{
 	"notifications/initialized", "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed",
 }
 
-// knownVersions are the MCP versions published so far.
-var knownVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"}
-
 // toolNames are this server's tools.
 var toolNames = []string{"bash", "task_output", "task_stop", "task_list"}
 
@@ -130,7 +127,7 @@ func transport(ss *mcp.ServerSession) string {
 
 func protocolVersion(ss *mcp.ServerSession) string {
 	if p := ss.InitializeParams(); p != nil {
-		return bounded(p.ProtocolVersion, knownVersions) // as the client sent it
+		return bounded(p.ProtocolVersion, mcp.SupportedProtocolVersions()) // as the client sent it
 	}
 	return ""
 }

@@ -31,7 +31,7 @@ func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 			"error": map[string]any{
 				"code": codeInvalidRequest,
 				"message": fmt.Sprintf("message of %d bytes refused: the limit is %d bytes (%s) per message; nothing of it was run. Put large inputs in files, with several smaller commands",
-					size, MaxRequestBytes, sizeString(MaxRequestBytes)),
+					size, MaxRequestBytes, byteString(MaxRequestBytes)),
 			},
 		})
 		w.Write(append(msg, '\n'))

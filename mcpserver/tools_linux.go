@@ -128,7 +128,7 @@ Foreground commands return as soon as the command itself exits, even if it left 
 Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed. Output is kept up to %s per command (head and tail; the middle of longer output is dropped and counted; control characters count six bytes each).
 With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling), stop it with task_stop, see all with task_list. At most %d background tasks run at once%s.
 Everything this session starts, background tasks and escaped or detached processes included, is killed when the session ends (over HTTP, also after %v without requests).`,
-			sizeString(l.OutputLimit), l.MaxTasks, bgTimeoutText(l.BackgroundTimeout), s.opts.IdleTimeout),
+			byteString(int64(l.OutputLimit)), l.MaxTasks, bgTimeoutText(l.BackgroundTimeout), s.opts.IdleTimeout),
 		Annotations:  &mcp.ToolAnnotations{Title: "Run a shell command", OpenWorldHint: ptr(true)},
 		InputSchema:  schemaFor[BashInput](),
 		OutputSchema: schemaFor[BashOutput](),
@@ -397,15 +397,8 @@ func graceText(grace time.Duration) string {
 	return fmt.Sprintf("SIGTERM, then SIGKILL after %v", grace)
 }
 
-func sizeString(n int) string {
-	if n%(1<<20) == 0 {
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d KiB", n>>10)
-}
-
 func instructions(l reaper.Limits, idle time.Duration) string {
 	return fmt.Sprintf("reaper runs shell commands for this session with the bash tool, in the foreground or as background tasks (task_output, task_stop, task_list). "+
 		"Every process the session starts is killed when the session ends (over HTTP, also after %v without requests), including detached ones; do not rely on anything outliving the session. "+
-		"At most %d background tasks run at once; output is kept up to %s per command.", idle, l.MaxTasks, sizeString(l.OutputLimit))
+		"At most %d background tasks run at once; output is kept up to %s per command.", idle, l.MaxTasks, byteString(int64(l.OutputLimit)))
 }

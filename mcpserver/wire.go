@@ -74,7 +74,7 @@ func newWireResult(r *mcp.CallToolResult) *wireResult {
 		ContentField:    []textBlock{{Type: "text", Text: tc.Text}},
 		StructuredField: r.StructuredContent,
 		IsErrorField:    r.IsError,
-		ResultTypeField: resultType{r},
+		ResultTypeField: resultType{r: r, read: &readType{}},
 	}
 }
 
@@ -98,14 +98,27 @@ func (m metaOf) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]a
 
 // resultType writes the result's resultType as it is when the result is encoded: the SDK sets it,
 // in an unexported field, after the handler returns, for clients of protocol 2026-07-28. It is read
-// back from the SDK's own encoding of the result without its content.
-type resultType struct{ r *mcp.CallToolResult }
+// back from the SDK's own encoding of the result without its content, once: encoding/json asks
+// IsZero and then MarshalJSON, and the first read is kept in read.
+type resultType struct {
+	r    *mcp.CallToolResult
+	read *readType // shared by the copies encoding/json makes of the field
+}
+
+type readType struct {
+	done  bool
+	value string
+}
 
 func (t resultType) IsZero() bool { return t.value() == "" }
 
 func (t resultType) MarshalJSON() ([]byte, error) { return json.Marshal(t.value()) }
 
 func (t resultType) value() string {
+	if t.read.done {
+		return t.read.value
+	}
+	t.read.done = true
 	bare := *t.r
 	bare.Meta, bare.Content, bare.StructuredContent = nil, nil, nil
 	b, err := bare.MarshalJSON()
@@ -118,5 +131,6 @@ func (t resultType) value() string {
 	if json.Unmarshal(b, &v) != nil {
 		return ""
 	}
+	t.read.value = v.ResultType
 	return v.ResultType
 }

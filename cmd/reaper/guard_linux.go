@@ -29,7 +29,7 @@ func guard(spec guardSpec, args []string, getenv func(string) string, stderr io.
 	command := spec.command
 	log := earlyLogger(stderr, args, getenv).With("guard", os.Getpid())
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, append(append([]os.Signal{}, shutdownSignals...), ignoredSignals...)...)
+	signal.Notify(sigs, handledSignals()...)
 	g, err := reaper.StartGuard(reaper.GuardOptions{
 		Argv:    append([]string{os.Args[0], command}, args...),
 		Setsid:  !spec.terminal,

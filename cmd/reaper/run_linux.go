@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -157,7 +158,7 @@ var forwardedSignals = []os.Signal{
 
 func (j *jobRun) run() int {
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, append(append(append([]os.Signal{}, forwardedSignals...), shutdownSignals...), ignoredSignals...)...)
+	signal.Notify(sigs, handledSignals(forwardedSignals...)...)
 	defer signal.Stop(sigs)
 	j.rep.Command = j.c.argv
 	if code := j.setUp(); code != 0 {
@@ -313,14 +314,7 @@ func (j *jobRun) wait(sigs <-chan os.Signal) int {
 	}
 }
 
-func isForwarded(sig os.Signal) bool {
-	for _, s := range forwardedSignals {
-		if s == sig {
-			return true
-		}
-	}
-	return false
-}
+func isForwarded(sig os.Signal) bool { return slices.Contains(forwardedSignals, sig) }
 
 // closeSession tears down what the job left, once it has exited: what is alive now is named in the
 // summary, then it gets SIGTERM, the grace period and SIGKILL. hurry cuts the grace period short.

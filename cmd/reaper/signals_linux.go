@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -57,7 +58,7 @@ func watchSignals(log *slog.Logger, guard reaper.GuardLink) *signals {
 	s := &signals{log: log, guard: guard, ch: make(chan os.Signal, 8), done: make(chan struct{}), watched: make(chan struct{}), guardGone: make(chan struct{})}
 	s.serving, s.stopServing = context.WithCancel(context.Background())
 	s.hurry, s.cancelHurry = context.WithCancel(context.Background())
-	signal.Notify(s.ch, append(append([]os.Signal{}, shutdownSignals...), ignoredSignals...)...)
+	signal.Notify(s.ch, handledSignals()...)
 	go s.watch(log, guard)
 	go func() {
 		defer close(s.watched)
@@ -126,13 +127,12 @@ func (s *signals) watch(log *slog.Logger, guard reaper.GuardLink) {
 	}
 }
 
-func isIgnored(sig os.Signal) bool {
-	for _, s := range ignoredSignals {
-		if s == sig {
-			return true
-		}
-	}
-	return false
+func isIgnored(sig os.Signal) bool { return slices.Contains(ignoredSignals, sig) }
+
+// handledSignals are the signals reaper asks to receive: those that end it and those it ignores,
+// and extra (reaper run's forwarded ones).
+func handledSignals(extra ...os.Signal) []os.Signal {
+	return slices.Concat(extra, shutdownSignals, ignoredSignals)
 }
 
 // lastResort bounds the shutdown after the guard died: if the server is still there by then (a

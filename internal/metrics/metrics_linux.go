@@ -139,9 +139,6 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// Registry is where the metrics are registered, for tests and for adding more.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // SetContainment records the containment mode as reaper_containment_info.
 func (m *Metrics) SetContainment(ci reaper.ContainmentInfo) {
 	kill := "none"
