@@ -88,6 +88,12 @@ func (s *Slice) Pids() ([]int, error) {
 	return idsRecursive(s.path, "cgroup.procs", nil)
 }
 
+// OwnPids lists the processes in the slice itself, not those of the cgroups below it. A slice that
+// no longer exists has no processes.
+func (s *Slice) OwnPids() ([]int, error) {
+	return readPids(filepath.Join(s.path, "cgroup.procs"), nil)
+}
+
 // Threads lists the thread ids of every thread in the slice and all its descendants (cgroup.threads).
 // A process's pid is the thread id of its main thread, so the list holds each process's pid too,
 // unless that main thread has already exited.

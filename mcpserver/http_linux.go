@@ -225,7 +225,7 @@ func (s *Server) lease(st *session) {
 	defer timer.Stop()
 	for {
 		select {
-		case <-st.ending:
+		case <-st.stop.Done():
 			return
 		case <-timer.C:
 		}

@@ -24,7 +24,7 @@ func (s *Server) keepalive(st *session) {
 	misses := 0
 	for {
 		select {
-		case <-st.ending:
+		case <-st.stop.Done():
 			return
 		case <-tick.C:
 		}

@@ -259,7 +259,6 @@ func (s *Server) teardown(ctx context.Context, st *session, reason string) error
 			delete(s.hurry, st)
 			s.mu.Unlock()
 		}()
-		close(st.ending)
 		st.cancelStop()
 		_, st.err = st.rs.CloseFor(ctx, reason) // which logs the end
 		if st.id != "" {

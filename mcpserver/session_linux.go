@@ -13,11 +13,10 @@ import (
 // carries its Mcp-Session-Id (to count that request for the idle lease) and claimed by its first tool
 // call; over stdio, by its first tool call.
 type session struct {
-	id     string        // Mcp-Session-Id, or empty over stdio; fixed at creation
-	ending chan struct{} // closed when the teardown begins
-	ended  chan struct{} // closed when the teardown is complete
-	// stop is cancelled when the teardown begins, with ending, for the calls the session's goroutines
-	// make (keepalive pings); cancelStop cancels it.
+	id    string        // Mcp-Session-Id, or empty over stdio; fixed at creation
+	ended chan struct{} // closed when the teardown is complete
+	// stop is cancelled when the teardown begins: the session's goroutines (lease, keepalive) end on
+	// it, and the calls they make (keepalive pings) are cut short; cancelStop cancels it.
 	stop       context.Context
 	cancelStop context.CancelFunc
 
@@ -42,7 +41,7 @@ type session struct {
 }
 
 func newSession(id string) *session {
-	st := &session{id: id, ending: make(chan struct{}), ended: make(chan struct{}), last: time.Now()}
+	st := &session{id: id, ended: make(chan struct{}), last: time.Now()}
 	st.stop, st.cancelStop = context.WithCancel(context.Background())
 	return st
 }

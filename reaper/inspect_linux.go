@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"maps"
@@ -219,29 +220,16 @@ func (sv *SessionView) sliceProcesses() {
 		if err != nil {
 			continue
 		}
-		pids, _ := s.Pids()
+		var pids []int
 		if dir == sv.Slice {
-			pids = directPids(dir)
+			pids, _ = s.OwnPids() // the leaves are listed on their own
+		} else {
+			pids, _ = s.Pids()
 		}
 		for _, pid := range pids {
 			sv.Processes = append(sv.Processes, describe(pid, leafTask[dir], false))
 		}
 	}
-}
-
-// directPids lists the processes of a cgroup itself, not of the cgroups below it.
-func directPids(dir string) []int {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // markedProcesses adds, to the sessions of the instances listed, every process on the machine that
@@ -261,8 +249,17 @@ func markedProcesses(w *proc.Walker, instances map[string]*InstanceView) {
 		return
 	}
 	for _, st := range procs {
-		v, ok := w.Env(st.Pid, EnvSession)
-		if !ok {
+		// One read of the environment for both entries.
+		var v, task string
+		w.EachEnv(st.Pid, func(e []byte) bool {
+			if rest, ok := bytes.CutPrefix(e, []byte(EnvSession+"=")); ok && v == "" {
+				v = string(rest)
+			} else if rest, ok := bytes.CutPrefix(e, []byte(EnvTask+"=")); ok && task == "" {
+				task = string(rest)
+			}
+			return v == "" || task == ""
+		})
+		if v == "" {
 			continue
 		}
 		inst, session, _ := strings.Cut(v, "/")
@@ -275,7 +272,6 @@ func markedProcesses(w *proc.Walker, instances map[string]*InstanceView) {
 			iv.Sessions = append(iv.Sessions, SessionView{Name: session, Tasks: []TaskView{}, Processes: []ProcessView{}})
 			i = len(iv.Sessions) - 1
 		}
-		task, _ := w.Env(st.Pid, EnvTask)
 		iv.Sessions[i].Processes = append(iv.Sessions[i].Processes, describe(st.Pid, task, iv.Containment == ContainCgroup.String()))
 	}
 	for _, iv := range instances {
