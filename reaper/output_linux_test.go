@@ -38,7 +38,11 @@ func TestIncrementalReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen strings.Builder
+	deadline := time.Now().Add(30 * time.Second)
 	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("the task did not end within 30 s; read so far %q", seen.String())
+		}
 		info, c, err := s.Output(ti.ID, OutputOptions{})
 		if err != nil {
 			t.Fatal(err)
