@@ -60,7 +60,7 @@ func (r *Reaper) killAdopted(when string) {
 	if !ok {
 		return
 	}
-	registered := r.kids.registered()
+	registered := r.kids.Registered()
 	var candidates []proc.Stat
 	for _, pid := range w.Children(self) {
 		if registered[pid] {

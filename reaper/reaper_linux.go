@@ -15,6 +15,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,7 +48,7 @@ type Reaper struct {
 	lim      Limits
 	log      *slog.Logger
 	pid      int
-	kids     *children
+	kids     *reap.Children
 	devnull  *os.File
 	shell    string
 	env      []string
@@ -58,7 +59,7 @@ type Reaper struct {
 	instance *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
 	self     Instance      // what this Reaper recorded in its state directory
 	killer   killer
-	forker   *forker        // with Options.User: the thread tasks are forked from (no_new_privs)
+	forker   *reap.Forker   // with Options.User: the thread tasks are forked from (no_new_privs)
 	obs      Observer       // never nil
 	limits   cgroup.Limits  // written into each session's slice: the limits the host can apply
 	watchOOM bool           // leaves have memory.events: a task's OOM kills can be told
@@ -142,7 +143,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	}
 	if opts.User != nil {
 		r.env = userEnv(r.env, opts.User)
-		if r.forker, err = startForker(); err != nil {
+		if r.forker, err = startUserForker(); err != nil {
 			return nil, err
 		}
 	}
@@ -180,7 +181,7 @@ func newReaper(opts Options) (*Reaper, error) {
 			r.log.Warn("announcing the instance to the guard failed", "error", err)
 		}
 	}
-	r.kids = newChildren()
+	r.kids = reap.NewChildren()
 	if opts.User != nil {
 		if err := r.checkUser(); err != nil {
 			return nil, err
@@ -202,10 +203,10 @@ func newReaper(opts Options) (*Reaper, error) {
 // instance's slice and its state directory. Nothing was started that uses them.
 func (r *Reaper) undoNew() {
 	if r.forker != nil {
-		r.forker.stop()
+		r.forker.Stop()
 	}
 	if r.kids != nil {
-		r.kids.close(nil)
+		r.kids.Close(nil)
 	}
 	if r.devnull != nil {
 		r.devnull.Close()
@@ -392,9 +393,9 @@ func (r *Reaper) Close(ctx context.Context) error {
 	r.wg.Wait()
 	errs = append(errs, r.dropInstance(), os.RemoveAll(r.self.StateDir))
 	if r.forker != nil {
-		r.forker.stop()
+		r.forker.Stop()
 	}
-	r.kids.close([]string{r.shell, "-c", ":"})
+	r.kids.Close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()
 	active.Store(false)
 	r.closeErr = errors.Join(errs...)

@@ -261,14 +261,14 @@ func (s *Session) watch(t *task, sp spawned) {
 	code := -1
 	select {
 	case st := <-sp.exited:
-		code = st.code()
+		code = st.Code()
 	case <-timeout:
 		if t.stopping(TimedOut) {
 			s.killTask(context.Background(), t)
 		}
 		select {
 		case st := <-sp.exited:
-			code = st.code()
+			code = st.Code()
 		case <-s.abandon:
 		}
 	case <-s.abandon:
@@ -337,7 +337,7 @@ func (s *Session) processes(t *task) []int {
 		return pids
 	}
 	found, _ := proc.NewWalker().Find(proc.Query{
-		Self: s.r.pid, Seeds: map[int]uint64{t.pid: t.start}, Skip: s.r.kids.registered(), Marker: EnvTask + "=" + t.id,
+		Self: s.r.pid, Seeds: map[int]uint64{t.pid: t.start}, Skip: s.r.kids.Registered(), Marker: EnvTask + "=" + t.id,
 	})
 	pids := make([]int, len(found))
 	for i, p := range found {

@@ -435,7 +435,7 @@ func TestConcurrentExitStatuses(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := r.kids.reaped(); n != 0 {
+	if n := r.kids.Reaped(); n != 0 {
 		t.Logf("%d orphans reaped", n)
 	}
 }

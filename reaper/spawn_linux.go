@@ -10,6 +10,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
 )
 
@@ -101,7 +102,7 @@ type spawned struct {
 	pid    int
 	start  uint64 // start time, read while the pid could not yet be reaped
 	pidfd  int    // -1 where the kernel has none
-	exited <-chan exitStatus
+	exited <-chan reap.Exit
 }
 
 // spawn starts a process in its own process group, registered with the child reaper. In cgroup containment it is born in spec.leaf through clone3 with CLONE_INTO_CGROUP;
@@ -162,7 +163,7 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		attr.Files = append(attr.Files, spec.extra.Fd())
 	}
 	var start uint64
-	pid, exited, err := r.kids.start(func() (int, error) {
+	pid, exited, err := r.kids.Start(func() (int, error) {
 		pid, err := r.forkExec(spec.argv, attr)
 		if err == nil {
 			// The child cannot be reaped while the lock is held, so its pid is still its own.

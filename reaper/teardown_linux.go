@@ -78,7 +78,7 @@ const sweepTime = 5 * time.Second
 //  5. A bounded wait for those processes to exit; what is left is reported.
 func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 	t := &teardown{
-		r: r, sc: sc, w: proc.NewWalker(), start: time.Now(), skip: r.kids.registered(),
+		r: r, sc: sc, w: proc.NewWalker(), start: time.Now(), skip: r.kids.Registered(),
 		seen: make(map[int]bool), termed: make(map[int]bool),
 	}
 	defer func() { proc.CloseAll(t.outside) }()

@@ -23,8 +23,9 @@ const module = "github.com/cgreaper/reaper"
 var allowed = map[string][]string{
 	"cgroup":            nil,
 	"internal/proc":     nil,
+	"internal/reap":     nil,
 	"internal/testutil": {"internal/proc"},
-	"reaper":            {"cgroup", "internal/proc"},
+	"reaper":            {"cgroup", "internal/proc", "internal/reap"},
 	"mcpserver":         {"reaper"},
 	"internal/metrics":  {"mcpserver", "reaper"},
 	"internal/admin":    nil,

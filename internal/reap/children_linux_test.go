@@ -1,4 +1,4 @@
-package reaper
+package reap
 
 import (
 	"syscall"
@@ -8,15 +8,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestChildrenClose: close returns while a child is still running (it wakes the loop out of wait4
+// TestChildrenClose: Close returns while a child is still running (it wakes the loop out of wait4
 // with a process of its own), and starts no process when nothing is left to wait for.
 func TestChildrenClose(t *testing.T) {
 	forkExec := func(argv ...string) func() (int, error) {
 		return func() (int, error) { return syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{}) }
 	}
-	closed := func(c *children, argv ...string) bool {
+	closed := func(c *Children, argv ...string) bool {
 		done := make(chan struct{})
-		go func() { c.close(argv); close(done) }()
+		go func() { c.Close(argv); close(done) }()
 		select {
 		case <-done:
 			return true
@@ -26,8 +26,8 @@ func TestChildrenClose(t *testing.T) {
 	}
 
 	t.Run("a child left", func(t *testing.T) {
-		c := newChildren()
-		pid, _, err := c.start(forkExec("/bin/sleep", "1000"))
+		c := NewChildren()
+		pid, _, err := c.Start(forkExec("/bin/sleep", "1000"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,10 +37,10 @@ func TestChildrenClose(t *testing.T) {
 			unix.Wait4(pid, &ws, 0, nil) // the loop has stopped: reap it here
 		})
 		if !closed(c, "/bin/true") {
-			t.Fatal("close did not return within 30 s while a child was running")
+			t.Fatal("Close did not return within 30 s while a child was running")
 		}
 		if c.wake == 0 {
-			t.Error("close started no process to wake the loop, yet a child was running")
+			t.Error("Close started no process to wake the loop, yet a child was running")
 		}
 	})
 
@@ -48,8 +48,8 @@ func TestChildrenClose(t *testing.T) {
 		if hasChildren() {
 			t.Skip("skipped: this test process has children of earlier tests, so close must wake its loop")
 		}
-		c := newChildren()
-		_, exited, err := c.start(forkExec("/bin/true"))
+		c := NewChildren()
+		_, exited, err := c.Start(forkExec("/bin/true"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,10 +59,10 @@ func TestChildrenClose(t *testing.T) {
 			t.Fatal("the loop did not report /bin/true's exit within 30 s")
 		}
 		if !closed(c, "/bin/true") {
-			t.Fatal("close did not return within 30 s")
+			t.Fatal("Close did not return within 30 s")
 		}
 		if c.wake != 0 {
-			t.Errorf("close started process %d though no child was left", c.wake)
+			t.Errorf("Close started process %d though no child was left", c.wake)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package reaper
+package reap
 
 import (
 	"errors"
@@ -8,62 +8,69 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// exitStatus is how a child ended.
-type exitStatus struct {
-	pid    int
-	status unix.WaitStatus
+// Exit is how a child ended.
+type Exit struct {
+	Pid    int
+	Status unix.WaitStatus
 }
 
-// code returns the exit code in the shell's convention: the status for a normal exit, 128+n for a
+// Code returns the exit code in the shell's convention: the status for a normal exit, 128+n for a
 // death by signal n.
-func (e exitStatus) code() int {
-	if e.status.Signaled() {
-		return 128 + int(e.status.Signal())
+func (e Exit) Code() int {
+	if e.Status.Signaled() {
+		return 128 + int(e.Status.Signal())
 	}
-	return e.status.ExitStatus()
+	return e.Status.ExitStatus()
 }
 
-// children is the one place in the program that waits for child processes. A single goroutine sits
+// Killed is the Exit of a process that died of SIGKILL without anyone seeing its status: a task of a
+// PID namespace whose init died, which the kernel kills.
+func Killed(pid int) Exit { return Exit{Pid: pid, Status: unix.WaitStatus(unix.SIGKILL)} }
+
+// Children is the one place in a program that waits for child processes. A single goroutine sits
 // in a blocking wait4(-1) and hands each exit status to whoever registered that pid; what nobody
-// registered (orphans adopted as child subreaper) is reaped and dropped, so no zombie stays behind.
+// registered (orphans adopted as a child subreaper, or as the init of a PID namespace) is reaped and dropped, so no zombie stays behind.
 // Registration happens under the same lock as the fork, so a child that exits at once cannot be
 // reaped before its owner is known. Nothing else may call wait4, waitid or exec.Cmd.Wait.
 //
 // A blocking wait4 wakes the moment a child exits; waiting for SIGCHLD through os/signal instead
 // costs two more goroutine hand-offs per exit. When there are no children, wait4 fails with ECHILD
 // and the goroutine sleeps until the next fork.
-type children struct {
+type Children struct {
 	forked chan struct{} // a child was started (buffered 1)
 	done   chan struct{} // the loop has returned
 
 	// mu guards the fields that follow, and is held across each fork.
 	mu       sync.Mutex
-	waiting  map[int]chan<- exitStatus
+	waiting  map[int]chan<- Exit
 	orphans  int  // reaped processes nobody registered
-	stopping bool // close was called: return at the next ECHILD or when wake is reaped
-	wake     int  // the pid close started to wake the loop
+	stopping bool // Close was called: return at the next ECHILD or when wake is reaped
+	wake     int  // the pid Close started to wake the loop
 }
 
-func newChildren() *children {
-	c := &children{
+// NewChildren starts the loop. A process may have only one.
+func NewChildren() *Children {
+	c := &Children{
 		forked:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
-		waiting: make(map[int]chan<- exitStatus),
+		waiting: make(map[int]chan<- Exit),
 	}
 	go c.loop()
 	return c
 }
 
-// start runs fork (which must start exactly one child and return its pid) with the lock held, and
-// registers the child. The returned channel receives its exit status exactly once.
-func (c *children) start(fork func() (int, error)) (int, <-chan exitStatus, error) {
+// Start runs fork (which must start exactly one child and return its pid) with the lock held, and
+// registers the child. The returned channel receives its exit status exactly once. Until fork has
+// returned the child cannot be reaped: fork may still read what it needs of the child in /proc, or
+// tell its pid to someone before the exit can be reported.
+func (c *Children) Start(fork func() (int, error)) (int, <-chan Exit, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pid, err := fork()
 	if err != nil {
 		return 0, nil, err
 	}
-	ch := make(chan exitStatus, 1)
+	ch := make(chan Exit, 1)
 	c.waiting[pid] = ch
 	select {
 	case c.forked <- struct{}{}:
@@ -72,7 +79,7 @@ func (c *children) start(fork func() (int, error)) (int, <-chan exitStatus, erro
 	return pid, ch, nil
 }
 
-func (c *children) loop() {
+func (c *Children) loop() {
 	defer close(c.done)
 	for {
 		var ws unix.WaitStatus
@@ -104,7 +111,7 @@ func (c *children) loop() {
 		stop := c.stopping && pid == c.wake
 		c.mu.Unlock()
 		if ok {
-			ch <- exitStatus{pid: pid, status: ws}
+			ch <- Exit{Pid: pid, Status: ws}
 		}
 		if stop {
 			return
@@ -112,8 +119,8 @@ func (c *children) loop() {
 	}
 }
 
-// registered returns the pids of the live children started through start.
-func (c *children) registered() map[int]bool {
+// Registered returns the pids of the live children started through Start.
+func (c *Children) Registered() map[int]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[int]bool, len(c.waiting))
@@ -123,19 +130,19 @@ func (c *children) registered() map[int]bool {
 	return out
 }
 
-// reaped returns how many processes were reaped that nobody had registered.
-func (c *children) reaped() int {
+// Reaped returns how many processes were reaped that nobody had registered.
+func (c *Children) Reaped() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.orphans
 }
 
-// close stops the loop and waits for it. While any child is left the loop may be blocked in wait4 on
-// one that will not exit soon (one in D state that outlived its kill), so close then starts a child of
+// Close stops the loop and waits for it. While any child is left the loop may be blocked in wait4 on
+// one that will not exit soon (one in D state that outlived its kill), so Close then starts a child of
 // its own that exits at once, argv, whose reaping wakes the loop. Without argv, or if it cannot be
 // started, the loop returns at its next ECHILD. With no child at all the loop is not in wait4, or
 // leaves it with ECHILD, and no process is started: the common case, which saves a fork and exec.
-func (c *children) close(argv []string) {
+func (c *Children) Close(argv []string) {
 	c.mu.Lock()
 	c.stopping = true
 	if len(argv) > 0 && hasChildren() {
@@ -152,7 +159,7 @@ func (c *children) close(argv []string) {
 }
 
 // hasChildren tells whether this process has a child, live or a zombie, without reaping it (WNOWAIT:
-// the loop stays the only one that reaps). An error other than ECHILD counts as a child, so that close
+// the loop stays the only one that reaps). An error other than ECHILD counts as a child, so that Close
 // still wakes the loop.
 func hasChildren() bool {
 	var info unix.Siginfo
