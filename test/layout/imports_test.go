@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"cgroup":            nil,
 	"internal/proc":     nil,
 	"internal/reap":     nil,
+	"internal/pidns":    {"internal/proc", "internal/reap"},
 	"internal/testutil": {"internal/proc"},
 	"reaper":            {"cgroup", "internal/proc", "internal/reap"},
 	"mcpserver":         {"reaper"},
