@@ -28,13 +28,15 @@ func (e Exit) Code() int {
 func Killed(pid int) Exit { return Exit{Pid: pid, Status: unix.WaitStatus(unix.SIGKILL)} }
 
 // Children is the one place in a program that waits for child processes. A single goroutine sits
-// in a blocking wait4(-1) and hands each exit status to whoever registered that pid; what nobody
-// registered (orphans adopted as a child subreaper, or as the init of a PID namespace) is reaped and dropped, so no zombie stays behind.
-// Registration happens under the same lock as the fork, so a child that exits at once cannot be
-// reaped before its owner is known. Nothing else may call wait4, waitid or exec.Cmd.Wait.
+// in a blocking waitid(P_ALL, WNOWAIT) and, once a child has exited, reaps it under the lock that is
+// held across each fork, and hands its status to whoever registered that pid; what nobody registered
+// (orphans adopted as a child subreaper, or as the init of a PID namespace) is reaped and dropped, so
+// no zombie stays behind. So a child that exits at once is reaped only once its owner is known, and
+// its pid stays its own (a zombie) for as long as the fork's caller holds the lock. Nothing else may
+// call wait4, waitid or exec.Cmd.Wait.
 //
-// A blocking wait4 wakes the moment a child exits; waiting for SIGCHLD through os/signal instead
-// costs two more goroutine hand-offs per exit. When there are no children, wait4 fails with ECHILD
+// A blocking wait wakes the moment a child exits; waiting for SIGCHLD through os/signal instead
+// costs two more goroutine hand-offs per exit. When there are no children, waitid fails with ECHILD
 // and the goroutine sleeps until the next fork.
 type Children struct {
 	forked chan struct{} // a child was started (buffered 1)
@@ -61,8 +63,8 @@ func NewChildren() *Children {
 
 // Start runs fork (which must start exactly one child and return its pid) with the lock held, and
 // registers the child. The returned channel receives its exit status exactly once. Until fork has
-// returned the child cannot be reaped: fork may still read what it needs of the child in /proc, or
-// tell its pid to someone before the exit can be reported.
+// returned the child cannot be reaped: fork may still read what it needs of the child in /proc (a
+// zombie's too), or tell its pid to someone before the exit can be reported.
 func (c *Children) Start(fork func() (int, error)) (int, <-chan Exit, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -82,8 +84,10 @@ func (c *Children) Start(fork func() (int, error)) (int, <-chan Exit, error) {
 func (c *Children) loop() {
 	defer close(c.done)
 	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		// Wait for an exit without reaping it (WNOWAIT), then reap under the lock: a child cannot be
+		// reaped, and its pid reused, while a fork's caller holds the lock (see Start).
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
@@ -99,24 +103,33 @@ func (c *Children) loop() {
 		case err != nil:
 			return // EINVAL or EFAULT cannot happen with these arguments
 		}
-		if !ws.Exited() && !ws.Signaled() {
-			continue
-		}
-		c.mu.Lock()
-		ch, ok := c.waiting[pid]
-		delete(c.waiting, pid)
-		if !ok {
-			c.orphans++
-		}
-		stop := c.stopping && pid == c.wake
-		c.mu.Unlock()
-		if ok {
-			ch <- Exit{Pid: pid, Status: ws}
-		}
-		if stop {
+		if stop := c.reap(); stop {
 			return
 		}
 	}
+}
+
+// reap reaps one exited child, hands its status to whoever registered it, and reports whether the
+// loop should stop (it reaped the process Close started).
+func (c *Children) reap() bool {
+	var ws unix.WaitStatus
+	c.mu.Lock()
+	pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+	if err != nil || pid <= 0 || !ws.Exited() && !ws.Signaled() {
+		c.mu.Unlock()
+		return false
+	}
+	ch, ok := c.waiting[pid]
+	delete(c.waiting, pid)
+	if !ok {
+		c.orphans++
+	}
+	stop := c.stopping && pid == c.wake
+	c.mu.Unlock()
+	if ok {
+		ch <- Exit{Pid: pid, Status: ws}
+	}
+	return stop
 }
 
 // Registered returns the pids of the live children started through Start.

@@ -1,6 +1,8 @@
 package reap
 
 import (
+	"fmt"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -65,4 +67,32 @@ func TestChildrenClose(t *testing.T) {
 			t.Errorf("Close started process %d though no child was left", c.wake)
 		}
 	})
+}
+
+// TestNotReapedDuringStart: a child that exits at once is not reaped while Start's fork runs, so that
+// its pid, still its own, can be read in /proc (once, the loop reaped it in wait4 before taking the
+// lock, and a task's start time read as 0).
+func TestNotReapedDuringStart(t *testing.T) {
+	c := NewChildren()
+	defer c.Close([]string{"/bin/true"})
+	for i := 0; i < 20; i++ {
+		var stat []byte
+		_, exited, err := c.Start(func() (int, error) {
+			pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
+			if err == nil {
+				time.Sleep(20 * time.Millisecond) // long enough for true to have exited
+				stat, _ = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			}
+			return pid, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stat) == 0 {
+			t.Fatalf("round %d: the child was reaped while Start's fork still ran", i)
+		}
+		if st := <-exited; st.Code() != 0 {
+			t.Fatalf("true exited %d", st.Code())
+		}
+	}
 }
