@@ -58,6 +58,9 @@ type SessionView struct {
 	ID      string    `json:"id,omitempty"`
 	Slice   string    `json:"slice,omitempty"`
 	Created time.Time `json:"created,omitzero"`
+	// Init is the pid of the init of the session's PID namespace (where the session has one, from its
+	// cgroup or its record); it is not among Processes, which are the session's own.
+	Init int `json:"init_pid,omitempty"`
 	// Tasks are the tasks the session kept when it last started one (its record on disk).
 	Tasks []TaskView `json:"tasks"`
 	// Processes are the session's live processes: in its slice, or anywhere with its marker.
@@ -174,7 +177,7 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 			}
 			sv := get(e.Name())
 			if rec, err := readSessionRecord(filepath.Join(iv.StateDir, e.Name())); err == nil {
-				sv.ID, sv.Slice, sv.Created = rec.ID, rec.Slice, rec.Created
+				sv.ID, sv.Slice, sv.Created, sv.Init = rec.ID, rec.Slice, rec.Created, rec.Init
 				for _, t := range rec.Tasks {
 					sv.Tasks = append(sv.Tasks, t)
 				}
@@ -188,6 +191,13 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 				sv := get(e.Name())
 				sv.Slice = filepath.Join(iv.Slice, e.Name())
 				sv.sliceProcesses()
+			}
+			if name, ok := strings.CutPrefix(e.Name(), "init-"); ok && e.IsDir() && strings.HasPrefix(name, "s-") {
+				if leaf, err := cgroup.OpenSlice(filepath.Join(iv.Slice, e.Name())); err == nil {
+					if pids, _ := leaf.Pids(); len(pids) > 0 {
+						get(name).Init = pids[0]
+					}
+				}
 			}
 		}
 	}

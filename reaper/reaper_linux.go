@@ -60,6 +60,7 @@ type Reaper struct {
 	self     Instance      // what this Reaper recorded in its state directory
 	killer   killer
 	forker   *reap.Forker   // with Options.User: the thread tasks are forked from (no_new_privs)
+	nsThread *reap.Forker   // with PID namespaces: the thread inits are forked from (their parent-death signal)
 	obs      Observer       // never nil
 	limits   cgroup.Limits  // written into each session's slice: the limits the host can apply
 	watchOOM bool           // leaves have memory.events: a task's OOM kills can be told
@@ -94,6 +95,8 @@ type ContainmentInfo struct {
 	// LimitsDropped says which limits were asked for and are not applied, and why; empty when all
 	// are.
 	LimitsDropped string
+	// PIDNamespace says whether each session has a PID namespace of its own, and why.
+	PIDNamespace PIDNamespaceInfo
 }
 
 func (c ContainmentInfo) String() string {
@@ -155,9 +158,13 @@ func newReaper(opts Options) (*Reaper, error) {
 	if err := r.contain(); err != nil {
 		return nil, err
 	}
+	r.kids = reap.NewChildren()
+	if err := r.decidePIDNamespace(); err != nil {
+		return nil, err
+	}
 	r.self = Instance{
 		Name: r.name, Pid: r.pid, Start: st.Start, Slice: r.info.Slice,
-		Containment: r.info.Mode.String(), Started: time.Now(),
+		Containment: r.info.Mode.String(), PIDNamespace: r.info.PIDNamespace.On, Started: time.Now(),
 	}
 	stateBase := opts.StateDir
 	if stateBase == "" {
@@ -181,7 +188,6 @@ func newReaper(opts Options) (*Reaper, error) {
 			r.log.Warn("announcing the instance to the guard failed", "error", err)
 		}
 	}
-	r.kids = reap.NewChildren()
 	if opts.User != nil {
 		if err := r.checkUser(); err != nil {
 			return nil, err
@@ -199,11 +205,14 @@ func newReaper(opts Options) (*Reaper, error) {
 	return r, nil
 }
 
-// undoNew releases what a failed New had made: the forker's thread, the child loop, /dev/null, the
+// undoNew releases what a failed New had made: the forking threads, the child loop, /dev/null, the
 // instance's slice and its state directory. Nothing was started that uses them.
 func (r *Reaper) undoNew() {
 	if r.forker != nil {
 		r.forker.Stop()
+	}
+	if r.nsThread != nil {
+		r.nsThread.Stop()
 	}
 	if r.kids != nil {
 		r.kids.Close(nil)
@@ -394,6 +403,9 @@ func (r *Reaper) Close(ctx context.Context) error {
 	errs = append(errs, r.dropInstance(), os.RemoveAll(r.self.StateDir))
 	if r.forker != nil {
 		r.forker.Stop()
+	}
+	if r.nsThread != nil {
+		r.nsThread.Stop() // every init is dead: its thread's end kills nothing
 	}
 	r.kids.Close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 )
 
@@ -48,6 +50,9 @@ type Session struct {
 	mu      sync.Mutex
 	cwd     string
 	slice   *cgroup.Slice   // created on the first command; nil in process containment
+	ns      *pidns.Init     // the init of the session's PID namespace, started with the first command; nil without
+	ended   []*pidns.Init   // inits that ended while the session went on: the teardown lets go of them
+	nsLeaf  *cgroup.Slice   // the init's cgroup, beside the slice (cgroup containment)
 	idle    []*cgroup.Slice // empty leaves kept for reuse: a fresh cgroup costs more than the fork
 	leaves  int             // leaves created so far, for their names
 	tasks   map[string]*task
@@ -164,12 +169,20 @@ func (s *Session) launchLocked(t *task, command string) (spawned, error) {
 		return spawned{}, fmt.Errorf("output pipe: %w", err)
 	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
+	in, err := s.initLocked()
+	if err != nil {
+		pw.Close()
+		t.pump.f.Close()
+		s.releaseLeafLocked(t.leaf)
+		return spawned{}, err
+	}
 	sp, err := s.r.spawn(spawnSpec{
 		argv:   []string{s.r.shell, "-c", shellScript(command, t.cwdFile)},
 		env:    env,
 		dir:    s.cwd,
 		stdout: pw,
 		leaf:   t.leaf,
+		init:   in,
 	})
 	pw.Close()
 	if err != nil {
@@ -307,7 +320,10 @@ func (s *Session) watch(t *task, sp spawned) {
 // killTask ends the task's whole tree: its leaf, and processes outside it that carry its marker or
 // descend from it.
 func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
+	self, skip, _ := s.walkRoot()
 	return s.r.terminate(ctx, scope{
+		self:   self,
+		skip:   skip,
 		name:   "session " + s.id + ": task " + t.id,
 		slice:  t.leaf,
 		seeds:  map[int]uint64{t.pid: t.start},
@@ -336,8 +352,9 @@ func (s *Session) processes(t *task) []int {
 		pids, _ := t.leaf.Pids()
 		return pids
 	}
+	self, skip, _ := s.walkRoot()
 	found, _ := proc.NewWalker().Find(proc.Query{
-		Self: s.r.pid, Seeds: map[int]uint64{t.pid: t.start}, Skip: s.r.kids.Registered(), Marker: EnvTask + "=" + t.id,
+		Self: self, Seeds: map[int]uint64{t.pid: t.start}, Skip: skip, Marker: EnvTask + "=" + t.id,
 	})
 	pids := make([]int, len(found))
 	for i, p := range found {
@@ -466,25 +483,14 @@ func (s *Session) teardown(ctx context.Context) {
 	defer close(s.done)
 	start := time.Now()
 	s.mu.Lock()
-	tasks := make([]*task, 0, len(s.tasks))
-	sc := scope{name: "session " + s.id, slice: s.slice, seeds: make(map[int]uint64, len(s.tasks)), marker: s.marker}
-	for _, t := range s.tasks {
-		tasks = append(tasks, t)
-		if t.stopping(Killed) {
-			sc.seeds[t.pid] = t.start
-			sc.groups = append(sc.groups, t)
-		}
-	}
-	for pid, start := range s.known {
-		sc.seeds[pid] = start
-	}
+	tasks, sc := s.scopeLocked()
 	ran := s.ran
 	s.mu.Unlock()
 
 	var errs []error
 	// In process containment the walk runs even when no task is kept: finished tasks are cleared,
 	// but what they left (a setsid child, say) is found by its marker or as a known process.
-	if sc.slice != nil || s.r.root == nil && ran {
+	if sc.slice != nil || s.r.root == nil && ran || len(sc.inits) > 0 {
 		rep, err := s.r.terminate(ctx, sc)
 		s.rep = rep
 		if err != nil {
@@ -492,8 +498,14 @@ func (s *Session) teardown(ctx context.Context) {
 		}
 	}
 	s.releaseTasks(tasks)
-	if sc.slice != nil {
-		if err := sc.slice.Remove(); err != nil {
+	for _, in := range sc.inits {
+		in.Close()
+	}
+	for _, c := range []*cgroup.Slice{sc.slice, s.nsLeaf} {
+		if c == nil {
+			continue
+		}
+		if err := c.Remove(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -516,6 +528,32 @@ func (s *Session) teardown(ctx context.Context) {
 	if ran {
 		s.r.obs.SessionEnded(end)
 	}
+}
+
+// scopeLocked returns the session's tasks, and the scope of its teardown: every task is being
+// killed, and seeds the walks with the processes the session remembers; with a PID namespace the walks
+// look below its init (every process there is the session's), and the hard kill kills the inits.
+func (s *Session) scopeLocked() ([]*task, scope) {
+	tasks := make([]*task, 0, len(s.tasks))
+	sc := scope{name: "session " + s.id, slice: s.slice, seeds: make(map[int]uint64, len(s.tasks)), marker: s.marker,
+		self: s.r.pid, skip: s.r.kids.Registered(), inits: slices.Clone(s.ended)}
+	for _, t := range s.tasks {
+		tasks = append(tasks, t)
+		if t.stopping(Killed) {
+			sc.seeds[t.pid] = t.start
+			sc.groups = append(sc.groups, t)
+		}
+	}
+	for pid, start := range s.known {
+		sc.seeds[pid] = start
+	}
+	if s.ns != nil {
+		sc.inits = append(sc.inits, s.ns)
+		sc.self, sc.skip = s.ns.Pid(), s.ns.Registered()
+		sc.seeds[sc.self] = s.ns.StartTime()
+		sc.known = map[int]bool{sc.self: true}
+	}
+	return tasks, sc
 }
 
 // releaseTasks waits, boundedly, for the watchers of the tasks' main processes (every one is dead or

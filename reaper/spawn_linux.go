@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
@@ -95,11 +96,30 @@ type spawnSpec struct {
 	foreground bool
 	// extra, if set, is the child's descriptor 3.
 	extra *os.File
+	// init, if set, is the init of the session's PID namespace, which starts the process there.
+	init *pidns.Init
+}
+
+// files are the child's descriptors in order, from 0: stdin (/dev/null if unset), stdout, stderr
+// (stdout if unset), then the extra ones.
+func (spec spawnSpec) files(devnull *os.File) []*os.File {
+	stdin, stderr := spec.stdin, spec.stderr
+	if stdin == nil {
+		stdin = devnull
+	}
+	if stderr == nil {
+		stderr = spec.stdout
+	}
+	files := []*os.File{stdin, spec.stdout, stderr}
+	if spec.extra != nil {
+		files = append(files, spec.extra)
+	}
+	return files
 }
 
 // spawned is a started process.
 type spawned struct {
-	pid    int
+	pid    int    // 0 in the rare case an init could not tell it (see pidns.Task)
 	start  uint64 // start time, read while the pid could not yet be reaped
 	pidfd  int    // -1 where the kernel has none
 	exited <-chan reap.Exit
@@ -109,7 +129,8 @@ type spawned struct {
 // where the host refuses that (ENOSYS under a container's seccomp profile, EPERM), it is started
 // through cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command (or, for tasks
 // that run as Options.User, which may not join it, held until the Reaper has moved it: spawnHeld), and
-// the Reaper remembers to do so from then on. With Options.User the child runs as that user.
+// the Reaper remembers to do so from then on. With Options.User the child runs as that user. With
+// spec.init, the session's init starts it in the session's PID namespace (see forkInit).
 func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 	if spec.leaf != nil && !r.noClone3.Load() {
 		sp, err := r.fork(spec, true)
@@ -130,6 +151,9 @@ func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 }
 
 func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
+	if spec.init != nil {
+		return r.forkInit(spec, intoCgroup)
+	}
 	pidfd := -1
 	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
 	if r.opts.User != nil {
@@ -146,21 +170,9 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		defer f.Close()
 		sys.UseCgroupFD, sys.CgroupFD = true, int(f.Fd())
 	}
-	stdin, stderr := spec.stdin, spec.stderr
-	if stdin == nil {
-		stdin = r.devnull
-	}
-	if stderr == nil {
-		stderr = spec.stdout
-	}
-	attr := &syscall.ProcAttr{
-		Dir:   spec.dir,
-		Env:   spec.env,
-		Files: []uintptr{stdin.Fd(), spec.stdout.Fd(), stderr.Fd()},
-		Sys:   sys,
-	}
-	if spec.extra != nil {
-		attr.Files = append(attr.Files, spec.extra.Fd())
+	attr := &syscall.ProcAttr{Dir: spec.dir, Env: spec.env, Sys: sys}
+	for _, f := range spec.files(r.devnull) {
+		attr.Files = append(attr.Files, f.Fd())
 	}
 	var start uint64
 	pid, exited, err := r.kids.Start(func() (int, error) {

@@ -132,11 +132,15 @@ func (r *Reaper) spawnHeld(spec spawnSpec) (spawned, error) {
 	if err != nil {
 		return sp, err
 	}
-	if err := spec.leaf.Add(sp.pid); err != nil {
+	err = fmt.Errorf("its pid is unknown") // never write 0: it would move this process
+	if sp.pid > 0 {
+		err = spec.leaf.Add(sp.pid)
+	}
+	if err != nil {
 		if sp.pidfd >= 0 {
 			unix.PidfdSendSignal(sp.pidfd, unix.SIGKILL, nil, 0)
 			unix.Close(sp.pidfd)
-		} else {
+		} else if sp.pid > 0 {
 			unix.Kill(sp.pid, unix.SIGKILL) // our registered child: its pid cannot be reused before we reap it
 		}
 		return spawned{}, fmt.Errorf("move process %d into %s: %w", sp.pid, spec.leaf.Path(), err)

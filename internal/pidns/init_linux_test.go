@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/internal/proc"
-	"github.com/cgreaper/reaper/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -107,7 +106,7 @@ func TestSpawn(t *testing.T) {
 		t.Errorf("status of %d lacks %q:\n%s", task.Pid, want, status)
 	}
 	var text string
-	testutil.Eventually(t, "the task's output", func() bool {
+	eventually(t, "the task's output", func() bool {
 		b, _ := os.ReadFile(out.Name())
 		text = string(b)
 		return strings.Count(text, "\n") >= 2
@@ -181,7 +180,7 @@ func TestOrphansReaped(t *testing.T) {
 	in := startInit(t)
 	task, _ := spawnSh(t, in, `for i in $(seq 20); do (sh -c 'exit 0' &); (setsid sh -c 'sleep 0.1' &); done; exec sleep 1000`, nil)
 	ns := nsOf(in.Pid())
-	testutil.Eventually(t, "no zombie and no process but the task and its init in the namespace", func() bool {
+	eventually(t, "no zombie and no process but the task and its init in the namespace", func() bool {
 		procs, _ := proc.NewWalker().Snapshot(nil)
 		n := 0
 		for _, p := range procs {
@@ -204,14 +203,14 @@ func TestInitDeath(t *testing.T) {
 	in := startInit(t)
 	file := filepath.Join(t.TempDir(), "pids")
 	task, _ := spawnSh(t, in, `setsid sh -c 'trap "" TERM; echo $$ >> `+file+`; exec sleep 1000' & echo $$ >> `+file+`; exec sleep 1000`, nil)
-	testutil.Eventually(t, "both processes", func() bool {
+	eventually(t, "both processes", func() bool {
 		b, _ := os.ReadFile(file)
 		return bytes.Count(b, []byte{'\n'}) == 2
 	})
-	var all []testutil.Proc
+	var all []proc.Stat
 	procs, _ := proc.NewWalker().Descendants(in.Pid())
 	for _, p := range procs {
-		all = append(all, testutil.Proc{Pid: p.Pid, Start: p.Start})
+		all = append(all, p)
 	}
 	if len(all) != 2 {
 		t.Fatalf("the namespace holds %v, want the task and its setsid child", all)
@@ -225,7 +224,7 @@ func TestInitDeath(t *testing.T) {
 	if !in.Wait(t.Context(), time.Now().Add(30*time.Second)) {
 		t.Fatal("the init did not end")
 	}
-	testutil.AssertDead(t, all)
+	assertDead(t, all)
 	if _, err := in.Spawn(Request{Argv: []string{"/bin/true"}, Files: []*os.File{devNull(t)}}); !errors.Is(err, ErrEnded) {
 		t.Errorf("a spawn after the init's death: %v, want ErrEnded", err)
 	}
@@ -276,7 +275,7 @@ func TestPsInside(t *testing.T) {
 func TestCloseWhileSpawning(t *testing.T) {
 	in := startInit(t)
 	var mu sync.Mutex
-	var started []testutil.Proc
+	var started []proc.Stat
 	var wg sync.WaitGroup
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
@@ -292,19 +291,19 @@ func TestCloseWhileSpawning(t *testing.T) {
 				}
 				unix.Close(task.PidFD)
 				mu.Lock()
-				started = append(started, testutil.Proc{Pid: task.Pid, Start: task.Start})
+				started = append(started, proc.Stat{Pid: task.Pid, Start: task.Start})
 				mu.Unlock()
 			}
 		}()
 	}
-	testutil.Eventually(t, "some tasks", func() bool {
+	eventually(t, "some tasks", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(started) >= 8
 	})
 	in.Close()
 	wg.Wait()
-	testutil.Eventually(t, "every task to die with the namespace", func() bool { return len(testutil.Alive(started)) == 0 })
+	eventually(t, "every task to die with the namespace", func() bool { return len(alive(started)) == 0 })
 }
 
 // TestLargeRequest: a request larger than one message goes in chunks; one over the bound is refused

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 )
 
@@ -64,4 +65,37 @@ func startInit(t testing.TB) *Init {
 		in.Close()
 	})
 	return in
+}
+
+// The test helpers of internal/testutil, which cannot be used here: it imports this package.
+
+// eventually polls cond until it holds, failing the test after 30 s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// alive returns the processes of ps that still run (same pid and start time, not dead).
+func alive(ps []proc.Stat) []proc.Stat {
+	var out []proc.Stat
+	w := proc.NewWalker()
+	for _, p := range ps {
+		if st, ok := w.Stat(p.Pid); ok && st.Start == p.Start && !st.Dead() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func assertDead(t testing.TB, ps []proc.Stat) {
+	t.Helper()
+	for _, p := range alive(ps) {
+		t.Errorf("pid %d survived: %s", p.Pid, proc.Describe(p.Pid))
+	}
 }

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,23 +38,23 @@ func Running(p Proc) bool {
 }
 
 // PidsIn identifies every whitespace-separated field of output that is a number as a process, now;
-// it fails the test if one is already gone.
+// it fails the test if one is already gone. A field that names a PID namespace, as ShowNS prints it
+// ("pid:[4026532…]"), says that the numbers are pids in that namespace (a reaper session's): each is
+// identified as this process sees it.
 func PidsIn(t testing.TB, output string) []Proc {
 	t.Helper()
-	var out []Proc
+	ns := ""
 	for _, f := range strings.Fields(output) {
-		pid, err := strconv.Atoi(f)
-		if err != nil || pid <= 0 {
-			continue
+		if strings.HasPrefix(f, "pid:[") {
+			ns = f
 		}
-		p, ok := ProcOf(pid)
-		if !ok {
-			t.Fatalf("pid %d printed by the command is already gone", pid)
-		}
-		out = append(out, p)
 	}
-	return out
+	return PidsInNS(t, ns, output)
 }
+
+// ShowNS is shell code that prints the PID namespace of the shell running it, for PidsIn: a command
+// of a reaper session that prints pids adds it.
+const ShowNS = "readlink /proc/$$/ns/pid"
 
 // Alive returns the processes of ps that still run.
 func Alive(ps []Proc) []Proc {
@@ -110,4 +111,58 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 func AwaitLines(file string, n int) string {
 	q := "'" + strings.ReplaceAll(file, "'", `'\''`) + "'"
 	return fmt.Sprintf(`__i=0; while [ $__i -lt 3000 ] && [ "$(wc -l < %[1]s 2>/dev/null || echo 0)" -lt %[2]d ]; do sleep 0.01; __i=$((__i+1)); done; cat %[1]s`, q, n)
+}
+
+// NSOf returns the PID namespace of pid as its /proc/<pid>/ns/pid link reads ("pid:[4026531836]"),
+// or "" if it is gone.
+func NSOf(pid int) string {
+	s, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	return s
+}
+
+// HostPid returns the pid, as this process sees it, of the process whose pid is nspid in the PID
+// namespace ns (as NSOf names it): a task of a reaper session prints its pids as its namespace numbers
+// them. In this process's own namespace that is nspid itself. It reads the status of every process, by
+// namespace link first.
+func HostPid(ns string, nspid int) (int, bool) {
+	if ns == "" || ns == NSOf(os.Getpid()) {
+		return nspid, true
+	}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || NSOf(pid) != ns {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + d.Name() + "/status")
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(rest)
+				if len(f) > 0 && f[len(f)-1] == strconv.Itoa(nspid) {
+					return pid, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// PidsInNS is PidsIn for pids printed inside the PID namespace ns: each is identified as this process
+// sees it. An empty ns is this process's own.
+func PidsInNS(t testing.TB, ns, output string) []Proc {
+	t.Helper()
+	var out []Proc
+	for _, f := range strings.Fields(output) {
+		nspid, err := strconv.Atoi(f)
+		if err != nil || nspid <= 0 {
+			continue
+		}
+		pid, ok := HostPid(ns, nspid)
+		p, alive := ProcOf(pid)
+		if !ok || !alive {
+			t.Fatalf("pid %d printed by the command (in %s) is already gone", nspid, ns)
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -16,7 +16,9 @@ const module = "github.com/cgreaper/reaper"
 
 // allowed lists, for each package of the module, the packages of the module its non-test files may
 // import. Dependencies run one way: cmd -> mcpserver -> reaper -> cgroup, and reaper alone uses
-// internal/proc (process identification: only reaper's side signals or identifies processes).
+// internal/proc (process identification: only reaper's side signals or identifies processes), with
+// internal/reap (its wait loop) and internal/pidns (the init of a session's PID namespace, reaper's
+// side in another process, which cmd dispatches to first thing).
 // cgroup imports nothing of ours; mcpserver holds no process or cgroup logic. internal/metrics
 // hears reaper and mcpserver through their Observer interfaces; internal/admin serves HTTP and knows
 // none of them.
@@ -25,12 +27,12 @@ var allowed = map[string][]string{
 	"internal/proc":     nil,
 	"internal/reap":     nil,
 	"internal/pidns":    {"internal/proc", "internal/reap"},
-	"internal/testutil": {"internal/proc"},
-	"reaper":            {"cgroup", "internal/proc", "internal/reap"},
+	"internal/testutil": {"internal/proc", "internal/pidns"},
+	"reaper":            {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
 	"mcpserver":         {"reaper"},
 	"internal/metrics":  {"mcpserver", "reaper"},
 	"internal/admin":    nil,
-	"cmd/reaper":        {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics"},
+	"cmd/reaper":        {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics", "internal/pidns"},
 	".ci/summary":       nil,
 	"test/bench":        nil,
 	"test/bench/lean":   nil,
