@@ -160,7 +160,9 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		sys.Credential = r.opts.User.credential()
 	}
 	if spec.foreground {
-		sys.Foreground, sys.Ctty = true, 0 // Ctty is a descriptor of the child: its stdin
+		// For Foreground, Ctty is a descriptor of this process (not of the child, as for Setctty):
+		// the child's stdin as this process holds it.
+		sys.Foreground, sys.Ctty = true, int(spec.files(r.devnull)[0].Fd())
 	}
 	if intoCgroup {
 		f, err := spec.leaf.OpenFD()

@@ -172,6 +172,10 @@ func (in *initProc) spawn(r spawnRequest) {
 		Setpgid: r.setpgid, Setsid: r.setsid, Setctty: r.setctty, Foreground: r.fg, Ctty: r.ctty,
 		Credential: r.cred, PidFD: &pidfd,
 	}
+	if r.fg {
+		// For Foreground, Go wants the terminal as a descriptor of the parent: the init's copy.
+		sys.Ctty = r.files[r.ctty]
+	}
 	if r.cgroup >= 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, r.cgroup
 	}

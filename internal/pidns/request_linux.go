@@ -23,9 +23,9 @@ type Request struct {
 	Cgroup *os.File
 	// Setpgid puts the process in a process group of its own; Setsid in a session of its own.
 	Setpgid, Setsid bool
-	// Foreground makes its process group the foreground group of the terminal on its descriptor Ctty,
-	// from the child before it runs anything (see syscall.SysProcAttr); Setctty makes that terminal
-	// its controlling terminal.
+	// Foreground makes its process group the foreground group of the terminal on its descriptor Ctty
+	// (an index into Files), from the child before it runs anything (see syscall.SysProcAttr); Setctty
+	// makes that terminal its controlling terminal (with Setsid). Not both.
 	Foreground, Setctty bool
 	Ctty                int
 	// Credential, if set, is who the process runs as. The init forks such processes from a thread with
@@ -53,6 +53,9 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 	if len(r.Files) > maxFiles || len(r.Argv) > maxStrings || len(r.Env) > maxStrings {
 		return nil, nil, fmt.Errorf("%d descriptors, %d arguments, %d environment entries: over the bounds (%d, %d, %d)",
 			len(r.Files), len(r.Argv), len(r.Env), maxFiles, maxStrings, maxStrings)
+	}
+	if (r.Foreground || r.Setctty) && (r.Ctty < 0 || r.Ctty >= len(r.Files)) || r.Foreground && r.Setctty {
+		return nil, nil, fmt.Errorf("terminal descriptor %d of %d (Foreground %v, Setctty %v)", r.Ctty, len(r.Files), r.Foreground, r.Setctty)
 	}
 	if r.Credential != nil && len(r.Credential.Groups) > maxGroups {
 		return nil, nil, fmt.Errorf("%d supplementary groups, over %d", len(r.Credential.Groups), maxGroups)
@@ -134,6 +137,12 @@ func decodeSpawn(payload []byte, fds []int) (spawnRequest, error) {
 	}
 	if len(r.argv) == 0 {
 		return r, protocolError("spawn request %d without a program", r.id)
+	}
+	if (attr&attrForeground != 0 || attr&attrSetctty != 0) && r.ctty >= int(nfiles) {
+		return r, protocolError("spawn request %d: terminal descriptor %d of %d", r.id, r.ctty, nfiles)
+	}
+	if attr&attrForeground != 0 && attr&attrSetctty != 0 {
+		return r, protocolError("spawn request %d: Foreground and Setctty together", r.id)
 	}
 	r.files = fds[:nfiles]
 	if attr&attrCgroup != 0 {
