@@ -89,16 +89,14 @@ func (r *Reaper) killAdopted(when string) {
 	defer r.adoptMu.Unlock()
 	start := time.Now()
 	w := proc.NewWalker()
-	var owned func(proc.Stat) bool // read once, after the first candidates were found
 	var hs []proc.Handle
 	for _, a := range r.adopters() {
 		candidates := adopted(w, a)
 		if len(candidates) == 0 {
 			continue
 		}
-		if owned == nil {
-			owned = r.owned(w)
-		}
+		// Read after the candidates were listed: a task born since is not among them.
+		owned := r.owned(w)
 		seeds := make(map[int]uint64)
 		for _, st := range candidates {
 			if !owned(st) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,4 +233,48 @@ func TestPIDNamespaceRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEscapeeWatchSparesNewTasks: the watch for escapees looks at each init's children while tasks
+// are being born there, before their init's answer has registered them: a task in its leaf is the
+// session's, however early it is seen (the watch once read the slices before listing some inits'
+// children, and killed such tasks as escapees).
+func TestEscapeeWatchSparesNewTasks(t *testing.T) {
+	r := nsReaper(t, ContainCgroup, Options{})
+	var sessions []*Session
+	for range 6 {
+		sessions = append(sessions, newTestSession(t, r, SessionOptions{}))
+	}
+	for _, s := range sessions {
+		run(t, s, "true") // both inits exist
+	}
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				r.killAdopted("test")
+			}
+		}
+	}()
+	defer func() { close(stop); <-watched }()
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				res, err := s.Run(context.Background(), "true", RunOptions{Timeout: time.Minute})
+				if err != nil || res.ExitCode != 0 {
+					t.Errorf("command %d: %+v, %v", i, res, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
