@@ -43,13 +43,7 @@ func Running(p Proc) bool {
 // identified as this process sees it.
 func PidsIn(t testing.TB, output string) []Proc {
 	t.Helper()
-	ns := ""
-	for _, f := range strings.Fields(output) {
-		if strings.HasPrefix(f, "pid:[") {
-			ns = f
-		}
-	}
-	return PidsInNS(t, ns, output)
+	return PidsInNS(t, NSIn(output), output)
 }
 
 // ShowNS is shell code that prints the PID namespace of the shell running it, for PidsIn: a command
@@ -120,14 +114,15 @@ func NSOf(pid int) string {
 	return s
 }
 
-// HostPid returns the pid, as this process sees it, of the process whose pid is nspid in the PID
-// namespace ns (as NSOf names it): a task of a reaper session prints its pids as its namespace numbers
-// them. In this process's own namespace that is nspid itself. It reads the status of every process, by
-// namespace link first.
-func HostPid(ns string, nspid int) (int, bool) {
+// HostPids maps the pids of the processes in the PID namespace ns (as NSOf names it) to their pids as
+// this process sees them: a task of a reaper session prints its pids as its namespace numbers them.
+// For this process's own namespace, or an empty ns, it returns nil: the pids are the same. It reads
+// every process's namespace link and, for those in ns, its status.
+func HostPids(ns string) map[int]int {
 	if ns == "" || ns == NSOf(os.Getpid()) {
-		return nspid, true
+		return nil
 	}
+	out := map[int]int{}
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
@@ -138,31 +133,67 @@ func HostPid(ns string, nspid int) (int, bool) {
 		for line := range strings.Lines(string(b)) {
 			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
 				f := strings.Fields(rest)
-				if len(f) > 0 && f[len(f)-1] == strconv.Itoa(nspid) {
-					return pid, true
+				if len(f) == 0 {
+					continue
+				}
+				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+					out[n] = pid
 				}
 			}
 		}
 	}
-	return 0, false
+	return out
+}
+
+// HostPid returns the pid, as this process sees it, of the process that is nspid in the PID
+// namespace ns (see HostPids).
+func HostPid(ns string, nspid int) (int, bool) {
+	m := HostPids(ns)
+	if m == nil {
+		return nspid, true
+	}
+	pid, ok := m[nspid]
+	return pid, ok
 }
 
 // PidsInNS is PidsIn for pids printed inside the PID namespace ns: each is identified as this process
 // sees it. An empty ns is this process's own.
 func PidsInNS(t testing.TB, ns, output string) []Proc {
 	t.Helper()
+	hosts := HostPids(ns)
 	var out []Proc
 	for _, f := range strings.Fields(output) {
 		nspid, err := strconv.Atoi(f)
 		if err != nil || nspid <= 0 {
 			continue
 		}
-		pid, ok := HostPid(ns, nspid)
+		pid, ok := nspid, true
+		if hosts != nil {
+			pid, ok = hosts[nspid]
+		}
 		p, alive := ProcOf(pid)
 		if !ok || !alive {
-			t.Fatalf("pid %d printed by the command (in %s) is already gone", nspid, ns)
+			t.Fatalf("pid %d printed by the command (in %s) is already gone", nspid, cmpOr(ns, "this process's PID namespace"))
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// NSIn returns the last PID namespace named in text as ShowNS prints it, or "".
+func NSIn(text string) string {
+	ns := ""
+	for _, f := range strings.Fields(text) {
+		if strings.HasPrefix(f, "pid:[") {
+			ns = f
+		}
+	}
+	return ns
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -364,7 +365,8 @@ func taskOutput(t testing.TB, cs *mcp.ClientSession, id string, block bool) (sta
 	return out.Status, out.Output
 }
 
-// pidFromFile polls until path holds a pid and returns that process.
+// pidFromFile polls until path holds a pid (and the PID namespace it is in, as testutil.ShowNS prints
+// it, if not the test's) and returns that process.
 func pidFromFile(t testing.TB, path string) testutil.Proc {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -380,16 +382,16 @@ func pidFromFile(t testing.TB, path string) testutil.Proc {
 }
 
 // escapees starts, in a session, a background task with a setsid escapee and a double-forked
-// child, and returns the task's processes.
+// child, and returns the task's processes (the task prints its PID namespace with their pids).
 func escapees(t testing.TB, cs *mcp.ClientSession) []testutil.Proc {
 	t.Helper()
-	r := bash(t, cs, `setsid sh -c 'echo $$; exec sleep 1000' & sh -c 'sh -c "echo \$\$; exec sleep 1000" &'; echo $$; exec sleep 1000`, "run_in_background", true)
+	r := bash(t, cs, `setsid sh -c 'echo $$; exec sleep 1000' & sh -c 'sh -c "echo \$\$; exec sleep 1000" &'; echo $$; `+testutil.ShowNS+`; exec sleep 1000`, "run_in_background", true)
 	if r.TaskID == "" {
 		t.Fatalf("no task id: %+v", r)
 	}
 	var out string
 	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(out, "\n") < 3 {
+	for strings.Count(out, "\n") < 4 {
 		_, o := taskOutput(t, cs, r.TaskID, false)
 		out += o
 		if time.Now().After(deadline) {
@@ -435,4 +437,44 @@ func startClient(t testing.TB, url string, env ...string) (*exec.Cmd, []testutil
 		t.Fatal("the client did not start its task")
 	}
 	return nil, nil
+}
+
+// adoptedByReaper reports whether pid's parent is the server, or the init of one of its sessions' PID
+// namespaces (which adopts the session's orphans).
+func adoptedByReaper(pid, server int) bool {
+	ppid := parentOf(pid)
+	if ppid == server {
+		return true
+	}
+	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/cmdline")
+	return parentOf(ppid) == server && strings.Contains(string(cmdline), "\x00--pidns-init")
+}
+
+// parentOf returns pid's parent as /proc/<pid>/status names it, or 0.
+func parentOf(pid int) int {
+	st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for line := range strings.Lines(string(st)) {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// pidNamespaces tells, once, whether the binary can give sessions PID namespaces here, and why not.
+var pidNamespaces = sync.OnceValue(func() string {
+	out, err := exec.Command(bin, "run", "--pid-namespace", "on", "--state-dir", os.TempDir(), "--containment", "process", "--", "true").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%v: %s", err, out)
+	}
+	return ""
+})
+
+// needPIDNamespaces skips the test where the binary cannot make PID namespaces.
+func needPIDNamespaces(t testing.TB) {
+	t.Helper()
+	if why := pidNamespaces(); why != "" {
+		t.Skipf("skipped: no PID namespaces here: %s", why)
+	}
 }
