@@ -117,7 +117,8 @@ func NSOf(pid int) string {
 // HostPids maps the pids of the processes in the PID namespace ns (as NSOf names it) to their pids as
 // this process sees them: a task of a reaper session prints its pids as its namespace numbers them.
 // For this process's own namespace, or an empty ns, it returns nil: the pids are the same. It reads
-// every process's namespace link and, for those in ns, its status.
+// every process's namespace link and, for those in ns, its status. A zombie's link cannot be read: it
+// counts as in ns when its parent is.
 func HostPids(ns string) map[int]int {
 	if ns == "" || ns == NSOf(os.Getpid()) {
 		return nil
@@ -126,20 +127,28 @@ func HostPids(ns string) map[int]int {
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
-		if err != nil || NSOf(pid) != ns {
+		if err != nil {
+			continue
+		}
+		own := NSOf(pid)
+		if own != "" && own != ns {
 			continue
 		}
 		b, _ := os.ReadFile("/proc/" + d.Name() + "/status")
+		var nspid []string
+		ppid := 0
 		for line := range strings.Lines(string(b)) {
 			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-				f := strings.Fields(rest)
-				if len(f) == 0 {
-					continue
-				}
-				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
-					out[n] = pid
-				}
+				nspid = strings.Fields(rest)
+			} else if rest, ok := strings.CutPrefix(line, "PPid:"); ok {
+				ppid, _ = strconv.Atoi(strings.TrimSpace(rest))
 			}
+		}
+		if len(nspid) < 2 || own == "" && NSOf(ppid) != ns {
+			continue
+		}
+		if n, err := strconv.Atoi(nspid[len(nspid)-1]); err == nil {
+			out[n] = pid
 		}
 	}
 	return out
