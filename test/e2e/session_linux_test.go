@@ -149,6 +149,8 @@ func TestEchoAndWorkingDirectory(t *testing.T) {
 	}
 }
 
+// TestHTTPSessionsAreSeparate: two HTTP sessions at once keep their own working directories, cannot
+// reach each other's tasks, and (with PID namespaces) cannot see each other's processes.
 func TestHTTPSessionsAreSeparate(t *testing.T) {
 	p := startHTTP(t, cgroupArgs(t)...)
 	a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
@@ -179,6 +181,12 @@ func TestHTTPSessionsAreSeparate(t *testing.T) {
 	}
 	if res := callTool(t, b, "task_list", nil); strings.Contains(textOf(res), task.TaskID) {
 		t.Errorf("another session's task is listed: %s", textOf(res))
+	}
+	// With PID namespaces, b's processes do not even see a's: ps lists b's init, its shell and ps.
+	if pidNamespaces() == "" {
+		if r := bash(t, b, "ps -e -o pid=,comm="); len(strings.Split(strings.TrimSpace(r.Output), "\n")) != 3 || strings.Contains(r.Output, "sleep") {
+			t.Errorf("ps in session b lists:\n%s", r.Output)
+		}
 	}
 }
 
