@@ -79,13 +79,7 @@ func (s *Session) Exec(opts ExecOptions) (*Job, error) {
 			return nil, fmt.Errorf("session %s: %w", s.id, err)
 		}
 	}
-	in, err := s.initLocked()
-	if err != nil {
-		s.releaseLeafLocked(t.leaf)
-		return nil, err
-	}
-	sp, err := s.r.spawn(spawnSpec{
-		init:       in,
+	sp, err := s.spawnLocked(spawnSpec{
 		argv:       append([]string{path}, opts.Argv[1:]...),
 		env:        append(env[:len(env):len(env)], s.marker, EnvTask+"="+t.id),
 		dir:        dir,

@@ -3,6 +3,7 @@ package reaper
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -277,4 +278,27 @@ func TestEscapeeWatchSparesNewTasks(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestIdleInitRestarts: a session whose namespace has stayed empty loses its init, quietly, and its
+// next command starts a new one.
+func TestIdleInitRestarts(t *testing.T) {
+	var log testutil.Buffer
+	r := nsReaper(t, ContainCgroup, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	r.nsIdle = 300 * time.Millisecond
+	s := newTestSession(t, r, SessionOptions{})
+	run(t, s, "true")
+	_, _, first := s.walkRoot()
+	if !first.Wait(context.Background(), time.Now().Add(30*time.Second)) {
+		t.Fatal("the idle init did not end")
+	}
+	if res := run(t, s, "echo again"); res.Output != "again\n" {
+		t.Errorf("the next command printed %q", res.Output)
+	}
+	if _, _, second := s.walkRoot(); second == first || second.Err() != nil {
+		t.Errorf("the session's init after the idle one: %v", second)
+	}
+	if strings.Contains(log.String(), "has ended") {
+		t.Errorf("an idle init's end was logged as a death:\n%s", log.String())
+	}
 }

@@ -61,6 +61,7 @@ type Reaper struct {
 	killer   killer
 	forker   *reap.Forker   // with Options.User: the thread tasks are forked from (no_new_privs)
 	nsThread *reap.Forker   // with PID namespaces: the thread inits are forked from (their parent-death signal)
+	nsIdle   time.Duration  // how long an init lives on in an empty namespace: initIdle (tests shorten it)
 	obs      Observer       // never nil
 	limits   cgroup.Limits  // written into each session's slice: the limits the host can apply
 	watchOOM bool           // leaves have memory.events: a task's OOM kills can be told
@@ -119,7 +120,7 @@ func New(opts Options) (*Reaper, error) {
 func newReaper(opts Options) (*Reaper, error) {
 	r := &Reaper{
 		opts: opts, lim: opts.limits(), log: opts.Logger, pid: os.Getpid(), env: baseEnv(opts.Env),
-		sessions: make(map[*Session]bool), done: make(chan struct{}), stopWatch: make(chan struct{}),
+		sessions: make(map[*Session]bool), done: make(chan struct{}), stopWatch: make(chan struct{}), nsIdle: initIdle,
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)

@@ -169,20 +169,12 @@ func (s *Session) launchLocked(t *task, command string) (spawned, error) {
 		return spawned{}, fmt.Errorf("output pipe: %w", err)
 	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
-	in, err := s.initLocked()
-	if err != nil {
-		pw.Close()
-		t.pump.f.Close()
-		s.releaseLeafLocked(t.leaf)
-		return spawned{}, err
-	}
-	sp, err := s.r.spawn(spawnSpec{
+	sp, err := s.spawnLocked(spawnSpec{
 		argv:   []string{s.r.shell, "-c", shellScript(command, t.cwdFile)},
 		env:    env,
 		dir:    s.cwd,
 		stdout: pw,
 		leaf:   t.leaf,
-		init:   in,
 	})
 	pw.Close()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
@@ -20,9 +21,13 @@ import (
 // program's main dispatches on it before it does anything else.
 const InitArg = "--pidns-init"
 
-// modeUserNS, as the init's second argument, says it runs in a user namespace of its own, where it
-// was given CAP_SYS_ADMIN as an ambient capability to mount /proc, which its tasks must not inherit.
-const modeUserNS = "userns"
+// The init's arguments after InitArg: its mode, and its idle period (a duration; 0: none). modeUserNS
+// says it runs in a user namespace of its own, where it was given CAP_SYS_ADMIN as an ambient
+// capability to mount /proc, which its tasks must not inherit.
+const (
+	modeUserNS = "userns"
+	modePlain  = "plain"
+)
 
 // initFD is the descriptor of the init's end of the socket.
 const initFD = 3
@@ -62,11 +67,21 @@ func Main() int {
 		for range sigs {
 		}
 	}()
-	in := &initProc{conn: initFD, userNS: len(os.Args) > 2 && os.Args[2] == modeUserNS, hostProc: -1}
+	c, err := newConn(initFD, "pidns")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "reaper: the init of a PID namespace: %v\n", err)
+		return 1
+	}
+	in := &initProc{conn: c, userNS: len(os.Args) > 2 && os.Args[2] == modeUserNS, hostProc: -1}
 	hello := in.setUp()
 	in.kids = reap.NewChildren()
-	if err := send(in.conn, msgHello, 0, hello, nil); err != nil {
+	if err := c.send(msgHello, 0, hello, nil); err != nil {
 		return 0 // the server is gone already
+	}
+	if len(os.Args) > 3 {
+		if idle, err := time.ParseDuration(os.Args[3]); err == nil && idle > 0 {
+			go in.exitWhenIdle(idle)
+		}
 	}
 	err = in.serve()
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -78,12 +93,13 @@ func Main() int {
 
 // initProc is the init's state.
 type initProc struct {
-	conn     int
+	conn     *conn
 	userNS   bool
 	hostProc int  // the server's /proc, opened before ours was mounted over it; -1 if it could not be
 	procOK   bool // /proc is the namespace's own
 	kids     *reap.Children
 	sendMu   sync.Mutex // one message at a time on the socket
+	spawnMu  sync.Mutex // held while a request is handled, and by the idle exit
 
 	// The threads tasks are forked from, started on first use: plain, and with no_new_privs for
 	// tasks with credentials. Only serve's goroutine uses them.
@@ -133,8 +149,37 @@ func (in *initProc) serve() error {
 			closeAll(fds)
 			return err
 		}
+		in.spawnMu.Lock()
 		in.spawn(req)
+		in.spawnMu.Unlock()
 		closeAll(fds)
+	}
+}
+
+// exitWhenIdle ends the init once its namespace has been empty (the init has no child, not even a
+// zombie) for idle: an idle session then holds no process, and its next command starts a new init. It
+// says so first, under spawnMu, so that the server knows that whatever it asked and got no answer to
+// was not started, and may ask a new init.
+func (in *initProc) exitWhenIdle(idle time.Duration) {
+	tick := time.NewTicker(min(idle/4, time.Second))
+	defer tick.Stop()
+	busy := time.Now()
+	for range tick.C {
+		if reap.HasChildren() {
+			busy = time.Now()
+			continue
+		}
+		if time.Since(busy) < idle {
+			continue
+		}
+		in.spawnMu.Lock()
+		if reap.HasChildren() { // one was started meanwhile
+			in.spawnMu.Unlock()
+			busy = time.Now()
+			continue
+		}
+		in.reply(msgIdle, nil, -1)
+		os.Exit(0) // with spawnMu held: nothing more is started
 	}
 }
 
@@ -143,13 +188,15 @@ func (in *initProc) readRequest(buf []byte) (byte, []byte, []int, error) {
 	var all []byte
 	var fds []int
 	for first := true; ; first = false {
-		typ, flags, payload, got, err := recv(in.conn, buf, maxFDs)
+		typ, flags, payload, got, err := in.conn.recv(buf, maxFDs)
 		fds = append(fds, got...)
 		switch {
 		case err != nil:
 			return 0, nil, fds, err
 		case !first && len(got) > 0:
 			return 0, nil, fds, protocolError("descriptors on a later chunk")
+		case !first && typ != msgSpawn:
+			return 0, nil, fds, protocolError("a chunk of type %d in a request", typ)
 		case len(all)+len(payload) > maxRequest:
 			return 0, nil, fds, protocolError("a request over %d bytes", maxRequest)
 		}
@@ -228,12 +275,17 @@ func (in *initProc) reply(typ byte, payload []byte, fd int) {
 	}
 	in.sendMu.Lock()
 	defer in.sendMu.Unlock()
-	send(in.conn, typ, 0, payload, fds)
+	in.conn.send(typ, 0, payload, fds)
 }
 
-// forkExec forks on one of the init's forking threads. In a user namespace those threads first drop
-// the ambient capability the init was given to mount /proc, so that no task inherits it.
+// forkExec forks, on one of the init's forking threads where the thread matters: with no_new_privs
+// for tasks with credentials, and, in a user namespace, without the ambient capability the init was
+// given to mount /proc, so that no task inherits it. Otherwise from any thread: a hand-off to a
+// locked thread costs a task's start a scheduling round.
 func (in *initProc) forkExec(argv []string, attr *syscall.ProcAttr, nnp bool) (pid int, err error) {
+	if !nnp && !in.userNS {
+		return syscall.ForkExec(argv[0], argv, attr)
+	}
 	f := &in.plain
 	if nnp {
 		f = &in.nnp

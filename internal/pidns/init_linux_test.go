@@ -366,3 +366,32 @@ func TestCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleExit: an init whose namespace stays empty for its idle period says so and exits; spawns
+// then fail with ErrIdle (nothing was started); while a process lives in the namespace it stays.
+func TestIdleExit(t *testing.T) {
+	opts := testOptions(t)
+	m, err := Probe(opts)
+	if err != nil {
+		t.Skipf("skipped: this host gives no PID namespaces: %v", err)
+	}
+	opts.UserNS, opts.Idle = m.UserNS, 300*time.Millisecond
+	in, err := Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	task, _ := spawnSh(t, in, "sleep 1", nil)
+	time.Sleep(700 * time.Millisecond) // not readiness: longer than the idle period, with a process in the namespace
+	if err := in.Err(); err != nil {
+		t.Fatalf("the init ended while its namespace held a process: %v", err)
+	}
+	exitCode(t, task)
+	if !in.Wait(t.Context(), time.Now().Add(30*time.Second)) {
+		t.Fatal("the init did not end once its namespace was empty")
+	}
+	_, err = in.Spawn(Request{Argv: []string{"/bin/true"}, Files: []*os.File{devNull(t)}})
+	if !errors.Is(err, ErrIdle) || !errors.Is(err, ErrEnded) {
+		t.Errorf("a spawn after the idle exit: %v, want ErrIdle", err)
+	}
+}

@@ -43,6 +43,9 @@ type Options struct {
 	// Timeout bounds the wait for the init to be ready and for each answer to a spawn; zero means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// Idle, if positive, ends the init once its namespace has been empty that long (no process in it
+	// but the init): Spawn then fails with ErrIdle, and a new init can be started. Zero means never.
+	Idle time.Duration
 }
 
 // Init is the server's side of one init: the namespace's process factory. Its methods are safe for
@@ -51,7 +54,7 @@ type Init struct {
 	// The fields up to mu are fixed at creation.
 	pid     int
 	start   uint64
-	conn    int // the server's end of the socket; closed by Close once the reader has returned
+	conn    *conn // the server's end of the socket; closed by Close once the reader has returned
 	timeout time.Duration
 	procOK  bool
 	note    string
@@ -66,6 +69,7 @@ type Init struct {
 	pidfd  int // the init's, until Close; -1 after
 	next   uint64
 	calls  map[uint64]*call
+	idle   bool      // the init said it ends because its namespace was empty
 	err    error     // set once the init takes no more requests
 	ended  bool      // the init's exit was seen
 	status reap.Exit // that exit
@@ -110,8 +114,13 @@ type SpawnError struct {
 func (e *SpawnError) Error() string { return e.Msg }
 func (e *SpawnError) Unwrap() error { return e.Errno }
 
-// ErrEnded is wrapped by the errors of spawns asked of an init that has ended or was closed.
-var ErrEnded = errors.New("the init of the PID namespace has ended")
+// ErrEnded is wrapped by the errors of spawns asked of an init that has ended or was closed; ErrIdle
+// too where it ended because its namespace was empty for its idle period (Options.Idle): it started
+// nothing it did not answer, and a new init may be asked instead.
+var (
+	ErrEnded = errors.New("the init of the PID namespace has ended")
+	ErrIdle  = errors.New("its namespace was empty for its idle period")
+)
 
 // Start starts an init in new PID and mount namespaces (and a user namespace with UserNS) and
 // returns once it is ready.
@@ -126,12 +135,17 @@ func Start(opts Options) (*Init, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the init of a PID namespace: socketpair: %w", err)
 	}
-	in := &Init{conn: pair[0], timeout: opts.Timeout, pidfd: -1, stop: make(chan struct{}), done: make(chan struct{}),
+	c, err := newConn(pair[0], "pidns")
+	if err != nil {
+		unix.Close(pair[1])
+		return nil, fmt.Errorf("start the init of a PID namespace: %w", err)
+	}
+	in := &Init{conn: c, timeout: opts.Timeout, pidfd: -1, stop: make(chan struct{}), done: make(chan struct{}),
 		calls: make(map[uint64]*call)}
 	err = in.fork(opts, pair[1])
 	unix.Close(pair[1])
 	if err != nil {
-		unix.Close(pair[0])
+		c.close()
 		return nil, fmt.Errorf("start the init of a PID namespace: %w", err)
 	}
 	if err := in.awaitHello(); err != nil {
@@ -163,10 +177,10 @@ func (in *Init) fork(opts Options, end int) error {
 	if name == "" {
 		name = "reaper-init"
 	}
-	argv := []string{name, InitArg}
+	argv := []string{name, InitArg, modePlain, max(opts.Idle, 0).String()}
 	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL, PidFD: &in.pidfd}
 	if opts.UserNS {
-		argv = append(argv, modeUserNS)
+		argv[2] = modeUserNS
 		sys.Cloneflags |= unix.CLONE_NEWUSER
 		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
@@ -178,8 +192,10 @@ func (in *Init) fork(opts Options, end int) error {
 		sys.UseCgroupFD, sys.CgroupFD = true, int(opts.Cgroup.Fd())
 	}
 	attr := &syscall.ProcAttr{
-		// One P is plenty for what the init does, and keeps its threads and memory few.
-		Env:   []string{"GOMAXPROCS=1"},
+		// Two Ps: one may be held by the wait loop, blocked in waitid, while the other runs what
+		// wakes up (with one, a wake-up waited for the runtime's monitor, up to 10 ms). More would
+		// only cost memory.
+		Env:   []string{"GOMAXPROCS=2"},
 		Files: []uintptr{devnull.Fd(), devnull.Fd(), stderr.Fd(), uintptr(end)},
 		Sys:   sys,
 	}
@@ -196,24 +212,14 @@ func (in *Init) fork(opts Options, end int) error {
 
 // awaitHello reads the init's first message.
 func (in *Init) awaitHello() error {
-	fds := []unix.PollFd{{Fd: int32(in.conn), Events: unix.POLLIN}}
-	deadline := time.Now().Add(in.timeout)
-	for {
-		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())+1)
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			return err
-		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready within %v", in.timeout)
-		}
-	}
+	in.conn.f.SetReadDeadline(time.Now().Add(in.timeout))
+	defer in.conn.f.SetReadDeadline(time.Time{})
 	buf := make([]byte, maxReply+2)
-	typ, flags, payload, got, err := recv(in.conn, buf, 1)
+	typ, flags, payload, got, err := in.conn.recv(buf, 1)
 	closeAll(got)
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("not ready within %v", in.timeout)
 	case errors.Is(err, io.EOF):
 		return errors.New("it ended before it was ready")
 	case err != nil:
@@ -264,7 +270,7 @@ func (in *Init) Spawn(r Request) (Task, error) {
 	in.calls[id] = c
 	in.mu.Unlock()
 	in.sendMu.Lock()
-	err = sendChunked(in.conn, msgSpawn, payload, fds)
+	err = in.conn.sendChunked(msgSpawn, payload, fds)
 	in.sendMu.Unlock()
 	if err != nil {
 		// A request cut between its chunks would leave the init reading the next one as its rest:
@@ -364,10 +370,10 @@ func (in *Init) Close() {
 			in.err = fmt.Errorf("%w (pid %d): closed", ErrEnded, in.pid)
 		}
 		in.mu.Unlock()
-		unix.Shutdown(in.conn, unix.SHUT_RDWR)
+		in.conn.rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
 		close(in.stop)
 		<-in.done
-		unix.Close(in.conn)
+		in.conn.close()
 		in.mu.Lock()
 		if in.pidfd >= 0 {
 			unix.Close(in.pidfd)
@@ -384,7 +390,7 @@ func (in *Init) read() {
 	buf := make([]byte, maxReply+2)
 	var err error
 	for err == nil {
-		typ, flags, payload, fds, rerr := recv(in.conn, buf, 1)
+		typ, flags, payload, fds, rerr := in.conn.recv(buf, 1)
 		if rerr != nil {
 			closeAll(fds)
 			err = rerr
@@ -404,6 +410,8 @@ func (in *Init) read() {
 	in.mu.Lock()
 	switch {
 	case in.err != nil: // closed
+	case in.idle && errors.Is(err, io.EOF):
+		in.err = fmt.Errorf("%w (pid %d): %w", ErrEnded, in.pid, ErrIdle)
 	case errors.Is(err, io.EOF):
 		in.err = fmt.Errorf("%w (pid %d)", ErrEnded, in.pid)
 	default:
@@ -451,6 +459,14 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 			c.reply <- reply{err: &SpawnError{Errno: errno, Msg: msg}}
 			delete(in.calls, id)
 		}
+		in.mu.Unlock()
+	case msgIdle:
+		if err := cmpErr(d.end("idle"), lenErr(fds)); err != nil {
+			closeAll(fds)
+			return err
+		}
+		in.mu.Lock()
+		in.idle = true
 		in.mu.Unlock()
 	case msgExit:
 		id, status := d.u64("id"), unix.WaitStatus(d.u32("status"))

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,12 +25,15 @@ import (
 //	                         + the task's pidfd
 //	                failed:  id u64, errno u32, message str
 //	                exit:    id u64, wait status u32 (after the task's spawned, always)
+//	                idle:    (empty) the namespace has been empty for the idle period; the init exits
+//	                         now, and starts nothing of what it has not answered
 const (
 	msgSpawn   = 1
 	msgHello   = 2
 	msgSpawned = 3
 	msgFailed  = 4
 	msgExit    = 5
+	msgIdle    = 6
 
 	flagMore = 1 // another chunk of the same request follows
 
@@ -142,9 +147,35 @@ func (d *decoder) end(what string) error {
 	return d.err
 }
 
+// conn is one end of the socket, on the runtime's network poller: a goroutine waiting to read or to
+// write holds no thread. (A read blocked in recvmsg would hold one thread per session in the server,
+// and, in the init, whose runtime has few, could leave no thread to run what wakes up.)
+type conn struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+// newConn takes over fd, which must be a socket.
+func newConn(fd int, name string) (*conn, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &conn{f: f, rc: rc}, nil
+}
+
+// close closes the socket; a read or write waiting on it returns at once.
+func (c *conn) close() error { return c.f.Close() }
+
 // send writes one message with its descriptors. MSG_NOSIGNAL: a peer that is gone is EPIPE, not a
 // SIGPIPE.
-func send(fd int, typ, flags byte, payload []byte, fds []int) error {
+func (c *conn) send(typ, flags byte, payload []byte, fds []int) error {
 	msg := make([]byte, 2+len(payload))
 	msg[0], msg[1] = typ, flags
 	copy(msg[2:], payload)
@@ -152,23 +183,23 @@ func send(fd int, typ, flags byte, payload []byte, fds []int) error {
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	for {
-		err := unix.Sendmsg(fd, msg, oob, nil, unix.MSG_NOSIGNAL)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
+	var err error
+	werr := c.rc.Write(func(fd uintptr) bool {
+		err = unix.Sendmsg(int(fd), msg, oob, nil, unix.MSG_NOSIGNAL)
+		return !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR)
+	})
+	return cmpErr(werr, err)
 }
 
 // sendChunked writes a payload as one message or as chunks, the descriptors with the first.
-func sendChunked(fd int, typ byte, payload []byte, fds []int) error {
+func (c *conn) sendChunked(typ byte, payload []byte, fds []int) error {
 	for {
 		n := min(len(payload), maxChunk)
 		var flags byte
 		if n < len(payload) {
 			flags = flagMore
 		}
-		if err := send(fd, typ, flags, payload[:n], fds); err != nil {
+		if err := c.send(typ, flags, payload[:n], fds); err != nil {
 			return err
 		}
 		payload, fds = payload[n:], nil
@@ -181,16 +212,14 @@ func sendChunked(fd int, typ byte, payload []byte, fds []int) error {
 // recv reads one message into buf (which must hold maxChunk+2 bytes) and returns its type, flags and
 // payload (a slice of buf), and the descriptors that came with it (close-on-exec; the caller owns them,
 // also when an error is returned with them). The end of the peer is io.EOF.
-func recv(fd int, buf []byte, maxfds int) (typ, flags byte, payload []byte, fds []int, err error) {
+func (c *conn) recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fds []int, err error) {
 	oob := make([]byte, unix.CmsgSpace(maxfds*4))
 	var n, oobn, rflags int
-	for {
-		n, oobn, rflags, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
+	rerr := c.rc.Read(func(fd uintptr) bool {
+		n, oobn, rflags, _, err = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		return !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR)
+	})
+	if err = cmpErr(rerr, err); err != nil {
 		return 0, 0, nil, nil, err
 	}
 	if oobn > 0 {

@@ -57,16 +57,16 @@ func FuzzDecodeSpawn(f *testing.F) {
 // it takes orders from the server only, and a server that sends garbage is not one.
 func TestInitRefusesGarbage(t *testing.T) {
 	good, _, _ := encodeSpawn(1, Request{Argv: []string{"/bin/true"}, Files: []*os.File{os.Stdin}})
-	cases := map[string]func(fd int) error{
-		"unknown type":         func(fd int) error { return send(fd, 9, 0, nil, nil) },
-		"descriptors missing":  func(fd int) error { return send(fd, msgSpawn, 0, good, nil) },
-		"too many descriptors": func(fd int) error { return send(fd, msgSpawn, 0, good, []int{0, 0}) },
-		"a cut request":        func(fd int) error { return send(fd, msgSpawn, 0, good[:len(good)-1], []int{0}) },
-		"descriptors late": func(fd int) error {
-			return errors.Join(send(fd, msgSpawn, flagMore, nil, nil), send(fd, msgSpawn, 0, good, []int{0}))
+	cases := map[string]func(c *conn) error{
+		"unknown type":         func(c *conn) error { return c.send(9, 0, nil, nil) },
+		"descriptors missing":  func(c *conn) error { return c.send(msgSpawn, 0, good, nil) },
+		"too many descriptors": func(c *conn) error { return c.send(msgSpawn, 0, good, []int{0, 0}) },
+		"a cut request":        func(c *conn) error { return c.send(msgSpawn, 0, good[:len(good)-1], []int{0}) },
+		"descriptors late": func(c *conn) error {
+			return errors.Join(c.send(msgSpawn, flagMore, nil, nil), c.send(msgSpawn, 0, good, []int{0}))
 		},
-		"a request too large":     func(fd int) error { return sendChunked(fd, msgSpawn, make([]byte, maxRequest+1), nil) },
-		"a datagram over a chunk": func(fd int) error { return send(fd, msgSpawn, 0, make([]byte, maxChunk+1), nil) },
+		"a request too large":     func(c *conn) error { return c.sendChunked(msgSpawn, make([]byte, maxRequest+1), nil) },
+		"a datagram over a chunk": func(c *conn) error { return c.send(msgSpawn, 0, make([]byte, maxChunk+1), nil) },
 	}
 	for name, bad := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -108,14 +108,14 @@ func TestServerRefusesGarbage(t *testing.T) {
 	var exit encoder
 	exit.u64(1)
 	exit.u32(0)
-	cases := map[string]func(fd int) error{
-		"a message over the bound":  func(fd int) error { return send(fd, msgExit, 0, make([]byte, maxReply+1), nil) },
-		"unknown type":              func(fd int) error { return send(fd, 77, 0, nil, nil) },
-		"flags":                     func(fd int) error { return send(fd, msgExit, flagMore, exit.b, nil) },
-		"an answer without a pidfd": func(fd int) error { return send(fd, msgSpawned, 0, lie.b, nil) },
-		"an exit with a descriptor": func(fd int) error { return send(fd, msgExit, 0, exit.b, []int{pidfd}) },
-		"a lie about the pid":       func(fd int) error { return send(fd, msgSpawned, 0, lie.b, []int{pidfd}) },
-		"a second hello":            func(fd int) error { return send(fd, msgHello, 0, []byte{1, 0, 0, 0, 0, 0, 0, 0}, nil) },
+	cases := map[string]func(c *conn) error{
+		"a message over the bound":  func(c *conn) error { return c.send(msgExit, 0, make([]byte, maxReply+1), nil) },
+		"unknown type":              func(c *conn) error { return c.send(77, 0, nil, nil) },
+		"flags":                     func(c *conn) error { return c.send(msgExit, flagMore, exit.b, nil) },
+		"an answer without a pidfd": func(c *conn) error { return c.send(msgSpawned, 0, lie.b, nil) },
+		"an exit with a descriptor": func(c *conn) error { return c.send(msgExit, 0, exit.b, []int{pidfd}) },
+		"a lie about the pid":       func(c *conn) error { return c.send(msgSpawned, 0, lie.b, []int{pidfd}) },
+		"a second hello":            func(c *conn) error { return c.send(msgHello, 0, []byte{1, 0, 0, 0, 0, 0, 0, 0}, nil) },
 	}
 	for name, bad := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -123,14 +123,22 @@ func TestServerRefusesGarbage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer unix.Close(pair[1])
-			in := &Init{conn: pair[0], pid: -1, pidfd: -1, timeout: 5 * time.Second, stop: make(chan struct{}),
+			server, err := newConn(pair[0], "server")
+			if err != nil {
+				t.Fatal(err)
+			}
+			peer, err := newConn(pair[1], "fake init")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.close()
+			in := &Init{conn: server, pid: -1, pidfd: -1, timeout: 5 * time.Second, stop: make(chan struct{}),
 				done: make(chan struct{}), calls: map[uint64]*call{}, exited: make(chan reap.Exit)}
 			c := &call{reply: make(chan reply, 1), exit: make(chan reap.Exit, 1)}
 			in.calls[1] = c
 			go in.read()
 			defer in.Close()
-			if err := bad(pair[1]); err != nil {
+			if err := bad(peer); err != nil {
 				t.Fatal(err)
 			}
 			select {

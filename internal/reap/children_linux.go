@@ -158,7 +158,7 @@ func (c *Children) Reaped() int {
 func (c *Children) Close(argv []string) {
 	c.mu.Lock()
 	c.stopping = true
-	if len(argv) > 0 && hasChildren() {
+	if len(argv) > 0 && HasChildren() {
 		if pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{}); err == nil {
 			c.wake = pid
 		}
@@ -171,10 +171,10 @@ func (c *Children) Close(argv []string) {
 	<-c.done
 }
 
-// hasChildren tells whether this process has a child, live or a zombie, without reaping it (WNOWAIT:
-// the loop stays the only one that reaps). An error other than ECHILD counts as a child, so that Close
-// still wakes the loop.
-func hasChildren() bool {
+// HasChildren tells whether this process has a child, live or a zombie, without reaping it (WNOWAIT:
+// the loop stays the only one that reaps). An error other than ECHILD counts as a child (Close then
+// still wakes the loop).
+func HasChildren() bool {
 	var info unix.Siginfo
 	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 	return !errors.Is(err, unix.ECHILD)

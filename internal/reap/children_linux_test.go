@@ -47,7 +47,7 @@ func TestChildrenClose(t *testing.T) {
 	})
 
 	t.Run("none left", func(t *testing.T) {
-		if hasChildren() {
+		if HasChildren() {
 			t.Skip("skipped: this test process has children of earlier tests, so close must wake its loop")
 		}
 		c := NewChildren()
