@@ -68,7 +68,7 @@ var rows = func() []row {
 	}
 	info := func(r row) { rs = append(rs, r) }
 	cpu := func(bench string) {
-		info(row{bench: bench, what: "… the server's CPU per call", figure: "reaper-cpu-µs", base: "lean-cpu-µs", unit: "µs", baseline: lean})
+		info(row{bench: bench, what: "… the servers' CPU per call (reaper's guard, server and the session's init)", figure: "reaper-cpu-µs", base: "lean-cpu-µs", unit: "µs", baseline: lean})
 	}
 	// With and without a PID namespace per session: reaper's default (auto) is with, where it can.
 	nsModes := [][2]string{{"on", ""}, {"off", " (--pid-namespace=off)"}}
@@ -121,6 +121,8 @@ var rows = func() []row {
 			info(row{bench: "BenchmarkWalk/procs=" + n + "/" + w[0], what: "/proc walk, " + w[1] + ", " + n + " processes", figure: "walk-ms", base: "raw-ms", unit: "ms", baseline: raw})
 		}
 	}
+	info(row{bench: "BenchmarkIdleSessions", what: "1000 idle HTTP sessions: their PID namespaces' inits (Pss) per session, until they exit idle",
+		figure: "reaper-init-KiB/session", base: "reaper-KiB/session", unit: "KiB", baseline: "the server's memory per session"})
 	for _, f := range [][3]string{
 		{"memory per session", "KiB/session", "KiB"},
 		{"CPU while idle", "idle-cpu-ms/s", "ms/s"},
