@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,10 +168,7 @@ func newReaper(opts Options) (*Reaper, error) {
 		Name: r.name, Pid: r.pid, Start: st.Start, Slice: r.info.Slice,
 		Containment: r.info.Mode.String(), PIDNamespace: r.info.PIDNamespace.On, Started: time.Now(),
 	}
-	stateBase := opts.StateDir
-	if stateBase == "" {
-		stateBase = DefaultStateDir()
-	}
+	stateBase := cmp.Or(opts.StateDir, DefaultStateDir())
 	if err := createState(stateBase, &r.self); err != nil {
 		return nil, err
 	}
