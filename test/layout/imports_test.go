@@ -16,15 +16,17 @@ const module = "github.com/cgreaper/reaper"
 
 // allowed lists, for each package of the module, the packages of the module its non-test files may
 // import. Dependencies run one way: cmd -> mcpserver -> reaper -> cgroup, and reaper alone uses
-// internal/proc (process identification: only reaper's side signals or identifies processes).
+// internal/proc (process identification: only reaper's side signals or identifies processes) and
+// internal/safefs (its own files, opened relative to directory descriptors).
 // cgroup imports nothing of ours; mcpserver holds no process or cgroup logic. internal/metrics
 // hears reaper and mcpserver through their Observer interfaces; internal/admin serves HTTP and knows
 // none of them.
 var allowed = map[string][]string{
 	"cgroup":            nil,
 	"internal/proc":     nil,
+	"internal/safefs":   nil,
 	"internal/testutil": {"internal/proc"},
-	"reaper":            {"cgroup", "internal/proc"},
+	"reaper":            {"cgroup", "internal/proc", "internal/safefs"},
 	"mcpserver":         {"reaper"},
 	"internal/metrics":  {"mcpserver", "reaper"},
 	"internal/admin":    nil,
