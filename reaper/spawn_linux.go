@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -50,20 +51,18 @@ func baseEnv(env []string) []string {
 	return out
 }
 
-// shellScript prefixes command with a trap that records the shell's final working directory in
-// cwdFile when the shell exits, by whatever path: the end of the script, `exit 3`, a failed `cd`,
-// errexit. The prefix shares the command's first line so that the shell's line numbers stay right.
-// Nothing is written to the command's output, so no marker can be confused with what the command
-// prints, and a top-level `&` backgrounds only its own part of the command. Subshells and background
-// jobs do not inherit the trap. A command that replaces the shell (exec) or is killed leaves the
-// directory unchanged.
-func shellScript(command, cwdFile string) string {
-	return "__reaper_cwd=" + shellQuote(cwdFile) + `; trap 'pwd >"$__reaper_cwd" 2>/dev/null' EXIT; ` + command
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+// shellScript prefixes command, if cwd is set, with a trap that writes the shell's final working
+// directory, and a NUL, to the descriptor cwdFD when the shell exits, by whatever path: the end of
+// the script, `exit 3`, a failed `cd`, errexit (see cwd_linux.go). The prefix shares the command's
+// first line so that the shell's line numbers stay right. Nothing is written to the command's output,
+// so no marker can be confused with what the command prints, and a top-level `&` backgrounds only its
+// own part of the command. Subshells and background jobs do not inherit the trap. A command that
+// replaces the shell (exec) or is killed leaves the directory unchanged.
+func shellScript(command string, cwd bool) string {
+	if !cwd {
+		return command
+	}
+	return `trap '{ pwd; printf "\0"; } 2>/dev/null >>/dev/fd/` + strconv.Itoa(cwdFD) + `' EXIT; ` + command
 }
 
 // checkCommand refuses commands that cannot be run as one shell argument.
@@ -94,6 +93,9 @@ type spawnSpec struct {
 	foreground bool
 	// extra, if set, is the child's descriptor 3.
 	extra *os.File
+	// cwd, if set, is the child's descriptor cwdFD: the write end of the pipe its shell's EXIT trap
+	// writes its final working directory to (see shellScript).
+	cwd *os.File
 }
 
 // spawned is a started process.
@@ -160,6 +162,12 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 	}
 	if spec.extra != nil {
 		attr.Files = append(attr.Files, spec.extra.Fd())
+	}
+	if spec.cwd != nil {
+		for len(attr.Files) < cwdFD {
+			attr.Files = append(attr.Files, ^uintptr(0)) // closed in the child
+		}
+		attr.Files = append(attr.Files, spec.cwd.Fd())
 	}
 	var start uint64
 	pid, exited, err := r.kids.start(func() (int, error) {
