@@ -165,7 +165,7 @@ func parseFlags(fs *flag.FlagSet, args []string, operands bool, getenv func(stri
 
 // stateDirFlag defines --state-dir, which serve and sweep share.
 func stateDirFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "state-dir", "", "`directory` for instances' state (default: $XDG_RUNTIME_DIR or /dev/shm where writable, else the temporary directory); instances that share a cgroup root should share it, so that one sweeps up after another that died")
+	fs.StringVar(p, "state-dir", "", "`directory` for instances' state, which only reaper's user may write (it is refused otherwise); made with mode 0700 if missing (default: /run/reaper for root, $XDG_RUNTIME_DIR/reaper for others, else reaper-<uid> in the temporary directory or /dev/shm); instances that share a cgroup root should share it, so that one sweeps up after another that died")
 }
 
 // setFromEnv sets every flag of fs not given on the command line from REAPER_<NAME> in the
