@@ -61,8 +61,9 @@ The admin endpoint (--admin) serves /healthz (alive), /readyz (ready once contai
 the body names the mode and why) and /metrics (Prometheus), apart from MCP so that probes need no
 MCP token. It listens on loopback only unless an admin token is set (--admin-token,
 REAPER_ADMIN_TOKEN or --admin-token-file); with one it may listen anywhere (a pod's IP, for the
-kubelet's probes): /healthz and /readyz stay open to all, /metrics requires the token as a bearer
-token, on loopback too.
+kubelet's probes): /healthz and /readyz's status code stay open to all, /readyz's explanation needs
+the token off loopback, and /metrics requires the token as a bearer token, on loopback too. A
+loopback listener answers only loopback Host names, and no cross-origin browser request.
 
 Every flag can also be set from the environment as REAPER_<NAME> (for example
 REAPER_IDLE_TIMEOUT=5m); a flag on the command line wins.
@@ -86,7 +87,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 	stateDirFlag(fs, &c.stateDir)
 	fs.StringVar(&c.user, "user", "", "run tasks as `USER[:GROUP]` (a name or an id), with the user's groups and HOME, no capabilities and no_new_privs, instead of reaper's own user; reaper must be root")
-	fs.StringVar(&c.admin, "admin", "", "serve /healthz, /readyz and /metrics at http://`ADDR` (off by default). Loopback only, unless an admin token is set: then any address, with /healthz and /readyz open to all (they reveal nothing secret) and /metrics requiring the token")
+	fs.StringVar(&c.admin, "admin", "", "serve /healthz, /readyz and /metrics at http://`ADDR` (off by default). Loopback only, unless an admin token is set: then any address, with /healthz and /readyz's status open to all and /metrics (and, off loopback, /readyz's explanation) requiring the token")
 	fs.StringVar(&c.adminToken, "admin-token", "", "bearer `token` that /metrics requires (not an MCP token: a scraper must not hold a credential that runs commands); needed for a non-loopback --admin")
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "read the admin token from `file` (its first line)")
 	fs.StringVar(&c.logFormat, "log-format", "text", logFormatUsage)
