@@ -2,16 +2,17 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
 )
@@ -129,7 +130,7 @@ func (c serveConfig) adminTokenValue() (string, error) {
 	if c.adminTokenFile == "" {
 		return c.adminToken, nil
 	}
-	b, err := os.ReadFile(c.adminTokenFile)
+	b, err := safefs.ReadConfig(c.adminTokenFile, maxTokenFile)
 	if err != nil {
 		return "", fmt.Errorf("admin token file: %w", err)
 	}
@@ -209,6 +210,10 @@ func normalizeHTTPFlag(args []string) []string {
 	return out
 }
 
+// maxTokenFile bounds a token file as read: a regular file, opened without blocking (see
+// safefs.ReadConfig).
+const maxTokenFile = 1 << 20
+
 // tokens collects the bearer tokens from --token and --token-file, keyed to their identities.
 func (c serveConfig) tokens() (map[string]string, error) {
 	out := map[string]string{}
@@ -218,12 +223,11 @@ func (c serveConfig) tokens() (map[string]string, error) {
 	if c.tokenFile == "" {
 		return out, nil
 	}
-	f, err := os.Open(c.tokenFile)
+	b, err := safefs.ReadConfig(c.tokenFile, maxTokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line, _, _ := strings.Cut(sc.Text(), "#")
 		fields := strings.Fields(line)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -77,24 +78,32 @@ func readAll(fd int, p string, size, max int64) ([]byte, error) {
 // name. A reader sees the old file or the new one, never half of one; nothing is written through a
 // link or into a file that someone else made.
 func (d *Dir) WriteFile(name string, data []byte) error {
-	p := d.Join(name)
+	return replaceAt(d.fd(), d.path, name, data, 0o600)
+}
+
+// replaceAt is WriteFile in the directory dirfd (at dirPath, for errors) with mode perm.
+func replaceAt(dirfd int, dirPath, name string, data []byte, perm uint32) error {
+	p := filepath.Join(dirPath, name)
 	if err := checkName(name); err != nil {
 		return &fs.PathError{Op: "write", Path: p, Err: err}
 	}
 	tmp := "." + name + "." + randomSuffix()
-	fd, err := openat(d.fd(), tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	fd, err := openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, perm)
 	if err != nil {
-		return pathError("create", d.Join(tmp), err)
+		return pathError("create", filepath.Join(dirPath, tmp), err)
 	}
 	err = writeAll(fd, data)
+	if err == nil {
+		err = unix.Fchmod(fd, perm) // the umask's bits back
+	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = unix.Renameat(d.fd(), tmp, d.fd(), name)
+		err = unix.Renameat(dirfd, tmp, dirfd, name)
 	}
 	if err != nil {
-		unix.Unlinkat(d.fd(), tmp, 0)
+		unix.Unlinkat(dirfd, tmp, 0)
 		return &fs.PathError{Op: "write", Path: p, Err: err}
 	}
 	return nil

@@ -342,3 +342,43 @@ func denyOpenat2(name string) error {
 	}
 	return nil
 }
+
+// TestOperatorFiles: a file the operator names is read through its links, but a FIFO or a device
+// put in its place is refused at once, and one too large too; a report written where a link stands
+// replaces the link and leaves its target alone.
+func TestOperatorFiles(t *testing.T) {
+	dir := t.TempDir()
+	v, check := victim(t)
+	tokens := filepath.Join(dir, "tokens")
+	os.WriteFile(tokens, []byte("tok\n"), 0o600)
+	link := filepath.Join(dir, "link")
+	os.Symlink(tokens, link)
+	fifo := filepath.Join(dir, "fifo")
+	unix.Mkfifo(fifo, 0o600)
+	for _, c := range []struct {
+		path string
+		max  int64
+		want error
+	}{{tokens, 100, nil}, {link, 100, nil}, {fifo, 100, ErrNotRegular}, {"/dev/zero", 100, ErrNotRegular}, {tokens, 2, ErrTooLarge}, {dir, 100, ErrNotRegular}} {
+		var b []byte
+		var err error
+		within(t, "ReadConfig", func() { b, err = ReadConfig(c.path, c.max) })
+		if c.want == nil && (err != nil || string(b) != "tok\n") || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("ReadConfig(%s, %d) = %q, %v; want %v", c.path, c.max, b, err, c.want)
+		}
+	}
+	report := filepath.Join(dir, "report.json")
+	os.Symlink(v, report)
+	within(t, "ReplaceFile", func() {
+		if err := ReplaceFile(report, []byte("{}\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+	})
+	check()
+	if fi, err := os.Lstat(report); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the report: %v, %v", fi.Mode(), err)
+	}
+	if err := ReplaceFile(filepath.Join(dir, "missing", "r"), nil, 0o644); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a report in a missing directory: %v", err)
+	}
+}

@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"mcpserver":          {"reaper", "internal/httpguard"},
 	"internal/metrics":   {"mcpserver", "reaper"},
 	"internal/admin":     {"internal/httpguard"},
-	"cmd/reaper":         {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics", "internal/httpguard"},
+	"cmd/reaper":         {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics", "internal/httpguard", "internal/safefs"},
 	".ci/summary":        nil,
 	"test/bench":         nil,
 	"test/bench/lean":    nil,
