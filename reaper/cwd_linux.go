@@ -29,10 +29,10 @@ const maxPath = 4096
 // (F_SETPIPE_SZ, up to 1 MiB for a user without privileges).
 const maxCwdRead = 1 << 20
 
-// cwdPipe makes a foreground command's working-directory pipe: the read end reaper's, the write end
-// for the child (see shellScript). The trap opens the write end again through /dev/fd (dash, often
-// /bin/sh, can name no descriptor above 9), which the kernel checks against the pipe's owner: with
-// Options.User the pipe is given to that user.
+// cwdPipe makes a foreground command's working-directory pipe, non-blocking: the read end reaper's,
+// the write end for the child (see shellScript). Where the trap opens the write end again through
+// /dev/fd (dash can name no descriptor above 9), the kernel checks that open against the pipe's
+// owner: with Options.User the pipe is given to that user.
 func (r *Reaper) cwdPipe() (rd, wr *os.File, err error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {

@@ -50,6 +50,7 @@ type Reaper struct {
 	kids     *children
 	devnull  *os.File
 	shell    string
+	dupCwd   bool // the shell names cwdFD itself (see shellScript)
 	env      []string
 	workDir  string
 	info     ContainmentInfo
@@ -137,6 +138,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.shell, err = findShell(opts.Shell); err != nil {
 		return nil, err
 	}
+	r.dupCwd = namesHighFDs(r.shell)
 	if r.workDir = opts.WorkDir; r.workDir == "" {
 		if r.workDir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("working directory: %w", err)

@@ -173,7 +173,7 @@ func (s *Session) launchLocked(t *task, command string) (spawned, error) {
 	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
 	sp, err := s.r.spawn(spawnSpec{
-		argv:   []string{s.r.shell, "-c", shellScript(command, cwdW != nil)},
+		argv:   []string{s.r.shell, "-c", shellScript(command, cwdW != nil, s.r.dupCwd)},
 		env:    env,
 		dir:    s.cwd,
 		stdout: pw,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -496,4 +497,28 @@ func TestCloseReturnsWhileAPipeIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.AssertDead(t, left)
+}
+
+// TestWorkingDirectoryEachShell: the working directory persists whichever way the shell reaches the
+// pipe: bash writes to the descriptor itself, dash (which can name no descriptor above 9) opens it
+// again through /dev/fd.
+func TestWorkingDirectoryEachShell(t *testing.T) {
+	for _, shell := range []string{"bash", "dash"} {
+		t.Run(shell, func(t *testing.T) {
+			path, err := exec.LookPath(shell)
+			if err != nil {
+				t.Skipf("skipped: no %s here", shell)
+			}
+			r := newTestReaper(t, ContainProcess, Options{Shell: path})
+			if r.dupCwd != (shell == "bash") {
+				t.Errorf("%s: dupCwd %v", shell, r.dupCwd)
+			}
+			s := newTestSession(t, r, SessionOptions{})
+			dir := t.TempDir()
+			run(t, s, "cd "+dir)
+			if res := run(t, s, "pwd"); res.Output != dir+"\n" || s.Cwd() != dir {
+				t.Errorf("%s: after cd %s: %q, session %q", shell, dir, res.Output, s.Cwd())
+			}
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,11 +59,34 @@ func baseEnv(env []string) []string {
 // so no marker can be confused with what the command prints, and a top-level `&` backgrounds only its
 // own part of the command. Subshells and background jobs do not inherit the trap. A command that
 // replaces the shell (exec) or is killed leaves the directory unchanged.
-func shellScript(command string, cwd bool) string {
+//
+// A shell that can name descriptors above 9 (bash, zsh, ksh, busybox ash: dup set) writes to the
+// descriptor itself, which is non-blocking: if the command's processes filled the pipe, the write
+// fails and the directory stays as it was, rather than hold the shell's exit. Others (dash, which is
+// often /bin/sh) open it again through /dev/fd, and that open blocks as any pipe does.
+func shellScript(command string, cwd, dup bool) string {
 	if !cwd {
 		return command
 	}
-	return `trap '{ pwd; printf "\0"; } 2>/dev/null >>/dev/fd/` + strconv.Itoa(cwdFD) + `' EXIT; ` + command
+	target := ">&" + strconv.Itoa(cwdFD)
+	if !dup {
+		target = ">>/dev/fd/" + strconv.Itoa(cwdFD)
+	}
+	return `trap '{ pwd; printf "\0"; } 2>/dev/null ` + target + `' EXIT; ` + command
+}
+
+// namesHighFDs reports whether shell can name a descriptor above 9 in a redirection (>&97): bash,
+// zsh, the ksh family and busybox's ash can; dash cannot. Decided by the name of the program the
+// path leads to.
+func namesHighFDs(shell string) bool {
+	if real, err := filepath.EvalSymlinks(shell); err == nil {
+		shell = real
+	}
+	switch filepath.Base(shell) {
+	case "bash", "rbash", "zsh", "ksh", "ksh93", "mksh", "busybox":
+		return true
+	}
+	return false
 }
 
 // checkCommand refuses commands that cannot be run as one shell argument.
@@ -167,7 +191,12 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		for len(attr.Files) < cwdFD {
 			attr.Files = append(attr.Files, ^uintptr(0)) // closed in the child
 		}
-		attr.Files = append(attr.Files, spec.cwd.Fd())
+		// Not Fd(), which would make the pipe blocking (see shellScript).
+		rc, err := spec.cwd.SyscallConn()
+		if err != nil {
+			return spawned{}, err
+		}
+		rc.Control(func(fd uintptr) { attr.Files = append(attr.Files, fd) })
 	}
 	var start uint64
 	pid, exited, err := r.kids.start(func() (int, error) {
