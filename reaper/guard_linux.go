@@ -235,14 +235,14 @@ func (g *Guard) Wait() GuardResult {
 			}
 			// cgroup.kill reaches what forks while it runs; the walk below reaches what left the
 			// slice.
-			if _, err := k.slice(s, time.Now().Add(g.opts.CloseTimeout)); err != nil {
+			if _, err := k.slice(context.Background(), s, time.Now().Add(g.opts.CloseTimeout)); err != nil {
 				errs = append(errs, err)
 			}
 		} else if !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, err)
 		}
 	}
-	res.Killed = append(res.Killed, k.descendants(os.Getpid())...)
+	res.Killed = append(res.Killed, k.descendants(context.Background(), os.Getpid())...)
 	if slice != nil {
 		errs = append(errs, slice.Remove())
 	}

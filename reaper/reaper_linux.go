@@ -207,7 +207,7 @@ func (r *Reaper) undoNew() {
 	if r.devnull != nil {
 		r.devnull.Close()
 	}
-	r.dropInstance()
+	r.dropInstance(context.Background())
 	r.dropState()
 }
 
@@ -400,9 +400,11 @@ func (r *Reaper) Close(ctx context.Context) error {
 	defer close(r.done)
 	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
-	r.killDescendants()
+	wctx, cancel := deathWait(ctx)
+	defer cancel()
+	r.killDescendants(wctx)
 	r.wg.Wait()
-	errs = append(errs, r.dropInstance(), r.dropState())
+	errs = append(errs, r.dropInstance(wctx), r.dropState())
 	if r.forker != nil {
 		r.forker.stop()
 	}
@@ -418,26 +420,26 @@ func (r *Reaper) Close(ctx context.Context) error {
 // does not wait for sessions, and leaves the Reaper to be closed or abandoned.
 func (r *Reaper) KillAll() {
 	if r.instance != nil {
-		r.killer.slice(r.instance, time.Now().Add(r.lim.CloseTimeout))
+		r.killer.slice(context.Background(), r.instance, time.Now().Add(r.lim.CloseTimeout))
 	}
-	r.killDescendants()
+	r.killDescendants(context.Background())
 }
 
 // killDescendants kills whatever is still below this process once every session is closed (an
 // escapee whose marker was scrubbed, in process containment): nothing may outlive us.
-func (r *Reaper) killDescendants() {
-	if killed := r.killer.descendants(r.pid); len(killed) > 0 {
+func (r *Reaper) killDescendants(ctx context.Context) {
+	if killed := r.killer.descendants(ctx, r.pid); len(killed) > 0 {
 		r.log.Info("killed processes no session claimed", "count", len(killed), "processes", killed)
 	}
 }
 
 // dropInstance kills and removes this Reaper's slice, and the root with it when no other instance
-// uses it (cgroup.Root.Release).
-func (r *Reaper) dropInstance() error {
+// uses it (cgroup.Root.Release); it waits for what it killed until CloseTimeout passes or ctx is done.
+func (r *Reaper) dropInstance(ctx context.Context) error {
 	if r.instance == nil {
 		return nil
 	}
-	left, err := r.killer.slice(r.instance, time.Now().Add(r.lim.CloseTimeout))
+	left, err := r.killer.slice(ctx, r.instance, time.Now().Add(r.lim.CloseTimeout))
 	if err != nil {
 		return err
 	}
@@ -450,17 +452,25 @@ func (r *Reaper) dropInstance() error {
 	return r.root.Release()
 }
 
-// closeSessions closes sessions in parallel, at most 8 at a time, and joins their errors.
+// closeSessions closes sessions in parallel, at most 8 at a time (each walks /proc), and joins their
+// errors. Once ctx is done (a second signal) the rest start at once: reaper must be gone soon.
 func closeSessions(ctx context.Context, sessions []*Session) error {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	errs := make([]error, len(sessions))
 	for i, s := range sessions {
+		held := false
+		select {
+		case sem <- struct{}{}:
+			held = true
+		case <-ctx.Done():
+		}
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
+			if held {
+				defer func() { <-sem }()
+			}
 			_, errs[i] = s.CloseFor(ctx, "shutdown")
 		}()
 	}

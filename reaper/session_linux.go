@@ -478,9 +478,11 @@ func (s *Session) CloseFor(ctx context.Context, reason string) (KillReport, erro
 func (s *Session) teardown(ctx context.Context) {
 	defer close(s.done)
 	start := time.Now()
+	// Every wait of the teardown for killed processes ends by then (see terminate).
+	waitEnd := start.Add(s.r.lim.Grace + s.r.lim.CloseTimeout)
 	s.mu.Lock()
 	tasks := make([]*task, 0, len(s.tasks))
-	sc := scope{name: "session " + s.id, slice: s.slice, seeds: make(map[int]uint64, len(s.tasks)), marker: s.marker}
+	sc := scope{name: "session " + s.id, slice: s.slice, seeds: make(map[int]uint64, len(s.tasks)), marker: s.marker, end: waitEnd}
 	for _, t := range s.tasks {
 		tasks = append(tasks, t)
 		if t.stopping(Killed) {
@@ -504,7 +506,7 @@ func (s *Session) teardown(ctx context.Context) {
 			errs = append(errs, err)
 		}
 	}
-	s.releaseTasks(tasks)
+	s.releaseTasks(ctx, tasks, waitEnd)
 	if sc.slice != nil {
 		if err := sc.slice.Remove(); err != nil {
 			errs = append(errs, err)
@@ -517,7 +519,7 @@ func (s *Session) teardown(ctx context.Context) {
 	}
 	s.recordMu.Unlock()
 	s.r.forget(s)
-	s.r.killAdopted("session " + s.id + " ended") // escapees die by their session's end at the latest
+	s.r.killAdopted(ctx, "session "+s.id+" ended", waitEnd) // escapees die by their session's end at the latest
 	s.rep.Duration = time.Since(start)
 	if len(errs) > 0 {
 		s.err = fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
@@ -532,15 +534,19 @@ func (s *Session) teardown(ctx context.Context) {
 	}
 }
 
-// releaseTasks waits, boundedly, for the watchers of the tasks' main processes (every one is dead or
-// listed as remaining), then lets go of whatever will not exit and stops every output pump.
-func (s *Session) releaseTasks(tasks []*task) {
-	deadline := time.NewTimer(s.r.lim.CloseTimeout)
+// releaseTasks waits for the watchers of the tasks' main processes (every one is dead or listed as
+// remaining), until end or hurryWait after ctx is done, then lets go of whatever will not exit and
+// stops every output pump.
+func (s *Session) releaseTasks(ctx context.Context, tasks []*task, end time.Time) {
+	wctx, cancel := deathWait(ctx)
+	defer cancel()
+	deadline := time.NewTimer(max(time.Until(end), 0))
 	defer deadline.Stop()
 	for _, t := range tasks {
 		select {
 		case <-t.done:
 		case <-deadline.C:
+		case <-wctx.Done():
 		}
 	}
 	close(s.abandon)

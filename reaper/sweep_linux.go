@@ -265,7 +265,7 @@ func (sw *sweeper) killSlice(d *DeadInstance) error {
 	if sw.opts.DryRun {
 		return nil
 	}
-	left, err := sw.k.slice(s, time.Now().Add(sw.opts.CloseTimeout))
+	left, err := sw.k.slice(context.Background(), s, time.Now().Add(sw.opts.CloseTimeout))
 	if len(left) > 0 && err == nil {
 		err = errors.New("processes remain in " + d.Slice)
 	}

@@ -181,7 +181,8 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, tokens map[
 	case <-sig.serving.Done():
 	}
 	srv.Close(sig.hurry)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Connections still busy get 5 s to finish, none after a second signal.
+	ctx, cancel := context.WithTimeout(sig.hurry, 5*time.Second)
 	hs.Shutdown(ctx)
 	cancel()
 	hs.Close()
