@@ -261,6 +261,13 @@ var hostileCases = []hostileCase{
 		return os.Symlink("/nonexistent/instance.json", path)
 	}), nil},
 	{"record that is a FIFO", false, plantFile(fifo), nil},
+	{"record that is a link to a FIFO", false, plantFile(func(t *testing.T, e *hostileEnv, path string) error {
+		target := filepath.Join(t.TempDir(), "fifo")
+		if err := unix.Mkfifo(target, 0o600); err != nil {
+			return err
+		}
+		return os.Symlink(target, path)
+	}), nil},
 	{"record that is a device", false, plantFile(device), nil},
 	{"record that is a directory", false, plantFile(func(t *testing.T, e *hostileEnv, path string) error { return os.Mkdir(path, 0o700) }), nil},
 	{"record of 1 GiB", false, plantFile(huge), nil},
@@ -486,15 +493,7 @@ func TestTasksCannotSteerReaper(t *testing.T) {
 				}
 				r := startHTTP(t, args...)
 				cs := connectHTTP(t, r.url, "")
-				server := serverOf(t, r.cmd.Process.Pid)
-				inst := "reaper-r" + strconv.Itoa(server) + "-"
-				entries, _ := os.ReadDir(p.stateDir)
-				for _, de := range entries {
-					if strings.HasPrefix(de.Name(), inst) {
-						inst = de.Name()
-					}
-				}
-				sdir := filepath.Join(p.stateDir, inst, "s-1")
+				sdir := filepath.Join(instanceState(t, p, r), "s-1")
 				bash(t, cs, "true") // the session's directory exists once it ran something
 				if user != "root" {
 					out := bash(t, cs, "ls "+p.stateDir+" 2>&1; : > "+filepath.Join(sdir, "x")+" 2>&1; echo $?").Output
@@ -512,21 +511,7 @@ func TestTasksCannotSteerReaper(t *testing.T) {
 						t.Errorf("a command after a FIFO was planted as the record: %+v after %v", res, time.Since(start))
 					}
 				}
-				// The pipe the working directory comes back through: garbage, a fake record, a full
-				// pipe, a closed descriptor.
-				bash(t, cs, "cd /tmp")
-				for _, c := range []struct{ command, want string }{
-					{`head -c 70000 /dev/urandom >/dev/fd/97 2>/dev/null & sleep 0.2; cd /`, "/tmp"},
-					{`printf '/etc\n\0' >/dev/fd/97; trap - EXIT`, "/etc"},
-					{`exec 97>&-; cd /usr`, "/etc"},
-				} {
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					bashCtx(t, ctx, cs, c.command)
-					cancel()
-					if got := strings.TrimSpace(bash(t, cs, "pwd").Output); got != c.want {
-						t.Errorf("after %q the working directory is %q, want %q", c.command, got, c.want)
-					}
-				}
+				abuseCwdPipe(t, cs)
 				pids, err := os.MkdirTemp("", "reaper-e2e-pids-")
 				if err != nil {
 					t.Fatal(err)
@@ -554,6 +539,42 @@ func TestTasksCannotSteerReaper(t *testing.T) {
 				v.Check(t)
 				assertNothingLeft(t, p)
 			})
+		}
+	}
+}
+
+// instanceState returns the state directory of the instance r (in p's state directory).
+func instanceState(t testing.TB, p placement, r *reaperProc) string {
+	t.Helper()
+	prefix := "reaper-r" + strconv.Itoa(serverOf(t, r.cmd.Process.Pid)) + "-"
+	entries, _ := os.ReadDir(p.stateDir)
+	for _, de := range entries {
+		if strings.HasPrefix(de.Name(), prefix) {
+			return filepath.Join(p.stateDir, de.Name())
+		}
+	}
+	t.Fatalf("no state directory %s* in %s", prefix, p.stateDir)
+	return ""
+}
+
+// abuseCwdPipe writes into the pipe the working directory comes back through: garbage until it is
+// full, a record of the task's own, and nothing after closing it. Each changes nothing but the
+// session's working directory, and no call hangs.
+func abuseCwdPipe(t testing.TB, cs *mcp.ClientSession) {
+	t.Helper()
+	// The pipe the working directory comes back through: garbage, a fake record, a full
+	// pipe, a closed descriptor.
+	bash(t, cs, "cd /tmp")
+	for _, c := range []struct{ command, want string }{
+		{`head -c 70000 /dev/urandom >/dev/fd/97 2>/dev/null & sleep 0.2; cd /`, "/tmp"},
+		{`printf '/etc\n\0' >/dev/fd/97; trap - EXIT`, "/etc"},
+		{`exec 97>&-; cd /usr`, "/etc"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		bashCtx(t, ctx, cs, c.command)
+		cancel()
+		if got := strings.TrimSpace(bash(t, cs, "pwd").Output); got != c.want {
+			t.Errorf("after %q the working directory is %q, want %q", c.command, got, c.want)
 		}
 	}
 }
