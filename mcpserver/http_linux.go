@@ -150,9 +150,9 @@ func (s *Server) delete(st *session) bool {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.teardown(context.Background(), st, reasonDelete)
+			s.teardown(context.Background(), st, endDelete)
 			if !answered.CompareAndSwap(false, true) {
-				s.end(context.Background(), st, reasonDelete) // closes the MCP session
+				s.end(context.Background(), st, endDelete) // closes the MCP session
 			}
 		}()
 	}
@@ -239,7 +239,7 @@ func (s *Server) lease(st *session) {
 			timer.Reset(wait)
 			continue
 		}
-		s.end(context.Background(), st, reasonIdle)
+		s.end(context.Background(), st, endIdle)
 		return
 	}
 }

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -41,7 +40,8 @@ func (s *Server) keepalive(st *session) {
 		misses++
 		s.log.Debug("keepalive ping unanswered", "session", st.rs.ID(), "misses", misses, "error", err)
 		if misses >= KeepAliveMisses {
-			s.end(context.Background(), st, fmt.Sprintf("keepalive: %d pings in a row unanswered (one every %v)", misses, every))
+			s.log.Info("keepalive pings unanswered: ending the session", "session", st.rs.ID(), "misses", misses, "every", every)
+			s.end(context.Background(), st, endKeepalive)
 			return
 		}
 	}

@@ -209,7 +209,7 @@ func (s *Server) connectionClosed(st *session) {
 		ctx, cancel = context.WithTimeout(ctx, StdioCloseGrace)
 		defer cancel()
 	}
-	s.end(ctx, st, reasonDisconnected)
+	s.end(ctx, st, endDisconnected)
 }
 
 // forget drops st from the index.
@@ -227,7 +227,7 @@ func (s *Server) forget(st *session) {
 // end tears a session down: its processes die first (see teardown), then the MCP session is closed
 // without holding up the caller: closing waits for tool calls, which return now that their processes
 // are gone. The session's watcher sees it close and returns.
-func (s *Server) end(ctx context.Context, st *session, reason string) error {
+func (s *Server) end(ctx context.Context, st *session, reason endReason) error {
 	err := s.teardown(ctx, st, reason)
 	st.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -245,13 +245,13 @@ func (s *Server) end(ctx context.Context, st *session, reason string) error {
 // its error. ctx is the teardown's: cancelling it cuts the grace period short. It leaves the MCP
 // session open: a DELETE hands it to the SDK, which closes it and answers the client (had we closed
 // it already, the SDK would answer 404). From its start, tool calls on the session are refused.
-func (s *Server) teardown(ctx context.Context, st *session, reason string) error {
+func (s *Server) teardown(ctx context.Context, st *session, reason endReason) error {
 	st.once.Do(func() {
 		defer close(st.ended)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		s.mu.Lock()
-		st.why = s.describe(reason)
+		st.why = reason.describe(s.opts.IdleTimeout)
 		s.hurry[st] = cancel
 		s.mu.Unlock()
 		defer func() {
@@ -260,7 +260,7 @@ func (s *Server) teardown(ctx context.Context, st *session, reason string) error
 			s.mu.Unlock()
 		}()
 		st.cancelStop()
-		_, st.err = st.rs.CloseFor(ctx, reason) // which logs the end
+		_, st.err = st.rs.CloseFor(ctx, reason.String()) // which logs the end
 		if st.id != "" {
 			s.mu.Lock()
 			if s.byID[st.id] == st {
@@ -337,7 +337,7 @@ func (s *Server) Close(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = s.end(ctx, st, reasonShutdown)
+			errs[i] = s.end(ctx, st, endShutdown)
 		}()
 	}
 	wg.Wait()

@@ -217,11 +217,11 @@ func TestCallAfterEndIsRefused(t *testing.T) {
 		t.Fatal("no reaper session after a tool call")
 	}
 	// The teardown alone, as every end runs it first; the MCP session stays open.
-	if err := srv.teardown(context.Background(), st, "test"); err != nil {
+	if err := srv.teardown(context.Background(), st, endIdle); err != nil {
 		t.Fatal(err)
 	}
 	res := call(t, cs, "task_list", nil, nil)
-	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "session has ended (test)") {
+	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "session has ended (idle for") {
 		t.Errorf("task_list after the teardown: error=%v %+v", res.IsError, res.Content[0])
 	}
 	srv.mu.Lock()
