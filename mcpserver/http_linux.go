@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -27,9 +26,6 @@ type HTTPOptions struct {
 }
 
 const sessionHeader = "Mcp-Session-Id"
-
-// maxSessionIDBytes bounds the session ids the front keeps records for; the SDK's are 26 characters.
-const maxSessionIDBytes = 128
 
 // HTTPHandler returns the handler for the MCP endpoint: DNS-rebinding protection (a loopback listener
 // refuses other Host headers), cross-origin protection, bearer authentication (if tokens are set), the
@@ -93,69 +89,64 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 		http.Error(w, fmt.Sprintf("Bad Request: Unsupported protocol version %q", v), http.StatusBadRequest)
 		return
 	}
-	if len(id) > maxSessionIDBytes {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
 	s.mu.Lock()
-	st := s.byID[id]
-	opened := st != nil && st.rs != nil
-	var owner, why string
+	st := s.sessions[key{kind: kindHTTP, id: id}]
+	var owner string
+	var ended bool
+	var why string
 	if st != nil {
-		owner, why = st.owner, st.why
+		// Once the teardown is done the SDK answers: its MCP session is closing, and a tool call
+		// that slips in is refused (see open).
+		owner, ended, why = st.owner, st.state == stateEnding, st.reason.describe(s.opts.IdleTimeout)
 	}
 	s.mu.Unlock()
-	if opened && owner != identity(r) {
+	switch {
+	case st == nil:
+		next.ServeHTTP(w, r) // no such session: the SDK answers 404
+		return
+	case owner != identity(r):
 		http.Error(w, "session belongs to another identity", http.StatusForbidden)
 		return
-	}
-	if why != "" {
+	case ended:
 		// Its processes are being killed; the SDK forgets it once they are dead.
 		http.Error(w, "session has ended ("+why+")", http.StatusNotFound)
 		return
 	}
-	if r.Method == http.MethodDelete {
-		if opened && !s.delete(st) {
-			w.WriteHeader(http.StatusNoContent)
+	switch r.Method {
+	case http.MethodDelete:
+		if s.delete(st) {
+			next.ServeHTTP(w, r) // the SDK closes the MCP session and answers
 			return
 		}
-		next.ServeHTTP(w, r) // the SDK closes the MCP session and answers
-		return
-	}
-	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusNoContent)
+	case http.MethodPost:
+		done := s.begin(st, r.Context())
+		defer done()
+		next.ServeHTTP(w, r)
+	default:
 		// A GET holds the stream for server messages open for as long as the client lives; it is
 		// activity when it starts, but does not keep an idle session alive.
-		s.touch(id)
+		s.touch(st)
 		next.ServeHTTP(w, r)
-		return
 	}
-	done := s.begin(id, r.Context())
-	defer done()
-	next.ServeHTTP(w, r)
 }
 
 // deleteWait is how long a DELETE waits for its session's processes to die before it is answered
 // anyway; the teardown goes on. A client's Close must not time out because a task ignores SIGTERM.
 const deleteWait = 500 * time.Millisecond
 
-// delete ends st for a DELETE and reports whether the teardown finished within deleteWait, so that
-// the SDK may close the MCP session and answer. If it did not, the caller answers the DELETE, and
-// the teardown goes on and closes the MCP session itself when it is done.
-func (s *Server) delete(st *session) bool {
-	// Whichever of this handler and the teardown gets here second learns from answered that the
-	// other came first.
-	var answered atomic.Bool
+// delete ends st for a DELETE and reports whether the SDK is to close the MCP session and answer. It
+// is to when there was nothing to kill, or when the teardown ended within deleteWait: end then left
+// the MCP session open, seeing deleteWaits (had end closed it, the SDK would answer 404). Otherwise
+// the caller answers 204 at once, and the teardown goes on and closes the MCP session when it is done.
+func (s *Server) delete(st *session) (toSDK bool) {
 	s.mu.Lock()
-	if !s.closing { // while closing, Close ends every session and closes them all
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.teardown(context.Background(), st, endDelete)
-			if !answered.CompareAndSwap(false, true) {
-				s.end(context.Background(), st, endDelete) // closes the MCP session
-			}
-		}()
+	if st.state == stateIdle {
+		s.mu.Unlock()
+		return true
 	}
+	st.deleteWaits = true
+	s.goLocked(func() { s.end(context.Background(), st, endDelete) }) // while closing, Close ends it
 	s.mu.Unlock()
 	timer := time.NewTimer(deleteWait)
 	defer timer.Stop()
@@ -163,16 +154,21 @@ func (s *Server) delete(st *session) bool {
 	case <-st.ended:
 	case <-timer.C:
 	}
-	return !answered.CompareAndSwap(false, true)
-}
-
-// touch records activity of session id, if it is known.
-func (s *Server) touch(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.byID[id]; st != nil {
-		st.last = time.Now()
+	st.deleteWaits = false
+	if st.state == stateGone && !st.connClosed {
+		st.connClosed = true // the SDK closes it
+		return true
 	}
+	return false
+}
+
+// touch records activity of st.
+func (s *Server) touch(st *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.last = time.Now()
 }
 
 func identity(r *http.Request) string {
@@ -182,17 +178,11 @@ func identity(r *http.Request) string {
 	return ""
 }
 
-// begin records a request of session id. The returned function records its end; it also runs when
-// the client's connection goes away first (a client killed in the middle of a long call), so that a
-// vanished client cannot hold the lease open. A request for an id without a session makes a record
-// that its first tool call claims, or that goes when the request ends.
-func (s *Server) begin(id string, ctx context.Context) func() {
+// begin records a request of st. The returned function records its end; it also runs when the
+// client's connection goes away first (a client killed in the middle of a long call), so that a
+// vanished client cannot hold the lease open.
+func (s *Server) begin(st *session, ctx context.Context) func() {
 	s.mu.Lock()
-	st := s.byID[id]
-	if st == nil {
-		st = newSession(id)
-		s.byID[id] = st
-	}
 	st.inFlight++
 	st.last = time.Now()
 	s.mu.Unlock()
@@ -206,9 +196,6 @@ func (s *Server) begin(id string, ctx context.Context) func() {
 		ended = true
 		st.inFlight--
 		st.last = time.Now()
-		if st.inFlight == 0 && st.ss == nil && s.byID[id] == st {
-			delete(s.byID, id) // no tool call claimed it: nothing to lease
-		}
 	}
 	stop := context.AfterFunc(ctx, finish)
 	return func() {
@@ -218,9 +205,8 @@ func (s *Server) begin(id string, ctx context.Context) func() {
 }
 
 // lease ends st once it has been idle for IdleTimeout: no request for that long, and none in flight
-// on a live connection. It returns when the session's teardown begins.
+// on a live connection. It returns when the session leaves live.
 func (s *Server) lease(st *session) {
-	defer s.wg.Done()
 	timer := time.NewTimer(s.opts.IdleTimeout)
 	defer timer.Stop()
 	for {

@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// observe is receiving middleware that reports every request's duration and outcome, and starts
-// following each MCP session on its first request to report its duration when it ends.
+// observe is receiving middleware that reports every request's duration and outcome. (A session's
+// duration is reported by its watcher, when it ends.)
 func (s *Server) observe(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		start := time.Now()
@@ -19,7 +19,6 @@ func (s *Server) observe(next mcp.MethodHandler) mcp.MethodHandler {
 		op := Operation{Method: bounded(method, knownMethods), Duration: time.Since(start)}
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
 			op.Transport, op.ProtocolVersion = transport(ss), protocolVersion(ss)
-			s.follow(ss, start)
 		}
 		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
 			op.Tool = bounded(call.Params.Name, toolNames)
@@ -38,26 +37,6 @@ func (s *Server) observe(next mcp.MethodHandler) mcp.MethodHandler {
 		s.opts.Observer.Operation(op)
 		return res, err
 	}
-}
-
-// follow reports ss's duration, from start, once it ends. It starts one goroutine per MCP session,
-// on the session's first request.
-func (s *Server) follow(ss *mcp.ServerSession, start time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing || s.followed[ss] {
-		return
-	}
-	s.followed[ss] = true
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		ss.Wait()
-		s.opts.Observer.SessionEnded(SessionInfo{Transport: transport(ss), ProtocolVersion: protocolVersion(ss), Duration: time.Since(start)})
-		s.mu.Lock()
-		delete(s.followed, ss)
-		s.mu.Unlock()
-	}()
 }
 
 // transport names the session's transport as network.transport does: stdio sessions have no id.

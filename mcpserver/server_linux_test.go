@@ -211,13 +211,16 @@ func TestCallAfterEndIsRefused(t *testing.T) {
 	cs := connectHTTP(t, url)
 	call(t, cs, "bash", map[string]any{"command": "true"}, nil)
 	srv.mu.Lock()
-	st := srv.byID[cs.ID()]
+	st := srv.sessions[key{kind: kindHTTP, id: cs.ID()}]
+	if st != nil {
+		// As while a DELETE waits: the end leaves the MCP session open.
+		st.deleteWaits = true
+	}
 	srv.mu.Unlock()
-	if st == nil {
+	if st == nil || st.rs == nil {
 		t.Fatal("no reaper session after a tool call")
 	}
-	// The teardown alone, as every end runs it first; the MCP session stays open.
-	if err := srv.teardown(context.Background(), st, endIdle); err != nil {
+	if err := srv.end(context.Background(), st, endIdle); err != nil {
 		t.Fatal(err)
 	}
 	res := call(t, cs, "task_list", nil, nil)

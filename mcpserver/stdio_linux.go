@@ -2,9 +2,11 @@ package mcpserver
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,4 +37,43 @@ func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 		w.Write(append(msg, '\n'))
 	}
 	return &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: -1} // lineReader enforces the limit
+}
+
+// StdioCloseGrace caps the grace period of a session whose stdio client closed the connection. MCP
+// clients end a stdio server by closing its input, then send SIGTERM if it has not exited "within a
+// reasonable time" and SIGKILL after that; the TypeScript SDK waits 2 s before SIGTERM. With the grace
+// capped at a second, reaper has torn everything down and exited before that SIGTERM comes.
+const StdioCloseGrace = time.Second
+
+// Run serves one connection (stdio) until the client disconnects, then ends its session, within
+// StdioCloseGrace (see disconnected), and returns. If ctx is done first, Run returns ctx's error at
+// once and leaves the session to Close, which the caller calls with the context its teardown should
+// have.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	ss, err := s.mcp.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("mcpserver: connect: %w", err)
+	}
+	st := s.track(ss, "") // or its first request has already
+	if st == nil {
+		ss.Close()
+		return errShuttingDown
+	}
+	select {
+	case <-st.watched: // the connection closed and the session's end is done
+		return ss.Wait()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// disconnected returns the context of the teardown of a session whose MCP session closed under it.
+// A stdio client that closed the connection is on its way to killing this process (see
+// StdioCloseGrace), so its session's grace period is capped. Over HTTP the SDK closed the session
+// itself (its own idle timeout, long after the lease's): the teardown keeps its grace period.
+func (s *Server) disconnected(st *session) (context.Context, context.CancelFunc) {
+	if st.key.kind == kindConn {
+		return context.WithTimeout(context.Background(), StdioCloseGrace)
+	}
+	return context.WithCancel(context.Background())
 }

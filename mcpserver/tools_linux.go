@@ -154,7 +154,6 @@ Everything this session starts, background tasks and escaped or detached process
 		InputSchema:  schemaFor[TaskListInput](),
 		OutputSchema: schemaFor[TaskListOutput](),
 	}, structured(s.taskList))
-	s.mcp.AddReceivingMiddleware(dropNullArguments)
 }
 
 func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInput) (*mcp.CallToolResult, BashOutput, error) {
@@ -162,7 +161,7 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInpu
 	if err != nil {
 		return nil, BashOutput{}, err
 	}
-	st, err := s.sessionFor(req)
+	st, err := s.sessionFor(ctx, req)
 	if err != nil {
 		return nil, BashOutput{}, err
 	}
@@ -267,7 +266,7 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 	if err != nil {
 		return nil, TaskOutput{}, err
 	}
-	st, err := s.sessionFor(req)
+	st, err := s.sessionFor(ctx, req)
 	if err != nil {
 		return nil, TaskOutput{}, err
 	}
@@ -308,7 +307,7 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 }
 
 func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, in TaskStopInput) (*mcp.CallToolResult, TaskStopOutput, error) {
-	st, err := s.sessionFor(req)
+	st, err := s.sessionFor(ctx, req)
 	if err != nil {
 		return nil, TaskStopOutput{}, err
 	}
@@ -328,7 +327,7 @@ func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, in Task
 }
 
 func (s *Server) taskList(ctx context.Context, req *mcp.CallToolRequest, _ TaskListInput) (*mcp.CallToolResult, TaskListOutput, error) {
-	st, err := s.sessionFor(req)
+	st, err := s.sessionFor(ctx, req)
 	if err != nil {
 		return nil, TaskListOutput{}, err
 	}

@@ -1,0 +1,33 @@
+package mcpserver
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// middleware is the receiving middleware of the MCP server, outermost first; New installs it, in
+// one call, and nothing else adds any. The order matters:
+//
+//  1. encodeOnce hands the SDK each tool result in its wire form (see wireResult). It is outermost
+//     so that everything inside it sees the *mcp.CallToolResult the tools returned.
+//  2. observe times every request, including what the layers inside it cost, and reads the result's
+//     IsError: it needs the tools' own result, not the wire form.
+//  3. trackSessions makes a session's record at the session's first request, whatever its method,
+//     so that the session's life is owned from then on (see session).
+//  4. dropNullArguments removes null arguments from tool calls before the SDK validates them
+//     against the schemas, which the SDK does inside, right after it.
+func (s *Server) middleware() []mcp.Middleware {
+	return []mcp.Middleware{encodeOnce, s.observe, s.trackSessions, dropNullArguments}
+}
+
+// trackSessions is receiving middleware that makes the record of a session at its first request
+// (see track).
+func (s *Server) trackSessions(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+			s.track(ss, owner(req))
+		}
+		return next(ctx, method, req)
+	}
+}
