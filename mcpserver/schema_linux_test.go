@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -110,7 +111,7 @@ func TestToolSchemasKeepValidation(t *testing.T) {
 		{map[string]any{"timeout": 5000}, true, "command"},
 		{map[string]any{"command": "echo ok", "surprise": 1}, true, "surprise"},
 	} {
-		res := call(t, cs, "bash", tc.args, nil)
+		res := mcptest.CallInto(t, cs, "bash", tc.args, nil)
 		text := res.Content[0].(*mcp.TextContent).Text
 		if res.IsError != tc.isError || !strings.Contains(text, tc.text) {
 			t.Errorf("bash %v: error=%v %q; want error=%v and %q", tc.args, res.IsError, text, tc.isError, tc.text)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -157,8 +158,7 @@ func appendRow(row string) {
 // E2E_ROWS has E2E_LINES lines, prints READY and waits to be killed or stopped: a client that vanishes.
 func matrixClient() int {
 	ctx := context.Background()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "matrix-client", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: os.Getenv("E2E_URL")}, nil)
+	cs, err := mcptest.DialHTTP(ctx, os.Getenv("E2E_URL"), mcptest.Options{})
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1
