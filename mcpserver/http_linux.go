@@ -27,20 +27,46 @@ type HTTPOptions struct {
 
 const sessionHeader = "Mcp-Session-Id"
 
-// HTTPHandler returns the handler for the MCP endpoint: DNS-rebinding protection (a loopback listener
-// refuses other Host headers), cross-origin protection, bearer authentication (if tokens are set), the
-// session front (DELETE and the idle lease), then the SDK's Streamable HTTP handler. Every request the
-// SDK would refuse before acting is refused before the front acts on it: a refused request never
-// tears a session down and never counts as activity on its idle lease.
+// sessionless reports whether r is of protocol 2026-07-28 or later, which has no sessions: it names
+// no session, and its MCP-Protocol-Version header, which that protocol requires on every request
+// (server/discover included), names 2026-07-28 or later. Clients that send initialize (2025-11-25
+// and before) send no such header before their session exists, and name their session after: they
+// keep today's sessions. A request of the new protocol without the header reaches the stateful
+// handler, which refuses it and says the header is required.
+func sessionless(r *http.Request) bool {
+	return r.Header.Get(sessionHeader) == "" && r.Header.Get(protocolVersionHeader) >= firstSessionlessVersion
+}
+
+// HTTPHandler returns the handler for the MCP endpoint, which serves both protocol eras: DNS-rebinding
+// protection (a loopback listener refuses other Host headers), cross-origin protection, bearer
+// authentication (if tokens are set), then by era (see sessionless) either the SDK's stateless
+// handler, whose tools name a workspace, or the session front (DELETE and the idle lease) and the
+// SDK's stateful handler. Every request the SDK would refuse before acting is refused before the front
+// acts on it: a refused request never tears a session down and never counts as activity on its idle
+// lease.
 func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+	sessions := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		// The SDK's own timeout frees sessions that never ran a command; sessions that did are
 		// ended (processes first) by the lease below, which fires first.
 		SessionTimeout:      s.opts.IdleTimeout + time.Minute,
 		MaxRequestBodyBytes: MaxRequestBytes,
 		Logger:              sdkLogger(s.log),
 	})
-	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.front(w, r, sdk) })
+	workspaces := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.ws }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		MaxRequestBodyBytes: MaxRequestBytes,
+		// In 2026-07-28 a client that closes its response stream cancels the call: a vanished
+		// client's call returns, and stops holding its workspace's lease (see begin).
+		PropagateRequestCancellation: true,
+		Logger:                       sdkLogger(s.log),
+	})
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sessionless(r) {
+			workspaces.ServeHTTP(w, r)
+			return
+		}
+		s.front(w, r, sessions)
+	})
 	if len(opts.Tokens) > 0 {
 		h = requireBearer(opts.Tokens, h)
 	}
@@ -183,9 +209,14 @@ func identity(r *http.Request) string {
 // vanished client cannot hold the lease open.
 func (s *Server) begin(st *session, ctx context.Context) func() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.beginLocked(st, ctx)
+}
+
+// beginLocked is begin with s.mu held.
+func (s *Server) beginLocked(st *session, ctx context.Context) func() {
 	st.inFlight++
 	st.last = time.Now()
-	s.mu.Unlock()
 	var ended bool
 	finish := func() {
 		s.mu.Lock()
@@ -204,8 +235,8 @@ func (s *Server) begin(st *session, ctx context.Context) func() {
 	}
 }
 
-// lease ends st once it has been idle for IdleTimeout: no request for that long, and none in flight
-// on a live connection. It returns when the session leaves live.
+// lease ends st once it has been idle for IdleTimeout: no request (a workspace: no call that names it)
+// for that long, and none in flight on a live connection. It returns when the session leaves live.
 func (s *Server) lease(st *session) {
 	timer := time.NewTimer(s.opts.IdleTimeout)
 	defer timer.Stop()
@@ -225,7 +256,11 @@ func (s *Server) lease(st *session) {
 			timer.Reset(wait)
 			continue
 		}
-		s.end(context.Background(), st, endIdle)
+		reason := endIdle
+		if st.key.kind == kindWorkspace {
+			reason = endExpired
+		}
+		s.end(context.Background(), st, reason)
 		return
 	}
 }

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -18,7 +19,13 @@ func (s *Server) observe(next mcp.MethodHandler) mcp.MethodHandler {
 		res, err := next(ctx, method, req)
 		op := Operation{Method: bounded(method, knownMethods), Duration: time.Since(start)}
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-			op.Transport, op.ProtocolVersion = transport(ss), protocolVersion(ss)
+			op.Transport, op.ProtocolVersion = transport(ss), initializeVersion(ss)
+		}
+		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+			op.Transport = "tcp" // a stateless request has no session id
+		}
+		if op.ProtocolVersion == "" {
+			op.ProtocolVersion = requestVersion(req)
 		}
 		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
 			op.Tool = bounded(call.Params.Name, toolNames)
@@ -47,9 +54,24 @@ func transport(ss *mcp.ServerSession) string {
 	return "tcp"
 }
 
-func protocolVersion(ss *mcp.ServerSession) string {
+// initializeVersion is the protocol version the client asked for in initialize, bounded; empty
+// without initialize (protocol 2026-07-28 and later).
+func initializeVersion(ss *mcp.ServerSession) string {
 	if p := ss.InitializeParams(); p != nil {
 		return bounded(p.ProtocolVersion, mcp.SupportedProtocolVersions()) // as the client sent it
+	}
+	return ""
+}
+
+// requestVersion is the protocol version a request of 2026-07-28 or later names in its _meta,
+// bounded; empty if it names none.
+func requestVersion(req mcp.Request) string {
+	p := req.GetParams()
+	if p == nil || reflect.ValueOf(p).IsNil() {
+		return ""
+	}
+	if v, ok := p.GetMeta()[mcp.MetaKeyProtocolVersion].(string); ok {
+		return bounded(v, mcp.SupportedProtocolVersions())
 	}
 	return ""
 }

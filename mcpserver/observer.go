@@ -24,8 +24,8 @@ type Operation struct {
 	Tool string
 	// Transport is "pipe" (stdio) or "tcp" (Streamable HTTP), as network.transport.
 	Transport string
-	// ProtocolVersion is the MCP version the client asked for in initialize, OtherValue for one not
-	// published; empty without initialize (protocol 2026-07-28 over stdio).
+	// ProtocolVersion is the MCP version the client asked for in initialize or, from 2026-07-28 on,
+	// named in the request's _meta; OtherValue for one not published.
 	ProtocolVersion string
 	// ErrorType is empty on success, "tool_error" for a tool result marked as an error, the JSON-RPC
 	// error code for a protocol error, and OtherValue for any other failure.
@@ -53,8 +53,8 @@ var knownMethods = []string{
 	"notifications/initialized", "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed",
 }
 
-// toolNames are this server's tools.
-var toolNames = []string{"bash", "task_output", "task_stop", "task_list"}
+// toolNames are this server's tools, in both protocol eras.
+var toolNames = []string{"bash", "task_output", "task_stop", "task_list", "workspace_open", "workspace_close", "workspace_list"}
 
 type nopObserver struct{}
 

@@ -19,6 +19,8 @@ const (
 	endDisconnected                      // the connection closed: stdio EOF, the SDK's own close
 	endKeepalive                         // KeepAliveMisses pings in a row went unanswered
 	endShutdown                          // the server is shutting down
+	endClose                             // workspace_close closed the workspace
+	endExpired                           // the workspace went unused for its lease
 )
 
 // reasonWords are the reasons' words, by reason.
@@ -28,6 +30,8 @@ var reasonWords = [...]string{
 	endDisconnected: "disconnected",
 	endKeepalive:    "keepalive",
 	endShutdown:     "shutdown",
+	endClose:        "close",
+	endExpired:      "expired",
 }
 
 // String returns the reason's word: what reaper logs and what the metric label says.
@@ -52,6 +56,10 @@ func (r endReason) describe(idle time.Duration) string {
 		return "keepalive pings unanswered"
 	case endShutdown:
 		return "server shutdown"
+	case endClose:
+		return "closed by workspace_close"
+	case endExpired:
+		return fmt.Sprintf("unused for %v", idle)
 	}
 	return r.String()
 }
@@ -63,6 +71,13 @@ func (r endReason) describe(idle time.Duration) string {
 // compute (printf %s "$ID" | sha256sum | cut -c1-12) and nobody can turn back into the id.
 func sessionName(id string) string {
 	return "mcp-" + digest(id)
+}
+
+// workspaceName is the name a workspace goes by outside the MCP layer, as sessionName is an HTTP
+// session's: "ws-" and the first 12 hex digits of its handle's SHA-256. The handle is the workspace's
+// credential (with the caller's identity) and never appears in logs.
+func workspaceName(handle string) string {
+	return "ws-" + digest(handle)
 }
 
 // digest is the first 12 hex digits of s's SHA-256.

@@ -16,15 +16,22 @@ import (
 // single string, anywhere in any input or output schema: a type list such as ["null","integer"]
 // makes one client drop the argument and others' validators warn.
 func TestToolSchemasArePortable(t *testing.T) {
-	_, cs := connect(t)
-	res, err := cs.ListTools(context.Background(), nil)
+	_, url := serveWith(t, Options{}, HTTPOptions{})
+	res, err := mcptest.ConnectHTTP(t, url, mcptest.Options{}).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Tools) != 4 {
 		t.Errorf("%d tools listed, want 4", len(res.Tools))
 	}
-	for _, tool := range res.Tools {
+	ws, err := mcptest.ConnectHTTP(t, url, mcptest.Options{Protocol: mcptest.Workspaces}).ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws.Tools) != 7 {
+		t.Errorf("%d tools listed to a client of 2026-07-28, want 7", len(ws.Tools))
+	}
+	for _, tool := range append(res.Tools, ws.Tools...) {
 		if tool.InputSchema == nil || tool.OutputSchema == nil {
 			t.Errorf("%s: input schema %v, output schema %v", tool.Name, tool.InputSchema, tool.OutputSchema)
 		}

@@ -22,12 +22,17 @@ type Options struct {
 	// Server does not close it.
 	Reaper *reaper.Reaper
 	// IdleTimeout ends an HTTP session that has had no request (and no request in flight on a
-	// live connection) for this long, killing its processes. Zero means DefaultIdleTimeout; stdio
-	// sessions end with their connection instead.
+	// live connection) for this long, killing its processes; it is also a workspace's lease, which
+	// every call that names the workspace renews. Zero means DefaultIdleTimeout; stdio sessions end
+	// with their connection instead.
 	IdleTimeout time.Duration
 	// KeepAlive, if positive, pings the client of each session that ran a tool this often; a
 	// session whose client leaves KeepAliveMisses pings in a row unanswered ends (see keepalive).
+	// Workspaces (protocol 2026-07-28) have no connection to ping: their lease ends them.
 	KeepAlive time.Duration
+	// MaxWorkspaces bounds the workspaces (protocol 2026-07-28 over HTTP) one identity holds open
+	// at once; workspace_open refuses beyond it. Zero means DefaultMaxWorkspaces.
+	MaxWorkspaces int
 	// Version is reported to clients as the server's version.
 	Version string
 	// Logger receives session starts and the SDK's warnings; each session's end is logged by the
@@ -49,7 +54,8 @@ type Server struct {
 	// The fields up to mu are fixed at creation.
 	opts Options
 	log  *slog.Logger
-	mcp  *mcp.Server
+	mcp  *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
+	ws   *mcp.Server // the workspace era: HTTP from 2026-07-28 on, stateless
 	// budget caps the output a tool result carries (see outputBudget).
 	budget reaper.Budget
 	// wg counts the goroutines the Server starts (see goLocked): session watchers, leases,
@@ -64,7 +70,8 @@ type Server struct {
 	closing bool
 }
 
-// New returns a server with the bash, task_output, task_stop and task_list tools.
+// New returns a server with the bash, task_output, task_stop and task_list tools, and over HTTP from
+// protocol 2026-07-28 on, workspace_open, workspace_close and workspace_list.
 func New(opts Options) (*Server, error) {
 	if opts.Reaper == nil {
 		return nil, errors.New("mcpserver: Options.Reaper is required")
@@ -78,15 +85,25 @@ func New(opts Options) (*Server, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
+	if opts.MaxWorkspaces <= 0 {
+		opts.MaxWorkspaces = DefaultMaxWorkspaces
+	}
 	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session)}
 	lim := opts.Reaper.Limits()
 	s.budget = outputBudget(lim.OutputLimit)
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: opts.Version}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: opts.Version}
+	s.mcp = mcp.NewServer(impl, &mcp.ServerOptions{
 		Instructions: instructions(lim, opts.IdleTimeout),
 		Logger:       sdkLogger(opts.Logger), // no KeepAlive: the Server's own (see keepalive)
 	})
 	s.addTools(lim)
 	s.mcp.AddReceivingMiddleware(s.middleware()...)
+	s.ws = mcp.NewServer(impl, &mcp.ServerOptions{
+		Instructions: workspaceInstructions(lim, opts.IdleTimeout, opts.MaxWorkspaces),
+		Logger:       sdkLogger(opts.Logger),
+	})
+	s.addWorkspaceTools(lim)
+	s.ws.AddReceivingMiddleware(s.workspaceMiddleware()...)
 	return s, nil
 }
 
@@ -108,7 +125,7 @@ func (s *Server) goLocked(f func()) bool {
 // sessionFor returns the live session of the MCP session req came on, opening its reaper session on
 // the first tool call.
 func (s *Server) sessionFor(ctx context.Context, req *mcp.CallToolRequest) (*session, error) {
-	st := s.track(req.Session, owner(req)) // made at the session's first request, normally
+	st := s.track(req.Session, owner(req), requestVersion(req)) // made at the session's first request, normally
 	if st == nil {
 		return nil, errShuttingDown
 	}
@@ -143,8 +160,12 @@ func (s *Server) Hurry() {
 // on the task's watcher, which the session's teardown waits for, so the network call goes to a
 // goroutine of its own. The SDK drops the message unless the client has set a logging level.
 // Protocol 2026-07-28 deprecates logging notifications, but the clients that speak 2025-11-25 (most,
-// today) act on them; when they go, this becomes a task-status notification.
+// today) act on them; when they go, this becomes a task-status notification. A workspace has no
+// connection to send it on (see workspace_linux.go).
 func (s *Server) taskEnded(st *session, ti reaper.TaskInfo) {
+	if st.ss == nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.goLocked(func() {
@@ -186,8 +207,10 @@ func (s *Server) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	for ss := range s.mcp.Sessions() {
-		ss.Close()
+	for _, srv := range []*mcp.Server{s.mcp, s.ws} {
+		for ss := range srv.Sessions() {
+			ss.Close()
+		}
 	}
 	s.wg.Wait()
 	return errors.Join(errs...)

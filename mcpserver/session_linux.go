@@ -12,32 +12,37 @@ import (
 )
 
 // session owns the life of one client's reaper session, from the first request that names it to
-// its end, whatever carries it (see kind). The Server's index holds it from that first request until
-// it is gone and, for an MCP session, until the SDK has closed that session too; end is the one way
-// to end it.
+// its end, whatever carries it (see kind): a stdio connection, an HTTP session, or a workspace of
+// protocol 2026-07-28. The Server's index holds it from that first request until it is gone and, for
+// an MCP session, until the SDK has closed that session too; end is the one way to end it.
 //
 // Its states, all changed under Server.mu:
 //
 //	idle     Requests have come, no tool call yet: there is nothing to kill. An HTTP session's
-//	         requests are counted for its lease from here on.
-//	opening  The first tool call creates the reaper session (Reaper.NewSession, outside mu); other
-//	         calls, and end, wait on opened.
-//	live     The reaper session exists; the lease (HTTP) and the keepalive (KeepAlive > 0) run.
+//	         requests are counted for its lease from here on. (A workspace is never idle.)
+//	opening  The first tool call, or workspace_open, creates the reaper session (Reaper.NewSession,
+//	         outside mu); other calls, and end, wait on opened.
+//	live     The reaper session exists; the lease (HTTP sessions and workspaces) and the keepalive
+//	         (MCP sessions, KeepAlive > 0) run.
 //	ending   The teardown runs (reaper.Session.CloseFor): tool calls are refused and the front
 //	         answers 404; Hurry cuts its grace period short.
 //	gone     The teardown is done (or there was none); ended is closed. The MCP session is closed
-//	         (see closeConnLocked), and the watcher drops the session from the index once it is.
+//	         (see closeConnLocked), and the watcher drops the session from the index once it is; a
+//	         workspace, which has no MCP session, leaves the index at once.
 //
 // Transitions, who causes each, and what each waits for:
 //
 //	idle → opening   a tool call (open), unless the Server is closing.
+//	→ opening        workspace_open, unless the Server is closing or the identity is at its limit.
 //	opening → live   NewSession succeeded (create).
-//	opening → idle   NewSession failed: the call gets its error, a later call tries again.
+//	opening → idle   NewSession failed: the call gets its error, a later call tries again (a
+//	                 workspace goes to gone instead: workspace_open fails).
 //	idle → gone      end with nothing to kill: the watcher (the MCP session closed) or Close.
-//	live → ending    end(reason), called by: DELETE (delete: endDelete), the lease (endIdle), the
-//	                 keepalive (endKeepalive), the watcher (stdio EOF, the SDK's own close:
-//	                 endDisconnected), Close (endShutdown). An end called on an opening session
-//	                 first waits for the opening.
+//	live → ending    end(reason), called by: DELETE (delete: endDelete), workspace_close
+//	                 (endClose), the lease (endIdle; endExpired for a workspace), the keepalive
+//	                 (endKeepalive), the watcher (stdio EOF, the SDK's own close: endDisconnected),
+//	                 Close (endShutdown). An end called on an opening session first waits for the
+//	                 opening.
 //	ending → gone    the teardown returned: every process is dead, or listed as left after the
 //	                 reaper's deadline. Later ends wait for it and return its error.
 //
@@ -48,7 +53,7 @@ import (
 type session struct {
 	// The fields up to mu are fixed at creation.
 	key     key
-	ss      *mcp.ServerSession // the MCP session
+	ss      *mcp.ServerSession // the MCP session; nil for a workspace
 	owner   string             // the identity that made it ("" without authentication)
 	created time.Time          // its first request
 	// stop is cancelled when the session leaves live: its lease and keepalive return on it, and a
@@ -56,10 +61,11 @@ type session struct {
 	stop       context.Context
 	cancelStop context.CancelFunc
 	ended      chan struct{} // closed on the move to gone; err is set before
-	watched    chan struct{} // closed when the watcher is done: the session is gone and out of the index
+	retired    chan struct{} // closed when the session is gone and out of the index (see retireLocked)
 
 	// Guarded by Server.mu.
 	state       state
+	version     string             // the protocol version its requests name in _meta, bounded (for the observer)
 	opened      chan struct{}      // made by each opening, closed when it ends
 	rs          *reaper.Session    // set on the move to live, kept after
 	reason      endReason          // why it ended; set when its end begins
@@ -67,7 +73,7 @@ type session struct {
 	hurry       context.CancelFunc // cuts the teardown's grace period short; set while ending
 	deleteWaits bool               // a DELETE waits for the teardown (see delete)
 	connClosed  bool               // the MCP session is closed, or being closed, or handed to the SDK to close
-	inFlight    int                // HTTP requests whose connection is still open
+	inFlight    int                // requests (HTTP) or calls (workspace) whose connection is still open
 	last        time.Time          // when the last request began or ended
 }
 
@@ -75,15 +81,16 @@ type session struct {
 type kind uint8
 
 const (
-	kindConn kind = iota + 1 // a connection of its own: stdio (or an in-memory transport, in tests)
-	kindHTTP                 // a Streamable HTTP session, named by its Mcp-Session-Id
+	kindConn      kind = iota + 1 // a connection of its own: stdio (or an in-memory transport, in tests)
+	kindHTTP                      // a Streamable HTTP session, named by its Mcp-Session-Id
+	kindWorkspace                 // a workspace of protocol 2026-07-28, named by its handle
 )
 
 // key is a session's place in the Server's index.
 type key struct {
 	kind kind
 	conn *mcp.ServerSession // kindConn: the connection's MCP session
-	id   string             // kindHTTP: the Mcp-Session-Id
+	id   string             // kindHTTP: the Mcp-Session-Id; kindWorkspace: the handle
 }
 
 // keyOf is the key of the session an MCP session carries: stdio sessions have no id.
@@ -109,29 +116,37 @@ var errShuttingDown = errors.New("the server is shutting down")
 
 func newSession(k key, ss *mcp.ServerSession, owner string) *session {
 	now := time.Now()
-	st := &session{key: k, ss: ss, owner: owner, created: now, last: now, ended: make(chan struct{}), watched: make(chan struct{})}
+	st := &session{key: k, ss: ss, owner: owner, created: now, last: now, ended: make(chan struct{}), retired: make(chan struct{})}
 	st.stop, st.cancelStop = context.WithCancel(context.Background())
 	return st
 }
 
 // name is the name the session goes by outside the MCP layer (see sessionName).
 func (st *session) name() string {
-	if st.key.kind == kindHTTP {
+	switch st.key.kind {
+	case kindHTTP:
 		return sessionName(st.key.id)
+	case kindWorkspace:
+		return workspaceName(st.key.id)
 	}
 	return "stdio-" + rand.Text()[:12]
 }
 
 // track returns the session ss carries, making it, and starting its watcher, on the session's first
-// request. It returns nil once the Server is closing, for an MCP session it does not know.
-func (s *Server) track(ss *mcp.ServerSession, owner string) *session {
+// request. It returns nil once the Server is closing, for an MCP session it does not know. version is
+// the protocol version the request names in its _meta (2026-07-28 and later), if any.
+func (s *Server) track(ss *mcp.ServerSession, owner, version string) *session {
 	k := keyOf(ss)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.sessions[k]; st != nil {
+		if st.version == "" {
+			st.version = version
+		}
 		return st
 	}
 	st := newSession(k, ss, owner)
+	st.version = version
 	if !s.goLocked(func() { s.watch(st) }) {
 		return nil
 	}
@@ -175,7 +190,7 @@ func (s *Server) open(ctx context.Context, st *session) error {
 }
 
 // create makes the reaper session of an opening session and moves it to live, starting its lease
-// and keepalive, or back to idle if that fails.
+// and keepalive; if that fails, back to idle, or a workspace to gone.
 func (s *Server) create(st *session) error {
 	name := st.name()
 	rs, err := s.opts.Reaper.NewSession(name, reaper.SessionOptions{OnTaskEnd: func(ti reaper.TaskInfo) { s.taskEnded(st, ti) }})
@@ -184,18 +199,29 @@ func (s *Server) create(st *session) error {
 	defer close(st.opened)
 	if err != nil {
 		st.state = stateIdle
+		if st.ss == nil { // a workspace nobody has seen: out of the index at once, unreported
+			st.state = stateGone
+			st.cancelStop()
+			close(st.ended)
+			close(st.retired)
+			delete(s.sessions, st.key)
+		}
 		return err
 	}
 	// If the Server is closing, Close has this session among those it ends: it waited for this
 	// opening, and tears the reaper session down next. The goroutines are not needed then.
 	st.rs, st.state, st.last = rs, stateLive, time.Now()
-	if st.key.kind == kindHTTP {
+	if st.key.kind != kindConn {
 		s.goLocked(func() { s.lease(st) })
 	}
-	if s.opts.KeepAlive > 0 {
+	if s.opts.KeepAlive > 0 && st.ss != nil {
 		s.goLocked(func() { s.keepalive(st) })
 	}
-	s.log.Info("session started", "session", name, "owner", st.owner)
+	if st.key.kind == kindWorkspace {
+		s.log.Info("workspace opened", "workspace", name, "owner", st.owner)
+	} else {
+		s.log.Info("session started", "session", name, "owner", st.owner)
+	}
 	return nil
 }
 
@@ -237,16 +263,38 @@ func (s *Server) end(ctx context.Context, st *session, reason endReason) error {
 	defer s.mu.Unlock()
 	st.state, st.err, st.hurry = stateGone, err, nil
 	close(st.ended)
-	if !st.deleteWaits {
+	switch {
+	case st.ss == nil:
+		s.retireLocked(st) // a workspace: no MCP session to wait for
+	case !st.deleteWaits:
 		s.closeConnLocked(st)
 	}
 	return err
 }
 
+// retireLocked drops a gone session from the index and reports its life to the observer (from a
+// goroutine: the observer is not called under mu).
+func (s *Server) retireLocked(st *session) {
+	if s.sessions[st.key] == st {
+		delete(s.sessions, st.key)
+	}
+	close(st.retired)
+	si := SessionInfo{Transport: "tcp", ProtocolVersion: st.version, Duration: time.Since(st.created)}
+	if st.ss != nil {
+		si.Transport = transport(st.ss)
+		if v := initializeVersion(st.ss); v != "" {
+			si.ProtocolVersion = v
+		}
+	}
+	if !s.goLocked(func() { s.opts.Observer.SessionEnded(si) }) {
+		s.opts.Observer.SessionEnded(si) // while closing; the observer returns promptly
+	}
+}
+
 // closeConnLocked closes st's MCP session, once, in a goroutine: closing waits for the session's tool
 // calls. While the Server is closing it leaves that to Close, which closes every MCP session.
 func (s *Server) closeConnLocked(st *session) {
-	if st.connClosed {
+	if st.connClosed || st.ss == nil {
 		return
 	}
 	st.connClosed = true
@@ -257,15 +305,11 @@ func (s *Server) closeConnLocked(st *session) {
 // timeout, a close by end or Close) it ends the session, if its end has not begun, drops it from the
 // index and reports it to the observer.
 func (s *Server) watch(st *session) {
-	defer close(st.watched)
 	st.ss.Wait()
 	ctx, cancel := s.disconnected(st)
 	s.end(ctx, st, endDisconnected)
 	cancel()
 	s.mu.Lock()
-	if s.sessions[st.key] == st {
-		delete(s.sessions, st.key)
-	}
-	s.mu.Unlock()
-	s.opts.Observer.SessionEnded(SessionInfo{Transport: transport(st.ss), ProtocolVersion: protocolVersion(st.ss), Duration: time.Since(st.created)})
+	defer s.mu.Unlock()
+	s.retireLocked(st)
 }

@@ -54,13 +54,13 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	if err != nil {
 		return fmt.Errorf("mcpserver: connect: %w", err)
 	}
-	st := s.track(ss, "") // or its first request has already
+	st := s.track(ss, "", "") // or its first request has already
 	if st == nil {
 		ss.Close()
 		return errShuttingDown
 	}
 	select {
-	case <-st.watched: // the connection closed and the session's end is done
+	case <-st.retired: // the connection closed and the session's end is done
 		return ss.Wait()
 	case <-ctx.Done():
 		return ctx.Err()
