@@ -1,6 +1,7 @@
 package mcptest
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,4 +29,22 @@ func Escapees(t testing.TB, c Caller) []testutil.Proc {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return testutil.PidsIn(t, out)
+}
+
+// Leftovers runs, through c, a foreground command that leaves a setsid escapee, a double-forked
+// child and a nohup child running and returns as soon as all three have started; it returns them.
+// The command itself has exited: they are what its end left in the session.
+func Leftovers(t testing.TB, c Caller) []testutil.Proc {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "pids")
+	script := strings.NewReplacer("{F}", f).Replace(`setsid sh -c 'echo $$ >> {F}; exec sleep 1000' &
+(sh -c 'echo $$ >> {F}; exec sleep 1000' &)
+nohup sh -c 'echo $$ >> {F}; exec sleep 1000' >/dev/null 2>&1 &
+while [ "$(wc -l < {F} 2>/dev/null || echo 0)" -lt 3 ]; do sleep 0.01; done
+cat {F}`)
+	r := Bash(t, c, script, "timeout", 60000)
+	if r.ExitCode == nil || *r.ExitCode != 0 || strings.Count(r.Output, "\n") != 3 {
+		t.Fatalf("the foreground command: %+v", r)
+	}
+	return testutil.PidsIn(t, r.Output)
 }
