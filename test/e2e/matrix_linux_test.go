@@ -47,7 +47,7 @@ type escape struct {
 }
 
 var escapes = []escape{
-	{row: "&", lines: 1, script: `E2E_ROW={M}\& sleep 1000 & echo "\& $!" >> {F}`},
+	{row: "&", lines: 1, script: `E2E_ROW={M}\& sleep 1000 & echo "& $!" >> {F}`},
 	{row: "nohup", lines: 1, script: `E2E_ROW={M}nohup nohup sleep 1000 >/dev/null 2>&1 & echo "nohup $!" >> {F}`},
 	{row: "setsid", lines: 1, script: `E2E_ROW={M}setsid setsid sh -c 'echo "setsid $$" >> {F}; exec sleep 1000' &`},
 	{row: "double-fork", lines: 1, script: `(E2E_ROW={M}double-fork sh -c 'echo "double-fork $$" >> {F}; exec sleep 1000' &)`},
