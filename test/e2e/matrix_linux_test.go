@@ -113,6 +113,14 @@ var ends = []end{
 		"process/no-trail": noTrailLimit,
 	}},
 	{name: "reaper run", transport: "run", budget: matrixGrace + time.Second},
+	// Workspaces (protocol 2026-07-28 over HTTP; see viaWorkspace). Expiry: a lease of 2 s from the last call.
+	{name: "workspace_close", transport: "workspace", budget: matrixGrace + time.Second, reaperLives: true},
+	{name: "workspace expiry", transport: "workspace", budget: 2*time.Second + matrixGrace + time.Second, reaperLives: true},
+	{name: "workspace restart", transport: "workspace", budget: matrixGrace + time.Second, reaperLives: true, limits: map[string]string{
+		"process/daemon": "it cleared its environment, and the processes it descends from died with reaper and its guard",
+		"no-trail":       "it cleared its environment and left its cgroup, and the processes it descends from died with reaper and its guard",
+		"zombies":        "their reaper and its guard are dead: the zombies are PID 1's to reap",
+	}},
 }
 
 // noTrailLimit is why process containment cannot end the no-trail row with its task: without a
@@ -302,6 +310,8 @@ func (sc *scenario) runAndCheck() {
 		sc.viaClient()
 	case "run":
 		sc.viaRun()
+	case "workspace":
+		sc.viaWorkspace()
 	}
 	sc.check()
 	switch {
