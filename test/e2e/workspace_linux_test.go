@@ -89,31 +89,7 @@ func TestWorkspacesOverHTTP(t *testing.T) {
 		t.Logf("dead %v after the last call (lease %v)", time.Since(last), wsLease)
 	})
 	t.Run("another identity", func(t *testing.T) {
-		alice := connect(t, mcptest.Workspaces, "tok-alice")
-		bob := connect(t, mcptest.Workspaces, "tok-bob")
-		w, _ := mcptest.OpenWorkspace(t, alice)
-		ps := mcptest.Escapees(t, w)
-		unknown := mcptest.Text(mcptest.Call(t, bob, "task_list", map[string]any{"workspace": "ws_UNKNOWN"}))
-		for tool, args := range map[string]map[string]any{
-			"bash": {"command": "echo never"}, "task_list": {}, "task_output": {"task_id": "t-1"},
-			"task_stop": {"task_id": "t-1"}, "workspace_close": {},
-		} {
-			args["workspace"] = w.Handle
-			if res := mcptest.Call(t, bob, tool, args); !res.IsError || mcptest.Text(res) != unknown {
-				t.Errorf("bob's %s in alice's workspace: %s; want what an unknown handle gets: %s", tool, mcptest.Text(res), unknown)
-			}
-		}
-		var listed struct{ Workspaces []struct{ Workspace string } }
-		mcptest.Decode(t, mcptest.Call(t, bob, "workspace_list", nil), &listed)
-		if len(listed.Workspaces) != 0 {
-			t.Errorf("bob lists %+v", listed)
-		}
-		if alive := testutil.Alive(ps); len(alive) != len(ps) {
-			t.Errorf("alice's processes died of bob's calls")
-		}
-		if r := mcptest.Bash(t, w, "echo mine"); r.Output != "mine\n" {
-			t.Errorf("alice after bob: %+v", r)
-		}
+		notForOthers(t, connect(t, mcptest.Workspaces, "tok-alice"), connect(t, mcptest.Workspaces, "tok-bob"))
 	})
 	for series, want := range map[string]float64{
 		`reaper_sessions_ended_total{reason="close"}`:                                                          1,
@@ -124,27 +100,7 @@ func TestWorkspacesOverHTTP(t *testing.T) {
 		awaitSample(t, base, series, atLeast(want))
 	}
 	t.Run("restart", func(t *testing.T) {
-		cs := connect(t, mcptest.Workspaces, "tok-alice")
-		w, _ := mcptest.OpenWorkspace(t, cs)
-		ps := hold(t, w)
-		// Both stopped first, so that neither acts on the other's death; then killed.
-		guard := p.cmd.Process.Pid
-		server := serverOf(t, guard)
-		for _, pid := range []int{guard, server} {
-			syscall.Kill(pid, syscall.SIGSTOP)
-		}
-		for _, pid := range []int{server, guard} {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-		<-p.done
-		restarted := time.Now()
-		again := startHTTP(t, args...)
-		testutil.AwaitDead(t, ps, grace+time.Second)
-		t.Logf("dead %v after the restart", time.Since(restarted))
-		cs = mcptest.ConnectHTTP(t, again.url, mcptest.Options{Protocol: mcptest.Workspaces, Token: "tok-alice"})
-		if res := mcptest.Call(t, cs, "task_list", map[string]any{"workspace": w.Handle}); !res.IsError || !strings.Contains(mcptest.Text(res), unknownHandle) {
-			t.Errorf("the old handle after a restart: %s", mcptest.Text(res))
-		}
+		restartEnds(t, p, connect(t, mcptest.Workspaces, "tok-alice"), args)
 	})
 }
 
@@ -180,5 +136,58 @@ func TestWorkspacesOverStdio(t *testing.T) {
 				t.Errorf("reaper exited with %v after EOF\n%s", st, stderr)
 			}
 		})
+	}
+}
+
+// notForOthers: bob can neither use, list nor close alice's workspace, and learns nothing from trying
+// that an unknown handle would not tell him.
+func notForOthers(t *testing.T, alice, bob *mcp.ClientSession) {
+	w, _ := mcptest.OpenWorkspace(t, alice)
+	ps := mcptest.Escapees(t, w)
+	unknown := mcptest.Text(mcptest.Call(t, bob, "task_list", map[string]any{"workspace": "ws_UNKNOWN"}))
+	for tool, args := range map[string]map[string]any{
+		"bash": {"command": "echo never"}, "task_list": {}, "task_output": {"task_id": "t-1"},
+		"task_stop": {"task_id": "t-1"}, "workspace_close": {},
+	} {
+		args["workspace"] = w.Handle
+		if res := mcptest.Call(t, bob, tool, args); !res.IsError || mcptest.Text(res) != unknown {
+			t.Errorf("bob's %s in alice's workspace: %s; want what an unknown handle gets: %s", tool, mcptest.Text(res), unknown)
+		}
+	}
+	var listed struct{ Workspaces []struct{ Workspace string } }
+	mcptest.Decode(t, mcptest.Call(t, bob, "workspace_list", nil), &listed)
+	if len(listed.Workspaces) != 0 {
+		t.Errorf("bob lists %+v", listed)
+	}
+	if alive := testutil.Alive(ps); len(alive) != len(ps) {
+		t.Errorf("alice's processes died of bob's calls")
+	}
+	if r := mcptest.Bash(t, w, "echo mine"); r.Output != "mine\n" {
+		t.Errorf("alice after bob: %+v", r)
+	}
+}
+
+// restartEnds kills reaper (p) and its guard, both stopped first so that neither acts on the other's
+// death, starts reaper again with args and checks that a workspace opened through cs ended with it:
+// the new instance's sweep kills its processes, and its handle is unknown.
+func restartEnds(t *testing.T, p *reaperProc, cs *mcp.ClientSession, args []string) {
+	w, _ := mcptest.OpenWorkspace(t, cs)
+	ps := hold(t, w)
+	guard := p.cmd.Process.Pid
+	server := serverOf(t, guard)
+	for _, pid := range []int{guard, server} {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	for _, pid := range []int{server, guard} {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	<-p.done
+	restarted := time.Now()
+	again := startHTTP(t, args...)
+	testutil.AwaitDead(t, ps, grace+time.Second)
+	t.Logf("dead %v after the restart", time.Since(restarted))
+	cs = mcptest.ConnectHTTP(t, again.url, mcptest.Options{Protocol: mcptest.Workspaces, Token: "tok-alice"})
+	if res := mcptest.Call(t, cs, "task_list", map[string]any{"workspace": w.Handle}); !res.IsError || !strings.Contains(mcptest.Text(res), unknownHandle) {
+		t.Errorf("the old handle after a restart: %s", mcptest.Text(res))
 	}
 }
