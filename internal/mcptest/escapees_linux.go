@@ -1,6 +1,7 @@
 package mcptest
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,10 +38,13 @@ func Escapees(t testing.TB, c Caller) []testutil.Proc {
 func Leftovers(t testing.TB, c Caller) []testutil.Proc {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "pids")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	script := strings.NewReplacer("{F}", f).Replace(`setsid sh -c 'echo $$ >> {F}; exec sleep 1000' &
 (sh -c 'echo $$ >> {F}; exec sleep 1000' &)
 nohup sh -c 'echo $$ >> {F}; exec sleep 1000' >/dev/null 2>&1 &
-while [ "$(wc -l < {F} 2>/dev/null || echo 0)" -lt 3 ]; do sleep 0.01; done
+while [ "$(wc -l < {F})" -lt 3 ]; do sleep 0.01; done
 cat {F}`)
 	r := Bash(t, c, script, "timeout", 60000)
 	if r.ExitCode == nil || *r.ExitCode != 0 || strings.Count(r.Output, "\n") != 3 {
