@@ -206,7 +206,7 @@ type usageCollector struct{ usage func() reaper.Usage }
 
 var (
 	sessionsActiveDesc = prometheus.NewDesc("reaper_sessions_active",
-		"Live sessions: those that ran a command and have not ended.", nil, nil)
+		"Live sessions and workspaces: those that ran a command, or were opened, and have not ended.", nil, nil)
 	processesDesc = prometheus.NewDesc("reaper_session_processes",
 		"Processes in all sessions' slices together (cgroup containment only).", nil, nil)
 	processesLargestDesc = prometheus.NewDesc("reaper_session_processes_largest",
