@@ -58,7 +58,7 @@ func transport(ss *mcp.ServerSession) string {
 // without initialize (protocol 2026-07-28 and later).
 func initializeVersion(ss *mcp.ServerSession) string {
 	if p := ss.InitializeParams(); p != nil {
-		return bounded(p.ProtocolVersion, mcp.SupportedProtocolVersions()) // as the client sent it
+		return bounded(p.ProtocolVersion, publishedVersions) // as the client sent it
 	}
 	return ""
 }
@@ -71,7 +71,7 @@ func requestVersion(req mcp.Request) string {
 		return ""
 	}
 	if v, ok := p.GetMeta()[mcp.MetaKeyProtocolVersion].(string); ok {
-		return bounded(v, mcp.SupportedProtocolVersions())
+		return bounded(v, publishedVersions)
 	}
 	return ""
 }
