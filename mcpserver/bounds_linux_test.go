@@ -4,12 +4,12 @@ import (
 	"context"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/httpguard"
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -38,12 +38,7 @@ func TestSlowBodyCutLongCallKept(t *testing.T) {
 	t.Cleanup(func() { hs.Close() })
 	url := "http://" + ln.Addr().String() + "/mcp"
 
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true, HTTPClient: &http.Client{Transport: bearerTransport("tok-alice")}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := mcptest.ConnectHTTP(t, url, mcptest.Options{Token: "tok-alice"})
 	type result struct {
 		res  *mcp.CallToolResult
 		err  error
@@ -87,7 +82,11 @@ func TestSlowBodyCutLongCallKept(t *testing.T) {
 	select {
 	case res := <-long:
 		if res.err != nil || res.res.IsError || !strings.Contains(res.res.Content[0].(*mcp.TextContent).Text, "done") || res.took < 30*time.Second {
-			t.Errorf("the long call: %+v, %v after %v", res.res, res.err, res.took)
+			text := ""
+			if res.res != nil && len(res.res.Content) > 0 {
+				text = res.res.Content[0].(*mcp.TextContent).Text
+			}
+			t.Errorf("the long call: %q, %v after %v", text, res.err, res.took)
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the 30 s call did not return within 2 minutes")

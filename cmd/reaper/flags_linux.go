@@ -30,6 +30,7 @@ type serveConfig struct {
 	grace       time.Duration
 	bgTimeout   time.Duration
 	maxTasks    int
+	maxWS       int
 	containment string
 	cgroupRoot  string
 	stateDir    string
@@ -51,7 +52,8 @@ const serveUsage = `Usage: reaper serve [flags]
 
 Serves MCP over stdio (the default) or Streamable HTTP (--http). Each MCP session gets its own
 cgroup slice; when the session ends (client close, DELETE, idle timeout, lost keepalive, SIGTERM),
-every process it started dies.
+every process it started dies. Over HTTP, clients of MCP 2026-07-28 (which has no sessions) open
+workspaces instead, which end the same way when closed, unused for --idle-timeout, or at SIGTERM.
 
 Per-session limits (--memory-max, --pids-max, --cpu-max) are written into each session's slice.
 They need cgroup containment and the host's memory, pids or cpu controller: with --containment
@@ -79,11 +81,12 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.http, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
-	fs.DurationVar(&c.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "end an HTTP session with no request for this `duration`, killing its processes")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "end an HTTP session with no request, or a workspace with no call that names it (its lease), for this `duration`, killing its processes")
 	fs.DurationVar(&c.keepalive, "keepalive", 0, fmt.Sprintf("ping clients this often and end a session whose client leaves %d pings in a row unanswered, each given this long (0: off)", mcpserver.KeepAliveMisses))
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends")
 	fs.DurationVar(&c.bgTimeout, "bg-timeout", 0, "kill background tasks that run longer than this (0: no limit)")
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
+	fs.IntVar(&c.maxWS, "max-workspaces", mcpserver.DefaultMaxWorkspaces, "most workspaces (MCP 2026-07-28 over HTTP) open at once per identity")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 	stateDirFlag(fs, &c.stateDir)
@@ -111,6 +114,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, errors.New("--keepalive, --grace and --bg-timeout must not be negative")
 	case c.maxTasks < 1:
 		return c, errors.New("--max-tasks must be at least 1")
+	case c.maxWS < 1:
+		return c, errors.New("--max-workspaces must be at least 1")
 	case c.pidsMax < 0:
 		return c, errors.New("--pids-max must not be negative")
 	case c.adminToken != "" && c.adminTokenFile != "":

@@ -146,12 +146,13 @@ func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger, o *ops) (
 		return nil, nil, err
 	}
 	srv, err := mcpserver.New(mcpserver.Options{
-		Reaper:      r,
-		IdleTimeout: c.idleTimeout,
-		KeepAlive:   c.keepalive,
-		Version:     versionString(),
-		Logger:      log,
-		Observer:    o.mcpObserver(),
+		Reaper:        r,
+		IdleTimeout:   c.idleTimeout,
+		KeepAlive:     c.keepalive,
+		MaxWorkspaces: c.maxWS,
+		Version:       versionString(),
+		Logger:        log,
+		Observer:      o.mcpObserver(),
 	})
 	if err != nil {
 		r.Close(context.Background())

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -137,8 +138,7 @@ func startStdio(t testing.TB, args ...string) *stdioServer {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.cs, err = mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx,
-		&mcp.IOTransport{Reader: s.stdout, Writer: s.stdin}, nil)
+	s.cs, err = mcptest.Dial(ctx, &mcp.IOTransport{Reader: s.stdout, Writer: s.stdin}, mcptest.Options{})
 	if err != nil {
 		t.Fatalf("connect over stdio: %v\n%s", err, s.stderr)
 	}

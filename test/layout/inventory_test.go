@@ -43,10 +43,10 @@ func init() {
 var importPaths = map[string]string{"os": "os", "unix": "golang.org/x/sys/unix", "syscall": "syscall"}
 
 // inventoried reports whether a package's files are part of the program (the tests, benchmarks,
-// deploy checks and CI tools are not; testutil serves only tests).
+// deploy checks and CI tools are not, nor the packages only tests may import).
 func inventoried(pkg string) bool {
 	return !strings.HasPrefix(pkg, "test/") && !strings.HasPrefix(pkg, "deploy/") && !strings.HasPrefix(pkg, ".ci") &&
-		pkg != "internal/testutil"
+		!slices.Contains(testOnly, pkg)
 }
 
 // TestInventory checks the inventory of docs/security.md against the source.

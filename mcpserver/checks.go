@@ -17,7 +17,11 @@ const protocolVersionHeader = "Mcp-Protocol-Version"
 // header check (it answers those requests itself).
 const firstSessionlessVersion = "2026-07-28"
 
+// publishedVersions are the protocol versions the SDK speaks, read once: the SDK copies its list on
+// every call, and every request looks at it. Never modified.
+var publishedVersions = mcp.SupportedProtocolVersions()
+
 // supportedVersion reports whether the SDK accepts a request's MCP-Protocol-Version header.
 func supportedVersion(v string) bool {
-	return v == "" || v >= firstSessionlessVersion || slices.Contains(mcp.SupportedProtocolVersions(), v)
+	return v == "" || v >= firstSessionlessVersion || slices.Contains(publishedVersions, v)
 }
