@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/httpguard"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -72,7 +73,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	}
 	// Every check before any side effect: Host, Origin, token, then (in front) the protocol version
 	// and the session's owner.
-	return checkHost(checkOrigin(http.NewCrossOriginProtection().Handler(h)))
+	return httpguard.CheckHost(httpguard.CheckOrigin(http.NewCrossOriginProtection().Handler(h)))
 }
 
 // verifier checks a bearer token against every configured token in constant time (comparing

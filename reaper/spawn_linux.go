@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -50,20 +52,41 @@ func baseEnv(env []string) []string {
 	return out
 }
 
-// shellScript prefixes command with a trap that records the shell's final working directory in
-// cwdFile when the shell exits, by whatever path: the end of the script, `exit 3`, a failed `cd`,
-// errexit. The prefix shares the command's first line so that the shell's line numbers stay right.
-// Nothing is written to the command's output, so no marker can be confused with what the command
-// prints, and a top-level `&` backgrounds only its own part of the command. Subshells and background
-// jobs do not inherit the trap. A command that replaces the shell (exec) or is killed leaves the
-// directory unchanged.
-func shellScript(command, cwdFile string) string {
-	return "__reaper_cwd=" + shellQuote(cwdFile) + `; trap 'pwd >"$__reaper_cwd" 2>/dev/null' EXIT; ` + command
+// shellScript prefixes command, if cwd is set, with a trap that writes the shell's final working
+// directory, and a NUL, to the descriptor cwdFD when the shell exits, by whatever path: the end of
+// the script, `exit 3`, a failed `cd`, errexit (see cwd_linux.go). The prefix shares the command's
+// first line so that the shell's line numbers stay right. Nothing is written to the command's output,
+// so no marker can be confused with what the command prints, and a top-level `&` backgrounds only its
+// own part of the command. Subshells and background jobs do not inherit the trap. A command that
+// replaces the shell (exec) or is killed leaves the directory unchanged.
+//
+// A shell that can name descriptors above 9 (bash, zsh, ksh, busybox ash: dup set) writes to the
+// descriptor itself, which is non-blocking: if the command's processes filled the pipe, the write
+// fails and the directory stays as it was, rather than hold the shell's exit. Others (dash, which is
+// often /bin/sh) open it again through /dev/fd, and that open blocks as any pipe does.
+func shellScript(command string, cwd, dup bool) string {
+	if !cwd {
+		return command
+	}
+	target := ">&" + strconv.Itoa(cwdFD)
+	if !dup {
+		target = ">>/dev/fd/" + strconv.Itoa(cwdFD)
+	}
+	return `trap '{ pwd; printf "\0"; } 2>/dev/null ` + target + `' EXIT; ` + command
 }
 
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+// namesHighFDs reports whether shell can name a descriptor above 9 in a redirection (>&97): bash,
+// zsh, the ksh family and busybox's ash can; dash cannot. Decided by the name of the program the
+// path leads to.
+func namesHighFDs(shell string) bool {
+	if real, err := filepath.EvalSymlinks(shell); err == nil {
+		shell = real
+	}
+	switch filepath.Base(shell) {
+	case "bash", "rbash", "zsh", "ksh", "ksh93", "mksh", "busybox":
+		return true
+	}
+	return false
 }
 
 // checkCommand refuses commands that cannot be run as one shell argument.
@@ -94,6 +117,9 @@ type spawnSpec struct {
 	foreground bool
 	// extra, if set, is the child's descriptor 3.
 	extra *os.File
+	// cwd, if set, is the child's descriptor cwdFD: the write end of the pipe its shell's EXIT trap
+	// writes its final working directory to (see shellScript).
+	cwd *os.File
 }
 
 // spawned is a started process.
@@ -160,6 +186,17 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 	}
 	if spec.extra != nil {
 		attr.Files = append(attr.Files, spec.extra.Fd())
+	}
+	if spec.cwd != nil {
+		for len(attr.Files) < cwdFD {
+			attr.Files = append(attr.Files, ^uintptr(0)) // closed in the child
+		}
+		// Not Fd(), which would make the pipe blocking (see shellScript).
+		rc, err := spec.cwd.SyscallConn()
+		if err != nil {
+			return spawned{}, err
+		}
+		rc.Control(func(fd uintptr) { attr.Files = append(attr.Files, fd) })
 	}
 	var start uint64
 	pid, exited, err := r.kids.start(func() (int, error) {

@@ -53,6 +53,10 @@ type scope struct {
 	seeds  map[int]uint64
 	groups []*task
 	marker string
+	// end, if set, is when every wait for killed processes ends (a session's teardown sets it to
+	// its start plus the grace period and CloseTimeout); zero means CloseTimeout after the hard kill
+	// begins.
+	end time.Time
 }
 
 // maxWalkPasses bounds the repeated /proc walk; each pass after the first only finds processes forked
@@ -76,16 +80,26 @@ const sweepTime = 5 * time.Second
 //     (also by marker), repeated until a pass finds nothing new; each pass waits for the processes
 //     the previous one killed to exit, so that nothing they forked as they died is missed.
 //  5. A bounded wait for those processes to exit; what is left is reported.
+//
+// Phases 3 to 5 share one deadline (sc.end, or CloseTimeout from the hard kill), and once ctx is
+// done they wait at most hurryWait more: what survives SIGKILL (uninterruptible sleep) is reported,
+// not waited for.
 func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 	t := &teardown{
 		r: r, sc: sc, w: proc.NewWalker(), start: time.Now(), skip: r.kids.registered(),
 		seen: make(map[int]bool), termed: make(map[int]bool),
 	}
 	defer func() { proc.CloseAll(t.outside) }()
+	var cancel context.CancelFunc
+	t.wait, cancel = deathWait(ctx)
+	defer cancel()
 	t.findEscaped()
 	t.alive = t.outside
 	if r.lim.Grace > 0 {
 		t.polite(ctx)
+	}
+	if t.killEnd = sc.end; t.killEnd.IsZero() {
+		t.killEnd = time.Now().Add(r.lim.CloseTimeout)
 	}
 	t.killSlice()
 	t.killEscaped()
@@ -108,12 +122,13 @@ type teardown struct {
 	rep   KillReport
 	errs  []error
 
-	seen    map[int]bool  // processes seen in the slice
-	termed  map[int]bool  // processes of the slice sent SIGTERM
-	emptied bool          // the slice emptied within the grace period
-	killEnd time.Time     // phases 4 and 5 together wait at most CloseTimeout for what they killed
-	outside []proc.Handle // processes found outside the slice, verified; closed at the end
-	alive   []proc.Handle // those not yet seen to exit
+	seen    map[int]bool    // processes seen in the slice
+	termed  map[int]bool    // processes of the slice sent SIGTERM
+	emptied bool            // the slice emptied within the grace period
+	killEnd time.Time       // phases 3 to 5 together wait at most until then for what they killed
+	wait    context.Context // done hurryWait after the teardown is hurried: the waits of phases 3 to 5 end
+	outside []proc.Handle   // processes found outside the slice, verified; closed at the end
+	alive   []proc.Handle   // those not yet seen to exit
 }
 
 // findEscaped is phase 1. With a slice it looks for what left it by parent pid only, from the threads
@@ -191,7 +206,7 @@ func (t *teardown) killSlice() {
 			return
 		}
 	}
-	left, err := t.r.killer.slice(s, time.Now().Add(t.r.lim.CloseTimeout))
+	left, err := t.r.killer.slice(t.wait, s, t.killEnd)
 	if err != nil {
 		t.errs = append(t.errs, err)
 	}
@@ -226,7 +241,6 @@ func (t *teardown) killEscaped() {
 			t.signalFailed(g.signalGroup(unix.SIGKILL))
 		}
 	}
-	t.killEnd = time.Now().Add(t.r.lim.CloseTimeout)
 	pending := t.alive
 	for pass := 0; pass < maxWalkPasses; pass++ {
 		t.signalFailed(proc.SignalAll(pending, unix.SIGKILL))
@@ -234,7 +248,7 @@ func (t *teardown) killEscaped() {
 		t.rep.Walked += len(pending)
 		// Only a process that has exited can no longer fork: wait for these before walking again,
 		// or a child forked as one of them died could be born after the walk and outlive it.
-		t.w.WaitGone(context.Background(), pending, t.killEnd)
+		t.w.WaitGone(t.wait, pending, t.killEnd)
 		more, err := t.w.Find(proc.Query{Self: t.r.pid, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.marker})
 		if err != nil {
 			t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
@@ -256,7 +270,7 @@ func (t *teardown) killEscaped() {
 // await is phase 5.
 func (t *teardown) await() {
 	timeout := t.r.lim.CloseTimeout
-	alive := t.w.WaitGone(context.Background(), t.alive, t.killEnd)
+	alive := t.w.WaitGone(t.wait, t.alive, t.killEnd)
 	for _, h := range alive {
 		t.rep.Remaining = append(t.rep.Remaining, proc.Describe(h.Pid))
 	}

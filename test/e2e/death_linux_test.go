@@ -25,7 +25,12 @@ import (
 // call returns when all four are. It returns the file and the four processes.
 func hostile(t testing.TB, cs *mcp.ClientSession) (string, []testutil.Proc) {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "pids")
+	return hostileAt(t, cs, filepath.Join(t.TempDir(), "pids"))
+}
+
+// hostileAt is hostile with the processes' pids in file f (in a directory the tasks' user can write).
+func hostileAt(t testing.TB, cs *mcp.ClientSession, f string) (string, []testutil.Proc) {
+	t.Helper()
 	script := strings.NewReplacer("F", f).Replace(`
 sh -c 'trap "" TERM; echo $$ >> F; exec sleep 1000' &
 sh -c 'trap "sleep 1000 & echo \$! >> F" TERM; echo $$ >> F; while :; do sleep 1; done' &

@@ -16,26 +16,29 @@ const module = "github.com/cgreaper/reaper"
 
 // allowed lists, for each package of the module, the packages of the module its non-test files may
 // import. Dependencies run one way: cmd -> mcpserver -> reaper -> cgroup, and reaper alone uses
-// internal/proc (process identification: only reaper's side signals or identifies processes).
+// internal/proc (process identification: only reaper's side signals or identifies processes) and
+// internal/safefs (its own files, opened relative to directory descriptors).
 // cgroup imports nothing of ours; mcpserver holds no process or cgroup logic. internal/metrics
 // hears reaper and mcpserver through their Observer interfaces; internal/admin serves HTTP and knows
-// none of them.
+// none of them; internal/httpguard bounds and checks HTTP requests for mcpserver and internal/admin.
 var allowed = map[string][]string{
-	"cgroup":            nil,
-	"internal/proc":     nil,
-	"internal/testutil": {"internal/proc"},
-	"internal/mcptest":  {"internal/testutil"},
-	"reaper":            {"cgroup", "internal/proc"},
-	"mcpserver":         {"reaper"},
-	"internal/metrics":  {"mcpserver", "reaper"},
-	"internal/admin":    nil,
-	"cmd/reaper":        {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics"},
-	".ci/summary":       nil,
-	"test/bench":        nil,
-	"test/bench/lean":   nil,
-	"test/container":    nil,
-	"test/e2e":          nil,
-	"test/layout":       nil,
+	"cgroup":             nil,
+	"internal/proc":      nil,
+	"internal/httpguard": nil,
+	"internal/safefs":    nil,
+	"internal/testutil":  {"internal/proc"},
+	"internal/mcptest":   {"internal/testutil"},
+	"reaper":             {"cgroup", "internal/proc", "internal/safefs"},
+	"mcpserver":          {"reaper", "internal/httpguard"},
+	"internal/metrics":   {"mcpserver", "reaper"},
+	"internal/admin":     {"internal/httpguard"},
+	"cmd/reaper":         {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics", "internal/httpguard", "internal/safefs"},
+	".ci/summary":        nil,
+	"test/bench":         nil,
+	"test/bench/lean":    nil,
+	"test/container":     nil,
+	"test/e2e":           nil,
+	"test/layout":        nil,
 }
 
 // forbiddenOutside lists packages outside the module (and their subpackages) that some of ours must
