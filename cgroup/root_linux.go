@@ -198,19 +198,43 @@ func (r *Root) Create(name string) (*Slice, error) {
 	}
 }
 
-// Open returns an existing slice below the root, for example one left by a previous run.
+// Open returns an existing slice directly below the root, for a process that acts on what it finds
+// there (a sweep that kills and removes what a dead predecessor left). It refuses what must never be
+// acted on that way, whoever made it: a name that is not a valid slice name, an entry that is not a
+// directory, a directory that is a mount point (a cgroup bind-mounted there from elsewhere in the
+// hierarchy, or another file system), and a cgroup that holds this process's own (its kill would
+// kill the caller).
 func (r *Root) Open(name string) (*Slice, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
 	s := &Slice{mount: r.info.Mountpoint, path: filepath.Join(r.info.Root, name), controllers: r.controllers}
-	if fi, err := os.Stat(s.path); err != nil {
+	var st, root unix.Statx_t
+	const mask = unix.STATX_TYPE | unix.STATX_MNT_ID
+	if err := unix.Statx(unix.AT_FDCWD, s.path, unix.AT_SYMLINK_NOFOLLOW, mask, &st); err != nil {
 		return nil, fmt.Errorf("open cgroup %s: %w", s.path, err)
-	} else if !fi.IsDir() {
+	}
+	if err := unix.Statx(unix.AT_FDCWD, r.info.Root, unix.AT_SYMLINK_NOFOLLOW, mask, &root); err != nil {
+		return nil, fmt.Errorf("open cgroup %s: %w", r.info.Root, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return nil, fmt.Errorf("open cgroup %s: not a directory", s.path)
+	case st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0,
+		st.Mask&root.Mask&unix.STATX_MNT_ID != 0 && st.Mnt_id != root.Mnt_id, st.Dev_major != root.Dev_major || st.Dev_minor != root.Dev_minor:
+		return nil, fmt.Errorf("open cgroup %s: a mount point, not a cgroup made below %s: %w", s.path, r.info.Root, ErrNotOurs)
+	}
+	for _, own := range []string{filepath.Join(r.info.Mountpoint, r.info.Self), r.info.Supervisor} {
+		if r.info.Self != "" && own != "" && within(s.path, own) {
+			return nil, fmt.Errorf("open cgroup %s: it holds this process's own cgroup %s: %w", s.path, own, ErrNotOurs)
+		}
 	}
 	return s, nil
 }
+
+// ErrNotOurs is returned by [Root.Open] for a cgroup that must not be acted on as a slice: a mount
+// point, or one holding the caller's own cgroup.
+var ErrNotOurs = errors.New("not a slice to act on")
 
 // Slices lists the names of the slices below the root, for example to find and kill what a crashed
 // predecessor left behind.

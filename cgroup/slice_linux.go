@@ -59,6 +59,12 @@ func (s *Slice) Leaf(name string) (*Slice, error) {
 	return &Slice{mount: s.mount, path: filepath.Join(s.path, name), controllers: s.controllers}, nil
 }
 
+// Children lists the names of the cgroups directly below the slice, sorted. A slice that no longer
+// exists has none.
+func (s *Slice) Children() ([]string, error) {
+	return childDirs(s.path)
+}
+
 // OpenFD opens the slice's directory for SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}, which
 // makes the kernel start a child in the slice from its first instruction (clone3 with
 // CLONE_INTO_CGROUP). The caller closes the file.

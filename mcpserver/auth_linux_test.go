@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,22 +56,9 @@ func TestUnauthorizedCarriesChallenge(t *testing.T) {
 		}
 	}
 
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: &http.Client{Transport: bearerTransport("tok-alice")}}, nil)
-	if err != nil {
-		t.Fatalf("connecting with a good token: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	res := call(t, cs, "bash", map[string]any{"command": "echo in"}, nil)
+	cs := mcptest.ConnectHTTP(t, hs.URL, mcptest.Options{Token: "tok-alice"})
+	res := mcptest.CallInto(t, cs, "bash", map[string]any{"command": "echo in"}, nil)
 	if text := res.Content[0].(*mcp.TextContent).Text; res.IsError || !strings.HasPrefix(text, "in\n") {
 		t.Errorf("a call with a good token: error=%v %q", res.IsError, text)
 	}
-}
-
-type bearerTransport string
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
 }

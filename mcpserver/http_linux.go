@@ -6,9 +6,9 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/httpguard"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -28,29 +28,52 @@ type HTTPOptions struct {
 
 const sessionHeader = "Mcp-Session-Id"
 
-// maxSessionIDBytes bounds the session ids the front keeps records for; the SDK's are 26 characters.
-const maxSessionIDBytes = 128
+// sessionless reports whether r is of protocol 2026-07-28 or later, which has no sessions: it names
+// no session, and its MCP-Protocol-Version header, which that protocol requires on every request
+// (server/discover included), names 2026-07-28 or later. Clients that send initialize (2025-11-25
+// and before) send no such header before their session exists, and name their session after: they
+// keep today's sessions. A request of the new protocol without the header reaches the stateful
+// handler, which refuses it and says the header is required.
+func sessionless(r *http.Request) bool {
+	return r.Header.Get(sessionHeader) == "" && r.Header.Get(protocolVersionHeader) >= firstSessionlessVersion
+}
 
-// HTTPHandler returns the handler for the MCP endpoint: DNS-rebinding protection (a loopback listener
-// refuses other Host headers), cross-origin protection, bearer authentication (if tokens are set), the
-// session front (DELETE and the idle lease), then the SDK's Streamable HTTP handler. Every request the
-// SDK would refuse before acting is refused before the front acts on it: a refused request never
-// tears a session down and never counts as activity on its idle lease.
+// HTTPHandler returns the handler for the MCP endpoint, which serves both protocol eras: DNS-rebinding
+// protection (a loopback listener refuses other Host headers), cross-origin protection, bearer
+// authentication (if tokens are set), then by era (see sessionless) either the SDK's stateless
+// handler, whose tools name a workspace, or the session front (DELETE and the idle lease) and the
+// SDK's stateful handler. Every request the SDK would refuse before acting is refused before the front
+// acts on it: a refused request never tears a session down and never counts as activity on its idle
+// lease.
 func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+	sessions := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		// The SDK's own timeout frees sessions that never ran a command; sessions that did are
 		// ended (processes first) by the lease below, which fires first.
 		SessionTimeout:      s.opts.IdleTimeout + time.Minute,
 		MaxRequestBodyBytes: MaxRequestBytes,
 		Logger:              sdkLogger(s.log),
 	})
-	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.front(w, r, sdk) })
+	workspaces := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.ws }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		MaxRequestBodyBytes: MaxRequestBytes,
+		// In 2026-07-28 a client that closes its response stream cancels the call: a vanished
+		// client's call returns, and stops holding its workspace's lease (see begin).
+		PropagateRequestCancellation: true,
+		Logger:                       sdkLogger(s.log),
+	})
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sessionless(r) {
+			workspaces.ServeHTTP(w, r)
+			return
+		}
+		s.front(w, r, sessions)
+	})
 	if len(opts.Tokens) > 0 {
 		h = requireBearer(opts.Tokens, h)
 	}
 	// Every check before any side effect: Host, Origin, token, then (in front) the protocol version
 	// and the session's owner.
-	return checkHost(checkOrigin(http.NewCrossOriginProtection().Handler(h)))
+	return httpguard.CheckHost(httpguard.CheckOrigin(http.NewCrossOriginProtection().Handler(h)))
 }
 
 // verifier checks a bearer token against every configured token in constant time (comparing
@@ -93,69 +116,64 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 		http.Error(w, fmt.Sprintf("Bad Request: Unsupported protocol version %q", v), http.StatusBadRequest)
 		return
 	}
-	if len(id) > maxSessionIDBytes {
-		http.Error(w, "session not found", http.StatusNotFound)
-		return
-	}
 	s.mu.Lock()
-	st := s.byID[id]
-	opened := st != nil && st.rs != nil
-	var owner, why string
+	st := s.sessions[key{kind: kindHTTP, id: id}]
+	var owner string
+	var ended bool
+	var why string
 	if st != nil {
-		owner, why = st.owner, st.why
+		// Once the teardown is done the SDK answers: its MCP session is closing, and a tool call
+		// that slips in is refused (see open).
+		owner, ended, why = st.owner, st.state == stateEnding, st.reason.describe(s.opts.IdleTimeout)
 	}
 	s.mu.Unlock()
-	if opened && owner != identity(r) {
+	switch {
+	case st == nil:
+		next.ServeHTTP(w, r) // no such session: the SDK answers 404
+		return
+	case owner != identity(r):
 		http.Error(w, "session belongs to another identity", http.StatusForbidden)
 		return
-	}
-	if why != "" {
+	case ended:
 		// Its processes are being killed; the SDK forgets it once they are dead.
 		http.Error(w, "session has ended ("+why+")", http.StatusNotFound)
 		return
 	}
-	if r.Method == http.MethodDelete {
-		if opened && !s.delete(st) {
-			w.WriteHeader(http.StatusNoContent)
+	switch r.Method {
+	case http.MethodDelete:
+		if s.delete(st) {
+			next.ServeHTTP(w, r) // the SDK closes the MCP session and answers
 			return
 		}
-		next.ServeHTTP(w, r) // the SDK closes the MCP session and answers
-		return
-	}
-	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusNoContent)
+	case http.MethodPost:
+		done := s.begin(st, r.Context())
+		defer done()
+		next.ServeHTTP(w, r)
+	default:
 		// A GET holds the stream for server messages open for as long as the client lives; it is
 		// activity when it starts, but does not keep an idle session alive.
-		s.touch(id)
+		s.touch(st)
 		next.ServeHTTP(w, r)
-		return
 	}
-	done := s.begin(id, r.Context())
-	defer done()
-	next.ServeHTTP(w, r)
 }
 
 // deleteWait is how long a DELETE waits for its session's processes to die before it is answered
 // anyway; the teardown goes on. A client's Close must not time out because a task ignores SIGTERM.
 const deleteWait = 500 * time.Millisecond
 
-// delete ends st for a DELETE and reports whether the teardown finished within deleteWait, so that
-// the SDK may close the MCP session and answer. If it did not, the caller answers the DELETE, and
-// the teardown goes on and closes the MCP session itself when it is done.
-func (s *Server) delete(st *session) bool {
-	// Whichever of this handler and the teardown gets here second learns from answered that the
-	// other came first.
-	var answered atomic.Bool
+// delete ends st for a DELETE and reports whether the SDK is to close the MCP session and answer. It
+// is to when there was nothing to kill, or when the teardown ended within deleteWait: end then left
+// the MCP session open, seeing deleteWaits (had end closed it, the SDK would answer 404). Otherwise
+// the caller answers 204 at once, and the teardown goes on and closes the MCP session when it is done.
+func (s *Server) delete(st *session) (toSDK bool) {
 	s.mu.Lock()
-	if !s.closing { // while closing, Close ends every session and closes them all
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.teardown(context.Background(), st, reasonDelete)
-			if !answered.CompareAndSwap(false, true) {
-				s.end(context.Background(), st, reasonDelete) // closes the MCP session
-			}
-		}()
+	if st.state == stateIdle {
+		s.mu.Unlock()
+		return true
 	}
+	st.deleteWaits = true
+	s.goLocked(func() { s.end(context.Background(), st, endDelete) }) // while closing, Close ends it
 	s.mu.Unlock()
 	timer := time.NewTimer(deleteWait)
 	defer timer.Stop()
@@ -163,16 +181,21 @@ func (s *Server) delete(st *session) bool {
 	case <-st.ended:
 	case <-timer.C:
 	}
-	return !answered.CompareAndSwap(false, true)
-}
-
-// touch records activity of session id, if it is known.
-func (s *Server) touch(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.byID[id]; st != nil {
-		st.last = time.Now()
+	st.deleteWaits = false
+	if st.state == stateGone && !st.connClosed {
+		st.connClosed = true // the SDK closes it
+		return true
 	}
+	return false
+}
+
+// touch records activity of st.
+func (s *Server) touch(st *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.last = time.Now()
 }
 
 func identity(r *http.Request) string {
@@ -182,20 +205,19 @@ func identity(r *http.Request) string {
 	return ""
 }
 
-// begin records a request of session id. The returned function records its end; it also runs when
-// the client's connection goes away first (a client killed in the middle of a long call), so that a
-// vanished client cannot hold the lease open. A request for an id without a session makes a record
-// that its first tool call claims, or that goes when the request ends.
-func (s *Server) begin(id string, ctx context.Context) func() {
+// begin records a request of st. The returned function records its end; it also runs when the
+// client's connection goes away first (a client killed in the middle of a long call), so that a
+// vanished client cannot hold the lease open.
+func (s *Server) begin(st *session, ctx context.Context) func() {
 	s.mu.Lock()
-	st := s.byID[id]
-	if st == nil {
-		st = newSession(id)
-		s.byID[id] = st
-	}
+	defer s.mu.Unlock()
+	return s.beginLocked(st, ctx)
+}
+
+// beginLocked is begin with s.mu held.
+func (s *Server) beginLocked(st *session, ctx context.Context) func() {
 	st.inFlight++
 	st.last = time.Now()
-	s.mu.Unlock()
 	var ended bool
 	finish := func() {
 		s.mu.Lock()
@@ -206,9 +228,6 @@ func (s *Server) begin(id string, ctx context.Context) func() {
 		ended = true
 		st.inFlight--
 		st.last = time.Now()
-		if st.inFlight == 0 && st.ss == nil && s.byID[id] == st {
-			delete(s.byID, id) // no tool call claimed it: nothing to lease
-		}
 	}
 	stop := context.AfterFunc(ctx, finish)
 	return func() {
@@ -217,10 +236,9 @@ func (s *Server) begin(id string, ctx context.Context) func() {
 	}
 }
 
-// lease ends st once it has been idle for IdleTimeout: no request for that long, and none in flight
-// on a live connection. It returns when the session's teardown begins.
+// lease ends st once it has been idle for IdleTimeout: no request (a workspace: no call that names it)
+// for that long, and none in flight on a live connection. It returns when the session leaves live.
 func (s *Server) lease(st *session) {
-	defer s.wg.Done()
 	timer := time.NewTimer(s.opts.IdleTimeout)
 	defer timer.Stop()
 	for {
@@ -239,7 +257,11 @@ func (s *Server) lease(st *session) {
 			timer.Reset(wait)
 			continue
 		}
-		s.end(context.Background(), st, reasonIdle)
+		reason := endIdle
+		if st.key.kind == kindWorkspace {
+			reason = endExpired
+		}
+		s.end(context.Background(), st, reason)
 		return
 	}
 }

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -15,9 +14,8 @@ const KeepAliveMisses = 3
 // machine) keeps its session, where the SDK's own keepalive ends it at the first ping not answered
 // within half the interval. Pings follow each other without overlapping, so a client that vanished
 // without closing its connection loses its session about KeepAliveMisses+1 intervals after its last
-// answer. It returns when the session's teardown begins.
+// answer. It returns when the session leaves live.
 func (s *Server) keepalive(st *session) {
-	defer s.wg.Done()
 	every := s.opts.KeepAlive
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -41,7 +39,8 @@ func (s *Server) keepalive(st *session) {
 		misses++
 		s.log.Debug("keepalive ping unanswered", "session", st.rs.ID(), "misses", misses, "error", err)
 		if misses >= KeepAliveMisses {
-			s.end(context.Background(), st, fmt.Sprintf("keepalive: %d pings in a row unanswered (one every %v)", misses, every))
+			s.log.Info("keepalive pings unanswered: ending the session", "session", st.rs.ID(), "misses", misses, "every", every)
+			s.end(context.Background(), st, endKeepalive)
 			return
 		}
 	}

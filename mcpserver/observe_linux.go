@@ -3,7 +3,7 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"slices"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -11,72 +11,21 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Observer is told of every MCP request and session, for metrics. Its methods are called on the
-// server's goroutines: they must be safe for concurrent use and return promptly.
-type Observer interface {
-	// Operation is called when a request or notification from a client has been handled.
-	Operation(Operation)
-	// SessionEnded is called when an MCP session the server saw a request on has ended.
-	SessionEnded(SessionInfo)
-}
-
-// Operation describes one request or notification handled, in the terms of the OpenTelemetry
-// conventions for MCP (mcp.server.operation.duration). Every string has few possible values.
-type Operation struct {
-	// Method is the MCP method ("tools/call"); OtherValue for a method the protocol does not define.
-	Method string
-	// Tool is the tool's name for tools/call, OtherValue for a tool this server does not have; empty
-	// otherwise.
-	Tool string
-	// Transport is "pipe" (stdio) or "tcp" (Streamable HTTP), as network.transport.
-	Transport string
-	// ProtocolVersion is the MCP version the client asked for in initialize, OtherValue for one not
-	// published; empty without initialize (protocol 2026-07-28 over stdio).
-	ProtocolVersion string
-	// ErrorType is empty on success, "tool_error" for a tool result marked as an error, the JSON-RPC
-	// error code for a protocol error, and OtherValue for any other failure.
-	ErrorType string
-	Duration  time.Duration
-}
-
-// SessionInfo describes an MCP session that ended (mcp.server.session.duration).
-type SessionInfo struct {
-	Transport       string
-	ProtocolVersion string
-	Duration        time.Duration
-}
-
-// OtherValue stands for any value outside a known set, as in the OpenTelemetry conventions: label
-// values stay bounded whatever clients send.
-const OtherValue = "_OTHER"
-
-// knownMethods are the methods a client may send a server, in the protocol versions the SDK speaks.
-var knownMethods = []string{
-	"initialize", "ping", "server/discover",
-	"tools/list", "tools/call", "prompts/list", "prompts/get",
-	"resources/list", "resources/read", "resources/templates/list", "resources/subscribe", "resources/unsubscribe",
-	"logging/setLevel", "completion/complete",
-	"notifications/initialized", "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed",
-}
-
-// toolNames are this server's tools.
-var toolNames = []string{"bash", "task_output", "task_stop", "task_list"}
-
-type nopObserver struct{}
-
-func (nopObserver) Operation(Operation)      {}
-func (nopObserver) SessionEnded(SessionInfo) {}
-
-// observe is receiving middleware that reports every request's duration and outcome, and starts
-// following each MCP session on its first request to report its duration when it ends.
+// observe is receiving middleware that reports every request's duration and outcome. (A session's
+// duration is reported by its watcher, when it ends.)
 func (s *Server) observe(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		start := time.Now()
 		res, err := next(ctx, method, req)
 		op := Operation{Method: bounded(method, knownMethods), Duration: time.Since(start)}
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
-			op.Transport, op.ProtocolVersion = transport(ss), protocolVersion(ss)
-			s.follow(ss, start)
+			op.Transport, op.ProtocolVersion = transport(ss), initializeVersion(ss)
+		}
+		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+			op.Transport = "tcp" // a stateless request has no session id
+		}
+		if op.ProtocolVersion == "" {
+			op.ProtocolVersion = requestVersion(req)
 		}
 		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
 			op.Tool = bounded(call.Params.Name, toolNames)
@@ -97,26 +46,6 @@ func (s *Server) observe(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// follow reports ss's duration, from start, once it ends. It starts one goroutine per MCP session,
-// on the session's first request.
-func (s *Server) follow(ss *mcp.ServerSession, start time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing || s.followed[ss] {
-		return
-	}
-	s.followed[ss] = true
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		ss.Wait()
-		s.opts.Observer.SessionEnded(SessionInfo{Transport: transport(ss), ProtocolVersion: protocolVersion(ss), Duration: time.Since(start)})
-		s.mu.Lock()
-		delete(s.followed, ss)
-		s.mu.Unlock()
-	}()
-}
-
 // transport names the session's transport as network.transport does: stdio sessions have no id.
 func transport(ss *mcp.ServerSession) string {
 	if ss.ID() == "" {
@@ -125,16 +54,24 @@ func transport(ss *mcp.ServerSession) string {
 	return "tcp"
 }
 
-func protocolVersion(ss *mcp.ServerSession) string {
+// initializeVersion is the protocol version the client asked for in initialize, bounded; empty
+// without initialize (protocol 2026-07-28 and later).
+func initializeVersion(ss *mcp.ServerSession) string {
 	if p := ss.InitializeParams(); p != nil {
-		return bounded(p.ProtocolVersion, mcp.SupportedProtocolVersions()) // as the client sent it
+		return bounded(p.ProtocolVersion, publishedVersions) // as the client sent it
 	}
 	return ""
 }
 
-func bounded(v string, known []string) string {
-	if slices.Contains(known, v) {
-		return v
+// requestVersion is the protocol version a request of 2026-07-28 or later names in its _meta,
+// bounded; empty if it names none.
+func requestVersion(req mcp.Request) string {
+	p := req.GetParams()
+	if p == nil || reflect.ValueOf(p).IsNil() {
+		return ""
 	}
-	return OtherValue
+	if v, ok := p.GetMeta()[mcp.MetaKeyProtocolVersion].(string); ok {
+		return bounded(v, publishedVersions)
+	}
+	return ""
 }

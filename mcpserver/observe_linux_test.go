@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,7 +46,7 @@ func (r *recorder) find(method, tool string) (Operation, bool) {
 func TestObserverSeesOperationsAndSessions(t *testing.T) {
 	rec := &recorder{}
 	_, cs := connectWith(t, Options{Observer: rec})
-	call(t, cs, "bash", map[string]any{"command": "exit 3"}, nil)
+	mcptest.CallInto(t, cs, "bash", map[string]any{"command": "exit 3"}, nil)
 	if op, ok := rec.find("tools/call", "bash"); !ok || op.ErrorType != "" || op.Transport != "pipe" || op.Duration <= 0 {
 		t.Errorf("bash that exited 3 (a result, not an error): %+v, %v", op, ok)
 	}
@@ -55,7 +56,7 @@ func TestObserverSeesOperationsAndSessions(t *testing.T) {
 		t.Errorf("neither initialize nor server/discover observed: %+v", rec.ops)
 	}
 
-	res := call(t, cs, "task_output", map[string]any{"task_id": "t-nope"}, nil)
+	res := mcptest.CallInto(t, cs, "task_output", map[string]any{"task_id": "t-nope"}, nil)
 	if !res.IsError {
 		t.Fatalf("task_output of an unknown task succeeded: %+v", res)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -15,15 +16,22 @@ import (
 // single string, anywhere in any input or output schema: a type list such as ["null","integer"]
 // makes one client drop the argument and others' validators warn.
 func TestToolSchemasArePortable(t *testing.T) {
-	_, cs := connect(t)
-	res, err := cs.ListTools(context.Background(), nil)
+	_, url := serveWith(t, Options{}, HTTPOptions{})
+	res, err := mcptest.ConnectHTTP(t, url, mcptest.Options{}).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Tools) != 4 {
 		t.Errorf("%d tools listed, want 4", len(res.Tools))
 	}
-	for _, tool := range res.Tools {
+	ws, err := mcptest.ConnectHTTP(t, url, mcptest.Options{Protocol: mcptest.Workspaces}).ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws.Tools) != 7 {
+		t.Errorf("%d tools listed to a client of 2026-07-28, want 7", len(ws.Tools))
+	}
+	for _, tool := range append(res.Tools, ws.Tools...) {
 		if tool.InputSchema == nil || tool.OutputSchema == nil {
 			t.Errorf("%s: input schema %v, output schema %v", tool.Name, tool.InputSchema, tool.OutputSchema)
 		}
@@ -110,7 +118,7 @@ func TestToolSchemasKeepValidation(t *testing.T) {
 		{map[string]any{"timeout": 5000}, true, "command"},
 		{map[string]any{"command": "echo ok", "surprise": 1}, true, "surprise"},
 	} {
-		res := call(t, cs, "bash", tc.args, nil)
+		res := mcptest.CallInto(t, cs, "bash", tc.args, nil)
 		text := res.Content[0].(*mcp.TextContent).Text
 		if res.IsError != tc.isError || !strings.Contains(text, tc.text) {
 			t.Errorf("bash %v: error=%v %q; want error=%v and %q", tc.args, res.IsError, text, tc.isError, tc.text)

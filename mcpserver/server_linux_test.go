@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -40,51 +40,29 @@ func connectWith(t testing.TB, opts Options) (*Server, *mcp.ClientSession) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- srv.Run(ctx, st) }()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cs.Close()
+	t.Cleanup(func() { // after the client's session is closed (cleanups run last first)
 		cancel()
 		<-ran
 		srv.Close(context.Background())
 		r.Close(context.Background())
 	})
-	return srv, cs
-}
-
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, out any) *mcp.CallToolResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != nil && !res.IsError {
-		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return res
+	return srv, mcptest.Connect(t, ct, mcptest.Options{})
 }
 
 func TestTaskLifecycleThroughTools(t *testing.T) {
 	_, cs := connect(t)
 	var started BashOutput
-	call(t, cs, "bash", map[string]any{"command": "echo one; sleep 0.3; echo two; exit 2", "run_in_background": true, "description": "count"}, &started)
+	mcptest.CallInto(t, cs, "bash", map[string]any{"command": "echo one; sleep 0.3; echo two; exit 2", "run_in_background": true, "description": "count"}, &started)
 	if started.TaskID == "" || started.Status != "running" {
 		t.Fatalf("background start: %+v", started)
 	}
 	var listed TaskListOutput
-	call(t, cs, "task_list", nil, &listed)
+	mcptest.CallInto(t, cs, "task_list", nil, &listed)
 	if len(listed.Tasks) != 1 || listed.Tasks[0].TaskID != started.TaskID || listed.Tasks[0].Description != "count" {
 		t.Errorf("task_list: %+v", listed)
 	}
 	var out TaskOutput
-	res := call(t, cs, "task_output", map[string]any{"task_id": started.TaskID, "block": true, "timeout": 30000}, &out)
+	res := mcptest.CallInto(t, cs, "task_output", map[string]any{"task_id": started.TaskID, "block": true, "timeout": 30000}, &out)
 	if out.Status != "failed" || out.ExitCode == nil || *out.ExitCode != 2 || out.Output != "one\ntwo\n" {
 		t.Errorf("task_output after the end: %+v", out)
 	}
@@ -92,13 +70,13 @@ func TestTaskLifecycleThroughTools(t *testing.T) {
 		t.Errorf("text result %q does not say how the task ended", text)
 	}
 	var long BashOutput
-	call(t, cs, "bash", map[string]any{"command": "sleep 1000", "run_in_background": true}, &long)
+	mcptest.CallInto(t, cs, "bash", map[string]any{"command": "sleep 1000", "run_in_background": true}, &long)
 	var stopped TaskStopOutput
-	call(t, cs, "task_stop", map[string]any{"task_id": long.TaskID}, &stopped)
+	mcptest.CallInto(t, cs, "task_stop", map[string]any{"task_id": long.TaskID}, &stopped)
 	if stopped.Status != "killed" || stopped.Killed < 1 {
 		t.Errorf("task_stop: %+v", stopped)
 	}
-	call(t, cs, "task_list", nil, &listed)
+	mcptest.CallInto(t, cs, "task_list", nil, &listed)
 	for _, task := range listed.Tasks {
 		if task.TaskID == long.TaskID && (task.Status != "killed" || task.Processes != 0) {
 			t.Errorf("after task_stop: %+v", task)
@@ -108,14 +86,14 @@ func TestTaskLifecycleThroughTools(t *testing.T) {
 
 func TestForegroundResultText(t *testing.T) {
 	_, cs := connect(t)
-	res := call(t, cs, "bash", map[string]any{"command": "printf 'no newline'; sleep 5 & exit 1", "timeout": 10000}, nil)
+	res := mcptest.CallInto(t, cs, "bash", map[string]any{"command": "printf 'no newline'; sleep 5 & exit 1", "timeout": 10000}, nil)
 	text := res.Content[0].(*mcp.TextContent).Text
 	for _, want := range []string{"no newline\n", "[exit code 1]", "still run in this session", "[cwd: "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text result %q lacks %q", text, want)
 		}
 	}
-	res = call(t, cs, "bash", map[string]any{"command": "sleep 10", "timeout": 100}, nil)
+	res = mcptest.CallInto(t, cs, "bash", map[string]any{"command": "sleep 10", "timeout": 100}, nil)
 	if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, "timed out after 100ms") {
 		t.Errorf("timeout result %q", text)
 	}
@@ -168,13 +146,7 @@ func serveHTTP(t *testing.T) (*Server, string) {
 
 func connectHTTP(t *testing.T, url string) *mcp.ClientSession {
 	t.Helper()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return mcptest.ConnectHTTP(t, url, mcptest.Options{})
 }
 
 // TestDeleteAnswers204 ends HTTP sessions by DELETE, many times over: each DELETE must be answered
@@ -185,7 +157,7 @@ func TestDeleteAnswers204(t *testing.T) {
 	for i := range 30 {
 		cs := connectHTTP(t, url)
 		var out BashOutput
-		call(t, cs, "bash", map[string]any{"command": "sleep 1000 & echo $!; " + testutil.ShowNS}, &out)
+		mcptest.CallInto(t, cs, "bash", map[string]any{"command": "sleep 1000 & echo $!; " + testutil.ShowNS}, &out)
 		sleep := testutil.PidsIn(t, out.Output)
 		req, _ := http.NewRequest(http.MethodDelete, url, nil)
 		req.Header.Set("Mcp-Session-Id", cs.ID())
@@ -209,19 +181,22 @@ func TestDeleteAnswers204(t *testing.T) {
 func TestCallAfterEndIsRefused(t *testing.T) {
 	srv, url := serveHTTP(t)
 	cs := connectHTTP(t, url)
-	call(t, cs, "bash", map[string]any{"command": "true"}, nil)
+	mcptest.CallInto(t, cs, "bash", map[string]any{"command": "true"}, nil)
 	srv.mu.Lock()
-	st := srv.byID[cs.ID()]
+	st := srv.sessions[key{kind: kindHTTP, id: cs.ID()}]
+	if st != nil {
+		// As while a DELETE waits: the end leaves the MCP session open.
+		st.deleteWaits = true
+	}
 	srv.mu.Unlock()
-	if st == nil {
+	if st == nil || st.rs == nil {
 		t.Fatal("no reaper session after a tool call")
 	}
-	// The teardown alone, as every end runs it first; the MCP session stays open.
-	if err := srv.teardown(context.Background(), st, "test"); err != nil {
+	if err := srv.end(context.Background(), st, endIdle); err != nil {
 		t.Fatal(err)
 	}
-	res := call(t, cs, "task_list", nil, nil)
-	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "session has ended (test)") {
+	res := mcptest.CallInto(t, cs, "task_list", nil, nil)
+	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "session has ended (idle for") {
 		t.Errorf("task_list after the teardown: error=%v %+v", res.IsError, res.Content[0])
 	}
 	srv.mu.Lock()

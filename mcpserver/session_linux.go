@@ -2,46 +2,314 @@ package mcpserver
 
 import (
 	"context"
-	"sync"
+	"crypto/rand"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// session is the reaper side of one MCP session. Over HTTP it is made by the first request that
-// carries its Mcp-Session-Id (to count that request for the idle lease) and claimed by its first tool
-// call; over stdio, by its first tool call.
+// session owns the life of one client's reaper session, from the first request that names it to
+// its end, whatever carries it (see kind): a stdio connection, an HTTP session, or a workspace of
+// protocol 2026-07-28. The Server's index holds it from that first request until it is gone and, for
+// an MCP session, until the SDK has closed that session too; end is the one way to end it.
+//
+// Its states, all changed under Server.mu:
+//
+//	idle     Requests have come, no tool call yet: there is nothing to kill. An HTTP session's
+//	         requests are counted for its lease from here on. (A workspace is never idle.)
+//	opening  The first tool call, or workspace_open, creates the reaper session (Reaper.NewSession,
+//	         outside mu); other calls, and end, wait on opened.
+//	live     The reaper session exists; the lease (HTTP sessions and workspaces) and the keepalive
+//	         (MCP sessions, KeepAlive > 0) run.
+//	ending   The teardown runs (reaper.Session.CloseFor): tool calls are refused and the front
+//	         answers 404; Hurry cuts its grace period short.
+//	gone     The teardown is done (or there was none); ended is closed. The MCP session is closed
+//	         (see closeConnLocked), and the watcher drops the session from the index once it is; a
+//	         workspace, which has no MCP session, leaves the index at once.
+//
+// Transitions, who causes each, and what each waits for:
+//
+//	idle → opening   a tool call (open), unless the Server is closing.
+//	→ opening        workspace_open, unless the Server is closing or the identity is at its limit.
+//	opening → live   NewSession succeeded (create).
+//	opening → idle   NewSession failed: the call gets its error, a later call tries again (a
+//	                 workspace goes to gone instead: workspace_open fails).
+//	idle → gone      end with nothing to kill: the watcher (the MCP session closed) or Close.
+//	live → ending    end(reason), called by: DELETE (delete: endDelete), workspace_close
+//	                 (endClose), the lease (endIdle; endExpired for a workspace), the keepalive
+//	                 (endKeepalive), the watcher (stdio EOF, the SDK's own close: endDisconnected),
+//	                 Close (endShutdown). An end called on an opening session first waits for the
+//	                 opening.
+//	ending → gone    the teardown returned: every process is dead, or listed as left after the
+//	                 reaper's deadline. Later ends wait for it and return its error.
+//
+// The first end's reason is the one kept. Whoever moves a session to gone closes its MCP session
+// (in a goroutine: closing waits for the session's tool calls, which return now that their processes
+// are dead), but for one case: a DELETE that waited for the teardown and saw it end takes the MCP
+// session to the SDK, which closes it and answers 204 (deleteWaits says a DELETE is waiting).
 type session struct {
-	id    string        // Mcp-Session-Id, or empty over stdio; fixed at creation
-	ended chan struct{} // closed when the teardown is complete
-	// stop is cancelled when the teardown begins: the session's goroutines (lease, keepalive) end on
-	// it, and the calls they make (keepalive pings) are cut short; cancelStop cancels it.
+	// The fields up to mu are fixed at creation.
+	key     key
+	ss      *mcp.ServerSession // the MCP session; nil for a workspace
+	owner   string             // the identity that made it ("" without authentication)
+	created time.Time          // its first request
+	// stop is cancelled when the session leaves live: its lease and keepalive return on it, and a
+	// ping under way is cut short.
 	stop       context.Context
 	cancelStop context.CancelFunc
-
-	// open runs once: it creates rs and starts the session's goroutines. openErr is its result.
-	open    sync.Once
-	openErr error
-	// rs is set by open, before any goroutine of the session starts.
-	rs *reaper.Session
-
-	// once runs the teardown; err is its result, set before ended is closed.
-	once sync.Once
-	err  error
-	// closeOnce closes the MCP session.
-	closeOnce sync.Once
+	ended      chan struct{} // closed on the move to gone; err is set before
+	retired    chan struct{} // closed when the session is gone and out of the index (see retireLocked)
 
 	// Guarded by Server.mu.
-	ss       *mcp.ServerSession // set when a tool call claims the session
-	owner    string             // the identity that created it ("" without authentication)
-	why      string             // why the session ended; set when the teardown begins
-	inFlight int                // HTTP requests whose connection is still open
-	last     time.Time          // when the last request began or ended
+	state       state
+	version     string             // the protocol version its requests name in _meta, bounded (for the observer)
+	opened      chan struct{}      // made by each opening, closed when it ends
+	rs          *reaper.Session    // set on the move to live, kept after
+	reason      endReason          // why it ended; set when its end begins
+	err         error              // the teardown's error
+	hurry       context.CancelFunc // cuts the teardown's grace period short; set while ending
+	deleteWaits bool               // a DELETE waits for the teardown (see delete)
+	connClosed  bool               // the MCP session is closed, or being closed, or handed to the SDK to close
+	inFlight    int                // requests (HTTP) or calls (workspace) whose connection is still open
+	last        time.Time          // when the last request began or ended
 }
 
-func newSession(id string) *session {
-	st := &session{id: id, ended: make(chan struct{}), last: time.Now()}
+// kind is what carries a session.
+type kind uint8
+
+const (
+	kindConn      kind = iota + 1 // a connection of its own: stdio (or an in-memory transport, in tests)
+	kindHTTP                      // a Streamable HTTP session, named by its Mcp-Session-Id
+	kindWorkspace                 // a workspace of protocol 2026-07-28, named by its handle
+)
+
+// key is a session's place in the Server's index.
+type key struct {
+	kind kind
+	conn *mcp.ServerSession // kindConn: the connection's MCP session
+	id   string             // kindHTTP: the Mcp-Session-Id; kindWorkspace: the handle
+}
+
+// keyOf is the key of the session an MCP session carries: stdio sessions have no id.
+func keyOf(ss *mcp.ServerSession) key {
+	if id := ss.ID(); id != "" {
+		return key{kind: kindHTTP, id: id}
+	}
+	return key{kind: kindConn, conn: ss}
+}
+
+// state is where a session is in its life (see session).
+type state uint8
+
+const (
+	stateIdle state = iota
+	stateOpening
+	stateLive
+	stateEnding
+	stateGone
+)
+
+var errShuttingDown = errors.New("the server is shutting down")
+
+func newSession(k key, ss *mcp.ServerSession, owner string) *session {
+	now := time.Now()
+	st := &session{key: k, ss: ss, owner: owner, created: now, last: now, ended: make(chan struct{}), retired: make(chan struct{})}
 	st.stop, st.cancelStop = context.WithCancel(context.Background())
 	return st
+}
+
+// name is the name the session goes by outside the MCP layer (see sessionName).
+func (st *session) name() string {
+	switch st.key.kind {
+	case kindHTTP:
+		return sessionName(st.key.id)
+	case kindWorkspace:
+		return workspaceName(st.key.id)
+	}
+	return "stdio-" + rand.Text()[:12]
+}
+
+// track returns the session ss carries, making it, and starting its watcher, on the session's first
+// request. It returns nil once the Server is closing, for an MCP session it does not know. version is
+// the protocol version the request names in its _meta (2026-07-28 and later), if any.
+func (s *Server) track(ss *mcp.ServerSession, owner, version string) *session {
+	k := keyOf(ss)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.sessions[k]; st != nil {
+		if st.version == "" {
+			st.version = version
+		}
+		return st
+	}
+	st := newSession(k, ss, owner)
+	st.version = version
+	if !s.goLocked(func() { s.watch(st) }) {
+		return nil
+	}
+	s.sessions[k] = st
+	return st
+}
+
+// open makes st live for a tool call: on the first call it creates the reaper session; it waits for
+// an opening under way; it refuses a session whose end has begun.
+func (s *Server) open(ctx context.Context, st *session) error {
+	for {
+		s.mu.Lock()
+		switch st.state {
+		case stateLive:
+			s.mu.Unlock()
+			return nil
+		case stateEnding, stateGone:
+			why := st.reason.describe(s.opts.IdleTimeout)
+			s.mu.Unlock()
+			// The MCP session is being closed; a call that slipped in must not start a new
+			// reaper session in it.
+			return fmt.Errorf("this session has ended (%s); connect again for a new one", why)
+		case stateOpening:
+			opened := st.opened
+			s.mu.Unlock()
+			select {
+			case <-opened:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		if s.closing {
+			s.mu.Unlock()
+			return errShuttingDown
+		}
+		st.state, st.opened = stateOpening, make(chan struct{})
+		s.mu.Unlock()
+		return s.create(st)
+	}
+}
+
+// create makes the reaper session of an opening session and moves it to live, starting its lease
+// and keepalive; if that fails, back to idle, or a workspace to gone.
+func (s *Server) create(st *session) error {
+	name := st.name()
+	rs, err := s.opts.Reaper.NewSession(name, reaper.SessionOptions{OnTaskEnd: func(ti reaper.TaskInfo) { s.taskEnded(st, ti) }})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer close(st.opened)
+	if err != nil {
+		st.state = stateIdle
+		if st.ss == nil { // a workspace nobody has seen: out of the index at once, unreported
+			st.state = stateGone
+			st.cancelStop()
+			close(st.ended)
+			close(st.retired)
+			delete(s.sessions, st.key)
+		}
+		return err
+	}
+	// If the Server is closing, Close has this session among those it ends: it waited for this
+	// opening, and tears the reaper session down next. The goroutines are not needed then.
+	st.rs, st.state, st.last = rs, stateLive, time.Now()
+	if st.key.kind != kindConn {
+		s.goLocked(func() { s.lease(st) })
+	}
+	if s.opts.KeepAlive > 0 && st.ss != nil {
+		s.goLocked(func() { s.keepalive(st) })
+	}
+	if st.key.kind == kindWorkspace {
+		s.log.Info("workspace opened", "workspace", name, "owner", st.owner)
+	} else {
+		s.log.Info("session started", "session", name, "owner", st.owner)
+	}
+	return nil
+}
+
+// end ends st for reason and returns the teardown's error once it is done. It is the one way a
+// session ends (see session for who calls it); a session already ending or gone keeps its first
+// reason, and end waits for its teardown. ctx is the teardown's: cancelling it cuts the grace period
+// short.
+func (s *Server) end(ctx context.Context, st *session, reason endReason) error {
+	s.mu.Lock()
+	for st.state == stateOpening {
+		// Reaper.NewSession makes a directory and a record: it does not block.
+		opened := st.opened
+		s.mu.Unlock()
+		<-opened
+		s.mu.Lock()
+	}
+	switch st.state {
+	case stateIdle:
+		st.state, st.reason = stateGone, reason
+		st.cancelStop()
+		close(st.ended)
+		s.closeConnLocked(st)
+		s.mu.Unlock()
+		return nil
+	case stateEnding, stateGone:
+		s.mu.Unlock()
+		<-st.ended
+		return st.err // set before ended was closed
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st.state, st.reason, st.hurry = stateEnding, reason, cancel
+	st.cancelStop()
+	s.mu.Unlock()
+
+	_, err := st.rs.CloseFor(ctx, reason.String()) // which logs the end
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.state, st.err, st.hurry = stateGone, err, nil
+	close(st.ended)
+	switch {
+	case st.ss == nil:
+		s.retireLocked(st) // a workspace: no MCP session to wait for
+	case !st.deleteWaits:
+		s.closeConnLocked(st)
+	}
+	return err
+}
+
+// retireLocked drops a gone session from the index and reports its life to the observer (from a
+// goroutine: the observer is not called under mu).
+func (s *Server) retireLocked(st *session) {
+	if s.sessions[st.key] == st {
+		delete(s.sessions, st.key)
+	}
+	close(st.retired)
+	si := SessionInfo{Transport: "tcp", ProtocolVersion: st.version, Duration: time.Since(st.created)}
+	if st.ss != nil {
+		si.Transport = transport(st.ss)
+		if v := initializeVersion(st.ss); v != "" {
+			si.ProtocolVersion = v
+		}
+	}
+	if !s.goLocked(func() { s.opts.Observer.SessionEnded(si) }) {
+		s.opts.Observer.SessionEnded(si) // while closing; the observer returns promptly
+	}
+}
+
+// closeConnLocked closes st's MCP session, once, in a goroutine: closing waits for the session's tool
+// calls. While the Server is closing it leaves that to Close, which closes every MCP session.
+func (s *Server) closeConnLocked(st *session) {
+	if st.connClosed || st.ss == nil {
+		return
+	}
+	st.connClosed = true
+	s.goLocked(func() { st.ss.Close() })
+}
+
+// watch follows st's MCP session to its end: when it closes (stdio EOF, the SDK's DELETE or idle
+// timeout, a close by end or Close) it ends the session, if its end has not begun, drops it from the
+// index and reports it to the observer.
+func (s *Server) watch(st *session) {
+	st.ss.Wait()
+	ctx, cancel := s.disconnected(st)
+	s.end(ctx, st, endDisconnected)
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retireLocked(st)
 }

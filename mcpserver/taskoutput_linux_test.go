@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -21,10 +22,10 @@ func TestTaskOutputReads(t *testing.T) {
 	finished := func(char string) string {
 		t.Helper()
 		var started BashOutput
-		call(t, cs, "bash", map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' '%s'", size, char), "run_in_background": true}, &started)
+		mcptest.CallInto(t, cs, "bash", map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' '%s'", size, char), "run_in_background": true}, &started)
 		testutil.Eventually(t, "the task's end", func() bool {
 			var l TaskListOutput
-			call(t, cs, "task_list", nil, &l)
+			mcptest.CallInto(t, cs, "task_list", nil, &l)
 			for _, task := range l.Tasks {
 				if task.TaskID == started.TaskID {
 					return task.Status == "completed"
@@ -38,7 +39,7 @@ func TestTaskOutputReads(t *testing.T) {
 	read := func(id string) (TaskOutput, string) {
 		t.Helper()
 		var out TaskOutput
-		res := call(t, cs, "task_output", map[string]any{"task_id": id}, &out)
+		res := mcptest.CallInto(t, cs, "task_output", map[string]any{"task_id": id}, &out)
 		if res.IsError || out.Status != "completed" {
 			t.Fatalf("task_output %s: %+v", id, res)
 		}

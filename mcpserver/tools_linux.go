@@ -119,50 +119,75 @@ type LeftoverEntry struct {
 	Pids    []int  `json:"pids"`
 }
 
-func (s *Server) addTools(l reaper.Limits) {
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name: "bash",
-		Description: fmt.Sprintf(`Run a shell command (bash -c) in this session and return its output and exit code.
-The working directory persists between commands of the session; environment variables do not.
-Foreground commands return as soon as the command itself exits, even if it left processes running (such as "server &"); those stay in the session.
-Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed. Output is kept up to %s per command (head and tail; the middle of longer output is dropped and counted; control characters count six bytes each).
-With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling), stop it with task_stop, see all with task_list. At most %d background tasks run at once%s.
-Everything this session starts, background tasks and escaped or detached processes included, is killed when the session ends (over HTTP, also after %v without requests).`,
-			byteString(int64(l.OutputLimit)), l.MaxTasks, bgTimeoutText(l.BackgroundTimeout), s.opts.IdleTimeout),
-		Annotations:  &mcp.ToolAnnotations{Title: "Run a shell command", OpenWorldHint: ptr(true)},
-		InputSchema:  schemaFor[BashInput](),
-		OutputSchema: schemaFor[BashOutput](),
-	}, structured(s.bash))
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:         "task_output",
-		Description:  "Return a background task's status, exit code once it has ended, and the output it wrote since the previous read: everything kept, up to the output limit, unless the result would be too large, in which case pending_bytes says how much more a next call returns. With block=true wait until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished task is cleared once its output has been read to the end.",
-		Annotations:  &mcp.ToolAnnotations{Title: "Read a background task's output", ReadOnlyHint: true},
-		InputSchema:  schemaFor[TaskOutputInput](),
-		OutputSchema: schemaFor[TaskOutput](),
-	}, structured(s.taskOutput))
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:         "task_stop",
-		Description:  fmt.Sprintf("Stop a background task: its whole process tree (children, detached and escaped ones included) gets %s. Returns its final status.", graceText(l.Grace)),
-		Annotations:  &mcp.ToolAnnotations{Title: "Stop a background task", DestructiveHint: ptr(true), IdempotentHint: true},
-		InputSchema:  schemaFor[TaskStopInput](),
-		OutputSchema: schemaFor[TaskStopOutput](),
-	}, structured(s.taskStop))
-	mcp.AddTool(s.mcp, &mcp.Tool{
-		Name:         "task_list",
-		Description:  "List this session's background tasks (id, command, status, exit code, times, live process count) and any processes left running by finished foreground commands.",
-		Annotations:  &mcp.ToolAnnotations{Title: "List background tasks", ReadOnlyHint: true},
-		InputSchema:  schemaFor[TaskListInput](),
-		OutputSchema: schemaFor[TaskListOutput](),
-	}, structured(s.taskList))
-	s.mcp.AddReceivingMiddleware(dropNullArguments)
+// scope says, in the tools' descriptions, where commands run and when everything they start dies.
+type scope struct {
+	in   string // where commands run: "this session"
+	the  string // the same, as a subject: "the session"
+	ends string // when it ends, after "killed when the session ends"
 }
 
-func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, in BashInput) (*mcp.CallToolResult, BashOutput, error) {
-	timeout, err := millis("timeout", in.Timeout, defaultBashTimeoutMS)
-	if err != nil {
-		return nil, BashOutput{}, err
+// taskTools describes the bash, task_output, task_stop and task_list tools for sc, without their
+// schemas, which depend on the protocol era.
+func taskTools(l reaper.Limits, sc scope) (bash, output, stop, list *mcp.Tool) {
+	bash = &mcp.Tool{
+		Name: "bash",
+		Description: fmt.Sprintf(`Run a shell command (bash -c) in %[1]s and return its output and exit code.
+The working directory persists between commands of %[2]s; environment variables do not.
+Foreground commands return as soon as the command itself exits, even if it left processes running (such as "server &"); those stay in %[2]s.
+Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed. Output is kept up to %[3]s per command (head and tail; the middle of longer output is dropped and counted; control characters count six bytes each).
+With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling), stop it with task_stop, see all with task_list. At most %[4]d background tasks run at once%[5]s.
+Everything %[1]s starts, background tasks and escaped or detached processes included, is killed when %[2]s ends%[6]s.`,
+			sc.in, sc.the, byteString(int64(l.OutputLimit)), l.MaxTasks, bgTimeoutText(l.BackgroundTimeout), sc.ends),
+		Annotations: &mcp.ToolAnnotations{Title: "Run a shell command", OpenWorldHint: ptr(true)},
 	}
-	st, err := s.sessionFor(req)
+	output = &mcp.Tool{
+		Name:        "task_output",
+		Description: "Return a background task's status, exit code once it has ended, and the output it wrote since the previous read: everything kept, up to the output limit, unless the result would be too large, in which case pending_bytes says how much more a next call returns. With block=true wait until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished task is cleared once its output has been read to the end.",
+		Annotations: &mcp.ToolAnnotations{Title: "Read a background task's output", ReadOnlyHint: true},
+	}
+	stop = &mcp.Tool{
+		Name:        "task_stop",
+		Description: fmt.Sprintf("Stop a background task: its whole process tree (children, detached and escaped ones included) gets %s. Returns its final status.", graceText(l.Grace)),
+		Annotations: &mcp.ToolAnnotations{Title: "Stop a background task", DestructiveHint: ptr(true), IdempotentHint: true},
+	}
+	list = &mcp.Tool{
+		Name:        "task_list",
+		Description: fmt.Sprintf("List %s's background tasks (id, command, status, exit code, times, live process count) and any processes left running by finished foreground commands.", sc.the),
+		Annotations: &mcp.ToolAnnotations{Title: "List background tasks", ReadOnlyHint: true},
+	}
+	return bash, output, stop, list
+}
+
+// addTools adds the tools of the session era (a session is the connection, or an HTTP session) to
+// the session server.
+func (s *Server) addTools(l reaper.Limits) {
+	bash, output, stop, list := taskTools(l, scope{in: "this session", the: "the session",
+		ends: fmt.Sprintf(" (over HTTP, also after %v without requests)", s.opts.IdleTimeout)})
+	bash.InputSchema, bash.OutputSchema = schemaFor[BashInput](), schemaFor[BashOutput]()
+	output.InputSchema, output.OutputSchema = schemaFor[TaskOutputInput](), schemaFor[TaskOutput]()
+	stop.InputSchema, stop.OutputSchema = schemaFor[TaskStopInput](), schemaFor[TaskStopOutput]()
+	list.InputSchema, list.OutputSchema = schemaFor[TaskListInput](), schemaFor[TaskListOutput]()
+	mcp.AddTool(s.mcp, bash, structured(inSession(s, s.bash)))
+	mcp.AddTool(s.mcp, output, structured(inSession(s, s.taskOutput)))
+	mcp.AddTool(s.mcp, stop, structured(inSession(s, s.taskStop)))
+	mcp.AddTool(s.mcp, list, structured(inSession(s, s.taskList)))
+}
+
+// inSession adapts a tool handler that acts on a session to the session era: the session is the one
+// the call came on, opened on its first tool call.
+func inSession[In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequest, *session, In) (*mcp.CallToolResult, Out, error)) func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		st, err := s.sessionFor(ctx, req)
+		if err != nil {
+			var none Out
+			return nil, none, err
+		}
+		return h(ctx, req, st, in)
+	}
+}
+
+func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, st *session, in BashInput) (*mcp.CallToolResult, BashOutput, error) {
+	timeout, err := millis("timeout", in.Timeout, defaultBashTimeoutMS)
 	if err != nil {
 		return nil, BashOutput{}, err
 	}
@@ -262,12 +287,8 @@ func bashText(res reaper.Result, timeout time.Duration, memoryMax int64) string 
 	return b.String()
 }
 
-func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in TaskOutputInput) (*mcp.CallToolResult, TaskOutput, error) {
+func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, st *session, in TaskOutputInput) (*mcp.CallToolResult, TaskOutput, error) {
 	wait, err := millis("timeout", in.Timeout, defaultWaitMS)
-	if err != nil {
-		return nil, TaskOutput{}, err
-	}
-	st, err := s.sessionFor(req)
 	if err != nil {
 		return nil, TaskOutput{}, err
 	}
@@ -307,11 +328,7 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, in Ta
 	return text(txt), out, nil
 }
 
-func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, in TaskStopInput) (*mcp.CallToolResult, TaskStopOutput, error) {
-	st, err := s.sessionFor(req)
-	if err != nil {
-		return nil, TaskStopOutput{}, err
-	}
+func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, st *session, in TaskStopInput) (*mcp.CallToolResult, TaskStopOutput, error) {
 	ti, rep, err := st.rs.Stop(ctx, in.TaskID)
 	if errors.Is(err, reaper.ErrUnknownTask) || ti.ID == "" {
 		return nil, TaskStopOutput{}, err
@@ -327,11 +344,7 @@ func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, in Task
 	return text(msg), out, nil
 }
 
-func (s *Server) taskList(ctx context.Context, req *mcp.CallToolRequest, _ TaskListInput) (*mcp.CallToolResult, TaskListOutput, error) {
-	st, err := s.sessionFor(req)
-	if err != nil {
-		return nil, TaskListOutput{}, err
-	}
+func (s *Server) taskList(ctx context.Context, req *mcp.CallToolRequest, st *session, _ TaskListInput) (*mcp.CallToolResult, TaskListOutput, error) {
 	l := st.rs.List()
 	out := TaskListOutput{Tasks: []TaskEntry{}, Leftovers: []LeftoverEntry{}}
 	var b strings.Builder

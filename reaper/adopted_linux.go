@@ -48,7 +48,7 @@ func (r *Reaper) watchAdopted(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-tick.C:
-			r.killAdopted("periodic check")
+			r.killAdopted(context.Background(), "periodic check", time.Now().Add(r.lim.CloseTimeout))
 		}
 	}
 }
@@ -83,8 +83,9 @@ func (r *Reaper) adopters() []adopter {
 }
 
 // killAdopted kills the escapees among the adopters' children (see above) with their descendants, and
-// logs what it killed and why it looked (when). Concurrent calls take turns.
-func (r *Reaper) killAdopted(when string) {
+// logs what it killed and why it looked (when); it waits for them until deadline, or hurryWait after
+// ctx is done. Concurrent calls take turns.
+func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Time) {
 	r.adoptMu.Lock()
 	defer r.adoptMu.Unlock()
 	start := time.Now()
@@ -121,7 +122,9 @@ func (r *Reaper) killAdopted(when string) {
 	if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
 		r.log.Warn("signal failed", "scope", "escapees", "error", err)
 	}
-	left := w.WaitGone(context.Background(), hs, time.Now().Add(r.lim.CloseTimeout))
+	wctx, cancel := deathWait(ctx)
+	defer cancel()
+	left := w.WaitGone(wctx, hs, deadline)
 	rep := KillReport{Killed: len(hs), Walked: len(hs), Found: len(hs), Duration: time.Since(start)}
 	for _, h := range left {
 		rep.Remaining = append(rep.Remaining, proc.Describe(h.Pid))

@@ -103,7 +103,7 @@ func BenchmarkKill(b *testing.B) {
 				s = fullSession(b, r, fmt.Sprintf("kill-%d", i), n-1)
 				b.StartTimer()
 				start = time.Now()
-				left, err := r.killer.slice(s.slice, time.Now().Add(time.Minute))
+				left, err := r.killer.slice(context.Background(), s.slice, time.Now().Add(time.Minute))
 				kill += time.Since(start)
 				b.StopTimer()
 				if err != nil || len(left) > 0 {

@@ -1,45 +1,102 @@
 package reaper
 
 import (
-	"os/exec"
+	"bytes"
+	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
-// FuzzShellQuote: any string (without NUL, which no argument can hold) quoted by shellQuote comes back
-// unchanged from a real /bin/sh. The working-directory trap embeds a path this way.
-func FuzzShellQuote(f *testing.F) {
-	for _, s := range []string{"", "plain", "it's", `'"'`, "$(rm -rf /)", "`id`", "a\nb", `\'`, "'''", "$HOME ~ * ?"} {
-		f.Add(s)
+// FuzzLastCwd: whatever the shell and the processes holding the pipe write into the working-directory
+// pipe, the session's directory becomes an absolute path without NUL that fits in PATH_MAX, or stays
+// as it was; and what the trap writes last (pwd's line and a NUL) comes back exactly, whatever came
+// before it.
+func FuzzLastCwd(f *testing.F) {
+	for _, s := range []string{"/\n\x00", "/tmp\n\x00", "/tmp\x00", "relative\n\x00", "/a\nb\n\x00", "/a\n\n\x00",
+		"garbage\x00/x\n\x00", "/x\n\x00trailing", "", "\x00", "/" + strings.Repeat("x", maxPath) + "\n\x00", strings.Repeat("y", 3*maxPath)} {
+		f.Add([]byte(s), "/tmp/dir")
 	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if strings.IndexByte(s, 0) >= 0 {
+	f.Fuzz(func(t *testing.T, b []byte, pwd string) {
+		dir, ok := lastCwd(b)
+		if ok && (!strings.HasPrefix(dir, "/") || strings.IndexByte(dir, 0) >= 0 || len(dir) >= maxPath) {
+			t.Errorf("lastCwd(%q) = %q", b, dir)
+		}
+		if !filepath.IsAbs(pwd) || strings.IndexByte(pwd, 0) >= 0 || len(pwd) >= maxPath {
 			return
 		}
-		out, err := exec.Command("/bin/sh", "-c", "printf %s "+shellQuote(s)).Output()
-		if err != nil || string(out) != s {
-			t.Errorf("sh gave %q (%v) for %q quoted as %s", out, err, s, shellQuote(s))
+		stream := append(bytes.Clone(b), '\x00') // whatever came before ends at the trap's write
+		stream = append(append(stream, pwd...), '\n', 0)
+		if dir, ok := lastCwd(stream); !ok || dir != pwd {
+			t.Errorf("lastCwd(%q) = %q, %v; want %q", stream, dir, ok, pwd)
 		}
 	})
 }
 
-// FuzzParseCwd: whatever a task writes into its working-directory file, the session's directory
-// becomes an absolute path without NUL that fits in PATH_MAX, or stays as it was; and a path pwd
-// prints comes back exactly.
-func FuzzParseCwd(f *testing.F) {
-	for _, s := range []string{"/\n", "/tmp\n", "/tmp", "relative\n", "/a\nb\n", "/a\n\n", "/a\x00b\n", "", "\n", "/" + strings.Repeat("x", maxPath) + "\n"} {
+// FuzzParseInstance: a record that parses names an instance whose name agrees with its pid and start
+// time, in a known mode, with a slice that is empty or clean and absolute; a record reaper writes
+// parses back unchanged.
+func FuzzParseInstance(f *testing.F) {
+	good, _ := json.Marshal(Instance{Name: "r12-34", Pid: 12, Start: 34, Slice: "/sys/fs/cgroup/reaper/r12-34",
+		StateDir: "/run/reaper/reaper-r12-34", Containment: "cgroup", Started: time.Unix(1, 0).UTC()})
+	for _, s := range []string{string(good), `{}`, `{"name":"r1-1","pid":1,"start":1,"containment":"process"}`,
+		`{"name":"r1-1","pid":2,"start":1,"containment":"process"}`, `{"name":"r01-1","pid":1,"start":1,"containment":"process"}`,
+		`{"name":"r1-1","pid":1,"start":1,"containment":"cgroup","slice":"/"}`, `{"name":"r1-1","pid":1,"start":1,"containment":"cgroup","slice":"/a/../b"}`,
+		`{"name":"r1-1","pid":1,"start":1,"containment":"cgroup","slice":"relative"}`, `[`, `null`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		dir, ok := parseCwd(b)
-		if !ok {
+		in, err := parseInstance(b)
+		if err != nil {
 			return
 		}
-		if !strings.HasPrefix(dir, "/") || strings.IndexByte(dir, 0) >= 0 || len(dir) >= maxPath {
-			t.Errorf("parseCwd(%q) = %q", b, dir)
+		if pid, start, ok := parseInstanceName(in.Name); !ok || pid != in.Pid || start != in.Start || instanceName(pid, start) != in.Name {
+			t.Errorf("parseInstance(%q) = %+v: the name does not agree", b, in)
 		}
-		if dir+"\n" != string(b) {
-			t.Errorf("parseCwd(%q) = %q: not what pwd printed", b, dir)
+		if in.Slice != "" && (!filepath.IsAbs(in.Slice) || filepath.Clean(in.Slice) != in.Slice) {
+			t.Errorf("parseInstance(%q): slice %q", b, in.Slice)
+		}
+		again, _ := json.Marshal(in)
+		if back, err := parseInstance(again); err != nil || back != in {
+			t.Errorf("%+v does not survive a round trip: %+v, %v", in, back, err)
+		}
+	})
+}
+
+// FuzzParseSessionRecord: a session record that parses has a session's name, an id of printable
+// ASCII, and clean absolute paths.
+func FuzzParseSessionRecord(f *testing.F) {
+	good, _ := json.Marshal(sessionRecord{ID: "mcp-1", Name: "s-3", Slice: "/sys/fs/cgroup/reaper/r1-2/s-3",
+		Tasks: []TaskView{{ID: "t-0123456789abcdef", Command: "sleep 1", Leaf: "/sys/fs/cgroup/reaper/r1-2/s-3/l-1"}}})
+	for _, s := range []string{string(good), `{}`, `{"name":"s-0","id":"x"}`, `{"name":"s-1","id":"a b"}`, `{"name":"s-1","id":"x","slice":"/../x"}`,
+		`{"name":"s-1","id":"x","tasks":[{"id":"nope"}]}`, `{"name":"s-01","id":"x"}`, `{"name":"s-1","id":"\u001b[2J"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rec, err := parseSessionRecord(b)
+		if err != nil {
+			return
+		}
+		if !validSessionName(rec.Name) || checkID(rec.ID) != nil || !cleanPath(rec.Slice) || rec.Tasks == nil {
+			t.Errorf("parseSessionRecord(%q) = %+v", b, rec)
+		}
+		for _, tv := range rec.Tasks {
+			if checkTaskID(tv.ID) != nil || !cleanPath(tv.Leaf) {
+				t.Errorf("parseSessionRecord(%q): task %+v", b, tv)
+			}
+		}
+	})
+}
+
+// FuzzParseInstanceName: a name that parses is exactly the name of the instance it parses to.
+func FuzzParseInstanceName(f *testing.F) {
+	for _, s := range []string{"r1-2", "r0-1", "r-1-2", "r+1-2", "r01-2", "r1-02", "r1-", "r4194305-1", "x1-2", "r1-2/..", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if pid, start, ok := parseInstanceName(s); ok && instanceName(pid, start) != s {
+			t.Errorf("parseInstanceName(%q) = %d, %d", s, pid, start)
 		}
 	})
 }

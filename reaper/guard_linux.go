@@ -19,6 +19,7 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
+	"github.com/cgreaper/reaper/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -235,19 +236,19 @@ func (g *Guard) Wait() GuardResult {
 			}
 			// cgroup.kill reaches what forks while it runs; the walk below reaches what left the
 			// slice.
-			if _, err := k.slice(s, time.Now().Add(g.opts.CloseTimeout)); err != nil {
+			if _, err := k.slice(context.Background(), s, time.Now().Add(g.opts.CloseTimeout)); err != nil {
 				errs = append(errs, err)
 			}
 		} else if !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, err)
 		}
 	}
-	res.Killed = append(res.Killed, k.descendants(os.Getpid())...)
+	res.Killed = append(res.Killed, k.descendants(context.Background(), os.Getpid())...)
 	if slice != nil {
 		errs = append(errs, slice.Remove())
 	}
-	if d := g.inst.StateDir; d != "" && strings.HasPrefix(filepath.Base(d), instancePrefix+"r") {
-		errs = append(errs, os.RemoveAll(d))
+	if d := g.inst.StateDir; d != "" {
+		errs = append(errs, removeState(d))
 	}
 	res.Err = errors.Join(errs...)
 	g.mu.Lock()
@@ -259,6 +260,22 @@ func (g *Guard) Wait() GuardResult {
 	g.kids.Close([]string{"/bin/sh", "-c", ":"})
 	active.Store(false)
 	return res
+}
+
+// removeState removes an instance's state directory at path, as its guard does after it: relative to
+// the directory it is in, which must be this user's alone as a Reaper's is (see openStateDir), and
+// only a name that is an instance's.
+func removeState(path string) error {
+	name, ok := strings.CutPrefix(filepath.Base(path), instancePrefix)
+	if _, _, valid := parseInstanceName(name); !ok || !valid {
+		return fmt.Errorf("remove state directory %s: not an instance's", path)
+	}
+	base, err := safefs.OpenRoot(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer base.Close()
+	return base.RemoveAll(filepath.Base(path))
 }
 
 // GuardLink is what a guarded server knows of its guard.

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"errors"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/safefs"
 )
 
 // InspectOptions configures Inspect. The zero value looks where a Reaper with zero Options keeps its
@@ -36,6 +36,9 @@ type Inspection struct {
 	// StateDir is the state directory looked in.
 	StateDir  string         `json:"state_dir"`
 	Instances []InstanceView `json:"instances"`
+	// Ignored are what was found and not shown because it is not what reaper makes (see
+	// SweepReport.Ignored).
+	Ignored []Ignored `json:"ignored,omitempty"`
 }
 
 // InstanceView is one instance as Inspect found it.
@@ -48,6 +51,9 @@ type InstanceView struct {
 	// "D" uninterruptible; empty when it is dead.
 	State    string        `json:"process_state,omitempty"`
 	Sessions []SessionView `json:"sessions"`
+
+	slice *cgroup.Slice // its slice below the root, checked (cgroup.Root.Open)
+	dir   *safefs.Dir   // its state directory, checked (safefs); closed once inspected
 }
 
 // SessionView is one session of an instance.
@@ -97,7 +103,8 @@ type ProcessView struct {
 // Inspect lists the instances under the root and in the state directory, their sessions, tasks and
 // processes. It reads cgroupfs, /proc and the instances' state directories only, never asks an
 // instance anything, and changes nothing: it works while an instance is stopped or wedged. The scan
-// for markers reads the environment of every process this user may read.
+// for markers reads the environment of every process this user may read. What it finds on disk is
+// checked as Sweep checks it; what fails is listed in Ignored, not shown as an instance's.
 func Inspect(opts InspectOptions) (Inspection, error) {
 	if opts.StateDir == "" {
 		opts.StateDir = DefaultStateDir()
@@ -112,35 +119,18 @@ func Inspect(opts InspectOptions) (Inspection, error) {
 		return byName[name]
 	}
 	var errs []error
+	var root *cgroup.Root
 	if !opts.NoCgroup {
-		if root, err := cgroup.LookupRoot(opts.Cgroup); err == nil {
-			in.Root = root.Path()
-			names, err := root.Slices()
-			errs = append(errs, err)
-			for _, name := range names {
-				if _, _, ok := parseInstanceName(name); ok {
-					get(name).Slice = filepath.Join(root.Path(), name)
-				}
-			}
+		if r, err := cgroup.LookupRoot(opts.Cgroup); err == nil {
+			root, in.Root = r, r.Path()
+			errs = append(errs, inspectSlices(&in, r, get))
 		}
 	}
-	entries, err := os.ReadDir(opts.StateDir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
-	}
-	for _, e := range entries {
-		name, ok := strings.CutPrefix(e.Name(), instancePrefix)
-		if _, _, valid := parseInstanceName(name); !ok || !valid || !e.IsDir() {
-			continue
-		}
-		iv := get(name)
-		dir := filepath.Join(opts.StateDir, e.Name())
-		if rec, err := readInstance(dir); err == nil {
-			slice := iv.Slice
-			iv.Instance = rec
-			iv.Slice = cmp.Or(rec.Slice, slice)
-		}
-		iv.StateDir = dir
+	state, err := lookStateDir(opts.StateDir)
+	errs = append(errs, err)
+	if state != nil {
+		errs = append(errs, inspectStates(&in, state, root, get))
+		defer state.Close()
 	}
 	for _, iv := range byName {
 		iv.inspect(w)
@@ -154,11 +144,63 @@ func Inspect(opts InspectOptions) (Inspection, error) {
 	return in, errors.Join(errs...)
 }
 
+// inspectSlices adds the instances whose slices are below the root.
+func inspectSlices(in *Inspection, root *cgroup.Root, get func(string) *InstanceView) error {
+	names, err := root.Slices()
+	for _, name := range names {
+		path := filepath.Join(root.Path(), name)
+		if _, _, ok := parseInstanceName(name); !ok {
+			in.Ignored = append(in.Ignored, Ignored{path, "not an instance's slice (r<pid>-<start time>)"})
+			continue
+		}
+		s, err := root.Open(name)
+		if err != nil {
+			in.Ignored = append(in.Ignored, Ignored{path, err.Error()})
+			continue
+		}
+		iv := get(name)
+		iv.Slice, iv.slice = path, s
+	}
+	return err
+}
+
+// inspectStates adds the instances whose state directories are in state, with their records.
+func inspectStates(in *Inspection, state *safefs.Dir, root *cgroup.Root, get func(string) *InstanceView) error {
+	entries, err := state.Entries(0)
+	for _, e := range entries {
+		path := state.Join(e.Name)
+		name, ok := strings.CutPrefix(e.Name, instancePrefix)
+		if _, _, valid := parseInstanceName(name); !ok || !valid {
+			in.Ignored = append(in.Ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})
+			continue
+		}
+		dir, err := state.OpenDir(e.Name)
+		if err != nil {
+			in.Ignored = append(in.Ignored, Ignored{path, err.Error()})
+			continue
+		}
+		iv := get(name)
+		iv.StateDir, iv.dir = path, dir
+		rec, err := readInstance(dir, name)
+		if err != nil {
+			in.Ignored = append(in.Ignored, Ignored{filepath.Join(path, instanceFile), err.Error()})
+			continue
+		}
+		slice := iv.Slice
+		iv.Instance = rec
+		iv.StateDir, iv.Slice = path, slice // what was found, not what the record says
+		if rec.Slice != "" && (root == nil || rec.Slice != filepath.Join(root.Path(), name)) {
+			in.Ignored = append(in.Ignored, Ignored{rec.Slice, "named by the record of instance " + name + ", but not below the root looked under: not read"})
+		}
+	}
+	return err
+}
+
 // inspect fills in the instance's liveness, its sessions (from its state directory and its slice)
 // and the processes in their slices.
 func (iv *InstanceView) inspect(w *proc.Walker) {
-	pid, _, _ := parseInstanceName(iv.Name)
-	iv.Pid = pid
+	pid, start, _ := parseInstanceName(iv.Name)
+	iv.Pid, iv.Start = pid, start
 	if iv.Alive = instanceAlive(w, iv.Name); iv.Alive {
 		iv.State = proc.Describe(pid).State
 	}
@@ -169,35 +211,43 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 		}
 		return sessions[name]
 	}
-	if iv.StateDir != "" {
-		entries, _ := os.ReadDir(iv.StateDir)
+	if iv.dir != nil {
+		entries, _ := iv.dir.Entries(0)
 		for _, e := range entries {
-			if !e.IsDir() || !strings.HasPrefix(e.Name(), "s-") {
+			if !validSessionName(e.Name) {
 				continue
 			}
-			sv := get(e.Name())
-			if rec, err := readSessionRecord(filepath.Join(iv.StateDir, e.Name())); err == nil {
-				sv.ID, sv.Slice, sv.Created, sv.Init = rec.ID, rec.Slice, rec.Created, rec.Init
-				for _, t := range rec.Tasks {
-					sv.Tasks = append(sv.Tasks, t)
-				}
+			sv := get(e.Name)
+			sdir, err := iv.dir.OpenDir(e.Name)
+			if err != nil {
+				continue
 			}
+			if rec, err := readSessionRecord(sdir); err == nil && rec.Name == e.Name {
+				sv.ID, sv.Created, sv.Tasks, sv.Init = rec.ID, rec.Created, rec.Tasks, rec.Init
+			}
+			sdir.Close()
 		}
+		iv.dir.Close()
 	}
-	if iv.Slice != "" {
-		entries, _ := os.ReadDir(iv.Slice)
-		for _, e := range entries {
-			if e.IsDir() && strings.HasPrefix(e.Name(), "s-") {
-				sv := get(e.Name())
-				sv.Slice = filepath.Join(iv.Slice, e.Name())
-				sv.sliceProcesses()
-			}
-			if name, ok := strings.CutPrefix(e.Name(), "init-"); ok && e.IsDir() && strings.HasPrefix(name, "s-") {
-				if leaf, err := cgroup.OpenSlice(filepath.Join(iv.Slice, e.Name())); err == nil {
+	if iv.slice != nil {
+		names, _ := iv.slice.Children()
+		for _, name := range names {
+			if sname, ok := strings.CutPrefix(name, "init-"); ok && validSessionName(sname) {
+				// The leaf of the session's init, beside its slice.
+				if leaf, err := iv.slice.Leaf(name); err == nil {
 					if pids, _ := leaf.Pids(); len(pids) > 0 {
-						get(name).Init = pids[0]
+						get(sname).Init = pids[0]
 					}
 				}
+				continue
+			}
+			if !validSessionName(name) {
+				continue
+			}
+			if s, err := iv.slice.Leaf(name); err == nil {
+				sv := get(name)
+				sv.Slice = s.Path()
+				sv.sliceProcesses(s)
 			}
 		}
 	}
@@ -211,33 +261,26 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 
 // sliceProcesses lists the processes in the session's slice, leaf by leaf, each with the last task
 // recorded in its leaf (a leaf is reused only once it is empty).
-func (sv *SessionView) sliceProcesses() {
+func (sv *SessionView) sliceProcesses(slice *cgroup.Slice) {
 	leafTask := make(map[string]string)
 	for _, t := range sv.Tasks { // oldest first: the last task of a leaf wins
 		if t.Leaf != "" {
 			leafTask[t.Leaf] = t.ID
 		}
 	}
-	dirs := []string{sv.Slice}
-	entries, _ := os.ReadDir(sv.Slice)
-	for _, e := range entries {
-		if e.IsDir() {
-			dirs = append(dirs, filepath.Join(sv.Slice, e.Name()))
-		}
+	pids, _ := slice.OwnPids() // the leaves are listed on their own
+	for _, pid := range pids {
+		sv.Processes = append(sv.Processes, describe(pid, "", false))
 	}
-	for _, dir := range dirs {
-		s, err := cgroup.OpenSlice(dir)
+	leaves, _ := slice.Children()
+	for _, name := range leaves {
+		leaf, err := slice.Leaf(name)
 		if err != nil {
 			continue
 		}
-		var pids []int
-		if dir == sv.Slice {
-			pids, _ = s.OwnPids() // the leaves are listed on their own
-		} else {
-			pids, _ = s.Pids()
-		}
+		pids, _ := leaf.Pids()
 		for _, pid := range pids {
-			sv.Processes = append(sv.Processes, describe(pid, leafTask[dir], false))
+			sv.Processes = append(sv.Processes, describe(pid, leafTask[leaf.Path()], false))
 		}
 	}
 }

@@ -21,7 +21,7 @@ func TestSessionRecordAndInspect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			file := filepath.Join(s.tmp, sessionFile)
+			file := s.dir.Join(sessionFile)
 			fi, err := os.Stat(file)
 			if err != nil {
 				t.Fatal(err)

@@ -21,14 +21,30 @@ type killer struct {
 	timeout time.Duration
 }
 
+// hurryWait bounds what is left of every wait for killed processes to disappear once the teardown
+// has been hurried (its ctx cancelled: a second shutdown signal, the guard's death): what has not
+// died by then (in uninterruptible sleep) is reported, not waited for.
+const hurryWait = time.Second
+
+// deathWait returns the context of a wait for killed processes to disappear: done hurryWait after
+// ctx is. cancel releases it.
+func deathWait(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(hurryWait, cancel) })
+	return wctx, func() {
+		stop()
+		cancel()
+	}
+}
+
 // slice kills every process in s with the strongest method the kernel offers and waits, until
-// deadline, for the slice to empty. It returns the pids still in it then.
+// deadline or until ctx is done, for the slice to empty. It returns the pids still in it then.
 //
 // cgroup.kill reaches everything in one write, including what forks while it runs. Without it (a
 // kernel before 5.14, or a threaded cgroup) the slice is frozen so that nothing can fork, every
 // process is sent SIGKILL and the slice thawed; without a freezer too, SIGKILL sweeps re-read the
 // slice until no new pid appears.
-func (k killer) slice(s *cgroup.Slice, deadline time.Time) ([]int, error) {
+func (k killer) slice(ctx context.Context, s *cgroup.Slice, deadline time.Time) ([]int, error) {
 	var errs []error
 	method := k.method
 	if method == cgroup.KillFile {
@@ -56,7 +72,7 @@ func (k killer) slice(s *cgroup.Slice, deadline time.Time) ([]int, error) {
 	if method == cgroup.KillSignal {
 		errs = append(errs, k.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
 	}
-	empty, err := s.WaitEmpty(context.Background(), deadline)
+	empty, err := s.WaitEmpty(ctx, deadline)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -118,8 +134,9 @@ func (k killer) sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, 
 }
 
 // descendants kills every live descendant of self (the processes a subreaper was left with), and
-// repeats until a pass finds nothing, for what forks while a pass runs. It returns what it killed.
-func (k killer) descendants(self int) []proc.Proc {
+// repeats until a pass finds nothing, for what forks while a pass runs; each pass waits for what it
+// killed until k.timeout passes or ctx is done. It returns what it killed.
+func (k killer) descendants(ctx context.Context, self int) []proc.Proc {
 	w := proc.NewWalker()
 	var killed []proc.Proc
 	for pass := 0; pass < maxWalkPasses; pass++ {
@@ -134,7 +151,7 @@ func (k killer) descendants(self int) []proc.Proc {
 		if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
 			k.log.Warn("signal failed", "scope", "descendants", "error", err)
 		}
-		w.WaitGone(context.Background(), hs, time.Now().Add(k.timeout))
+		w.WaitGone(ctx, hs, time.Now().Add(k.timeout))
 		proc.CloseAll(hs)
 	}
 	return killed

@@ -132,9 +132,11 @@ type Options struct {
 	// WorkDir is a new session's working directory. Empty means this process's.
 	WorkDir string
 	// StateDir is where the Reaper makes its state directory (reaper-<instance>, holding its
-	// sessions' small files and a record of the instance that a later Reaper reads to sweep up after
-	// this one if it dies). Empty means DefaultStateDir(). Reapers that share a slice root should share
-	// it.
+	// sessions' records and a record of the instance that a later Reaper reads to sweep up after this
+	// one if it dies). It is made (mode 0700) if missing, and must be this process's user's alone:
+	// owned by it, writable by nobody else, below directories only root or it can change (sticky
+	// ones excepted); New refuses it otherwise. Empty means DefaultStateDir(). Reapers that share a
+	// slice root should share it.
 	StateDir string
 	// Announce, if set, receives the Instance record as one line of JSON once the Reaper is set up:
 	// a guard process (see StartGuard) reads it to know what to clean up if this process dies.

@@ -200,9 +200,12 @@ func (r *Reaper) endInit(in *pidns.Init) {
 // forkInit starts spec through the session's init (spec.init). Its descriptors go along; the pid,
 // start time and pidfd come back as the Reaper sees them.
 func (r *Reaper) forkInit(spec spawnSpec, intoCgroup bool) (spawned, error) {
+	fds, err := spec.fds(r.devnull)
+	if err != nil {
+		return spawned{}, err
+	}
 	req := pidns.Request{
-		Argv: spec.argv, Env: spec.env, Dir: spec.dir, Files: spec.files(r.devnull),
-		Setpgid: true, Foreground: spec.foreground, Ctty: 0,
+		Argv: spec.argv, Env: spec.env, Dir: spec.dir, FDs: fds, Setpgid: true, Foreground: spec.foreground, Ctty: 0,
 	}
 	if r.opts.User != nil {
 		req.Credential = r.opts.User.credential()

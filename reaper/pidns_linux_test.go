@@ -258,7 +258,7 @@ func TestEscapeeWatchSparesNewTasks(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				r.killAdopted("test")
+				r.killAdopted(context.Background(), "test", time.Now().Add(time.Minute))
 			}
 		}
 	}()

@@ -71,7 +71,10 @@ func (p *pump) run() {
 		err := p.rc.Read(func(fd uintptr) bool {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			return p.readLocked(int(fd)) // false: nothing to read, wait for the poller
+			// false: nothing to read, wait for the poller; true: at the end, or a turn's worth read
+			// (mu is let go between turns, so that drain and abort get their turn against writers
+			// that never pause).
+			return p.readLocked(int(fd), turnBytes)
 		})
 		p.mu.Lock()
 		stop := p.eof || p.abortd || err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
@@ -101,7 +104,7 @@ func (p *pump) runIdle() {
 		}
 		p.mu.Lock()
 		if !p.eof && !p.abortd {
-			p.rc.Control(func(fd uintptr) { p.readLocked(int(fd)) })
+			p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
 		}
 		stop := p.eof || p.abortd
 		if stop {
@@ -122,12 +125,30 @@ func (p *pump) stopLocked() {
 	p.buf = nil
 }
 
-// readLocked reads until the pipe is empty (false) or at its end (true, and eof is set).
-func (p *pump) readLocked(fd int) bool {
-	for {
+// turnBytes bounds what the running pump reads while it holds mu.
+const turnBytes = 1 << 20
+
+// maxDrain bounds what one drain reads, whatever the pipe's capacity was made (F_SETPIPE_SZ).
+const maxDrain = 16 << 20
+
+// pipeSize returns the capacity of the pipe fd (64 KiB unless the task changed it), at most
+// maxDrain: what a process that has exited can have left in it.
+func pipeSize(fd int) int {
+	n, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0)
+	if err != nil || n <= 0 {
+		return 64 << 10
+	}
+	return min(n, maxDrain)
+}
+
+// readLocked reads until the pipe is empty (false), at its end (true, and eof is set), or budget
+// bytes have been read (true): writers that never pause cannot keep it reading.
+func (p *pump) readLocked(fd, budget int) bool {
+	for read := 0; read < budget; {
 		n, err := unix.Read(fd, p.buf)
 		if n > 0 {
 			p.out.Write(p.buf[:n])
+			read += n
 			continue
 		}
 		switch {
@@ -140,16 +161,19 @@ func (p *pump) readLocked(fd int) bool {
 			return true
 		}
 	}
+	return true
 }
 
-// drain reads, on the calling goroutine, everything the pipe holds now.
+// drain reads, on the calling goroutine, what the pipe holds now: at most its capacity, which is
+// all that a process that has exited can have left there, however fast processes it left behind
+// write on.
 func (p *pump) drain() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.eof {
 		return
 	}
-	p.rc.Control(func(fd uintptr) { p.readLocked(int(fd)) })
+	p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
 }
 
 // slow makes the pump empty the pipe only every idlePeriod from now on (see pump); it does not wait.

@@ -1,14 +1,12 @@
 package reaper
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
+	"github.com/cgreaper/reaper/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,6 +51,7 @@ type Reaper struct {
 	kids     *reap.Children
 	devnull  *os.File
 	shell    string
+	dupCwd   bool // the shell names cwdFD itself (see shellScript)
 	env      []string
 	workDir  string
 	info     ContainmentInfo
@@ -59,6 +59,8 @@ type Reaper struct {
 	name     string        // r<pid>-<start time>: this Reaper among others, past and present
 	instance *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
 	self     Instance      // what this Reaper recorded in its state directory
+	state    *safefs.Dir   // where instances keep their state directories (Options.StateDir)
+	dir      *safefs.Dir   // this Reaper's state directory in state, holding its sessions' directories
 	killer   killer
 	forker   *reap.Forker   // with Options.User: the thread tasks are forked from (no_new_privs)
 	nsThread *reap.Forker   // with PID namespaces: the thread inits are forked from (their parent-death signal)
@@ -141,6 +143,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.shell, err = findShell(opts.Shell); err != nil {
 		return nil, err
 	}
+	r.dupCwd = namesHighFDs(r.shell)
 	if r.workDir = opts.WorkDir; r.workDir == "" {
 		if r.workDir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("working directory: %w", err)
@@ -168,15 +171,11 @@ func newReaper(opts Options) (*Reaper, error) {
 		Name: r.name, Pid: r.pid, Start: st.Start, Slice: r.info.Slice,
 		Containment: r.info.Mode.String(), PIDNamespace: r.info.PIDNamespace.On, Started: time.Now(),
 	}
-	stateBase := cmp.Or(opts.StateDir, DefaultStateDir())
-	if err := createState(stateBase, &r.self); err != nil {
+	if r.state, err = openStateDir(opts.StateDir); err != nil {
 		return nil, err
 	}
-	if opts.User != nil {
-		// Its sessions' directories below are the user's: let the user pass.
-		if err := os.Chmod(r.self.StateDir, 0o711); err != nil {
-			return nil, err
-		}
+	if r.dir, err = createState(r.state, &r.self); err != nil {
+		return nil, err
 	}
 	if r.devnull, err = os.Open(os.DevNull); err != nil {
 		return nil, err
@@ -194,7 +193,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	}
 	if !opts.NoSweep {
 		r.wg.Add(1)
-		go r.sweep(stateBase)
+		go r.sweep()
 	}
 	if r.root != nil {
 		r.wg.Add(1)
@@ -219,16 +218,28 @@ func (r *Reaper) undoNew() {
 	if r.devnull != nil {
 		r.devnull.Close()
 	}
-	r.dropInstance()
-	if r.self.StateDir != "" {
-		os.RemoveAll(r.self.StateDir)
+	r.dropInstance(context.Background())
+	r.dropState()
+}
+
+// dropState removes this Reaper's state directory and closes what it holds open of the state.
+func (r *Reaper) dropState() error {
+	if r.state == nil {
+		return nil
 	}
+	var err error
+	if r.dir != nil {
+		r.dir.Close()
+		err = r.state.RemoveAll(instancePrefix + r.name)
+	}
+	r.state.Close()
+	return err
 }
 
 // sweep cleans up after instances that died without doing it themselves, and logs what it found.
-func (r *Reaper) sweep(stateBase string) {
+func (r *Reaper) sweep() {
 	defer r.wg.Done()
-	opts := SweepOptions{Cgroup: r.opts.Cgroup, StateDir: stateBase, Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log, NoCgroup: r.root == nil}
+	opts := SweepOptions{Cgroup: r.opts.Cgroup, StateDir: r.state.Path(), Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log, NoCgroup: r.root == nil}
 	if r.root != nil {
 		opts.Cgroup.Root = r.root.Path()
 	}
@@ -330,22 +341,25 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	if closing {
 		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
 	}
-	tmp := filepath.Join(r.self.StateDir, name)
-	if err := os.Mkdir(tmp, 0o700); err != nil {
+	// The session's directory is root's (the Reaper's user's) alone, whoever its tasks run as: no
+	// task writes there, so nothing a task can do steers what the Reaper reads or writes in it.
+	if err := r.dir.Mkdir(name); err != nil {
 		return nil, fmt.Errorf("new session %s: %w", id, err)
 	}
-	if err := r.giveToUser(tmp); err != nil {
-		os.Remove(tmp)
+	sdir, err := r.dir.OpenDir(name)
+	if err != nil {
+		r.dir.RemoveAll(name)
 		return nil, fmt.Errorf("new session %s: %w", id, err)
 	}
 	r.mu.Lock()
 	if r.closing {
 		r.mu.Unlock()
-		os.Remove(tmp)
+		sdir.Close()
+		r.dir.RemoveAll(name)
 		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
 	}
 	s := &Session{
-		r: r, id: id, name: name, tmp: tmp, created: time.Now(),
+		r: r, id: id, name: name, dir: sdir, created: time.Now(),
 		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
 		abandon: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -397,9 +411,11 @@ func (r *Reaper) Close(ctx context.Context) error {
 	defer close(r.done)
 	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
-	r.killDescendants()
+	wctx, cancel := deathWait(ctx)
+	defer cancel()
+	r.killDescendants(wctx)
 	r.wg.Wait()
-	errs = append(errs, r.dropInstance(), os.RemoveAll(r.self.StateDir))
+	errs = append(errs, r.dropInstance(wctx), r.dropState())
 	if r.forker != nil {
 		r.forker.Stop()
 	}
@@ -418,26 +434,26 @@ func (r *Reaper) Close(ctx context.Context) error {
 // does not wait for sessions, and leaves the Reaper to be closed or abandoned.
 func (r *Reaper) KillAll() {
 	if r.instance != nil {
-		r.killer.slice(r.instance, time.Now().Add(r.lim.CloseTimeout))
+		r.killer.slice(context.Background(), r.instance, time.Now().Add(r.lim.CloseTimeout))
 	}
-	r.killDescendants()
+	r.killDescendants(context.Background())
 }
 
 // killDescendants kills whatever is still below this process once every session is closed (an
 // escapee whose marker was scrubbed, in process containment): nothing may outlive us.
-func (r *Reaper) killDescendants() {
-	if killed := r.killer.descendants(r.pid); len(killed) > 0 {
+func (r *Reaper) killDescendants(ctx context.Context) {
+	if killed := r.killer.descendants(ctx, r.pid); len(killed) > 0 {
 		r.log.Info("killed processes no session claimed", "count", len(killed), "processes", killed)
 	}
 }
 
 // dropInstance kills and removes this Reaper's slice, and the root with it when no other instance
-// uses it (cgroup.Root.Release).
-func (r *Reaper) dropInstance() error {
+// uses it (cgroup.Root.Release); it waits for what it killed until CloseTimeout passes or ctx is done.
+func (r *Reaper) dropInstance(ctx context.Context) error {
 	if r.instance == nil {
 		return nil
 	}
-	left, err := r.killer.slice(r.instance, time.Now().Add(r.lim.CloseTimeout))
+	left, err := r.killer.slice(ctx, r.instance, time.Now().Add(r.lim.CloseTimeout))
 	if err != nil {
 		return err
 	}
@@ -450,17 +466,25 @@ func (r *Reaper) dropInstance() error {
 	return r.root.Release()
 }
 
-// closeSessions closes sessions in parallel, at most 8 at a time, and joins their errors.
+// closeSessions closes sessions in parallel, at most 8 at a time (each walks /proc), and joins their
+// errors. Once ctx is done (a second signal) the rest start at once: reaper must be gone soon.
 func closeSessions(ctx context.Context, sessions []*Session) error {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	errs := make([]error, len(sessions))
 	for i, s := range sessions {
+		held := false
+		select {
+		case sem <- struct{}{}:
+			held = true
+		case <-ctx.Done():
+		}
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
+			if held {
+				defer func() { <-sem }()
+			}
 			_, errs[i] = s.CloseFor(ctx, "shutdown")
 		}()
 	}

@@ -2,10 +2,14 @@ package reaper
 
 import (
 	"encoding/json"
-	"os"
+	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/safefs"
 )
 
 // sessionFile is the name of a session's record in its state directory.
@@ -62,22 +66,63 @@ func (s *Session) record() {
 	if err != nil {
 		return
 	}
-	tmp := filepath.Join(s.tmp, "."+sessionFile)
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		s.r.log.Debug("writing the session record failed", "session", s.id, "error", err)
-		return
-	}
-	if err := os.Rename(tmp, filepath.Join(s.tmp, sessionFile)); err != nil {
+	if err := s.dir.WriteFile(sessionFile, append(b, '\n')); err != nil {
 		s.r.log.Debug("writing the session record failed", "session", s.id, "error", err)
 	}
 }
 
+// maxSessionRecord bounds a session's record as read: a task takes at most about 1.5 KiB of it (its
+// description is the largest part), and a session keeps a few dozen.
+const maxSessionRecord = 4 << 20
+
 // readSessionRecord reads the record in a session's state directory.
-func readSessionRecord(dir string) (sessionRecord, error) {
-	var rec sessionRecord
-	b, err := os.ReadFile(filepath.Join(dir, sessionFile))
+func readSessionRecord(dir *safefs.Dir) (sessionRecord, error) {
+	b, err := dir.ReadFile(sessionFile, maxSessionRecord)
 	if err != nil {
-		return rec, err
+		return sessionRecord{}, err
 	}
-	return rec, json.Unmarshal(b, &rec)
+	rec, err := parseSessionRecord(b)
+	if err != nil {
+		return sessionRecord{}, fmt.Errorf("%s: %w", dir.Join(sessionFile), err)
+	}
+	return rec, nil
+}
+
+// parseSessionRecord decodes a session's record and checks that it is one a session could have
+// written: a session name ("s-<n>"), an id of printable ASCII, and paths that are clean and absolute.
+// It is only ever shown (reaper ps), never acted on.
+func parseSessionRecord(b []byte) (sessionRecord, error) {
+	var rec sessionRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return sessionRecord{}, err
+	}
+	if !validSessionName(rec.Name) {
+		return sessionRecord{}, fmt.Errorf("%q is not a session name", rec.Name)
+	}
+	if err := checkID(rec.ID); err != nil {
+		return sessionRecord{}, err
+	}
+	if !cleanPath(rec.Slice) {
+		return sessionRecord{}, fmt.Errorf("session %s: slice %q is not a clean absolute path", rec.Name, rec.Slice)
+	}
+	for _, t := range rec.Tasks {
+		if checkTaskID(t.ID) != nil || !cleanPath(t.Leaf) || len(t.Command) > maxListedCommand || len(t.Description) > MaxDescriptionBytes {
+			return sessionRecord{}, fmt.Errorf("session %s: task %q is not one a session records", rec.Name, t.ID)
+		}
+	}
+	if rec.Tasks == nil {
+		rec.Tasks = []TaskView{}
+	}
+	return rec, nil
+}
+
+// validSessionName reports whether name is one NewSession gives: "s-" and a positive number.
+func validSessionName(name string) bool {
+	n, err := strconv.Atoi(strings.TrimPrefix(name, "s-"))
+	return err == nil && n > 0 && name == "s-"+strconv.Itoa(n)
+}
+
+// cleanPath reports whether p is empty or a clean absolute path of at most maxPath bytes.
+func cleanPath(p string) bool {
+	return p == "" || len(p) < maxPath && filepath.IsAbs(p) && filepath.Clean(p) == p
 }

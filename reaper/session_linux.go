@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/safefs"
 )
 
 // SessionOptions configures one session. The zero value is ready to use.
@@ -35,9 +35,9 @@ type Session struct {
 	// The fields up to mu are fixed at creation.
 	r         *Reaper
 	id        string
-	name      string // the slice's name, unique within the Reaper
-	marker    string // EnvSession=<reaper name>/<session name>, inherited by every task
-	tmp       string // private directory for the shell's working-directory files
+	name      string      // the slice's name, unique within the Reaper
+	marker    string      // EnvSession=<reaper name>/<session name>, inherited by every task
+	dir       *safefs.Dir // the session's directory in the Reaper's: its record; closed by the teardown
 	onTaskEnd func(TaskInfo)
 	workDir   string // the first working directory, where a vanished one is reset to
 	created   time.Time
@@ -157,7 +157,6 @@ func (s *Session) launchLocked(t *task, command string) (spawned, error) {
 			return spawned{}, err
 		}
 	}
-	t.cwdFile = filepath.Join(s.tmp, "cwd-"+t.id)
 	pr, pw, err := os.Pipe()
 	if err == nil {
 		if t.pump, err = newPump(pr, t.out); err != nil {
@@ -169,17 +168,31 @@ func (s *Session) launchLocked(t *task, command string) (spawned, error) {
 		s.releaseLeafLocked(t.leaf)
 		return spawned{}, fmt.Errorf("output pipe: %w", err)
 	}
+	var cwdW *os.File
+	if !t.background {
+		if t.cwd, cwdW, err = s.r.cwdPipe(); err != nil {
+			pw.Close()
+			t.pump.f.Close()
+			s.releaseLeafLocked(t.leaf)
+			return spawned{}, fmt.Errorf("working-directory pipe: %w", err)
+		}
+	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
 	sp, err := s.spawnLocked(spawnSpec{
-		argv:   []string{s.r.shell, "-c", shellScript(command, t.cwdFile)},
+		argv:   []string{s.r.shell, "-c", shellScript(command, cwdW != nil, s.r.dupCwd)},
 		env:    env,
 		dir:    s.cwd,
 		stdout: pw,
+		cwd:    cwdW,
 		leaf:   t.leaf,
 	})
 	pw.Close()
+	if cwdW != nil {
+		cwdW.Close()
+	}
 	if err != nil {
 		t.pump.f.Close()
+		t.closeCwd()
 		s.releaseLeafLocked(t.leaf)
 		return spawned{}, err
 	}
@@ -284,16 +297,16 @@ func (s *Session) watch(t *task, sp spawned) {
 		// Everything the main process wrote is in the pipe now; take it before declaring the end.
 		t.pump.drain()
 	}
-	if t.cwdFile != "" && !t.isBackground() {
-		if dir, ok := readCwd(t.cwdFile); ok {
+	// The shell's EXIT trap wrote its directory before it exited; a process it left may still hold
+	// the pipe, so it is read without waiting, and closed.
+	if t.cwd != nil && !t.isBackground() {
+		if dir, ok := readCwd(t.cwd); ok {
 			s.mu.Lock()
 			s.cwd = dir
 			s.mu.Unlock()
 		}
 	}
-	if t.cwdFile != "" {
-		os.Remove(t.cwdFile)
-	}
+	t.closeCwd()
 	if s.r.watchOOM && t.leaf != nil {
 		if n, ok := t.leaf.OOMKills(); ok && n > t.oomBase {
 			t.oomKilled()
@@ -475,8 +488,10 @@ func (s *Session) CloseFor(ctx context.Context, reason string) (KillReport, erro
 func (s *Session) teardown(ctx context.Context) {
 	defer close(s.done)
 	start := time.Now()
+	// Every wait of the teardown for killed processes ends by then (see terminate).
+	waitEnd := start.Add(s.r.lim.Grace + s.r.lim.CloseTimeout)
 	s.mu.Lock()
-	tasks, sc := s.scopeLocked()
+	tasks, sc := s.scopeLocked(waitEnd)
 	ran := s.ran
 	s.mu.Unlock()
 
@@ -490,7 +505,7 @@ func (s *Session) teardown(ctx context.Context) {
 			errs = append(errs, err)
 		}
 	}
-	s.releaseTasks(tasks)
+	s.releaseTasks(ctx, tasks, waitEnd)
 	for _, in := range sc.inits {
 		in.Close()
 	}
@@ -503,12 +518,13 @@ func (s *Session) teardown(ctx context.Context) {
 		}
 	}
 	s.recordMu.Lock() // a record being written has finished; none is written from now on
-	if err := os.RemoveAll(s.tmp); err != nil {
+	s.dir.Close()
+	if err := s.r.dir.RemoveAll(s.name); err != nil {
 		errs = append(errs, err)
 	}
 	s.recordMu.Unlock()
 	s.r.forget(s)
-	s.r.killAdopted("session " + s.id + " ended") // escapees die by their session's end at the latest
+	s.r.killAdopted(ctx, "session "+s.id+" ended", waitEnd) // escapees die by their session's end at the latest
 	s.rep.Duration = time.Since(start)
 	if len(errs) > 0 {
 		s.err = fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
@@ -526,10 +542,10 @@ func (s *Session) teardown(ctx context.Context) {
 // scopeLocked returns the session's tasks, and the scope of its teardown: every task is being
 // killed, and seeds the walks with the processes the session remembers; with a PID namespace the walks
 // look below its init (every process there is the session's), and the hard kill kills the inits.
-func (s *Session) scopeLocked() ([]*task, scope) {
+func (s *Session) scopeLocked(waitEnd time.Time) ([]*task, scope) {
 	tasks := make([]*task, 0, len(s.tasks))
 	sc := scope{name: "session " + s.id, slice: s.slice, seeds: make(map[int]uint64, len(s.tasks)), marker: s.marker,
-		self: s.r.pid, skip: s.r.kids.Registered(), inits: slices.Clone(s.ended)}
+		end: waitEnd, self: s.r.pid, skip: s.r.kids.Registered(), inits: slices.Clone(s.ended)}
 	for _, t := range s.tasks {
 		tasks = append(tasks, t)
 		if t.stopping(Killed) {
@@ -549,15 +565,19 @@ func (s *Session) scopeLocked() ([]*task, scope) {
 	return tasks, sc
 }
 
-// releaseTasks waits, boundedly, for the watchers of the tasks' main processes (every one is dead or
-// listed as remaining), then lets go of whatever will not exit and stops every output pump.
-func (s *Session) releaseTasks(tasks []*task) {
-	deadline := time.NewTimer(s.r.lim.CloseTimeout)
+// releaseTasks waits for the watchers of the tasks' main processes (every one is dead or listed as
+// remaining), until end or hurryWait after ctx is done, then lets go of whatever will not exit and
+// stops every output pump.
+func (s *Session) releaseTasks(ctx context.Context, tasks []*task, end time.Time) {
+	wctx, cancel := deathWait(ctx)
+	defer cancel()
+	deadline := time.NewTimer(max(time.Until(end), 0))
 	defer deadline.Stop()
 	for _, t := range tasks {
 		select {
 		case <-t.done:
 		case <-deadline.C:
+		case <-wctx.Done():
 		}
 	}
 	close(s.abandon)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -197,10 +198,12 @@ func TestWorkingDirectory(t *testing.T) {
 				{"cd /nonexistent-dir-xyz", base + "/d", 1},                                          // failed cd
 				{"cd ../e && sleep 2 &", base + "/d", 0},                                             // the cd goes to the background
 				{"cd ../e; (cd /; pwd)", base + "/e", 0},                                             // a subshell's cd
-				// A command that writes its own record: too long to be a path, not absolute, with a NUL.
-				{`cd /; trap - EXIT; head -c 100000000 /dev/zero | tr '\0' / >"$__reaper_cwd"`, base + "/e", 0},
-				{`trap - EXIT; echo relative >"$__reaper_cwd"`, base + "/e", 0},
-				{`trap - EXIT; printf '/tmp\0/etc\n' >"$__reaper_cwd"`, base + "/e", 0},
+				// A command that writes its own records into the pipe: too long to be a path, not
+				// absolute, something after the last record, garbage then the trap's own.
+				{`cd /; trap - EXIT; { head -c 60000 /dev/zero | tr '\0' /; printf '\n\0'; } >/dev/fd/97`, base + "/e", 0},
+				{`trap - EXIT; printf 'relative\n\0' >/dev/fd/97`, base + "/e", 0},
+				{`trap - EXIT; printf '/tmp\n\0/etc\n' >/dev/fd/97`, base + "/e", 0},
+				{`head -c 5000 /dev/urandom >/dev/fd/97; printf '\0/etc\n\0' >/dev/fd/97`, base + "/e", 0},
 				{"pwd", base + "/e", 0},
 			} {
 				start := time.Now()
@@ -494,4 +497,28 @@ func TestCloseReturnsWhileAPipeIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.AssertDead(t, left)
+}
+
+// TestWorkingDirectoryEachShell: the working directory persists whichever way the shell reaches the
+// pipe: bash writes to the descriptor itself, dash (which can name no descriptor above 9) opens it
+// again through /dev/fd.
+func TestWorkingDirectoryEachShell(t *testing.T) {
+	for _, shell := range []string{"bash", "dash"} {
+		t.Run(shell, func(t *testing.T) {
+			path, err := exec.LookPath(shell)
+			if err != nil {
+				t.Skipf("skipped: no %s here", shell)
+			}
+			r := newTestReaper(t, ContainProcess, Options{Shell: path})
+			if r.dupCwd != (shell == "bash") {
+				t.Errorf("%s: dupCwd %v", shell, r.dupCwd)
+			}
+			s := newTestSession(t, r, SessionOptions{})
+			dir := t.TempDir()
+			run(t, s, "cd "+dir)
+			if res := run(t, s, "pwd"); res.Output != dir+"\n" || s.Cwd() != dir {
+				t.Errorf("%s: after cd %s: %q, session %q", shell, dir, res.Output, s.Cwd())
+			}
+		})
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -52,20 +54,41 @@ func baseEnv(env []string) []string {
 	return out
 }
 
-// shellScript prefixes command with a trap that records the shell's final working directory in
-// cwdFile when the shell exits, by whatever path: the end of the script, `exit 3`, a failed `cd`,
-// errexit. The prefix shares the command's first line so that the shell's line numbers stay right.
-// Nothing is written to the command's output, so no marker can be confused with what the command
-// prints, and a top-level `&` backgrounds only its own part of the command. Subshells and background
-// jobs do not inherit the trap. A command that replaces the shell (exec) or is killed leaves the
-// directory unchanged.
-func shellScript(command, cwdFile string) string {
-	return "__reaper_cwd=" + shellQuote(cwdFile) + `; trap 'pwd >"$__reaper_cwd" 2>/dev/null' EXIT; ` + command
+// shellScript prefixes command, if cwd is set, with a trap that writes the shell's final working
+// directory, and a NUL, to the descriptor cwdFD when the shell exits, by whatever path: the end of
+// the script, `exit 3`, a failed `cd`, errexit (see cwd_linux.go). The prefix shares the command's
+// first line so that the shell's line numbers stay right. Nothing is written to the command's output,
+// so no marker can be confused with what the command prints, and a top-level `&` backgrounds only its
+// own part of the command. Subshells and background jobs do not inherit the trap. A command that
+// replaces the shell (exec) or is killed leaves the directory unchanged.
+//
+// A shell that can name descriptors above 9 (bash, zsh, ksh, busybox ash: dup set) writes to the
+// descriptor itself, which is non-blocking: if the command's processes filled the pipe, the write
+// fails and the directory stays as it was, rather than hold the shell's exit. Others (dash, which is
+// often /bin/sh) open it again through /dev/fd, and that open blocks as any pipe does.
+func shellScript(command string, cwd, dup bool) string {
+	if !cwd {
+		return command
+	}
+	target := ">&" + strconv.Itoa(cwdFD)
+	if !dup {
+		target = ">>/dev/fd/" + strconv.Itoa(cwdFD)
+	}
+	return `trap '{ pwd; printf "\0"; } 2>/dev/null ` + target + `' EXIT; ` + command
 }
 
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+// namesHighFDs reports whether shell can name a descriptor above 9 in a redirection (>&97): bash,
+// zsh, the ksh family and busybox's ash can; dash cannot. Decided by the name of the program the
+// path leads to.
+func namesHighFDs(shell string) bool {
+	if real, err := filepath.EvalSymlinks(shell); err == nil {
+		shell = real
+	}
+	switch filepath.Base(shell) {
+	case "bash", "rbash", "zsh", "ksh", "ksh93", "mksh", "busybox":
+		return true
+	}
+	return false
 }
 
 // checkCommand refuses commands that cannot be run as one shell argument.
@@ -96,13 +119,18 @@ type spawnSpec struct {
 	foreground bool
 	// extra, if set, is the child's descriptor 3.
 	extra *os.File
+	// cwd, if set, is the child's descriptor cwdFD: the write end of the pipe its shell's EXIT trap
+	// writes its final working directory to (see shellScript).
+	cwd *os.File
 	// init, if set, is the init of the session's PID namespace, which starts the process there.
 	init *pidns.Init
 }
 
-// files are the child's descriptors in order, from 0: stdin (/dev/null if unset), stdout, stderr
-// (stdout if unset), then the extra ones.
-func (spec spawnSpec) files(devnull *os.File) []*os.File {
+// fds returns the child's descriptor table as this process's descriptors, from 0: stdin (/dev/null
+// if unset), stdout, stderr (stdout if unset), extra, and the cwd pipe at cwdFD, with -1 for the
+// descriptors the child gets closed. The standard and extra ones are made blocking (Fd), as a
+// program expects its standard files; the cwd pipe is not (see shellScript).
+func (spec spawnSpec) fds(devnull *os.File) ([]int, error) {
 	stdin, stderr := spec.stdin, spec.stderr
 	if stdin == nil {
 		stdin = devnull
@@ -110,11 +138,21 @@ func (spec spawnSpec) files(devnull *os.File) []*os.File {
 	if stderr == nil {
 		stderr = spec.stdout
 	}
-	files := []*os.File{stdin, spec.stdout, stderr}
+	fds := []int{int(stdin.Fd()), int(spec.stdout.Fd()), int(stderr.Fd())}
 	if spec.extra != nil {
-		files = append(files, spec.extra)
+		fds = append(fds, int(spec.extra.Fd()))
 	}
-	return files
+	if spec.cwd != nil {
+		for len(fds) < cwdFD {
+			fds = append(fds, -1)
+		}
+		rc, err := spec.cwd.SyscallConn()
+		if err != nil {
+			return nil, err
+		}
+		rc.Control(func(fd uintptr) { fds = append(fds, int(fd)) })
+	}
+	return fds, nil
 }
 
 // spawned is a started process.
@@ -159,10 +197,14 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 	if r.opts.User != nil {
 		sys.Credential = r.opts.User.credential()
 	}
+	fds, err := spec.fds(r.devnull)
+	if err != nil {
+		return spawned{}, err
+	}
 	if spec.foreground {
 		// For Foreground, Ctty is a descriptor of this process (not of the child, as for Setctty):
 		// the child's stdin as this process holds it.
-		sys.Foreground, sys.Ctty = true, int(spec.files(r.devnull)[0].Fd())
+		sys.Foreground, sys.Ctty = true, fds[0]
 	}
 	if intoCgroup {
 		f, err := spec.leaf.OpenFD()
@@ -173,8 +215,8 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		sys.UseCgroupFD, sys.CgroupFD = true, int(f.Fd())
 	}
 	attr := &syscall.ProcAttr{Dir: spec.dir, Env: spec.env, Sys: sys}
-	for _, f := range spec.files(r.devnull) {
-		attr.Files = append(attr.Files, f.Fd())
+	for _, fd := range fds {
+		attr.Files = append(attr.Files, uintptr(fd)) // -1: closed in the child
 	}
 	var start uint64
 	pid, exited, err := r.kids.Start(func() (int, error) {

@@ -2,7 +2,9 @@ package reaper
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,7 +50,7 @@ func instanceName(pid int, start uint64) string {
 }
 
 // parseInstanceName returns the pid and start time in an instance's name, or ok false for a name no
-// instance has.
+// instance has: only the exact form instanceName gives ("r12-34", no sign, no leading zero).
 func parseInstanceName(name string) (pid int, start uint64, ok bool) {
 	rest, ok := strings.CutPrefix(name, "r")
 	if !ok {
@@ -59,11 +62,14 @@ func parseInstanceName(name string) (pid int, start uint64, ok bool) {
 	}
 	pid, err1 := strconv.Atoi(p)
 	start, err2 := strconv.ParseUint(s, 10, 64)
-	if err1 != nil || err2 != nil || pid <= 0 {
+	if err1 != nil || err2 != nil || pid <= 0 || pid > maxPid || instanceName(pid, start) != name {
 		return 0, 0, false
 	}
 	return pid, start, true
 }
+
+// maxPid is the largest pid the kernel hands out (PID_MAX_LIMIT).
+const maxPid = 1 << 22
 
 // instanceAlive reports whether the instance of that name still runs: its process exists with the
 // start time in the name (a reused pid has another) and is not dying.
@@ -77,46 +83,142 @@ func instanceAlive(w *proc.Walker, name string) bool {
 }
 
 // DefaultStateDir is where instances keep their state directories when Options.StateDir is empty:
-// $XDG_RUNTIME_DIR or /dev/shm where they are memory filesystems this process may write (each
-// command's shell writes a small file there as it exits, and a disk journal would add its latency to
-// every command), otherwise the temporary directory.
+// the first of stateDirs() that exists, or the first of them where none does. It makes nothing.
 func DefaultStateDir() string {
-	for _, d := range []string{os.Getenv("XDG_RUNTIME_DIR"), "/dev/shm"} {
-		var st unix.Statfs_t
-		if d != "" && unix.Statfs(d, &st) == nil && st.Type == unix.TMPFS_MAGIC && unix.Access(d, unix.W_OK) == nil {
+	dirs := stateDirs()
+	for _, d := range dirs {
+		if _, err := os.Lstat(d); err == nil {
 			return d
 		}
 	}
-	return os.TempDir()
+	return dirs[0]
 }
 
-// createState makes the instance's state directory below base and records the instance in it.
-func createState(base string, in *Instance) error {
-	in.StateDir = filepath.Join(base, instancePrefix+in.Name)
-	if err := os.Mkdir(in.StateDir, 0o700); err != nil {
-		in.StateDir = "" // not ours to remove
-		return fmt.Errorf("state directory: %w", err)
+// stateDirs are the places, in order of preference, of reaper's own state directory: for root
+// /run/reaper, for others $XDG_RUNTIME_DIR/reaper (memory file systems made for this, private to
+// their owner); then a directory of this user's own in the temporary directory and in /dev/shm
+// (reaper-<uid>, as tmux does: never the world-writable directory itself).
+func stateDirs() []string {
+	var dirs []string
+	if os.Geteuid() == 0 {
+		dirs = append(dirs, "/run/reaper")
+	} else if x := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(x) {
+		dirs = append(dirs, filepath.Join(x, "reaper"))
 	}
-	b, err := json.Marshal(in)
+	own := "reaper-" + strconv.Itoa(os.Geteuid())
+	return append(dirs, filepath.Join(os.TempDir(), own), filepath.Join("/dev/shm", own))
+}
+
+// openStateDir opens the directory instances keep their state directories in: dir, made (mode 0700)
+// if it is missing, or where dir is empty the first of stateDirs() that can be made or opened.
+// Whatever it opens must be this user's and writable by nobody else (see safefs.OpenRoot): a
+// directory that is not is refused with an error naming it and why, never fallen back from. A
+// default is passed over only where it cannot be had at all (its parent is missing, read-only, not
+// writable, or open to others without the sticky bit: a Kubernetes emptyDir /tmp).
+func openStateDir(dir string) (*safefs.Dir, error) {
+	if dir != "" {
+		d, err := safefs.CreateRoot(dir)
+		if err != nil {
+			return nil, fmt.Errorf("state directory: %w (choose one that only reaper's user can write)", err)
+		}
+		return d, nil
+	}
+	var errs []error
+	for _, c := range stateDirs() {
+		d, err := safefs.CreateRoot(c)
+		if err == nil {
+			return d, nil
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Path == c && !errors.Is(err, os.ErrNotExist) &&
+			!errors.Is(err, unix.EROFS) && !errors.Is(err, unix.EACCES) {
+			// The directory is there, and not ours: someone else made it.
+			return nil, fmt.Errorf("state directory: %w (remove it, or give --state-dir)", err)
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("no usable state directory (give --state-dir): %w", errors.Join(errs...))
+}
+
+// lookStateDir opens the directory openStateDir would use, for a process that only looks (ps,
+// sweep): dir, or the default that exists. It returns nil, nil where there is none.
+func lookStateDir(dir string) (*safefs.Dir, error) {
+	if dir == "" {
+		dir = DefaultStateDir()
+	}
+	d, err := safefs.OpenRoot(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state directory: %w; its records are not read", err)
+	}
+	return d, nil
+}
+
+// maxInstanceRecord bounds an Instance record as read: a real one is a few hundred bytes.
+const maxInstanceRecord = 64 << 10
+
+// createState makes the instance's state directory in base and records the instance in it. The
+// directory is returned open; in.StateDir is set to its path.
+func createState(base *safefs.Dir, in *Instance) (*safefs.Dir, error) {
+	name := instancePrefix + in.Name
+	if err := base.Mkdir(name); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	in.StateDir = base.Join(name)
+	dir, err := base.OpenDir(name)
 	if err == nil {
-		err = os.WriteFile(filepath.Join(in.StateDir, instanceFile), append(b, '\n'), 0o600)
+		b, _ := json.Marshal(in)
+		if err = dir.WriteFile(instanceFile, append(b, '\n')); err != nil {
+			dir.Close()
+		}
 	}
 	if err != nil {
-		os.RemoveAll(in.StateDir)
-		return fmt.Errorf("state directory %s: %w", in.StateDir, err)
+		base.RemoveAll(name)
+		in.StateDir = ""
+		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	return nil
+	return dir, nil
 }
 
-// readInstance reads the Instance recorded in a state directory.
-func readInstance(dir string) (Instance, error) {
-	var in Instance
-	b, err := os.ReadFile(filepath.Join(dir, instanceFile))
+// readInstance reads the Instance recorded in the state directory of the instance name.
+func readInstance(dir *safefs.Dir, name string) (Instance, error) {
+	b, err := dir.ReadFile(instanceFile, maxInstanceRecord)
 	if err != nil {
-		return in, err
+		return Instance{}, err
 	}
+	in, err := parseInstance(b)
+	if err == nil && in.Name != name {
+		err = fmt.Errorf("it names instance %q", in.Name)
+	}
+	if err != nil {
+		return Instance{}, fmt.Errorf("%s: %w", dir.Join(instanceFile), err)
+	}
+	return in, nil
+}
+
+// parseInstance decodes an Instance record and checks that it is one reaper could have written: a
+// valid instance name that agrees with its pid and start time, a known containment mode, and a slice
+// that is empty or a clean absolute path. A record is data, not authority: what it names is checked
+// again before anything is done to it.
+func parseInstance(b []byte) (Instance, error) {
+	var in Instance
 	if err := json.Unmarshal(b, &in); err != nil {
-		return in, fmt.Errorf("%s: %w", filepath.Join(dir, instanceFile), err)
+		return Instance{}, err
+	}
+	pid, start, ok := parseInstanceName(in.Name)
+	switch {
+	case !ok:
+		return Instance{}, fmt.Errorf("%q is not an instance name", in.Name)
+	case pid != in.Pid || start != in.Start:
+		return Instance{}, fmt.Errorf("instance %s records pid %d and start %d", in.Name, in.Pid, in.Start)
+	case in.Containment != ContainCgroup.String() && in.Containment != ContainProcess.String():
+		return Instance{}, fmt.Errorf("instance %s: unknown containment %q", in.Name, in.Containment)
+	case in.Slice != "" && (!filepath.IsAbs(in.Slice) || filepath.Clean(in.Slice) != in.Slice || len(in.Slice) > maxPath):
+		return Instance{}, fmt.Errorf("instance %s: slice %q is not a clean absolute path", in.Name, in.Slice)
+	case len(in.StateDir) > maxPath:
+		return Instance{}, fmt.Errorf("instance %s: state directory path too long", in.Name)
 	}
 	return in, nil
 }

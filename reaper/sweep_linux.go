@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,6 +48,17 @@ type SweepReport struct {
 	// Foreign are slices that hold processes of another pid namespace (their pids read as 0): their
 	// owner may be alive there, so they are left alone.
 	Foreign []string `json:"foreign,omitempty"`
+	// Ignored are what was found and not acted on because it is not what reaper makes, and why: a
+	// cgroup below the root or an entry in the state directory that is not an instance's, a record
+	// that does not hold, a slice that is a mount point or holds the caller's cgroup, a slice that a
+	// record names elsewhere than below the root.
+	Ignored []Ignored `json:"ignored,omitempty"`
+}
+
+// Ignored is something Sweep or Inspect found and left alone, and why.
+type Ignored struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // DeadInstance is what a dead instance left behind.
@@ -62,6 +75,8 @@ type DeadInstance struct {
 	Removed bool `json:"removed"`
 	// Error says what could not be done.
 	Error string `json:"error,omitempty"`
+
+	slice *cgroup.Slice // its slice, checked (cgroup.Root.Open); nil when there is none to act on
 }
 
 // Sweep finds the instances whose process has died (by SIGKILL, an OOM kill, a crash, a machine that
@@ -84,8 +99,12 @@ func Sweep(opts SweepOptions) (SweepReport, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	sw := &sweeper{opts: opts, w: proc.NewWalker(), k: killer{log: opts.Logger, method: cgroup.KillFile, timeout: opts.CloseTimeout}}
+	defer sw.close()
 	var rep SweepReport
 	dead, errs := sw.find(&rep)
+	for _, ig := range rep.Ignored {
+		opts.Logger.Warn("sweep: left alone", "path", ig.Path, "reason", ig.Reason)
+	}
 	if len(dead) == 0 {
 		return rep, errors.Join(errs...)
 	}
@@ -104,14 +123,24 @@ func Sweep(opts SweepOptions) (SweepReport, error) {
 }
 
 type sweeper struct {
-	opts SweepOptions
-	w    *proc.Walker
-	k    killer
-	root *cgroup.Root
+	opts  SweepOptions
+	w     *proc.Walker
+	k     killer
+	root  *cgroup.Root
+	state *safefs.Dir // the state directory, when there is one to look in
+}
+
+func (sw *sweeper) close() {
+	if sw.state != nil {
+		sw.state.Close()
+	}
 }
 
 // find collects the instances under the root and in the state directory, sorts the live from the
-// dead, and leaves out slices it must not touch.
+// dead, and leaves out what it must not touch. What it finds is data, not authority: a slice is acted
+// on only if it sits directly below the root under an instance's name and passes cgroup.Root.Open; a
+// state directory only if it is this user's, named after an instance, in a state directory that is
+// this user's alone. A record is read, and what it says of a slice elsewhere is reported, not used.
 func (sw *sweeper) find(rep *SweepReport) (map[string]*DeadInstance, []error) {
 	var errs []error
 	dead := make(map[string]*DeadInstance)
@@ -121,7 +150,7 @@ func (sw *sweeper) find(rep *SweepReport) (map[string]*DeadInstance, []error) {
 			return dead[name]
 		}
 		seen[name] = true
-		if _, _, ok := parseInstanceName(name); !ok || name == sw.opts.Skip {
+		if name == sw.opts.Skip {
 			return nil
 		}
 		if instanceAlive(sw.w, name) {
@@ -131,51 +160,93 @@ func (sw *sweeper) find(rep *SweepReport) (map[string]*DeadInstance, []error) {
 		dead[name] = &DeadInstance{Name: name}
 		return dead[name]
 	}
-	if root, err := cgroup.LookupRoot(sw.opts.Cgroup); err == nil && !sw.opts.NoCgroup {
-		sw.root = root
-		names, err := root.Slices()
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, name := range names {
-			if d := consider(name); d != nil {
-				d.Slice = filepath.Join(root.Path(), name)
-			}
+	if !sw.opts.NoCgroup {
+		if root, err := cgroup.LookupRoot(sw.opts.Cgroup); err == nil {
+			sw.root = root
+			errs = append(errs, sw.findSlices(rep, consider))
 		}
 	}
-	entries, err := os.ReadDir(sw.opts.StateDir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	state, err := lookStateDir(sw.opts.StateDir)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, e := range entries {
-		name, ok := strings.CutPrefix(e.Name(), instancePrefix)
-		if !ok || !e.IsDir() {
-			continue
-		}
-		if d := consider(name); d != nil {
-			d.StateDir = filepath.Join(sw.opts.StateDir, e.Name())
-			if in, err := readInstance(d.StateDir); err == nil && d.Slice == "" {
-				d.Slice = in.Slice // a slice under another root than the one looked at
-			}
-		}
+	if state != nil {
+		sw.state = state
+		errs = append(errs, sw.findStates(rep, consider))
 	}
 	slices.Sort(rep.Live)
 	return dead, errs
 }
 
+// findSlices considers the cgroups directly below the root.
+func (sw *sweeper) findSlices(rep *SweepReport, consider func(string) *DeadInstance) error {
+	names, err := sw.root.Slices()
+	for _, name := range names {
+		path := filepath.Join(sw.root.Path(), name)
+		if _, _, ok := parseInstanceName(name); !ok {
+			rep.Ignored = append(rep.Ignored, Ignored{path, "not an instance's slice (r<pid>-<start time>)"})
+			continue
+		}
+		s, err := sw.root.Open(name)
+		if err != nil {
+			rep.Ignored = append(rep.Ignored, Ignored{path, err.Error()})
+			continue
+		}
+		if d := consider(name); d != nil {
+			d.Slice, d.slice = path, s
+		}
+	}
+	return err
+}
+
+// findStates considers the instances' state directories in the state directory.
+func (sw *sweeper) findStates(rep *SweepReport, consider func(string) *DeadInstance) error {
+	entries, err := sw.state.Entries(0)
+	for _, e := range entries {
+		path := sw.state.Join(e.Name)
+		name, ok := strings.CutPrefix(e.Name, instancePrefix)
+		if _, _, valid := parseInstanceName(name); !ok || !valid {
+			rep.Ignored = append(rep.Ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})
+			continue
+		}
+		dir, err := sw.state.OpenDir(e.Name)
+		if err != nil {
+			rep.Ignored = append(rep.Ignored, Ignored{path, err.Error()})
+			continue
+		}
+		d := consider(name)
+		if d == nil {
+			dir.Close()
+			continue
+		}
+		d.StateDir = path
+		in, err := readInstance(dir, name)
+		dir.Close()
+		switch want := sw.slicePath(name); {
+		case err != nil:
+			// A directory of ours with a bad record: removed all the same, the record not used.
+			rep.Ignored = append(rep.Ignored, Ignored{filepath.Join(path, instanceFile), err.Error()})
+		case in.Slice != "" && in.Slice != want:
+			rep.Ignored = append(rep.Ignored, Ignored{in.Slice, "named by the record of instance " + name +
+				", but it is not that instance's slice below the root looked under (" + cmp.Or(want, "none") + "): not acted on"})
+		}
+	}
+	return err
+}
+
+// slicePath is where the slice of the instance name is, below the root looked under; "" without one.
+func (sw *sweeper) slicePath(name string) string {
+	if sw.root == nil {
+		return ""
+	}
+	return filepath.Join(sw.root.Path(), name)
+}
+
 // killSlice kills (or, in a dry run, lists) what is in a dead instance's slice.
 func (sw *sweeper) killSlice(d *DeadInstance) error {
-	if d.Slice == "" {
+	s := d.slice
+	if s == nil {
 		return nil
-	}
-	s, err := cgroup.OpenSlice(d.Slice)
-	if errors.Is(err, unix.ENOENT) {
-		d.Slice = ""
-		return nil
-	}
-	if err != nil {
-		d.Error = err.Error()
-		return err
 	}
 	pids, err := s.Pids()
 	if err != nil {
@@ -185,7 +256,7 @@ func (sw *sweeper) killSlice(d *DeadInstance) error {
 	if populated, _ := s.Populated(); populated && len(pids) == 0 {
 		// Processes of another pid namespace: an instance there may be alive.
 		d.Error = "holds processes of another pid namespace; left alone"
-		d.Slice = ""
+		d.Slice, d.slice = "", nil
 		return nil
 	}
 	for _, p := range pids {
@@ -194,7 +265,7 @@ func (sw *sweeper) killSlice(d *DeadInstance) error {
 	if sw.opts.DryRun {
 		return nil
 	}
-	left, err := sw.k.slice(s, time.Now().Add(sw.opts.CloseTimeout))
+	left, err := sw.k.slice(context.Background(), s, time.Now().Add(sw.opts.CloseTimeout))
 	if len(left) > 0 && err == nil {
 		err = errors.New("processes remain in " + d.Slice)
 	}
@@ -251,13 +322,11 @@ func (sw *sweeper) killMarked(dead map[string]*DeadInstance) error {
 // remove removes a dead instance's slice and state directory.
 func (sw *sweeper) remove(d *DeadInstance) {
 	var errs []error
-	if d.Slice != "" {
-		if s, err := cgroup.OpenSlice(d.Slice); err == nil {
-			errs = append(errs, s.Remove())
-		}
+	if d.slice != nil {
+		errs = append(errs, d.slice.Remove())
 	}
 	if d.StateDir != "" {
-		errs = append(errs, os.RemoveAll(d.StateDir))
+		errs = append(errs, sw.state.RemoveAll(instancePrefix+d.Name))
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.Error = err.Error()

@@ -3,6 +3,7 @@ package reaper
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"sync"
 	"time"
 
@@ -67,7 +68,7 @@ type task struct {
 	leaf                     *cgroup.Slice
 	out                      *output
 	pump                     *pump
-	cwdFile                  string
+	cwd                      *os.File      // read end of the working-directory pipe (foreground tasks); closed by watch
 	oomBase                  int64         // oom_kill of the leaf when the task started
 	done                     chan struct{} // closed when the task is terminal
 
@@ -81,6 +82,13 @@ type task struct {
 	stopAs     Status // the status to record when the main process exits, if reaper ended it
 	readToEnd  bool   // the output was read to its end after the task ended
 	oom        bool   // the OOM killer killed a process of the task
+}
+
+// closeCwd closes the read end of the working-directory pipe, if the task has one.
+func (t *task) closeCwd() {
+	if t.cwd != nil {
+		t.cwd.Close()
+	}
 }
 
 // oomKilled records that the OOM killer killed a process of the task.

@@ -54,6 +54,10 @@ type scope struct {
 	seeds  map[int]uint64
 	groups []*task
 	marker string
+	// end, if set, is when every wait for killed processes ends (a session's teardown sets it to
+	// its start plus the grace period and CloseTimeout); zero means CloseTimeout after the hard kill
+	// begins.
+	end time.Time
 	// self is the process the walks look below (the Reaper, or the session's init), and skip the task
 	// processes below it that are other scopes' (see proc.Query).
 	self int
@@ -89,16 +93,26 @@ const sweepTime = 5 * time.Second
 //     the previous one killed to exit, so that nothing they forked as they died is missed. Once the
 //     inits have ended there is nothing left to walk for: no process leaves its PID namespace.
 //  5. A bounded wait for those processes to exit; what is left is reported.
+//
+// Phases 3 to 5 share one deadline (sc.end, or CloseTimeout from the hard kill), and once ctx is
+// done they wait at most hurryWait more: what survives SIGKILL (uninterruptible sleep) is reported,
+// not waited for.
 func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 	t := &teardown{
 		r: r, sc: sc, w: proc.NewWalker(), start: time.Now(), skip: sc.skip,
 		seen: make(map[int]bool), termed: make(map[int]bool),
 	}
 	defer func() { proc.CloseAll(t.outside) }()
+	var cancel context.CancelFunc
+	t.wait, cancel = deathWait(ctx)
+	defer cancel()
 	t.findEscaped()
 	t.alive = t.outside
 	if r.lim.Grace > 0 {
 		t.polite(ctx)
+	}
+	if t.killEnd = sc.end; t.killEnd.IsZero() {
+		t.killEnd = time.Now().Add(r.lim.CloseTimeout)
 	}
 	t.killSlice()
 	t.killNamespaces()
@@ -122,13 +136,14 @@ type teardown struct {
 	rep   KillReport
 	errs  []error
 
-	seen    map[int]bool  // processes seen in the slice
-	termed  map[int]bool  // processes of the slice sent SIGTERM
-	emptied bool          // the slice emptied within the grace period
-	nsEnded bool          // the scope had inits, and they have all ended
-	killEnd time.Time     // phases 4 and 5 together wait at most CloseTimeout for what they killed
-	outside []proc.Handle // processes found outside the slice, verified; closed at the end
-	alive   []proc.Handle // those not yet seen to exit
+	seen    map[int]bool    // processes seen in the slice
+	termed  map[int]bool    // processes of the slice sent SIGTERM
+	emptied bool            // the slice emptied within the grace period
+	nsEnded bool            // the scope had inits, and they have all ended
+	killEnd time.Time       // phases 3 to 5 together wait at most until then for what they killed
+	wait    context.Context // done hurryWait after the teardown is hurried: the waits of phases 3 to 5 end
+	outside []proc.Handle   // processes found outside the slice, verified; closed at the end
+	alive   []proc.Handle   // those not yet seen to exit
 }
 
 // findEscaped is phase 1. With a slice it looks for what left it by parent pid only, from the threads
@@ -211,7 +226,7 @@ func (t *teardown) killSlice() {
 			return
 		}
 	}
-	left, err := t.r.killer.slice(s, time.Now().Add(t.r.lim.CloseTimeout))
+	left, err := t.r.killer.slice(t.wait, s, t.killEnd)
 	if err != nil {
 		t.errs = append(t.errs, err)
 	}
@@ -230,8 +245,8 @@ func (t *teardown) note(pids []int, err error) {
 	}
 }
 
-// killNamespaces is the end of phase 3: the inits' kill. An init that does not end within
-// CloseTimeout is reported among the processes that remain.
+// killNamespaces is the end of phase 3: the inits' kill. An init that has not ended by the phases'
+// deadline is reported among the processes that remain.
 func (t *teardown) killNamespaces() {
 	if len(t.sc.inits) == 0 {
 		return
@@ -241,13 +256,12 @@ func (t *teardown) killNamespaces() {
 			t.errs = append(t.errs, err)
 		}
 	}
-	end := time.Now().Add(t.r.lim.CloseTimeout)
 	t.nsEnded = true
 	for _, in := range t.sc.inits {
-		if !in.Wait(context.Background(), end) {
+		if !in.Wait(t.wait, t.killEnd) {
 			t.nsEnded = false
 			t.rep.Remaining = append(t.rep.Remaining, proc.Describe(in.Pid()))
-			t.errs = append(t.errs, fmt.Errorf("the PID namespace of init %d has not ended after %v: a process in it does not die", in.Pid(), t.r.lim.CloseTimeout))
+			t.errs = append(t.errs, fmt.Errorf("the PID namespace of init %d has not ended by %v: a process in it does not die", in.Pid(), t.killEnd.Format(time.TimeOnly)))
 		}
 	}
 }
@@ -271,7 +285,6 @@ func (t *teardown) killEscaped() {
 			t.signalFailed(g.signalGroup(unix.SIGKILL))
 		}
 	}
-	t.killEnd = time.Now().Add(t.r.lim.CloseTimeout)
 	pending := t.alive
 	for pass := 0; pass < maxWalkPasses; pass++ {
 		t.signalFailed(proc.SignalAll(pending, unix.SIGKILL))
@@ -279,7 +292,7 @@ func (t *teardown) killEscaped() {
 		t.rep.Walked += len(pending)
 		// Only a process that has exited can no longer fork: wait for these before walking again,
 		// or a child forked as one of them died could be born after the walk and outlive it.
-		t.w.WaitGone(context.Background(), pending, t.killEnd)
+		t.w.WaitGone(t.wait, pending, t.killEnd)
 		if t.nsEnded {
 			break // what was found lived in the namespaces, which are empty now
 		}
@@ -304,7 +317,7 @@ func (t *teardown) killEscaped() {
 // await is phase 5.
 func (t *teardown) await() {
 	timeout := t.r.lim.CloseTimeout
-	alive := t.w.WaitGone(context.Background(), t.alive, t.killEnd)
+	alive := t.w.WaitGone(t.wait, t.alive, t.killEnd)
 	for _, h := range alive {
 		t.rep.Remaining = append(t.rep.Remaining, proc.Describe(h.Pid))
 	}

@@ -3,7 +3,6 @@ package reaper
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -66,45 +65,29 @@ func startUserForker() (*reap.Forker, error) {
 	})
 }
 
-// checkUser runs the shell as the user in the working directory, writing a file into a directory made
-// as a session's is, to fail at start rather than at every command: the Reaper may not switch users
-// (not root), the user may not enter the directory, or may not reach the state directory (one below
-// a directory only root may pass, such as root's XDG_RUNTIME_DIR).
+// checkUser runs the shell as the user in the working directory, to fail at start rather than at
+// every command: the Reaper may not switch users (not root), or the user may not enter the directory
+// or run the shell. Tasks need nothing else of the Reaper's: its state directory is its own, and no
+// task writes there (the working directory comes back through a pipe, see cwd_linux.go).
 func (r *Reaper) checkUser() error {
-	probe := filepath.Join(r.self.StateDir, "user-check")
-	if err := os.Mkdir(probe, 0o700); err != nil {
-		return err
-	}
-	defer os.RemoveAll(probe)
-	if err := r.giveToUser(probe); err != nil {
-		return err
-	}
-	sp, err := r.fork(spawnSpec{argv: []string{r.shell, "-c", `: > "$1/file"`, "reaper-check", probe}, env: r.env, dir: r.workDir, stdout: r.devnull}, false)
+	sp, err := r.fork(spawnSpec{argv: []string{r.shell, "-c", ":"}, env: r.env, dir: r.workDir, stdout: r.devnull}, false)
 	if err != nil {
-		return fmt.Errorf("tasks cannot run as user %s: %w", r.opts.User, err)
+		return fmt.Errorf("tasks cannot run as user %s in %s: %w", r.opts.User, r.workDir, err)
 	}
 	if sp.pidfd >= 0 {
 		unix.Close(sp.pidfd)
 	}
+	timer := time.NewTimer(r.lim.CloseTimeout)
+	defer timer.Stop()
 	select {
 	case st := <-sp.exited:
 		if st.Code() != 0 {
-			return fmt.Errorf("tasks running as user %s cannot write in their session's directory below %s (choose a state directory the user can pass)",
-				r.opts.User, r.self.StateDir)
+			return fmt.Errorf("tasks running as user %s cannot run %s in %s (exit status %d)", r.opts.User, r.shell, r.workDir, st.Code())
 		}
-	case <-time.After(r.lim.CloseTimeout):
+	case <-timer.C:
 		return fmt.Errorf("tasks cannot run as user %s: the shell did not exit within %v", r.opts.User, r.lim.CloseTimeout)
 	}
 	return nil
-}
-
-// giveToUser makes a session's directory (the shell's working-directory files) the user's. The
-// instance's state directory above it is passable (not readable) by anyone when there is a user.
-func (r *Reaper) giveToUser(dir string) error {
-	if r.opts.User == nil {
-		return nil
-	}
-	return os.Chown(dir, int(r.opts.User.Uid), int(r.opts.User.Gid))
 }
 
 // holdArgs returns an argv that waits, before it runs argv, until the descriptor 3 it inherits (a

@@ -2,16 +2,17 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
 )
@@ -29,6 +30,7 @@ type serveConfig struct {
 	grace       time.Duration
 	bgTimeout   time.Duration
 	maxTasks    int
+	maxWS       int
 	containment string
 	pidNS       string
 	cgroupRoot  string
@@ -51,7 +53,8 @@ const serveUsage = `Usage: reaper serve [flags]
 
 Serves MCP over stdio (the default) or Streamable HTTP (--http). Each MCP session gets its own
 cgroup slice; when the session ends (client close, DELETE, idle timeout, lost keepalive, SIGTERM),
-every process it started dies.
+every process it started dies. Over HTTP, clients of MCP 2026-07-28 (which has no sessions) open
+workspaces instead, which end the same way when closed, unused for --idle-timeout, or at SIGTERM.
 
 Per-session limits (--memory-max, --pids-max, --cpu-max) are written into each session's slice.
 They need cgroup containment and the host's memory, pids or cpu controller: with --containment
@@ -62,8 +65,9 @@ The admin endpoint (--admin) serves /healthz (alive), /readyz (ready once contai
 the body names the mode and why) and /metrics (Prometheus), apart from MCP so that probes need no
 MCP token. It listens on loopback only unless an admin token is set (--admin-token,
 REAPER_ADMIN_TOKEN or --admin-token-file); with one it may listen anywhere (a pod's IP, for the
-kubelet's probes): /healthz and /readyz stay open to all, /metrics requires the token as a bearer
-token, on loopback too.
+kubelet's probes): /healthz and /readyz's status code stay open to all, /readyz's explanation needs
+the token off loopback, and /metrics requires the token as a bearer token, on loopback too. A
+loopback listener answers only loopback Host names, and no cross-origin browser request.
 
 Every flag can also be set from the environment as REAPER_<NAME> (for example
 REAPER_IDLE_TIMEOUT=5m); a flag on the command line wins.
@@ -78,17 +82,18 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.http, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
-	fs.DurationVar(&c.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "end an HTTP session with no request for this `duration`, killing its processes")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "end an HTTP session with no request, or a workspace with no call that names it (its lease), for this `duration`, killing its processes")
 	fs.DurationVar(&c.keepalive, "keepalive", 0, fmt.Sprintf("ping clients this often and end a session whose client leaves %d pings in a row unanswered, each given this long (0: off)", mcpserver.KeepAliveMisses))
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends")
 	fs.DurationVar(&c.bgTimeout, "bg-timeout", 0, "kill background tasks that run longer than this (0: no limit)")
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
+	fs.IntVar(&c.maxWS, "max-workspaces", mcpserver.DefaultMaxWorkspaces, "most workspaces (MCP 2026-07-28 over HTTP) open at once per identity")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	pidNamespaceFlag(fs, &c.pidNS, "session")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 	stateDirFlag(fs, &c.stateDir)
 	fs.StringVar(&c.user, "user", "", "run tasks as `USER[:GROUP]` (a name or an id), with the user's groups and HOME, no capabilities and no_new_privs, instead of reaper's own user; reaper must be root")
-	fs.StringVar(&c.admin, "admin", "", "serve /healthz, /readyz and /metrics at http://`ADDR` (off by default). Loopback only, unless an admin token is set: then any address, with /healthz and /readyz open to all (they reveal nothing secret) and /metrics requiring the token")
+	fs.StringVar(&c.admin, "admin", "", "serve /healthz, /readyz and /metrics at http://`ADDR` (off by default). Loopback only, unless an admin token is set: then any address, with /healthz and /readyz's status open to all and /metrics (and, off loopback, /readyz's explanation) requiring the token")
 	fs.StringVar(&c.adminToken, "admin-token", "", "bearer `token` that /metrics requires (not an MCP token: a scraper must not hold a credential that runs commands); needed for a non-loopback --admin")
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "read the admin token from `file` (its first line)")
 	fs.StringVar(&c.logFormat, "log-format", "text", logFormatUsage)
@@ -111,6 +116,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return c, errors.New("--keepalive, --grace and --bg-timeout must not be negative")
 	case c.maxTasks < 1:
 		return c, errors.New("--max-tasks must be at least 1")
+	case c.maxWS < 1:
+		return c, errors.New("--max-workspaces must be at least 1")
 	case c.pidsMax < 0:
 		return c, errors.New("--pids-max must not be negative")
 	case c.adminToken != "" && c.adminTokenFile != "":
@@ -139,7 +146,7 @@ func (c serveConfig) adminTokenValue() (string, error) {
 	if c.adminTokenFile == "" {
 		return c.adminToken, nil
 	}
-	b, err := os.ReadFile(c.adminTokenFile)
+	b, err := safefs.ReadConfig(c.adminTokenFile, maxTokenFile)
 	if err != nil {
 		return "", fmt.Errorf("admin token file: %w", err)
 	}
@@ -176,7 +183,7 @@ func parseFlags(fs *flag.FlagSet, args []string, operands bool, getenv func(stri
 
 // stateDirFlag defines --state-dir, which serve and sweep share.
 func stateDirFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "state-dir", "", "`directory` for instances' state (default: $XDG_RUNTIME_DIR or /dev/shm where writable, else the temporary directory); instances that share a cgroup root should share it, so that one sweeps up after another that died")
+	fs.StringVar(p, "state-dir", "", "`directory` for instances' state, which only reaper's user may write (it is refused otherwise); made with mode 0700 if missing (default: /run/reaper for root, $XDG_RUNTIME_DIR/reaper for others, else reaper-<uid> in the temporary directory or /dev/shm); instances that share a cgroup root should share it, so that one sweeps up after another that died")
 }
 
 // setFromEnv sets every flag of fs not given on the command line from REAPER_<NAME> in the
@@ -219,6 +226,10 @@ func normalizeHTTPFlag(args []string) []string {
 	return out
 }
 
+// maxTokenFile bounds a token file as read: a regular file, opened without blocking (see
+// safefs.ReadConfig).
+const maxTokenFile = 1 << 20
+
 // tokens collects the bearer tokens from --token and --token-file, keyed to their identities.
 func (c serveConfig) tokens() (map[string]string, error) {
 	out := map[string]string{}
@@ -228,12 +239,11 @@ func (c serveConfig) tokens() (map[string]string, error) {
 	if c.tokenFile == "" {
 		return out, nil
 	}
-	f, err := os.Open(c.tokenFile)
+	b, err := safefs.ReadConfig(c.tokenFile, maxTokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line, _, _ := strings.Cut(sc.Text(), "#")
 		fields := strings.Fields(line)

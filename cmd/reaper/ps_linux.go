@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/reaper"
@@ -73,7 +75,8 @@ func printPs(w io.Writer, in reaper.Inspection) {
 		if in.Root != "" {
 			where = in.Root + " and " + where
 		}
-		fmt.Fprintf(w, "no reaper instances in %s\n", where)
+		fmt.Fprintf(w, "no reaper instances in %s\n", printable(where))
+		printIgnored(w, in.Ignored)
 		return
 	}
 	for _, iv := range in.Instances {
@@ -84,9 +87,9 @@ func printPs(w io.Writer, in reaper.Inspection) {
 				state = "stopped (" + iv.State + "): not serving until it gets SIGCONT"
 			}
 		}
-		fmt.Fprintf(w, "instance %s  pid %d  %s", iv.Name, iv.Pid, state)
+		fmt.Fprintf(w, "instance %s  pid %d  %s", printable(iv.Name), iv.Pid, printable(state))
 		if iv.Containment != "" {
-			fmt.Fprintf(w, "  containment %s", iv.Containment)
+			fmt.Fprintf(w, "  containment %s", printable(iv.Containment))
 		}
 		if iv.PIDNamespace {
 			fmt.Fprint(w, "  pid namespace per session")
@@ -96,7 +99,7 @@ func printPs(w io.Writer, in reaper.Inspection) {
 		}
 		fmt.Fprintln(w)
 		if iv.Slice != "" {
-			fmt.Fprintf(w, "  slice %s\n", iv.Slice)
+			fmt.Fprintf(w, "  slice %s\n", printable(iv.Slice))
 		}
 		if len(iv.Sessions) == 0 {
 			fmt.Fprintln(w, "  no sessions")
@@ -105,12 +108,20 @@ func printPs(w io.Writer, in reaper.Inspection) {
 			printSession(w, sv)
 		}
 	}
+	printIgnored(w, in.Ignored)
+}
+
+// printIgnored lists what was found and left alone because it is not what reaper makes.
+func printIgnored(w io.Writer, ignored []reaper.Ignored) {
+	for _, ig := range ignored {
+		fmt.Fprintf(w, "ignored %s: %s\n", printable(ig.Path), printable(ig.Reason))
+	}
 }
 
 func printSession(w io.Writer, sv reaper.SessionView) {
-	fmt.Fprintf(w, "  session %s", sv.Name)
+	fmt.Fprintf(w, "  session %s", printable(sv.Name))
 	if sv.ID != "" {
-		fmt.Fprintf(w, " (%s)", sv.ID)
+		fmt.Fprintf(w, " (%s)", printable(sv.ID))
 	}
 	if !sv.Created.IsZero() {
 		fmt.Fprintf(w, "  age %v", time.Since(sv.Created).Round(time.Second))
@@ -125,7 +136,7 @@ func printSession(w io.Writer, sv reaper.SessionView) {
 		if t.Background {
 			kind = "bg"
 		}
-		fmt.Fprintf(w, "    task %s %s  pid %d  %s\n", t.ID, kind, t.Pid, oneLine(t.Command, 100))
+		fmt.Fprintf(w, "    task %s %s  pid %d  %s\n", printable(t.ID), kind, t.Pid, oneLine(t.Command, 100))
 	}
 	if len(sv.Processes) == 0 {
 		return
@@ -141,16 +152,56 @@ func printSession(w io.Writer, sv reaper.SessionView) {
 		if task == "" {
 			task = "-"
 		}
-		fmt.Fprintf(tw, "    %d\t%s\t%v\t%s\t%s\t%s\n", p.Pid, p.State, time.Duration(p.Age*float64(time.Second)).Round(time.Second), task, cg, oneLine(p.Command, 80))
+		fmt.Fprintf(tw, "    %d\t%s\t%v\t%s\t%s\t%s\n", p.Pid, printable(p.State), time.Duration(p.Age*float64(time.Second)).Round(time.Second),
+			oneLine(task, 40), oneLine(cg, 200), oneLine(p.Command, 80))
 	}
 	tw.Flush()
 }
 
-// oneLine puts s on one line and cuts it to n bytes.
+// oneLine puts s on one line, makes it printable and cuts it to about n bytes (on a character's
+// boundary).
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = printable(strings.Join(strings.Fields(s), " "))
 	if len(s) > n {
-		s = s[:n-3] + "..."
+		cut := n - 3
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
 	}
 	return s
+}
+
+// printable makes s safe to print to a terminal: what a process, a task or a record chose (a command
+// line, a cgroup's name) must not move the cursor, retitle the window, reorder or hide text, or run a
+// terminal's escape sequences. Every character that is not printable (control characters, C1 codes,
+// formatting and bidirectional controls, bytes that are not UTF-8) is written as a Go escape (\x1b,
+// \u202e), so the text stays readable.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += size
+	}
+	return b.String()
 }

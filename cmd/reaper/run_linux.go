@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -369,7 +370,9 @@ func (j *jobRun) writeReport() {
 		j.rep.Leftovers = []reaper.Proc{}
 	}
 	b, _ := json.MarshalIndent(j.rep, "", "  ")
-	if err := os.WriteFile(j.c.report, append(b, '\n'), 0o644); err != nil {
+	// The report's directory may be the job's (a CI workspace): a link or a FIFO the job put at the
+	// name is replaced, never written through.
+	if err := safefs.ReplaceFile(j.c.report, append(b, '\n'), 0o644); err != nil {
 		fmt.Fprintf(j.stderr, "reaper run: report: %v\n", err)
 	}
 }

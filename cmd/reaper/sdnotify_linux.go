@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // sdNotify sends state (such as "READY=1" or "STOPPING=1") to the service manager over the datagram
@@ -26,11 +27,17 @@ func sdNotify(state string) error {
 		return fmt.Errorf("notifying the service manager of %q: %w", state, err)
 	}
 	defer conn.Close()
+	// A datagram socket whose reader does not read blocks the writer once its queue is full: the
+	// notification is given up after a second rather than hold reaper's start or its shutdown.
+	conn.SetWriteDeadline(time.Now().Add(notifyTimeout))
 	if _, err := conn.Write([]byte(state)); err != nil {
 		return fmt.Errorf("notifying the service manager of %q at %s: %w", state, addr, err)
 	}
 	return nil
 }
+
+// notifyTimeout bounds the sending of one notification.
+const notifyTimeout = time.Second
 
 // notify sends state to the service manager (see sdNotify) and logs a failure: readiness is the
 // service manager's business, so a failed notification does not stop reaper.

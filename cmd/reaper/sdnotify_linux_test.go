@@ -60,3 +60,24 @@ func TestSdNotifyWithoutSocket(t *testing.T) {
 		t.Error("to a vsock address: no error")
 	}
 }
+
+// TestSdNotifyNeverBlocks: a notification socket whose reader never reads fills up; a notification
+// then fails after notifyTimeout instead of holding reaper's start or shutdown.
+func TestSdNotifyNeverBlocks(t *testing.T) {
+	addr := filepath.Join(t.TempDir(), "notify")
+	listenNotify(t, addr) // never read
+	t.Setenv("NOTIFY_SOCKET", addr)
+	for i := 0; ; i++ {
+		start := time.Now()
+		err := sdNotify("STATUS=" + strings.Repeat("x", 4000))
+		if took := time.Since(start); took > notifyTimeout+time.Second {
+			t.Fatalf("notification %d took %v", i, took)
+		}
+		if err != nil {
+			break // the queue is full: refused in time
+		}
+		if i > 10000 {
+			t.Fatal("the socket's queue never filled")
+		}
+	}
+}

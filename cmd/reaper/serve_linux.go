@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/httpguard"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
 )
@@ -147,12 +148,13 @@ func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger, o *ops) (
 		return nil, nil, err
 	}
 	srv, err := mcpserver.New(mcpserver.Options{
-		Reaper:      r,
-		IdleTimeout: c.idleTimeout,
-		KeepAlive:   c.keepalive,
-		Version:     versionString(),
-		Logger:      log,
-		Observer:    o.mcpObserver(),
+		Reaper:        r,
+		IdleTimeout:   c.idleTimeout,
+		KeepAlive:     c.keepalive,
+		MaxWorkspaces: c.maxWS,
+		Version:       versionString(),
+		Logger:        log,
+		Observer:      o.mcpObserver(),
 	})
 	if err != nil {
 		r.Close(context.Background())
@@ -167,14 +169,10 @@ func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger, o *ops) (
 func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, tokens map[string]string, log *slog.Logger) int {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Tokens: tokens}))
-	hs := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		// A keep-alive connection between requests holds a descriptor; clients that pool connections
-		// and never close them (or vanish without a FIN) must not pile them up.
-		IdleTimeout: 2 * time.Minute,
-		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	// Headers, bodies and idle keep-alive connections are bounded before any check sees a request:
+	// clients that pool connections and never close them (or vanish without a FIN), or send a body
+	// that never ends, must not pile connections up.
+	hs := httpguard.NewServer(mux, httpguard.Options{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	status := 0
@@ -186,7 +184,8 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, tokens map[
 	case <-sig.serving.Done():
 	}
 	srv.Close(sig.hurry)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Connections still busy get 5 s to finish, none after a second signal.
+	ctx, cancel := context.WithTimeout(sig.hurry, 5*time.Second)
 	hs.Shutdown(ctx)
 	cancel()
 	hs.Close()

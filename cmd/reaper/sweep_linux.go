@@ -71,22 +71,23 @@ func printSweep(w io.Writer, rep reaper.SweepReport, dryRun bool) {
 		kill, remove = "would kill", "would remove"
 	}
 	for _, d := range rep.Dead {
-		fmt.Fprintf(w, "dead instance %s: %s %d processes%s\n", d.Name, kill, len(d.Processes), procList(d.Processes))
+		fmt.Fprintf(w, "dead instance %s: %s %d processes%s\n", printable(d.Name), kill, len(d.Processes), procList(d.Processes))
 		for _, p := range []string{d.Slice, d.StateDir} {
 			if p != "" && (dryRun || d.Removed) {
-				fmt.Fprintf(w, "  %s %s\n", remove, p)
+				fmt.Fprintf(w, "  %s %s\n", remove, printable(p))
 			}
 		}
 		if d.Error != "" {
-			fmt.Fprintf(w, "  error: %s\n", d.Error)
+			fmt.Fprintf(w, "  error: %s\n", printable(d.Error))
 		}
 	}
 	for _, name := range rep.Live {
-		fmt.Fprintf(w, "live instance %s: left alone\n", name)
+		fmt.Fprintf(w, "live instance %s: left alone\n", printable(name))
 	}
 	for _, path := range rep.Foreign {
-		fmt.Fprintf(w, "%s holds processes of another pid namespace: left alone\n", path)
+		fmt.Fprintf(w, "%s holds processes of another pid namespace: left alone\n", printable(path))
 	}
+	printIgnored(w, rep.Ignored)
 	if len(rep.Dead) == 0 {
 		fmt.Fprintln(w, "no dead instances")
 	}
@@ -99,7 +100,7 @@ func procList(ps []reaper.Proc) string {
 	}
 	names := make([]string, len(ps))
 	for i, p := range ps {
-		names[i] = fmt.Sprintf("%s (pid %d, %v)", p.Comm, p.Pid, p.Age.Round(time.Second))
+		names[i] = fmt.Sprintf("%s (pid %d, %v)", printable(p.Comm), p.Pid, p.Age.Round(time.Second))
 	}
 	return ": " + strings.Join(names, ", ")
 }

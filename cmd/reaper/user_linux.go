@@ -71,9 +71,12 @@ func tokenWarnings(c serveConfig) []string {
 	if c.tokenOnCommandLine {
 		warn = append(warn, "--token on the command line can be read by every local process, tasks included, in /proc/<pid>/cmdline of reaper and of its guard: set REAPER_TOKEN in reaper's environment or use --token-file with a file only reaper can read")
 	}
-	if c.tokenFile != "" {
-		if fi, err := os.Stat(c.tokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			warn = append(warn, fmt.Sprintf("the token file %s can be read by other users (mode %04o): make it readable by reaper only (chmod 600)", c.tokenFile, fi.Mode().Perm()))
+	for _, file := range []string{c.tokenFile, c.adminTokenFile} {
+		if file == "" {
+			continue
+		}
+		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			warn = append(warn, fmt.Sprintf("the token file %s can be read by other users (mode %04o): make it readable by reaper only (chmod 600)", file, fi.Mode().Perm()))
 		}
 	}
 	return warn

@@ -2,9 +2,13 @@
 // metrics (/metrics), on a listener of its own, apart from MCP, so that probes and scrapers need no
 // MCP credential.
 //
-// /healthz and /readyz answer anyone: they tell whether reaper runs and how it contains processes,
-// nothing secret. /metrics requires the admin bearer token when one is set ([Options.Token]); the
-// caller decides where the endpoint may listen without one (reaper: loopback only).
+// /healthz answers anyone: it tells only that reaper runs. /readyz answers anyone with its status
+// code (for probes); why, and how reaper contains processes, it tells requests that reached a
+// loopback address or carry the admin token. /metrics requires the admin bearer token when one is
+// set ([Options.Token]); the caller decides where the endpoint may listen without one (reaper:
+// loopback only). Every request is bounded in time and size before it is answered
+// (httpguard.NewServer), a loopback listener answers only loopback Host names (DNS rebinding), and
+// cross-origin browser requests are refused.
 package admin
 
 import (
@@ -19,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/httpguard"
 )
 
 // Options configures a Server. The zero value serves /healthz and /readyz, and /metrics as 404.
@@ -52,11 +58,15 @@ func New(opts Options) *Server {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{opts: opts, token: sha256.Sum256([]byte(opts.Token)), status: "starting"}
-	s.hs = &http.Server{
-		Handler:           s.Handler(),
+	// Every answer is short: a client that reads it slowly is cut off too.
+	s.hs = httpguard.NewServer(s.Handler(), httpguard.Options{
 		ReadHeaderTimeout: 5 * time.Second,
+		BodyTimeout:       5 * time.Second,
+		IdleTimeout:       time.Minute,
+		WriteTimeout:      30 * time.Second,
+		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
-	}
+	})
 	return s
 }
 
@@ -92,7 +102,8 @@ func (s *Server) Close() error {
 	return err
 }
 
-// Handler returns the endpoint's handler: /healthz, /readyz and /metrics, GET and HEAD only.
+// Handler returns the endpoint's handler: /healthz, /readyz and /metrics, GET and HEAD only, behind
+// the Host and Origin checks.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -101,7 +112,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /metrics", s.metrics)
-	return mux
+	return httpguard.CheckHost(httpguard.CheckOrigin(mux))
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -109,6 +120,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ready, status := s.ready, s.status
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.opts.Token != "" && !httpguard.OnLoopback(r) && !s.authorized(r) {
+		status = "details need the admin token" // the status code is what a probe needs
+	}
 	if !ready {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintf(w, "not ready: %s\n", status)

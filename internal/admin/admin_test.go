@@ -82,3 +82,65 @@ func TestMetricsToken(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserRequestsRefused: a page of another site cannot read the endpoint, through a name that
+// resolves to 127.0.0.1 (DNS rebinding) or from another origin.
+func TestBrowserRequestsRefused(t *testing.T) {
+	s, base := serve(t, Options{})
+	s.SetReady(true, "containment cgroup")
+	for _, c := range []struct{ name, host, origin string }{
+		{"rebound name", "evil.example", ""},
+		{"other origin", "", "http://evil.example"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, base+"/readyz", nil)
+		if c.host != "" {
+			req.Host = c.host
+		}
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		res, err := testutil.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden || strings.Contains(string(b), "containment") {
+			t.Errorf("%s: %s %q", c.name, res.Status, b)
+		}
+	}
+}
+
+// TestReadyzDetailsOffLoopback: off loopback, /readyz gives its status code to anyone (for probes)
+// and its details only with the admin token.
+func TestReadyzDetailsOffLoopback(t *testing.T) {
+	var ip net.IP
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			ip = n.IP
+			break
+		}
+	}
+	if ip == nil {
+		t.Skip("skipped: this host has no IPv4 address but loopback")
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Token: "s3cret"})
+	s.Serve(ln)
+	t.Cleanup(func() { s.Close() })
+	s.SetReady(true, "containment cgroup")
+	base := "http://" + ln.Addr().String()
+	if code, body := testutil.Get(t, base+"/readyz", ""); code != 200 || strings.Contains(body, "containment") {
+		t.Errorf("/readyz off loopback without the token: %d %q", code, body)
+	}
+	if code, body := testutil.Get(t, base+"/readyz", "s3cret"); code != 200 || !strings.Contains(body, "containment cgroup") {
+		t.Errorf("/readyz off loopback with the token: %d %q", code, body)
+	}
+	if code, body := testutil.Get(t, base+"/healthz", ""); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz off loopback: %d %q", code, body)
+	}
+}

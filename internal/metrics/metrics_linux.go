@@ -65,7 +65,7 @@ func New(opts Options) *Metrics {
 		reg: prometheus.NewRegistry(),
 		sessionsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "reaper_sessions_ended_total",
-			Help: "Sessions that ran a command and ended, by reason: delete (the client's DELETE), idle (the idle timeout), disconnected (stdio EOF, a lost keepalive), shutdown, closed.",
+			Help: "Sessions and workspaces that ran a command and ended, by reason: delete (the client's DELETE), idle (the idle timeout), disconnected (stdio EOF, a closed connection), keepalive (pings unanswered), close (workspace_close), expired (a workspace's lease ran out), shutdown, closed.",
 		}, []string{"reason"}),
 		sessionTeardown: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "reaper_session_teardown_duration_seconds",
@@ -206,7 +206,7 @@ type usageCollector struct{ usage func() reaper.Usage }
 
 var (
 	sessionsActiveDesc = prometheus.NewDesc("reaper_sessions_active",
-		"Live sessions: those that ran a command and have not ended.", nil, nil)
+		"Live sessions and workspaces: those that ran a command, or were opened, and have not ended.", nil, nil)
 	processesDesc = prometheus.NewDesc("reaper_session_processes",
 		"Processes in all sessions' slices together (cgroup containment only).", nil, nil)
 	processesLargestDesc = prometheus.NewDesc("reaper_session_processes_largest",

@@ -30,7 +30,7 @@ func spawnSh(t testing.TB, in *Init, script string, out *os.File) (Task, *os.Fil
 		}
 		t.Cleanup(func() { out.Close() })
 	}
-	task, err := in.Spawn(Request{Argv: []string{"/bin/sh", "-c", script}, Env: testEnv, Files: []*os.File{devNull(t), out, out}, Setpgid: true})
+	task, err := in.Spawn(Request{Argv: []string{"/bin/sh", "-c", script}, Env: testEnv, FDs: fdsOf(devNull(t), out, out), Setpgid: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestSpawn(t *testing.T) {
 	defer out.Close()
 	task, err := in.Spawn(Request{
 		Argv: []string{"/bin/sh", "-c", `echo "$1 $V $(pwd) $$"; echo extra >&3; ps -o pgid= -p $$; sleep 1000`, "sh", "arg"},
-		Env:  append(testEnv, "V=env"), Dir: dir, Files: []*os.File{devNull(t), out, out, extra}, Setpgid: true,
+		Env:  append(testEnv, "V=env"), Dir: dir, FDs: fdsOf(devNull(t), out, out, extra), Setpgid: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestSpawn(t *testing.T) {
 			t.Errorf("exit %d reported as %d", c, code)
 		}
 	}
-	if _, err := in.Spawn(Request{Argv: []string{"/nonexistent"}, Files: []*os.File{devNull(t)}}); !errors.Is(err, unix.ENOENT) {
+	if _, err := in.Spawn(Request{Argv: []string{"/nonexistent"}, FDs: fdsOf(devNull(t))}); !errors.Is(err, unix.ENOENT) {
 		t.Errorf("spawning a missing program: %v, want ENOENT", err)
 	}
 }
@@ -145,7 +145,7 @@ func TestExitsFollowAnswers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			task, err := in.Spawn(Request{Argv: []string{"/bin/true"}, Files: []*os.File{devNull(t), devNull(t), devNull(t)}, Setpgid: true})
+			task, err := in.Spawn(Request{Argv: []string{"/bin/true"}, FDs: fdsOf(devNull(t), devNull(t), devNull(t)), Setpgid: true})
 			if err != nil {
 				errs <- err
 				return
@@ -225,7 +225,7 @@ func TestInitDeath(t *testing.T) {
 		t.Fatal("the init did not end")
 	}
 	assertDead(t, all)
-	if _, err := in.Spawn(Request{Argv: []string{"/bin/true"}, Files: []*os.File{devNull(t)}}); !errors.Is(err, ErrEnded) {
+	if _, err := in.Spawn(Request{Argv: []string{"/bin/true"}, FDs: fdsOf(devNull(t))}); !errors.Is(err, ErrEnded) {
 		t.Errorf("a spawn after the init's death: %v, want ErrEnded", err)
 	}
 }
@@ -282,7 +282,7 @@ func TestCloseWhileSpawning(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				task, err := in.Spawn(Request{Argv: []string{"/bin/sleep", "1000"}, Files: []*os.File{devNull(t), devNull(t), devNull(t)}, Setpgid: true})
+				task, err := in.Spawn(Request{Argv: []string{"/bin/sleep", "1000"}, FDs: fdsOf(devNull(t), devNull(t), devNull(t)), Setpgid: true})
 				if err != nil {
 					if !errors.Is(err, ErrEnded) {
 						t.Errorf("spawn: %v", err)
@@ -316,7 +316,7 @@ func TestLargeRequest(t *testing.T) {
 	}
 	out, _ := os.Create(filepath.Join(t.TempDir(), "out"))
 	defer out.Close()
-	task, err := in.Spawn(Request{Argv: []string{"/bin/sh", "-c", "echo ${#BIG9}"}, Env: env, Files: []*os.File{devNull(t), out, out}})
+	task, err := in.Spawn(Request{Argv: []string{"/bin/sh", "-c", "echo ${#BIG9}"}, Env: env, FDs: fdsOf(devNull(t), out, out)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,10 +326,10 @@ func TestLargeRequest(t *testing.T) {
 		t.Errorf("the task saw %q", b)
 	}
 	huge := append(env, "HUGE="+strings.Repeat("y", maxRequest))
-	if _, err := in.Spawn(Request{Argv: []string{"/bin/true"}, Env: huge, Files: []*os.File{devNull(t)}}); err == nil || !strings.Contains(err.Error(), "over the") {
+	if _, err := in.Spawn(Request{Argv: []string{"/bin/true"}, Env: huge, FDs: fdsOf(devNull(t))}); err == nil || !strings.Contains(err.Error(), "over the") {
 		t.Errorf("a request over the bound: %v", err)
 	}
-	if _, err := in.Spawn(Request{Argv: []string{"/bin/true"}, Env: []string{"A=\x00"}, Files: []*os.File{devNull(t)}}); err == nil {
+	if _, err := in.Spawn(Request{Argv: []string{"/bin/true"}, Env: []string{"A=\x00"}, FDs: fdsOf(devNull(t))}); err == nil {
 		t.Error("a NUL byte in the environment was accepted")
 	}
 	if err := in.Err(); err != nil {
@@ -353,7 +353,7 @@ func TestCredentials(t *testing.T) {
 		{&syscall.Credential{Uid: 65534, Gid: 65534}, "65534 NoNewPrivs:1"},
 	} {
 		out, _ := os.Create(filepath.Join(t.TempDir(), "out"))
-		task, err := in.Spawn(Request{Argv: []string{"/bin/sh", "-c", script}, Env: testEnv, Dir: "/", Files: []*os.File{devNull(t), out, out}, Credential: c.cred})
+		task, err := in.Spawn(Request{Argv: []string{"/bin/sh", "-c", script}, Env: testEnv, Dir: "/", FDs: fdsOf(devNull(t), out, out), Credential: c.cred})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +390,7 @@ func TestIdleExit(t *testing.T) {
 	if !in.Wait(t.Context(), time.Now().Add(30*time.Second)) {
 		t.Fatal("the init did not end once its namespace was empty")
 	}
-	_, err = in.Spawn(Request{Argv: []string{"/bin/true"}, Files: []*os.File{devNull(t)}})
+	_, err = in.Spawn(Request{Argv: []string{"/bin/true"}, FDs: fdsOf(devNull(t))})
 	if !errors.Is(err, ErrIdle) || !errors.Is(err, ErrEnded) {
 		t.Errorf("a spawn after the idle exit: %v, want ErrIdle", err)
 	}

@@ -99,3 +99,12 @@ func assertDead(t testing.TB, ps []proc.Stat) {
 		t.Errorf("pid %d survived: %s", p.Pid, proc.Describe(p.Pid))
 	}
 }
+
+// fdsOf returns the descriptors of files, for Request.FDs.
+func fdsOf(files ...*os.File) []int {
+	out := make([]int, len(files))
+	for i, f := range files {
+		out[i] = int(f.Fd())
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package pidns
 import (
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 )
 
@@ -15,16 +16,18 @@ type Request struct {
 	Env []string
 	// Dir is its working directory; empty means the init's.
 	Dir string
-	// Files are its descriptors 0, 1, 2, 3...: every one must be open. They are sent to the init,
-	// which passes them on and closes its copies; the caller keeps and closes its own.
-	Files []*os.File
+	// FDs are its descriptors 0, 1, 2, 3...: descriptors of this process, or -1 for one the child gets
+	// closed. They are sent to the init (copies of the same open files: a non-blocking one stays so),
+	// which passes them on and closes its copies; the caller keeps and closes its own, and must keep
+	// them open until Spawn returns.
+	FDs []int
 	// Cgroup, if set, is an O_PATH descriptor of the cgroup directory the process is born in (clone3
 	// with CLONE_INTO_CGROUP).
 	Cgroup *os.File
 	// Setpgid puts the process in a process group of its own; Setsid in a session of its own.
 	Setpgid, Setsid bool
 	// Foreground makes its process group the foreground group of the terminal on its descriptor Ctty
-	// (an index into Files), from the child before it runs anything (see syscall.SysProcAttr); Setctty
+	// (an index into FDs), from the child before it runs anything (see syscall.SysProcAttr); Setctty
 	// makes that terminal its controlling terminal (with Setsid). Not both.
 	Foreground, Setctty bool
 	Ctty                int
@@ -38,8 +41,8 @@ type spawnRequest struct {
 	id                           uint64
 	argv, env                    []string
 	dir                          string
-	files                        []int
-	cgroup                       int // -1: none
+	files                        []int // -1: closed in the child
+	cgroup                       int   // -1: none
 	setpgid, setsid, fg, setctty bool
 	ctty                         int
 	cred                         *syscall.Credential
@@ -50,12 +53,12 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 	if len(r.Argv) == 0 {
 		return nil, nil, fmt.Errorf("no program")
 	}
-	if len(r.Files) > maxFiles || len(r.Argv) > maxStrings || len(r.Env) > maxStrings {
+	if len(r.FDs) > maxFiles || len(r.Argv) > maxStrings || len(r.Env) > maxStrings {
 		return nil, nil, fmt.Errorf("%d descriptors, %d arguments, %d environment entries: over the bounds (%d, %d, %d)",
-			len(r.Files), len(r.Argv), len(r.Env), maxFiles, maxStrings, maxStrings)
+			len(r.FDs), len(r.Argv), len(r.Env), maxFiles, maxStrings, maxStrings)
 	}
-	if (r.Foreground || r.Setctty) && (r.Ctty < 0 || r.Ctty >= len(r.Files)) || r.Foreground && r.Setctty {
-		return nil, nil, fmt.Errorf("terminal descriptor %d of %d (Foreground %v, Setctty %v)", r.Ctty, len(r.Files), r.Foreground, r.Setctty)
+	if (r.Foreground || r.Setctty) && (r.Ctty < 0 || r.Ctty >= len(r.FDs) || r.FDs[r.Ctty] < 0) || r.Foreground && r.Setctty {
+		return nil, nil, fmt.Errorf("terminal descriptor %d of %d (Foreground %v, Setctty %v)", r.Ctty, len(r.FDs), r.Foreground, r.Setctty)
 	}
 	if r.Credential != nil && len(r.Credential.Groups) > maxGroups {
 		return nil, nil, fmt.Errorf("%d supplementary groups, over %d", len(r.Credential.Groups), maxGroups)
@@ -72,12 +75,16 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 			attr |= bit
 		}
 	}
-	fds := make([]int, 0, len(r.Files)+1)
-	for i, f := range r.Files {
-		if f == nil {
-			return nil, nil, fmt.Errorf("descriptor %d is not set", i)
+	fds := make([]int, 0, 8)
+	open := make([]byte, len(r.FDs)) // 1 where the child gets a descriptor, 0 where it gets none
+	for i, fd := range r.FDs {
+		if fd >= 0 {
+			fds = append(fds, fd)
+			open[i] = 1
 		}
-		fds = append(fds, int(f.Fd()))
+	}
+	if len(fds) > maxSent-1 {
+		return nil, nil, fmt.Errorf("%d descriptors to pass, over %d", len(fds), maxSent-1)
 	}
 	if r.Cgroup != nil {
 		fds = append(fds, int(r.Cgroup.Fd()))
@@ -86,7 +93,7 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 	e.u64(id)
 	e.u32(attr)
 	e.u32(uint32(r.Ctty))
-	e.u32(uint32(len(r.Files)))
+	e.str(string(open))
 	if c := r.Credential; c != nil {
 		e.u32(c.Uid)
 		e.u32(c.Gid)
@@ -111,7 +118,7 @@ func decodeSpawn(payload []byte, fds []int) (spawnRequest, error) {
 	r := spawnRequest{id: d.u64("id"), cgroup: -1}
 	attr := d.u32("attr")
 	r.ctty = int(d.u32("ctty"))
-	nfiles := d.u32("descriptor count")
+	open := d.str("descriptors")
 	if attr&attrCred != 0 {
 		r.cred = &syscall.Credential{Uid: d.u32("uid"), Gid: d.u32("gid")}
 		n := d.u32("group count")
@@ -128,25 +135,33 @@ func decodeSpawn(payload []byte, fds []int) (spawnRequest, error) {
 	if err := d.end("spawn request"); err != nil {
 		return r, err
 	}
-	want := int(nfiles)
+	want := strings.Count(open, "\x01")
 	if attr&attrCgroup != 0 {
 		want++
 	}
-	if nfiles > maxFiles || len(fds) != want {
+	if len(open) > maxFiles || strings.Count(open, "\x00")+strings.Count(open, "\x01") != len(open) || len(fds) != want {
 		return r, protocolError("spawn request %d with %d descriptors, want %d", r.id, len(fds), want)
 	}
 	if len(r.argv) == 0 {
 		return r, protocolError("spawn request %d without a program", r.id)
 	}
-	if (attr&attrForeground != 0 || attr&attrSetctty != 0) && r.ctty >= int(nfiles) {
-		return r, protocolError("spawn request %d: terminal descriptor %d of %d", r.id, r.ctty, nfiles)
+	if (attr&attrForeground != 0 || attr&attrSetctty != 0) && (r.ctty >= len(open) || open[r.ctty] == 0) {
+		return r, protocolError("spawn request %d: terminal descriptor %d of %d", r.id, r.ctty, len(open))
 	}
 	if attr&attrForeground != 0 && attr&attrSetctty != 0 {
 		return r, protocolError("spawn request %d: Foreground and Setctty together", r.id)
 	}
-	r.files = fds[:nfiles]
+	r.files = make([]int, len(open))
+	next := 0
+	for i := range open {
+		r.files[i] = -1
+		if open[i] == 1 {
+			r.files[i] = fds[next]
+			next++
+		}
+	}
 	if attr&attrCgroup != 0 {
-		r.cgroup = fds[nfiles]
+		r.cgroup = fds[next]
 	}
 	r.setpgid, r.setsid = attr&attrSetpgid != 0, attr&attrSetsid != 0
 	r.fg, r.setctty = attr&attrForeground != 0, attr&attrSetctty != 0

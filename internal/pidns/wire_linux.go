@@ -17,7 +17,7 @@ import (
 // one message is cut into chunks, all but the last flagged more, its descriptors riding on the first.
 // Numbers are little-endian; a string is its length (u32) and its bytes.
 //
-//	server -> init  spawn:   id u64, attr u32, ctty u32, files u32,
+//	server -> init  spawn:   id u64, attr u32, ctty u32, open str (a byte per descriptor: 1 passed, 0 closed),
 //	                         [uid u32, gid u32, ngroups u32, groups u32...], dir str, argc u32, argv str...,
 //	                         envc u32, env str...  + descriptors: the files, then the cgroup (attrCgroup)
 //	init -> server  hello:   flags u32 (helloProc: /proc was mounted), note str
@@ -56,8 +56,9 @@ const (
 	maxRequest  = 4 << 20
 	maxStrings  = 1 << 16 // argv or environment entries
 	maxGroups   = 1 << 16
-	maxFiles    = 64 // descriptors a task gets
-	maxFDs      = maxFiles + 1
+	maxFiles    = 128 // a task's descriptor table, closed ones included (reaper's cwd pipe is 97)
+	maxSent     = 16  // descriptors passed with one request, the cgroup's included
+	maxFDs      = maxSent
 	maxReply    = 4 << 10 // any message from the init
 	maxErrorMsg = 1 << 10
 )

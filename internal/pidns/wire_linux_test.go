@@ -16,7 +16,7 @@ import (
 func TestSpawnRoundTrip(t *testing.T) {
 	r := Request{
 		Argv: []string{"/bin/sh", "-c", "x"}, Env: []string{"A=1", ""}, Dir: "/tmp",
-		Files: []*os.File{os.Stdin, os.Stdout}, Setpgid: true, Foreground: true, Ctty: 0,
+		FDs: fdsOf(os.Stdin, os.Stdout), Setpgid: true, Foreground: true, Ctty: 0,
 		Credential: &syscall.Credential{Uid: 7, Gid: 8, Groups: []uint32{9, 10}},
 	}
 	payload, fds, err := encodeSpawn(42, r)
@@ -42,7 +42,7 @@ func TestSpawnRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeSpawn(f *testing.F) {
-	payload, _, _ := encodeSpawn(1, Request{Argv: []string{"a"}, Files: []*os.File{os.Stdin}, Credential: &syscall.Credential{Groups: []uint32{1}}})
+	payload, _, _ := encodeSpawn(1, Request{Argv: []string{"a"}, FDs: fdsOf(os.Stdin), Credential: &syscall.Credential{Groups: []uint32{1}}})
 	f.Add(payload, uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, nfds uint8) {
 		fds := make([]int, nfds%8)
@@ -56,7 +56,7 @@ func FuzzDecodeSpawn(f *testing.F) {
 // TestInitRefusesGarbage: a request that breaks the protocol ends the init (and so its namespace):
 // it takes orders from the server only, and a server that sends garbage is not one.
 func TestInitRefusesGarbage(t *testing.T) {
-	good, _, _ := encodeSpawn(1, Request{Argv: []string{"/bin/true"}, Files: []*os.File{os.Stdin}})
+	good, _, _ := encodeSpawn(1, Request{Argv: []string{"/bin/true"}, FDs: fdsOf(os.Stdin)})
 	cases := map[string]func(c *conn) error{
 		"unknown type":         func(c *conn) error { return c.send(9, 0, nil, nil) },
 		"descriptors missing":  func(c *conn) error { return c.send(msgSpawn, 0, good, nil) },

@@ -3,10 +3,13 @@ package proc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Proc describes a process for reports: what outlived a kill, what a job left behind.
@@ -40,7 +43,7 @@ const clockTicks = 100
 // Describe reads a process's command name, state and age.
 func Describe(pid int) Proc {
 	p := Proc{Pid: pid, State: "?"}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readLimited("/proc/"+strconv.Itoa(pid)+"/stat", 4096)
 	if err != nil {
 		return p
 	}
@@ -78,9 +81,10 @@ const maxCmdline = 512
 
 // CommandLine returns pid's command line, its arguments joined by spaces and cut to 512 bytes; the
 // command name in brackets for a kernel thread or a zombie, whose command line is empty; "" when the
-// process is gone.
+// process is gone. It reads no more than that of it: a process's arguments are as long as it made
+// them.
 func CommandLine(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	b, err := readLimited("/proc/"+strconv.Itoa(pid)+"/cmdline", maxCmdline+1)
 	if err != nil {
 		return ""
 	}
@@ -100,7 +104,7 @@ func CommandLine(pid int) string {
 // Cgroup returns pid's cgroup v2 path as /proc/<pid>/cgroup shows it (relative to the reader's
 // cgroup namespace); "" when the process is gone or has none.
 func Cgroup(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	b, err := readLimited("/proc/"+strconv.Itoa(pid)+"/cgroup", 64<<10)
 	if err != nil {
 		return ""
 	}
@@ -110,4 +114,29 @@ func Cgroup(pid int) string {
 		}
 	}
 	return ""
+}
+
+// readLimited reads at most max bytes of a file of /proc: open, read and close only.
+func readLimited(file string, max int) ([]byte, error) {
+	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	b := make([]byte, max)
+	n := 0
+	for n < max {
+		m, err := unix.Read(fd, b[n:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return b[:n], nil
 }

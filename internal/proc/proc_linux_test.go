@@ -301,3 +301,21 @@ func TestKernelThreadNotInExec(t *testing.T) {
 		t.Error("kthreadd was taken for a process inside execve")
 	}
 }
+
+// TestCommandLineBounded: a process with 1 MiB of arguments is described by 512 bytes of them.
+func TestCommandLineBounded(t *testing.T) {
+	args := []string{"-c", "read x", "sh"}
+	for range 16 {
+		args = append(args, strings.Repeat("a", 64<<10)) // an argument is at most 128 KiB
+	}
+	cmd := exec.Command("/bin/sh", args...)
+	stdin, _ := cmd.StdinPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	got := CommandLine(cmd.Process.Pid)
+	if len(got) != maxCmdline || !strings.HasPrefix(got, "/bin/sh -c read x sh aaa") || !strings.HasSuffix(got, "aaa...") {
+		t.Errorf("CommandLine of 1 MiB of arguments: %d bytes: %.30q...%q", len(got), got, got[max(0, len(got)-10):])
+	}
+}

@@ -19,9 +19,15 @@ const (
 // EPERM as some stricter ones do. It sets no_new_privs, which the filter needs without
 // CAP_SYS_ADMIN. Nothing undoes it: run it in a helper process (see Helper).
 func DenyClone3(errno unix.Errno) error {
+	return DenySyscall(nrClone3, errno)
+}
+
+// DenySyscall is DenyClone3 for the system call numbered nr (unix.SYS_OPENAT2, say: a kernel before
+// 5.6, or a seccomp profile that does not know it).
+func DenySyscall(nr uint32, errno unix.Errno) error {
 	return install([]unix.SockFilter{
 		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // seccomp_data.nr
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: nrClone3, Jt: 0, Jf: 1},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: nr, Jt: 0, Jf: 1},
 		{Code: unix.BPF_RET | unix.BPF_K, K: retErrno | uint32(errno)},
 		{Code: unix.BPF_RET | unix.BPF_K, K: retAllow},
 	})

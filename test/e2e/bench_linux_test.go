@@ -58,13 +58,13 @@ func startLeanHTTP(b testing.TB) (string, *exec.Cmd) {
 }
 
 // benchPlace is place for a benchmark: a unique cgroup root as in every test, and a state directory
-// where reaper keeps it by default (reaper.DefaultStateDir: a tmpfs such as /dev/shm where there is
-// one), not in the test's temporary directory: each command writes and removes a file there (its
-// final working directory), which costs more on a disk file system.
+// beside where reaper keeps it by default (reaper.DefaultStateDir: /run/reaper for root, a memory
+// file system), not in the test's temporary directory: each command rewrites its session's record
+// there, which costs more on a disk file system.
 func benchPlace(b *testing.B) placement {
 	b.Helper()
 	p := place(b, "")
-	dir, err := os.MkdirTemp(reaperpkg.DefaultStateDir(), "reaper-bench-")
+	dir, err := os.MkdirTemp(filepath.Dir(reaperpkg.DefaultStateDir()), "reaper-bench-")
 	if err != nil {
 		b.Fatal(err)
 	}

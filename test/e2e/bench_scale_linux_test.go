@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -53,8 +54,7 @@ func leanTarget(b *testing.B) httpTarget {
 func openSessions(url string, client *http.Client, n, conc int) ([]*mcp.ClientSession, error) {
 	out := make([]*mcp.ClientSession, n)
 	err := parallel(n, conc, func(i int) error {
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
-			&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: client}, nil)
+		cs, err := mcptest.DialHTTP(context.Background(), url, mcptest.Options{HTTPClient: client})
 		if err != nil {
 			return err
 		}

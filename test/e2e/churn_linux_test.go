@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -134,8 +135,7 @@ func churnSession(url, mark, file string, abandon bool) (ps []testutil.Proc, err
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	hc := newCuttableClient()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "churn", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc.Client}, nil)
+	cs, err := mcptest.DialHTTP(ctx, url, mcptest.Options{HTTPClient: hc.Client})
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

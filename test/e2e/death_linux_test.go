@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,7 +26,12 @@ import (
 // the file and the four processes.
 func hostile(t testing.TB, cs *mcp.ClientSession) (string, []testutil.Proc) {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "pids")
+	return hostileAt(t, cs, filepath.Join(t.TempDir(), "pids"))
+}
+
+// hostileAt is hostile with the processes' pids in file f (in a directory the tasks' user can write).
+func hostileAt(t testing.TB, cs *mcp.ClientSession, f string) (string, []testutil.Proc) {
+	t.Helper()
 	script := strings.NewReplacer("F", f).Replace(testutil.ShowNS+` > F
 sh -c 'trap "" TERM; echo $$ >> F; exec sleep 1000' &
 sh -c 'trap "sleep 1000 & echo \$! >> F" TERM; echo $$ >> F; while :; do sleep 1; done' &
@@ -137,8 +143,7 @@ func startStdio(t testing.TB, args ...string) *stdioServer {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s.cs, err = mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx,
-		&mcp.IOTransport{Reader: s.stdout, Writer: s.stdin}, nil)
+	s.cs, err = mcptest.Dial(ctx, &mcp.IOTransport{Reader: s.stdout, Writer: s.stdin}, mcptest.Options{})
 	if err != nil {
 		t.Fatalf("connect over stdio: %v\n%s", err, s.stderr)
 	}

@@ -3,12 +3,10 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -249,121 +248,27 @@ func connectStdio(t testing.TB, args ...string) (*mcp.ClientSession, *exec.Cmd, 
 // to it. Cleanup closes the session, which ends the command.
 func connectCommand(t testing.TB, cmd *exec.Cmd) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect over stdio: %v\n%s", err, cmd.Stderr)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return mcptest.ConnectCommand(t, cmd, mcptest.Options{})
 }
 
-// connectHTTP connects the SDK's client to p's endpoint, with a bearer token if token is set.
+// connectHTTP connects the SDK's client to url as a session (protocol 2025-11-25), with a bearer
+// token if token is set.
 func connectHTTP(t testing.TB, url, token string) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: tokenClient(token)}, nil)
-	if err != nil {
-		t.Fatalf("connect over HTTP: %v", err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return mcptest.ConnectHTTP(t, url, mcptest.Options{Token: token})
 }
 
-// tokenClient is an HTTP client that sends a bearer token.
-func tokenClient(token string) *http.Client {
-	if token == "" {
-		return &http.Client{}
-	}
-	return &http.Client{Transport: bearer{token}}
-}
+// The MCP client helpers live in internal/mcptest; these are the short names the tests use.
+var (
+	callTool   = mcptest.Call
+	bash       = mcptest.Bash
+	decode     = mcptest.Decode
+	textOf     = mcptest.Text
+	taskOutput = mcptest.TaskOutput
+	escapees   = mcptest.Escapees
+)
 
-type bearer struct{ token string }
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
-// callTool calls a tool and returns its result, failing the test on a protocol error.
-func callTool(t testing.TB, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s(%v): %v", name, args, err)
-	}
-	return res
-}
-
-// bashResult is the bash tool's structured output.
-type bashResult struct {
-	Output   string `json:"output"`
-	Status   string `json:"status"`
-	ExitCode *int   `json:"exit_code"`
-	TimedOut bool   `json:"timed_out"`
-	Cwd      string `json:"cwd"`
-	TaskID   string `json:"task_id"`
-	Leftover int    `json:"leftover_processes"`
-}
-
-// bash runs a command that must not be a tool error and decodes its structured result.
-func bash(t testing.TB, cs *mcp.ClientSession, command string, extra ...any) bashResult {
-	t.Helper()
-	args := map[string]any{"command": command}
-	for i := 0; i+1 < len(extra); i += 2 {
-		args[extra[i].(string)] = extra[i+1]
-	}
-	res := callTool(t, cs, "bash", args)
-	if res.IsError {
-		t.Fatalf("bash %q: tool error: %s", command, textOf(res))
-	}
-	var out bashResult
-	decode(t, res, &out)
-	return out
-}
-
-func decode(t testing.TB, res *mcp.CallToolResult, v any) {
-	t.Helper()
-	b, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("structured content %s: %v", b, err)
-	}
-}
-
-func textOf(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
-// taskOutput reads a task's new output.
-func taskOutput(t testing.TB, cs *mcp.ClientSession, id string, block bool) (status, output string) {
-	t.Helper()
-	res := callTool(t, cs, "task_output", map[string]any{"task_id": id, "block": block})
-	if res.IsError {
-		t.Fatalf("task_output %s: %s", id, textOf(res))
-	}
-	var out struct {
-		Status string `json:"status"`
-		Output string `json:"output"`
-	}
-	decode(t, res, &out)
-	return out.Status, out.Output
-}
+type bashResult = mcptest.BashResult
 
 // pidFromFile polls until path holds a pid (and the PID namespace it is in, as testutil.ShowNS prints
 // it, if not the test's) and returns that process.
@@ -379,27 +284,6 @@ func pidFromFile(t testing.TB, path string) testutil.Proc {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// escapees starts, in a session, a background task with a setsid escapee and a double-forked
-// child, and returns the task's processes (the task prints its PID namespace with their pids).
-func escapees(t testing.TB, cs *mcp.ClientSession) []testutil.Proc {
-	t.Helper()
-	r := bash(t, cs, `setsid sh -c 'echo $$; exec sleep 1000' & sh -c 'sh -c "echo \$\$; exec sleep 1000" &'; echo $$; `+testutil.ShowNS+`; exec sleep 1000`, "run_in_background", true)
-	if r.TaskID == "" {
-		t.Fatalf("no task id: %+v", r)
-	}
-	var out string
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(out, "\n") < 4 {
-		_, o := taskOutput(t, cs, r.TaskID, false)
-		out += o
-		if time.Now().After(deadline) {
-			t.Fatalf("the task printed %q", out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return testutil.PidsIn(t, out)
 }
 
 // lineReader reads lines from a reader in the background.
@@ -464,7 +348,12 @@ func parentOf(pid int) int {
 
 // pidNamespaces tells, once, whether the binary can give sessions PID namespaces here, and why not.
 var pidNamespaces = sync.OnceValue(func() string {
-	out, err := exec.Command(bin, "run", "--pid-namespace", "on", "--state-dir", os.TempDir(), "--containment", "process", "--", "true").CombinedOutput()
+	dir, err := os.MkdirTemp("", "reaper-e2e-pidns-")
+	if err != nil {
+		return err.Error()
+	}
+	defer os.RemoveAll(dir)
+	out, err := exec.Command(bin, "run", "--pid-namespace", "on", "--state-dir", dir, "--containment", "process", "--", "true").CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("%v: %s", err, out)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,7 +50,7 @@ type escape struct {
 }
 
 var escapes = []escape{
-	{row: "&", lines: 1, script: `E2E_ROW={M}\& sleep 1000 & echo "\& $!" >> {F}`},
+	{row: "&", lines: 1, script: `E2E_ROW={M}\& sleep 1000 & echo "& $!" >> {F}`},
 	{row: "nohup", lines: 1, script: `E2E_ROW={M}nohup nohup sleep 1000 >/dev/null 2>&1 & echo "nohup $!" >> {F}`},
 	{row: "setsid", lines: 1, script: `E2E_ROW={M}setsid setsid sh -c 'echo "setsid $$" >> {F}; exec sleep 1000' &`},
 	{row: "double-fork", lines: 1, script: `(E2E_ROW={M}double-fork sh -c 'echo "double-fork $$" >> {F}; exec sleep 1000' &)`},
@@ -128,6 +129,14 @@ var ends = []end{
 		"process/no-trail": noTrailLimit,
 	}},
 	{name: "reaper run", transport: "run", budget: matrixGrace + time.Second},
+	// Workspaces (protocol 2026-07-28 over HTTP; see viaWorkspace). Expiry: a lease of 2 s from the last call.
+	{name: "workspace_close", transport: "workspace", budget: matrixGrace + time.Second, reaperLives: true},
+	{name: "workspace expiry", transport: "workspace", budget: 2*time.Second + matrixGrace + time.Second, reaperLives: true},
+	{name: "workspace restart", transport: "workspace", budget: matrixGrace + time.Second, reaperLives: true, limits: map[string]string{
+		"process/daemon": "it cleared its environment, and the processes it descends from died with reaper and its guard",
+		"no-trail":       "it cleared its environment and left its cgroup, and the processes it descends from died with reaper and its guard",
+		"zombies":        "their reaper and its guard are dead: the zombies are PID 1's to reap",
+	}},
 	// Reaper itself dies, with nothing left of it to act: only the kernel can end the sessions (their
 	// PID namespaces die with their inits), and where sessions have none, nothing does.
 	{name: "guard and server SIGKILLed together, no restart", transport: "http", budget: time.Second, noRestart: true},
@@ -191,8 +200,7 @@ func appendRow(row string) {
 // E2E_ROWS has E2E_LINES lines, prints READY and waits to be killed or stopped: a client that vanishes.
 func matrixClient() int {
 	ctx := context.Background()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "matrix-client", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: os.Getenv("E2E_URL")}, nil)
+	cs, err := mcptest.DialHTTP(ctx, os.Getenv("E2E_URL"), mcptest.Options{})
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1
@@ -391,6 +399,8 @@ func (sc *scenario) runAndCheck() {
 		sc.viaClient()
 	case "run":
 		sc.viaRun()
+	case "workspace":
+		sc.viaWorkspace()
 	}
 	sc.check()
 	switch {

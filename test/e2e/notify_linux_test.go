@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -19,7 +20,7 @@ func TestProgressAndTaskEndNotifications(t *testing.T) {
 	var mu sync.Mutex
 	var progress []string
 	logged := make(chan map[string]any, 4)
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+	handlers := &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			mu.Lock()
 			progress = append(progress, req.Params.Message)
@@ -30,9 +31,9 @@ func TestProgressAndTaskEndNotifications(t *testing.T) {
 				logged <- m
 			}
 		},
-	})
+	}
 	ctx := context.Background()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.url}, nil)
+	cs, err := mcptest.DialHTTP(ctx, p.url, mcptest.Options{Client: handlers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -22,8 +23,7 @@ var helpers = map[string]func() int{
 	// line and waits to be killed: a client that vanishes without a goodbye.
 	"client": func() int {
 		ctx := context.Background()
-		client := mcp.NewClient(&mcp.Implementation{Name: "e2e-client", Version: "1"}, nil)
-		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: os.Getenv("E2E_URL")}, nil)
+		cs, err := mcptest.DialHTTP(ctx, os.Getenv("E2E_URL"), mcptest.Options{})
 		if err != nil {
 			fmt.Println("ERR", err)
 			return 1

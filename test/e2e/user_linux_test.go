@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/testutil"
@@ -28,16 +31,10 @@ func TestUser(t *testing.T) {
 			os.Chmod(dir, 0o755) // the user may pass; the token file in it is root's alone
 			tokens := filepath.Join(dir, "tokens")
 			os.WriteFile(tokens, []byte("alice tok-alice\n"), 0o600)
-			// The state directory must be passable by the user (the test's own temporary directories
-			// are root's alone); the flag given last wins.
-			state := filepath.Join(dir, "state")
-			os.Mkdir(state, 0o755)
-			t.Cleanup(func() {
-				if entries, _ := os.ReadDir(state); len(entries) > 0 {
-					t.Errorf("cleanup: state left in %s: %v", state, entries)
-				}
-			})
-			p := startHTTP(t, append(place(t, mode).args(), "--state-dir", state, "--user", tu.Name, "--token-file", tokens, "--token", "tok-cli")...)
+			// The state directory is the test's own temporary directory, root's alone: tasks need
+			// nothing of it.
+			pl := place(t, mode)
+			p := startHTTP(t, append(pl.args(), "--user", tu.Name, "--token-file", tokens, "--token", "tok-cli")...)
 			if !p.stderr.Await("--token on the command line can be read by every local process") {
 				t.Errorf("no warning about --token on the command line:\n%s", p.stderr)
 			}
@@ -65,17 +62,24 @@ func TestUser(t *testing.T) {
 			}
 			check("the working directory persists", "cd /tmp; cd "+dir+"; pwd", dir)
 			check("in the next command", "pwd", dir)
+			check("reaching reaper's state", "ls "+pl.stateDir+" >/dev/null 2>&1; echo $?", "2")
 		})
 	}
 }
 
 // TestUserWithoutAccess: reaper refuses to start, saying why, when tasks could not run as the user in
-// its working directory or its state directory.
+// its working directory. Its state directory is no concern of the user's: it stays root's alone (the
+// test's own temporary directory), and tasks still keep their working directory.
 func TestUserWithoutAccess(t *testing.T) {
 	tu := testutil.User(t)
-	// place's state directory is the test's own temporary directory: root's alone.
-	out, code := runOnce(t, nil, append(append([]string{"serve"}, place(t, "process").args()...), "--user", tu.Name, "--http", "127.0.0.1:0")...)
-	if code == 0 || !strings.Contains(out, "tasks running as user "+tu.Name) || !strings.Contains(out, "cannot write in their session's directory") {
-		t.Errorf("reaper serve --user with a state directory the user cannot pass: exit %d\n%s", code, out)
+	private := t.TempDir() // root's alone: mode 0700 above it
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(append([]string{"serve"}, place(t, "process").args()...), "--user", tu.Name, "--http", "127.0.0.1:0")...)
+	cmd.Dir = private
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "tasks cannot run as user "+tu.Name) || !strings.Contains(string(out), " in "+private+":") {
+		t.Errorf("reaper serve --user in a directory the user cannot enter: %v\n%s", err, out)
 	}
 }

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"sleep 1000":                 "sleep 1000",
+		"héllo wörld ✓":              "héllo wörld ✓",
+		"\x1b]0;pwned\x07ls":         `\x1b]0;pwned\x07ls`,
+		"a\x1b[2Jb":                  `a\x1b[2Jb`,
+		"x\u009b31my":                `x\u009b31my`,
+		"evil\u202egnp.exe":          `evil\u202egnp.exe`,
+		"bad\xffutf8":                `bad\xffutf8`,
+		"tab\there\nnewline\rcr\x7f": `tab\x09here\x0anewline\x0dcr\x7f`,
+		`back\slash`:                 `back\slash`,
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := oneLine("a\x1b[31m"+strings.Repeat("é", 100), 20); len(got) > 20 || !utf8.ValidString(got) || strings.ContainsRune(got, 0x1b) {
+		t.Errorf("oneLine cut to %d bytes: %q", len(got), got)
+	}
+}
+
+// FuzzPrintable: whatever a process, a task or a record holds, what reaper ps prints of it is valid
+// UTF-8 without a character a terminal would act on.
+func FuzzPrintable(f *testing.F) {
+	for _, s := range []string{"", "plain", "\x1b[2J", "\u009b", "\u202e", "\xff\xfe", "a\x00b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := printable(s)
+		if !utf8.ValidString(got) {
+			t.Fatalf("printable(%q) = %q: not UTF-8", s, got)
+		}
+		for _, r := range got {
+			if !unicode.IsPrint(r) {
+				t.Fatalf("printable(%q) = %q holds %U", s, got, r)
+			}
+		}
+		if line := oneLine(s, 40); len(line) > 40 || !utf8.ValidString(line) {
+			t.Fatalf("oneLine(%q, 40) = %q", s, line)
+		}
+	})
+}

@@ -1,0 +1,110 @@
+// Package httpguard bounds and checks HTTP requests before anything acts on them, for reaper's MCP
+// endpoint and its admin endpoint alike.
+//
+// [NewServer] bounds every connection in time and size before any handler, authentication included,
+// sees a request: the headers must arrive within ReadHeaderTimeout and fit in MaxHeaderBytes, a body
+// must arrive within BodyTimeout of its headers, and a keep-alive connection waits at most
+// IdleTimeout for its next request. The body's deadline is set per request and lifted once the body
+// has been read: http.Server.ReadTimeout would do the first, but a handler that runs longer than it
+// (a tool call of an hour) must not lose its connection to it.
+//
+// [CheckHost] and [CheckOrigin] refuse requests that a browser page of another site could make: a
+// loopback listener answers only loopback Host names (DNS rebinding), and a cross-origin request is
+// refused whatever its method.
+package httpguard
+
+import (
+	"io"
+	"log"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Options bounds a server's connections. Zero values mean the defaults.
+type Options struct {
+	// ReadHeaderTimeout bounds the time to read a request's headers; zero means 10 s.
+	ReadHeaderTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers; zero means 64 KiB.
+	MaxHeaderBytes int
+	// BodyTimeout bounds the time to read a request's body once its headers are read, whether or
+	// not a handler reads it (a refused request's body is still read and discarded, up to 256 KiB,
+	// by the server); zero means 30 s. It is lifted once the body is read to its end.
+	BodyTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for its next request; zero means
+	// 2 minutes.
+	IdleTimeout time.Duration
+	// WriteTimeout, if set, bounds the writing of a response (http.Server.WriteTimeout): only for a
+	// server whose responses are all short. Zero means none.
+	WriteTimeout time.Duration
+	// ErrorLog receives the server's own errors; nil means the log package's standard logger.
+	ErrorLog *log.Logger
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultBodyTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+)
+
+// NewServer returns a server for h with the bounds of opts.
+func NewServer(h http.Handler, opts Options) *http.Server {
+	if opts.ReadHeaderTimeout <= 0 {
+		opts.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if opts.MaxHeaderBytes <= 0 {
+		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	return &http.Server{
+		Handler:           BodyDeadline(h, opts.BodyTimeout),
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		IdleTimeout:       opts.IdleTimeout,
+		WriteTimeout:      opts.WriteTimeout,
+		ErrorLog:          opts.ErrorLog,
+	}
+}
+
+// BodyDeadline gives every request with a body d to send it, from when next is called (just after
+// its headers are read): a read past it fails, and the server closes the connection. Once the body
+// has been read to its end the deadline is lifted, so that what the handler does next (a long tool
+// call, a stream of events) is not cut short. Requests without a body are untouched.
+func BodyDeadline(next http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
+			// Not a connection whose deadline can be set (a test's recorder).
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { rc.SetReadDeadline(time.Time{}) }}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the body's read deadline at its end.
+type deadlineBody struct {
+	io.ReadCloser
+	once sync.Once
+	lift func()
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.lift)
+	}
+	return n, err
+}

@@ -1,0 +1,326 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cgreaper/reaper/reaper"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Protocol 2026-07-28 has no sessions over HTTP (SEP-2567): each request stands alone. A workspace is
+// what a session was to reaper (a reaper session: its slice, its tasks, its working directory), held
+// by an explicit handle instead of a connection. workspace_open mints the handle: 130 random bits,
+// bound to the caller's identity (the bearer token's; without tokens reaper listens on loopback only
+// and every client is the one local identity). Every call that names it renews its lease; unused for
+// IdleTimeout, or closed, or at the server's end, it ends as a session does, by end. The handle is
+// the workspace's key in the Server's index, so a handle that is unknown, expired or another
+// identity's gets one and the same error.
+//
+// Server-to-client requests cannot reach a stateless request; notifications made while a call runs
+// go out on the call's own response stream, so bash's progress notifications arrive. Nothing is sent
+// between calls: a background task's end is not announced (task_output with block=true waits for
+// it).
+
+// DefaultMaxWorkspaces is how many workspaces one identity may hold open at once by default.
+const DefaultMaxWorkspaces = 16
+
+// WorkspaceInput names the workspace a call acts on.
+type WorkspaceInput struct {
+	Workspace string `json:"workspace" jsonschema:"the workspace's handle, as workspace_open returned it"`
+}
+
+func (w WorkspaceInput) handle() string { return w.Workspace }
+
+// WorkspaceBashInput is the bash tool's arguments in a workspace.
+type WorkspaceBashInput struct {
+	WorkspaceInput
+	BashInput
+}
+
+func (w WorkspaceBashInput) args() BashInput { return w.BashInput }
+
+// WorkspaceTaskOutputInput is the task_output tool's arguments in a workspace.
+type WorkspaceTaskOutputInput struct {
+	WorkspaceInput
+	TaskOutputInput
+}
+
+func (w WorkspaceTaskOutputInput) args() TaskOutputInput { return w.TaskOutputInput }
+
+// WorkspaceTaskStopInput is the task_stop tool's arguments in a workspace.
+type WorkspaceTaskStopInput struct {
+	WorkspaceInput
+	TaskStopInput
+}
+
+func (w WorkspaceTaskStopInput) args() TaskStopInput { return w.TaskStopInput }
+
+// WorkspaceTaskListInput is the task_list tool's arguments in a workspace.
+type WorkspaceTaskListInput struct {
+	WorkspaceInput
+}
+
+func (WorkspaceTaskListInput) args() TaskListInput { return TaskListInput{} }
+
+// WorkspaceOpenInput is the workspace_open tool's (empty) arguments.
+type WorkspaceOpenInput struct{}
+
+// WorkspaceOpenOutput is the workspace_open tool's structured result.
+type WorkspaceOpenOutput struct {
+	// Workspace is the handle every other tool takes.
+	Workspace string `json:"workspace"`
+	// LeaseSeconds is how long the workspace lives without a call that names it.
+	LeaseSeconds int `json:"lease_seconds"`
+	// ExpiresAt is when the lease runs out unless a call renews it (RFC 3339).
+	ExpiresAt string `json:"expires_at"`
+	Cwd       string `json:"cwd"`
+}
+
+// WorkspaceCloseOutput is the workspace_close tool's structured result.
+type WorkspaceCloseOutput struct {
+	Workspace string `json:"workspace"`
+	// Status is closed (every process is dead) or closing (they are being killed: a task ignores
+	// SIGTERM, say); the handle is unusable either way.
+	Status string `json:"status"`
+}
+
+// WorkspaceListOutput is the workspace_list tool's structured result.
+type WorkspaceListOutput struct {
+	Workspaces []WorkspaceEntry `json:"workspaces"`
+}
+
+// WorkspaceEntry describes one open workspace.
+type WorkspaceEntry struct {
+	Workspace string `json:"workspace"`
+	Opened    string `json:"opened"`
+	LastUsed  string `json:"last_used"`
+	// ExpiresAt is when the lease runs out unless a call renews it; empty while a call runs.
+	ExpiresAt string `json:"expires_at,omitempty"`
+	Cwd       string `json:"cwd"`
+	// Tasks counts its background tasks that still run.
+	Tasks int `json:"running_tasks"`
+}
+
+// workspaceTools are the tools that act on a workspace, whose handle they require.
+var workspaceTools = []string{"bash", "task_output", "task_stop", "task_list", "workspace_close"}
+
+// addWorkspaceTools adds the tools of the workspace era to the workspace server.
+func (s *Server) addWorkspaceTools(l reaper.Limits) {
+	lease := s.opts.IdleTimeout
+	sc := scope{in: "the workspace", the: "the workspace",
+		ends: fmt.Sprintf(" (workspace_close, %v without a call that names it, or the server's end)", lease)}
+	bash, output, stop, list := taskTools(l, sc)
+	for _, t := range []*mcp.Tool{bash, output, stop, list} {
+		t.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + t.Description
+	}
+	bash.InputSchema, bash.OutputSchema = schemaFor[WorkspaceBashInput](), schemaFor[BashOutput]()
+	output.InputSchema, output.OutputSchema = schemaFor[WorkspaceTaskOutputInput](), schemaFor[TaskOutput]()
+	stop.InputSchema, stop.OutputSchema = schemaFor[WorkspaceTaskStopInput](), schemaFor[TaskStopOutput]()
+	list.InputSchema, list.OutputSchema = schemaFor[WorkspaceTaskListInput](), schemaFor[TaskListOutput]()
+	mcp.AddTool(s.ws, bash, structured(inWorkspace[WorkspaceBashInput](s, s.bash)))
+	mcp.AddTool(s.ws, output, structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)))
+	mcp.AddTool(s.ws, stop, structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)))
+	mcp.AddTool(s.ws, list, structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)))
+	mcp.AddTool(s.ws, &mcp.Tool{
+		Name: "workspace_open",
+		Description: fmt.Sprintf(`Open a workspace and return its handle: pass it as workspace to bash, task_output, task_stop, task_list and workspace_close.
+A workspace keeps a working directory and background tasks across calls, as a shell session does. Its lease is %v: every call that names it renews the lease, and a call in progress holds it; unused for that long, it expires. When it is closed (workspace_close), expires, or the server stops, everything it started is killed, background tasks and escaped or detached processes included.
+A workspace belongs to the identity that opened it: with bearer tokens, the token's identity; without, the server listens on loopback only and every client is the same local identity. At most %d workspaces are open at once per identity.
+No notifications come between calls: wait for a background task with task_output block=true.`, lease, s.opts.MaxWorkspaces),
+		Annotations:  &mcp.ToolAnnotations{Title: "Open a workspace"},
+		InputSchema:  schemaFor[WorkspaceOpenInput](),
+		OutputSchema: schemaFor[WorkspaceOpenOutput](),
+	}, structured(s.workspaceOpen))
+	mcp.AddTool(s.ws, &mcp.Tool{
+		Name:         "workspace_close",
+		Description:  fmt.Sprintf("Close a workspace now: every process it started, background tasks and escaped or detached processes included, gets %s; the handle is unusable at once. Answers within a second, closed or still closing.", graceText(l.Grace)),
+		Annotations:  &mcp.ToolAnnotations{Title: "Close a workspace", DestructiveHint: ptr(true), IdempotentHint: true},
+		InputSchema:  schemaFor[WorkspaceInput](),
+		OutputSchema: schemaFor[WorkspaceCloseOutput](),
+	}, structured(s.workspaceClose))
+	mcp.AddTool(s.ws, &mcp.Tool{
+		Name:         "workspace_list",
+		Description:  fmt.Sprintf("List the caller's open workspaces: handle, when opened and last used, when the lease (%v) runs out, working directory, running background tasks.", lease),
+		Annotations:  &mcp.ToolAnnotations{Title: "List your workspaces", ReadOnlyHint: true},
+		InputSchema:  schemaFor[WorkspaceOpenInput](),
+		OutputSchema: schemaFor[WorkspaceListOutput](),
+	}, structured(s.workspaceList))
+}
+
+// workspaceArgs are the arguments of a tool that acts on a workspace: the handle, and the tool's
+// arguments in the session era.
+type workspaceArgs[In any] interface {
+	handle() string
+	args() In
+}
+
+// inWorkspace adapts a tool handler that acts on a session to the workspace era: the session is the
+// workspace the call names, whose lease the call renews and holds while it runs.
+func inWorkspace[W workspaceArgs[In], In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequest, *session, In) (*mcp.CallToolResult, Out, error)) func(context.Context, *mcp.CallToolRequest, W) (*mcp.CallToolResult, Out, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in W) (*mcp.CallToolResult, Out, error) {
+		st, done, err := s.workspaceFor(ctx, req, in.handle())
+		if err != nil {
+			var none Out
+			return nil, none, err
+		}
+		defer done()
+		return h(ctx, req, st, in.args())
+	}
+}
+
+// workspaceFor returns the live workspace that handle names for the caller's identity, with the call
+// counted on its lease (see beginLocked) until done is called.
+func (s *Server) workspaceFor(ctx context.Context, req *mcp.CallToolRequest, handle string) (st *session, done func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st = s.sessions[key{kind: kindWorkspace, id: handle}]
+	if st == nil || st.owner != owner(req) || st.state != stateLive {
+		// One error for a handle that never was, that ended, and that is another identity's.
+		return nil, nil, fmt.Errorf("no open workspace of yours has this handle: a workspace ends when closed, after %v without a call that names it, or when the server stops. Call workspace_open for a new one", s.opts.IdleTimeout)
+	}
+	return st, s.beginLocked(st, ctx), nil
+}
+
+func (s *Server) workspaceOpen(ctx context.Context, req *mcp.CallToolRequest, _ WorkspaceOpenInput) (*mcp.CallToolResult, WorkspaceOpenOutput, error) {
+	who := owner(req)
+	st := newSession(key{kind: kindWorkspace, id: "ws_" + rand.Text()}, nil, who)
+	st.version = requestVersion(req)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, WorkspaceOpenOutput{}, errShuttingDown
+	}
+	if n := s.openWorkspacesLocked(who); n >= s.opts.MaxWorkspaces {
+		s.mu.Unlock()
+		return nil, WorkspaceOpenOutput{}, fmt.Errorf("%d workspaces are open for this identity, the most allowed: close one with workspace_close (workspace_list lists them), or let one expire", n)
+	}
+	st.state, st.opened = stateOpening, make(chan struct{})
+	s.sessions[st.key] = st
+	s.mu.Unlock()
+	if err := s.create(st); err != nil {
+		return nil, WorkspaceOpenOutput{}, err
+	}
+	out := WorkspaceOpenOutput{
+		Workspace: st.key.id, LeaseSeconds: int(s.opts.IdleTimeout / time.Second), Cwd: st.rs.Cwd(),
+		ExpiresAt: time.Now().Add(s.opts.IdleTimeout).UTC().Format(time.RFC3339),
+	}
+	return text(fmt.Sprintf("Opened workspace %s (lease %v, renewed by every call that names it). Pass it as workspace to bash, task_output, task_stop, task_list and workspace_close.", out.Workspace, s.opts.IdleTimeout)), out, nil
+}
+
+// openWorkspacesLocked counts the workspaces of identity who that are opening or live.
+func (s *Server) openWorkspacesLocked(who string) int {
+	n := 0
+	for k, st := range s.sessions {
+		if k.kind == kindWorkspace && st.owner == who && (st.state == stateOpening || st.state == stateLive) {
+			n++
+		}
+	}
+	return n
+}
+
+// workspaceClose ends a workspace as a DELETE ends a session: the teardown goes on in a goroutine,
+// and the answer waits deleteWait for it at most.
+func (s *Server) workspaceClose(ctx context.Context, req *mcp.CallToolRequest, in WorkspaceInput) (*mcp.CallToolResult, WorkspaceCloseOutput, error) {
+	st, done, err := s.workspaceFor(ctx, req, in.Workspace)
+	if err != nil {
+		return nil, WorkspaceCloseOutput{}, err
+	}
+	done() // the lease is over either way
+	s.mu.Lock()
+	s.goLocked(func() { s.end(context.Background(), st, endClose) }) // while closing, Close ends it
+	s.mu.Unlock()
+	timer := time.NewTimer(deleteWait)
+	defer timer.Stop()
+	out := WorkspaceCloseOutput{Workspace: in.Workspace, Status: "closing"}
+	msg := "Workspace closing: its processes are being killed."
+	select {
+	case <-st.ended:
+		out.Status, msg = "closed", "Workspace closed: every process it started is dead."
+		if st.err != nil {
+			msg += " Warning: " + st.err.Error()
+		}
+	case <-timer.C:
+	}
+	return text(msg), out, nil
+}
+
+func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ WorkspaceOpenInput) (*mcp.CallToolResult, WorkspaceListOutput, error) {
+	who := owner(req)
+	type entry struct {
+		st             *session
+		last           time.Time
+		busy           bool
+		opened, handle string
+	}
+	var mine []entry
+	s.mu.Lock()
+	for k, st := range s.sessions {
+		if k.kind == kindWorkspace && st.owner == who && st.state == stateLive {
+			mine = append(mine, entry{st: st, last: st.last, busy: st.inFlight > 0, handle: k.id})
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(mine, func(a, b entry) int { return a.st.created.Compare(b.st.created) })
+	out := WorkspaceListOutput{Workspaces: []WorkspaceEntry{}}
+	var b strings.Builder
+	for _, e := range mine {
+		w := WorkspaceEntry{
+			Workspace: e.handle, Opened: e.st.created.UTC().Format(time.RFC3339), LastUsed: e.last.UTC().Format(time.RFC3339),
+			Cwd: e.st.rs.Cwd(),
+		}
+		if !e.busy {
+			w.ExpiresAt = e.last.Add(s.opts.IdleTimeout).UTC().Format(time.RFC3339)
+		}
+		for _, t := range e.st.rs.List().Tasks {
+			if !t.Status.Terminal() {
+				w.Tasks++
+			}
+		}
+		out.Workspaces = append(out.Workspaces, w)
+		fmt.Fprintf(&b, "%s  opened %s  last used %s  %d running task(s)  %s\n", w.Workspace, w.Opened, w.LastUsed, w.Tasks, w.Cwd)
+	}
+	if b.Len() == 0 {
+		b.WriteString("No open workspaces. Open one with workspace_open.\n")
+	}
+	return text(b.String()), out, nil
+}
+
+// requireWorkspace is middleware that answers a call of a tool that acts on a workspace without a
+// handle with an error result that says how to get one, before the SDK's validation would refuse it
+// with an error that does not.
+func requireWorkspace(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && slices.Contains(workspaceTools, call.Params.Name) && !namesWorkspace(call.Params.Arguments) {
+			res := text(fmt.Sprintf("%s needs the workspace argument: call workspace_open first and pass the handle it returns as workspace.", call.Params.Name))
+			res.IsError = true
+			return res, nil
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// namesWorkspace reports whether a call's arguments have a workspace other than "" (of any type: the
+// SDK's validation refuses one that is not a string).
+func namesWorkspace(args json.RawMessage) bool {
+	var a struct {
+		Workspace json.RawMessage `json:"workspace"`
+	}
+	if json.Unmarshal(args, &a) != nil {
+		return true // not an object: the SDK's validation says so
+	}
+	return len(a.Workspace) > 0 && !bytes.Equal(a.Workspace, []byte(`""`))
+}
+
+// workspaceInstructions are the workspace server's instructions to the agent.
+func workspaceInstructions(l reaper.Limits, lease time.Duration, most int) string {
+	return fmt.Sprintf("reaper runs shell commands in workspaces. Call workspace_open first and pass the handle it returns as workspace to bash (foreground or background), task_output, task_stop and task_list; close it with workspace_close when done. "+
+		"A workspace's lease is %v, renewed by every call that names it; when it is closed, expires or the server stops, every process it started is killed, detached ones included: do not rely on anything outliving it. "+
+		"At most %d workspaces per identity and %d background tasks per workspace run at once; output is kept up to %s per command.", lease, most, l.MaxTasks, byteString(int64(l.OutputLimit)))
+}
