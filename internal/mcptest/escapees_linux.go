@@ -45,7 +45,7 @@ func Leftovers(t testing.TB, c Caller) []testutil.Proc {
 (sh -c 'echo $$ >> {F}; exec sleep 1000' &)
 nohup sh -c 'echo $$ >> {F}; exec sleep 1000' >/dev/null 2>&1 &
 while [ "$(wc -l < {F})" -lt 3 ]; do sleep 0.01; done
-cat {F}; `+testutil.ShowNS)
+cat {F}; ` + testutil.ShowNS)
 	r := Bash(t, c, script, "timeout", 60000)
 	if r.ExitCode == nil || *r.ExitCode != 0 || strings.Count(r.Output, "\n") != 4 {
 		t.Fatalf("the foreground command: %+v", r)
