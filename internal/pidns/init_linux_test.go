@@ -395,3 +395,34 @@ func TestIdleExit(t *testing.T) {
 		t.Errorf("a spawn after the idle exit: %v, want ErrIdle", err)
 	}
 }
+
+// TestClosedAndNonBlockingDescriptors: a descriptor the request leaves out is closed in the child,
+// and one passed keeps its open file's flags (reaper's working-directory pipe must stay non-blocking).
+func TestClosedAndNonBlockingDescriptors(t *testing.T) {
+	in := startInit(t)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	out, _ := os.Create(filepath.Join(t.TempDir(), "out"))
+	defer out.Close()
+	fds := append(fdsOf(devNull(t), out, out), -1, p[1])
+	task, err := in.Spawn(Request{Argv: []string{"/bin/sh", "-c", `(true >&3) 2>/dev/null || echo closed; grep '^flags' /proc/self/fdinfo/4`},
+		Env: testEnv, FDs: fds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(task.PidFD)
+	exitCode(t, task)
+	b, _ := os.ReadFile(out.Name())
+	lines := strings.Fields(string(b))
+	if len(lines) != 3 || lines[0] != "closed" {
+		t.Fatalf("the child printed %q", b)
+	}
+	flags, _ := strconv.ParseInt(lines[2], 8, 64)
+	if flags&unix.O_NONBLOCK == 0 {
+		t.Errorf("descriptor 4 lost O_NONBLOCK: flags %o", flags)
+	}
+}
