@@ -157,7 +157,7 @@ func TestDeleteAnswers204(t *testing.T) {
 	for i := range 30 {
 		cs := connectHTTP(t, url)
 		var out BashOutput
-		mcptest.CallInto(t, cs, "bash", map[string]any{"command": "sleep 1000 & echo $!"}, &out)
+		mcptest.CallInto(t, cs, "bash", map[string]any{"command": "sleep 1000 & echo $!; " + testutil.ShowNS}, &out)
 		sleep := testutil.PidsIn(t, out.Output)
 		req, _ := http.NewRequest(http.MethodDelete, url, nil)
 		req.Header.Set("Mcp-Session-Id", cs.ID())

@@ -18,7 +18,9 @@ import (
 // In cgroup containment every process a session starts is born in the session's slice, and an orphan
 // of a session is adopted there. A child of the Reaper that is not a task's main process (registered
 // with the child reaper) and sits outside every slice of the Reaper did not get there innocently: it
-// moved itself out, and it is killed, with whatever it started. That check is cheap (the Reaper's
+// moved itself out, and it is killed, with whatever it started. Where sessions have PID namespaces,
+// their orphans go to their inits instead, and the same check runs over each init's children: an
+// escapee dies within adoptionPeriod rather than with its session. That check is cheap (the Reaper's
 // children and the slice's cgroup.procs files) and runs every adoptionPeriod, at the end of every
 // session and when the Reaper closes.
 //
@@ -26,7 +28,9 @@ import (
 // live session belongs to it; one that a live session remembered (Session.rememberProcs) too. Any
 // other cannot be attributed to a session, and it is killed at the end of the next session to end (of
 // any session: it may have been started by one still alive, which is the known limit of process
-// containment), and when the Reaper closes; not periodically, as it might be a live session's.
+// containment), and when the Reaper closes; not periodically, as it might be a live session's. With
+// PID namespaces no orphan is unattributable: it sits in its own session's namespace, below its init,
+// and dies with that session.
 //
 // Why tasks get no cgroup namespace of their own is in the package documentation.
 
@@ -49,7 +53,36 @@ func (r *Reaper) watchAdopted(stop <-chan struct{}) {
 	}
 }
 
-// killAdopted kills the escapees among the Reaper's children (see above) with their descendants, and
+// adopter is a process orphans are re-parented to, and the children it started itself.
+type adopter struct {
+	pid        int
+	registered map[int]bool
+}
+
+// adopters are the Reaper and, in cgroup containment, the init of every session's PID namespace:
+// orphans of a session with a namespace go to its init. In process containment every child of an
+// init belongs to its session (nothing but the session's processes is in its namespace), and dies with
+// it.
+func (r *Reaper) adopters() []adopter {
+	out := []adopter{{pid: r.pid, registered: r.kids.Registered()}}
+	if r.instance == nil {
+		return out
+	}
+	r.mu.Lock()
+	sessions := make([]*Session, 0, len(r.sessions))
+	for s := range r.sessions {
+		sessions = append(sessions, s)
+	}
+	r.mu.Unlock()
+	for _, s := range sessions {
+		if self, registered, in := s.walkRoot(); in != nil && in.Err() == nil {
+			out = append(out, adopter{pid: self, registered: registered})
+		}
+	}
+	return out
+}
+
+// killAdopted kills the escapees among the adopters' children (see above) with their descendants, and
 // logs what it killed and why it looked (when); it waits for them until deadline, or hurryWait after
 // ctx is done. Concurrent calls take turns.
 func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Time) {
@@ -57,36 +90,30 @@ func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Tim
 	defer r.adoptMu.Unlock()
 	start := time.Now()
 	w := proc.NewWalker()
-	self, ok := w.Stat(r.pid)
-	if !ok {
-		return
-	}
-	registered := r.kids.registered()
-	var candidates []proc.Stat
-	for _, pid := range w.Children(self) {
-		if registered[pid] {
+	var hs []proc.Handle
+	for _, a := range r.adopters() {
+		candidates := adopted(w, a)
+		if len(candidates) == 0 {
 			continue
 		}
-		if st, ok := w.Stat(pid); ok && st.PPid == r.pid && !st.Dead() {
-			candidates = append(candidates, st)
+		// Read after the candidates were listed: a task born since is not among them.
+		owned := r.owned(w)
+		seeds := make(map[int]uint64)
+		for _, st := range candidates {
+			if !owned(st) {
+				seeds[st.Pid] = st.Start
+			}
 		}
+		if len(seeds) == 0 {
+			continue
+		}
+		// The escapees and everything below them. Skip: the registered are tasks.
+		found, _ := w.Find(proc.Query{Self: a.pid, Seeds: seeds, Skip: a.registered})
+		hs = append(hs, w.Verify(found)...)
 	}
-	if len(candidates) == 0 {
+	if len(hs) == 0 {
 		return
 	}
-	owned := r.owned(w)
-	seeds := make(map[int]uint64)
-	for _, st := range candidates {
-		if !owned(st) {
-			seeds[st.Pid] = st.Start
-		}
-	}
-	if len(seeds) == 0 {
-		return
-	}
-	// The escapees and everything below them. Skip: the registered are the Reaper's own.
-	found, _ := w.Find(proc.Query{Self: r.pid, Seeds: seeds, Skip: registered})
-	hs := w.Verify(found)
 	defer proc.CloseAll(hs)
 	killed := make([]proc.Proc, 0, len(hs))
 	for _, h := range hs {
@@ -103,8 +130,26 @@ func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Tim
 		rep.Remaining = append(rep.Remaining, proc.Describe(h.Pid))
 	}
 	r.obs.Teardown(rep) // counted as escapees found and killed by the walk
-	r.log.Warn("killed escapees: processes that left every session (adopted by reaper outside its sessions)",
+	r.log.Warn("killed escapees: processes that left every session (adopted by reaper or a session's init outside its sessions)",
 		"when", when, "count", len(killed), "processes", killed)
+}
+
+// adopted returns the live children of a that it did not start.
+func adopted(w *proc.Walker, a adopter) []proc.Stat {
+	self, ok := w.Stat(a.pid)
+	if !ok {
+		return nil
+	}
+	var out []proc.Stat
+	for _, pid := range w.Children(self) {
+		if a.registered[pid] {
+			continue
+		}
+		if st, ok := w.Stat(pid); ok && st.PPid == a.pid && !st.Dead() {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // owned returns what tells an adopted child that belongs to a session from an escapee: in cgroup

@@ -123,41 +123,49 @@ func BenchmarkKill(b *testing.B) {
 // (SIGTERM ends them, so the polite phase suffices; then the /proc walks and the slice's removal),
 // beside the cgroup floor measured in the same run on an identical session: one write to the
 // slice's cgroup.kill and a poll until cgroup.events reads "populated 0". ratio is close over floor.
+// Each runs with and without a PID namespace per session (pidns=on, off): with one, Close also kills
+// the session's init and waits for it, and the floor leaves the init alone.
 //
 //	go test -run '^$' -bench BenchmarkClose -benchtime 5x ./reaper
 func BenchmarkClose(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
-		b.Run(fmt.Sprintf("procs=%d", n), func(b *testing.B) {
-			r := newTestReaper(b, ContainCgroup, Options{Grace: 5 * time.Second})
-			var floor, closing time.Duration
-			for i := range b.N {
-				b.StopTimer()
-				s := fullSession(b, r, fmt.Sprintf("floor-%d", i), n)
-				slice := s.slice.Path()
-				start := time.Now()
-				rawKill(b, slice)
-				floor += time.Since(start)
-				s.Close(context.Background())
-
-				s = fullSession(b, r, fmt.Sprintf("close-%d", i), n)
-				b.StartTimer()
-				start = time.Now()
-				rep, err := s.Close(context.Background())
-				closing += time.Since(start)
-				b.StopTimer()
-				if err != nil || rep.Total() != n+1 {
-					b.Fatalf("Close: %v, %v (want %d processes)", rep, err, n+1)
-				}
-			}
-			b.ReportMetric(float64(floor.Microseconds())/1e3/float64(b.N), "floor-ms")
-			b.ReportMetric(float64(closing.Microseconds())/1e3/float64(b.N), "close-ms")
-			b.ReportMetric(float64(closing)/float64(floor), "ratio")
-		})
+		for _, ns := range []PIDNamespace{PIDNamespaceOn, PIDNamespaceOff} {
+			b.Run(fmt.Sprintf("procs=%d/pidns=%s", n, ns), func(b *testing.B) {
+				benchClose(b, n, ns)
+			})
+		}
 	}
 }
 
+func benchClose(b *testing.B, n int, ns PIDNamespace) {
+	r := newTestReaper(b, ContainCgroup, Options{Grace: 5 * time.Second, PIDNamespace: ns})
+	var floor, closing time.Duration
+	for i := range b.N {
+		b.StopTimer()
+		s := fullSession(b, r, fmt.Sprintf("floor-%d", i), n)
+		slice := s.slice.Path()
+		start := time.Now()
+		rawKill(b, slice)
+		floor += time.Since(start)
+		s.Close(context.Background())
+
+		s = fullSession(b, r, fmt.Sprintf("close-%d", i), n)
+		b.StartTimer()
+		start = time.Now()
+		rep, err := s.Close(context.Background())
+		closing += time.Since(start)
+		b.StopTimer()
+		if err != nil || rep.Total() != n+1 {
+			b.Fatalf("Close: %v, %v (want %d processes)", rep, err, n+1)
+		}
+	}
+	b.ReportMetric(float64(floor.Microseconds())/1e3/float64(b.N), "floor-ms")
+	b.ReportMetric(float64(closing.Microseconds())/1e3/float64(b.N), "close-ms")
+	b.ReportMetric(float64(closing)/float64(floor), "ratio")
+}
+
 // fullSession returns a session whose one task left n sleeping processes and itself sleeps.
-func fullSession(b *testing.B, r *Reaper, id string, n int) *Session {
+func fullSession(b testing.TB, r *Reaper, id string, n int) *Session {
 	b.Helper()
 	return sleepers(b, r, id, "i=0; while [ $i -lt "+strconv.Itoa(n)+" ]; do sleep 1000 & i=$((i+1)); done; exec sleep 1000", n)
 }
@@ -176,7 +184,7 @@ func crowdedSession(b *testing.B, r *Reaper, n int) *Session {
 
 // sleepers returns a session whose one task runs script, which must leave n processes besides its
 // main process, all sleeping.
-func sleepers(b *testing.B, r *Reaper, id, script string, n int) *Session {
+func sleepers(b testing.TB, r *Reaper, id, script string, n int) *Session {
 	b.Helper()
 	s, err := r.NewSession(id, SessionOptions{WorkDir: "/"})
 	if err != nil {

@@ -27,17 +27,26 @@
 // for whatever got out of the slice (by parent pid and by the REAPER_SESSION marker every task
 // inherits), repeated until a pass finds nothing new; then the slice is removed.
 //
+// PID namespaces. Where this process can make them (Options.PIDNamespace), each session's tasks run
+// in a PID namespace of the session's own, whose init is this program in another mode
+// (internal/pidns): when the init dies, by the session's end or because this process died by any
+// cause (its parent-death signal is SIGKILL), the kernel kills every process in the namespace, and no
+// process can leave it. Inside, /proc is the namespace's, so ps, top and kill see the session's
+// processes only; nothing else changes for tasks (same files, network, users, environment), and it is
+// not a sandbox. Outside, everything goes by the pids this process sees. See pidns_linux.go.
+//
 // Escapees. A process can clear its environment, double-fork, call setsid and, as root, move itself
 // out of its slice; what it cannot leave is the Reaper's child table (the Reaper is the child
-// subreaper). A child of the Reaper that is not a task's main process and sits outside every slice of
-// the Reaper moved itself out: it is killed with what it started, every two seconds and at the end of
-// every session. In process containment an adopted orphan without a live session's marker, and not
+// subreaper), or, with PID namespaces, its session's init's. A child of the Reaper or of an init that
+// is not a task's main process and sits outside every slice of the Reaper moved itself out: it is
+// killed with what it started, every two seconds and at the end of every session. In process containment an adopted orphan without a live session's marker, and not
 // remembered by a live session, cannot be attributed: it dies at the end of the next session to end,
 // which may not be its own (see adopted_linux.go).
 //
 // A process moved into another session's slice belongs to the session that started it, by its marker
 // and its ancestry, and also dies with any session whose slice it sits in; listings show it where it
-// runs. One that also cleared its marker and lost its parent is the slice's session's.
+// runs. One that also cleared its marker and lost its parent is the slice's session's; with PID
+// namespaces it still dies with the session that started it too, whose namespace it cannot leave.
 //
 // Tasks get no cgroup namespace of their own (CLONE_NEWCGROUP rooted at their leaf). Measured here
 // (2000 spawns of true into a leaf, three rounds), it costs nothing that shows (median 0.62-0.83 ms

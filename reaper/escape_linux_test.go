@@ -165,7 +165,7 @@ func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
 sh -c 'echo $$ > %[1]s; echo $$ >> %[2]s; exec sleep 1000' &
 sh -c 'env -i /bin/sh -c "echo \$\$ > %[1]s; echo \$\$ >> %[2]s; exec sleep 1000" & wait' &
 `, procs, pids)+testutil.AwaitLines(pids, 2))
-	escaped := testutil.PidsIn(t, res.Output)
+	escaped := s.pidsIn(t, res.Output)
 	if len(escaped) != 2 {
 		t.Fatalf("want 2 pids, got %q", res.Output)
 	}
@@ -200,14 +200,14 @@ func TestWalkFindsChildOfAnotherThread(t *testing.T) {
 	}
 	procs := filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs")
 	res := run(t, s, fmt.Sprintf("%s RTEST_PROCS=%s %s > %s & echo $!", testutil.HelperEnv("threadfork"), procs, bin, out))
-	helper := testutil.PidsIn(t, res.Output)
+	helper := s.pidsIn(t, res.Output)
 	var escapee []testutil.Proc
 	testutil.Eventually(t, "the helper's pid line", func() bool {
 		b, _ := os.ReadFile(out)
 		if !strings.HasSuffix(string(b), "\n") {
 			return false
 		}
-		escapee = testutil.PidsIn(t, string(b))
+		escapee = s.pidsIn(t, string(b))
 		return true
 	})
 	testutil.Eventually(t, "the escapee to leave the slice and clear its environment", func() bool {
@@ -243,7 +243,7 @@ func TestEscapeeDiesBeforeItsSessionEnds(t *testing.T) {
 	res := run(t, s, fmt.Sprintf(`sleep 1000 & echo $! >> %[2]s
 env -i /bin/sh -c 'setsid /bin/sh -c "echo 0 > %[1]s; /bin/sh -c \"echo \\\$\\\$ >> %[2]s; exec sleep 1000\" &" &'
 `, procs, pids)+testutil.AwaitLines(pids, 2))
-	ps := testutil.PidsIn(t, res.Output)
+	ps := s.pidsIn(t, res.Output)
 	leftover, escapee := ps[0], ps[1]
 	testutil.AwaitDead(t, []testutil.Proc{escapee}, 3*adoptionPeriod)
 	if !testutil.Running(leftover) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"golang.org/x/sys/unix"
 )
@@ -77,10 +78,10 @@ type GuardOptions struct {
 type Guard struct {
 	opts GuardOptions
 	log  *slog.Logger
-	kids *children
+	kids *reap.Children
 	pid  int
 	// exited receives the server's exit status.
-	exited <-chan exitStatus
+	exited <-chan reap.Exit
 	// read is closed when the announcement reader has returned; inst is set before.
 	read chan struct{}
 	inst Instance
@@ -145,12 +146,12 @@ func startGuard(opts GuardOptions) (*Guard, error) {
 		Files: []uintptr{stdFD(0), stdFD(1), stdFD(2), pw.Fd()},
 		Sys:   &syscall.SysProcAttr{Pdeathsig: GuardSignal, Setsid: opts.Setsid, Setpgid: opts.Setpgid && !opts.Setsid, PidFD: &g.pidfd},
 	}
-	g.kids = newChildren()
-	g.pid, g.exited, err = g.kids.start(func() (int, error) { return syscall.ForkExec(opts.Path, opts.Argv, attr) })
+	g.kids = reap.NewChildren()
+	g.pid, g.exited, err = g.kids.Start(func() (int, error) { return syscall.ForkExec(opts.Path, opts.Argv, attr) })
 	pw.Close()
 	if err != nil {
 		pr.Close()
-		g.kids.close(nil)
+		g.kids.Close(nil)
 		return nil, fmt.Errorf("guard: start %s: %w", opts.Argv[0], err)
 	}
 	go g.readAnnouncements(pr)
@@ -219,9 +220,9 @@ func (g *Guard) Signal(sig syscall.Signal) error {
 func (g *Guard) Wait() GuardResult {
 	st := <-g.exited
 	<-g.read
-	res := GuardResult{Code: st.code(), Instance: g.inst}
-	if st.status.Signaled() {
-		res.Signal = st.status.Signal()
+	res := GuardResult{Code: st.Code(), Instance: g.inst}
+	if st.Status.Signaled() {
+		res.Signal = st.Status.Signal()
 	}
 	k := killer{log: g.log, method: cgroup.KillFile, timeout: g.opts.CloseTimeout}
 	var errs []error
@@ -256,7 +257,7 @@ func (g *Guard) Wait() GuardResult {
 		g.pidfd = -1
 	}
 	g.mu.Unlock()
-	g.kids.close([]string{"/bin/sh", "-c", ":"})
+	g.kids.Close([]string{"/bin/sh", "-c", ":"})
 	active.Store(false)
 	return res
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/testutil"
 )
@@ -107,14 +109,28 @@ func assertNoZombies(t testing.TB) {
 	})
 }
 
-// descendants returns this process's live descendants.
+// descendants returns this process's live descendants but the inits of sessions' PID namespaces,
+// which live as long as their sessions.
 func descendants(t testing.TB) []proc.Stat {
 	t.Helper()
 	d, err := proc.NewWalker().Descendants(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	out := d[:0]
+	for _, p := range d {
+		if !isInit(p.Pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// isInit reports whether pid is the init of a session's PID namespace.
+func isInit(pid int) bool {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	args := strings.Split(string(b), "\x00")
+	return pidns.IsInit(args)
 }
 
 // taskPids waits until a task has printed n lines and returns the pids among them.
@@ -126,7 +142,7 @@ func taskPids(t testing.TB, s *Session, id string, n int) []testutil.Proc {
 		text = c.Text
 		return err == nil && strings.Count(text, "\n") >= n
 	})
-	return testutil.PidsIn(t, text)
+	return s.pidsIn(t, text)
 }
 
 // mustTask returns the session's task id, failing the test if there is none.
@@ -137,4 +153,15 @@ func (s *Session) mustTask(t testing.TB, id string) *task {
 		t.Fatal(err)
 	}
 	return tk
+}
+
+// pidsIn identifies the pids a task of the session printed (see testutil.PidsIn), which it printed as
+// its PID namespace numbers them where the session has one.
+func (s *Session) pidsIn(t testing.TB, output string) []testutil.Proc {
+	t.Helper()
+	_, _, in := s.walkRoot()
+	if in == nil {
+		return testutil.PidsIn(t, output)
+	}
+	return testutil.PidsInNS(t, testutil.NSOf(in.Pid()), output)
 }

@@ -64,6 +64,9 @@ type SessionView struct {
 	ID      string    `json:"id,omitempty"`
 	Slice   string    `json:"slice,omitempty"`
 	Created time.Time `json:"created,omitzero"`
+	// Init is the pid of the init of the session's PID namespace (where the session has one, from its
+	// cgroup or its record); it is not among Processes, which are the session's own.
+	Init int `json:"init_pid,omitempty"`
 	// Tasks are the tasks the session kept when it last started one (its record on disk).
 	Tasks []TaskView `json:"tasks"`
 	// Processes are the session's live processes: in its slice, or anywhere with its marker.
@@ -220,7 +223,7 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 				continue
 			}
 			if rec, err := readSessionRecord(sdir); err == nil && rec.Name == e.Name {
-				sv.ID, sv.Created, sv.Tasks = rec.ID, rec.Created, rec.Tasks
+				sv.ID, sv.Created, sv.Tasks, sv.Init = rec.ID, rec.Created, rec.Tasks, rec.Init
 			}
 			sdir.Close()
 		}
@@ -229,6 +232,15 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 	if iv.slice != nil {
 		names, _ := iv.slice.Children()
 		for _, name := range names {
+			if sname, ok := strings.CutPrefix(name, "init-"); ok && validSessionName(sname) {
+				// The leaf of the session's init, beside its slice.
+				if leaf, err := iv.slice.Leaf(name); err == nil {
+					if pids, _ := leaf.Pids(); len(pids) > 0 {
+						get(sname).Init = pids[0]
+					}
+				}
+				continue
+			}
 			if !validSessionName(name) {
 				continue
 			}

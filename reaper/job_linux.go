@@ -79,7 +79,7 @@ func (s *Session) Exec(opts ExecOptions) (*Job, error) {
 			return nil, fmt.Errorf("session %s: %w", s.id, err)
 		}
 	}
-	sp, err := s.r.spawn(spawnSpec{
+	sp, err := s.spawnLocked(spawnSpec{
 		argv:       append([]string{path}, opts.Argv[1:]...),
 		env:        append(env[:len(env):len(env)], s.marker, EnvTask+"="+t.id),
 		dir:        dir,
@@ -166,7 +166,11 @@ func (j *Job) Signal(sig unix.Signal) error {
 		return err
 	}
 	// No pidfd for the group (a kernel before 6.9): the group's id is the program's pid, which
-	// cannot have been reused while its exit has not been seen.
+	// cannot have been reused while its exit has not been seen. An unknown pid (0) must not reach
+	// kill(2): -0 is this process's own group.
+	if j.t.pid <= 0 {
+		return nil
+	}
 	if err := unix.Kill(-j.t.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("send %v to process group %d: %w", sig, j.t.pid, err)
 	}
@@ -203,7 +207,9 @@ func (s *Session) Processes() []Proc {
 	if slice != nil {
 		pids, _ = slice.Pids()
 	} else {
-		found, _ := proc.NewWalker().Find(proc.Query{Self: s.r.pid, Seeds: seeds, Marker: s.marker})
+		q := s.sessionQuery(seeds)
+		q.Skip = nil // the tasks' own subtrees too
+		found, _ := proc.NewWalker().Find(q)
 		for _, p := range found {
 			pids = append(pids, p.Pid)
 		}

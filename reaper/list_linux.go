@@ -73,7 +73,7 @@ func (s *Session) processesByTask(tasks []*task) map[string][]int {
 		}
 	}
 	w := proc.NewWalker()
-	found, _ := w.Find(proc.Query{Self: s.r.pid, Seeds: seeds, Skip: s.r.kids.registered(), Marker: s.marker})
+	found, _ := w.Find(s.sessionQuery(seeds))
 	s.rememberProcs(found)
 	out := make(map[string][]int)
 	for _, p := range found {

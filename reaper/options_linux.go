@@ -47,6 +47,42 @@ func ParseContainment(s string) (Containment, error) {
 	return 0, fmt.Errorf("unknown containment %q (want auto, cgroup or process)", s)
 }
 
+// PIDNamespace says whether each session's tasks run in a PID namespace of the session's own.
+type PIDNamespace int
+
+const (
+	// PIDNamespaceAuto uses PID namespaces where this process can make them (as root or with
+	// CAP_SYS_ADMIN, or through an unprivileged user namespace), and goes without where it cannot.
+	PIDNamespaceAuto PIDNamespace = iota
+	// PIDNamespaceOn requires them: New fails where they cannot be made.
+	PIDNamespaceOn
+	// PIDNamespaceOff runs tasks in this process's PID namespace.
+	PIDNamespaceOff
+)
+
+func (p PIDNamespace) String() string {
+	switch p {
+	case PIDNamespaceOn:
+		return "on"
+	case PIDNamespaceOff:
+		return "off"
+	}
+	return "auto"
+}
+
+// ParsePIDNamespace parses "auto", "on" or "off".
+func ParsePIDNamespace(s string) (PIDNamespace, error) {
+	switch s {
+	case "auto", "":
+		return PIDNamespaceAuto, nil
+	case "on":
+		return PIDNamespaceOn, nil
+	case "off":
+		return PIDNamespaceOff, nil
+	}
+	return 0, fmt.Errorf("unknown pid namespace setting %q (want auto, on or off)", s)
+}
+
 // Defaults used for zero fields of Options.
 const (
 	DefaultGrace        = 5 * time.Second
@@ -69,6 +105,10 @@ type Options struct {
 	// "reaper" of this process's own cgroup. A Root or Mountpoint set here is explicit: if it
 	// cannot be used, New fails in every containment mode rather than fall back.
 	Cgroup cgroup.Options
+
+	// PIDNamespace says whether each session's tasks run in a PID namespace of the session's own (see
+	// the package documentation); zero means PIDNamespaceAuto.
+	PIDNamespace PIDNamespace
 
 	// Grace is how long processes get between SIGTERM and the hard kill when a session closes or a
 	// task is stopped. Zero means DefaultGrace; a negative value skips SIGTERM.

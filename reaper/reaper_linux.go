@@ -14,6 +14,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"golang.org/x/sys/unix"
 )
@@ -47,7 +48,7 @@ type Reaper struct {
 	lim      Limits
 	log      *slog.Logger
 	pid      int
-	kids     *children
+	kids     *reap.Children
 	devnull  *os.File
 	shell    string
 	dupCwd   bool // the shell names cwdFD itself (see shellScript)
@@ -61,7 +62,9 @@ type Reaper struct {
 	state    *safefs.Dir   // where instances keep their state directories (Options.StateDir)
 	dir      *safefs.Dir   // this Reaper's state directory in state, holding its sessions' directories
 	killer   killer
-	forker   *forker        // with Options.User: the thread tasks are forked from (no_new_privs)
+	forker   *reap.Forker   // with Options.User: the thread tasks are forked from (no_new_privs)
+	nsThread *reap.Forker   // with PID namespaces: the thread inits are forked from (their parent-death signal)
+	nsIdle   time.Duration  // how long an init lives on in an empty namespace: initIdle (tests shorten it)
 	obs      Observer       // never nil
 	limits   cgroup.Limits  // written into each session's slice: the limits the host can apply
 	watchOOM bool           // leaves have memory.events: a task's OOM kills can be told
@@ -96,6 +99,8 @@ type ContainmentInfo struct {
 	// LimitsDropped says which limits were asked for and are not applied, and why; empty when all
 	// are.
 	LimitsDropped string
+	// PIDNamespace says whether each session has a PID namespace of its own, and why.
+	PIDNamespace PIDNamespaceInfo
 }
 
 func (c ContainmentInfo) String() string {
@@ -118,7 +123,7 @@ func New(opts Options) (*Reaper, error) {
 func newReaper(opts Options) (*Reaper, error) {
 	r := &Reaper{
 		opts: opts, lim: opts.limits(), log: opts.Logger, pid: os.Getpid(), env: baseEnv(opts.Env),
-		sessions: make(map[*Session]bool), done: make(chan struct{}), stopWatch: make(chan struct{}),
+		sessions: make(map[*Session]bool), done: make(chan struct{}), stopWatch: make(chan struct{}), nsIdle: initIdle,
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -146,7 +151,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	}
 	if opts.User != nil {
 		r.env = userEnv(r.env, opts.User)
-		if r.forker, err = startForker(); err != nil {
+		if r.forker, err = startUserForker(); err != nil {
 			return nil, err
 		}
 	}
@@ -158,9 +163,13 @@ func newReaper(opts Options) (*Reaper, error) {
 	if err := r.contain(); err != nil {
 		return nil, err
 	}
+	r.kids = reap.NewChildren()
+	if err := r.decidePIDNamespace(); err != nil {
+		return nil, err
+	}
 	r.self = Instance{
 		Name: r.name, Pid: r.pid, Start: st.Start, Slice: r.info.Slice,
-		Containment: r.info.Mode.String(), Started: time.Now(),
+		Containment: r.info.Mode.String(), PIDNamespace: r.info.PIDNamespace.On, Started: time.Now(),
 	}
 	if r.state, err = openStateDir(opts.StateDir); err != nil {
 		return nil, err
@@ -177,7 +186,6 @@ func newReaper(opts Options) (*Reaper, error) {
 			r.log.Warn("announcing the instance to the guard failed", "error", err)
 		}
 	}
-	r.kids = newChildren()
 	if opts.User != nil {
 		if err := r.checkUser(); err != nil {
 			return nil, err
@@ -195,14 +203,17 @@ func newReaper(opts Options) (*Reaper, error) {
 	return r, nil
 }
 
-// undoNew releases what a failed New had made: the forker's thread, the child loop, /dev/null, the
+// undoNew releases what a failed New had made: the forking threads, the child loop, /dev/null, the
 // instance's slice and its state directory. Nothing was started that uses them.
 func (r *Reaper) undoNew() {
 	if r.forker != nil {
-		r.forker.stop()
+		r.forker.Stop()
+	}
+	if r.nsThread != nil {
+		r.nsThread.Stop()
 	}
 	if r.kids != nil {
-		r.kids.close(nil)
+		r.kids.Close(nil)
 	}
 	if r.devnull != nil {
 		r.devnull.Close()
@@ -406,9 +417,12 @@ func (r *Reaper) Close(ctx context.Context) error {
 	r.wg.Wait()
 	errs = append(errs, r.dropInstance(wctx), r.dropState())
 	if r.forker != nil {
-		r.forker.stop()
+		r.forker.Stop()
 	}
-	r.kids.close([]string{r.shell, "-c", ":"})
+	if r.nsThread != nil {
+		r.nsThread.Stop() // every init is dead: its thread's end kills nothing
+	}
+	r.kids.Close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()
 	active.Store(false)
 	r.closeErr = errors.Join(errs...)

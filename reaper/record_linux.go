@@ -27,6 +27,7 @@ type sessionRecord struct {
 	ID      string     `json:"id"`
 	Name    string     `json:"name"`
 	Slice   string     `json:"slice,omitempty"`
+	Init    int        `json:"init,omitempty"` // the init of the session's PID namespace
 	Created time.Time  `json:"created"`
 	Tasks   []TaskView `json:"tasks"`
 }
@@ -45,6 +46,9 @@ func (s *Session) record() {
 	}
 	if s.slice != nil {
 		rec.Slice = s.slice.Path()
+	}
+	if s.ns != nil {
+		rec.Init = s.ns.Pid()
 	}
 	for _, t := range s.tasks {
 		tr := TaskView{ID: t.id, Command: t.command, Description: t.description, Pid: t.pid, Started: t.started, Background: t.isBackground()}

@@ -161,7 +161,8 @@ func (s *Session) result(t *task, notice string, budget Budget) Result {
 				res.Leftover = len(pids)
 			}
 		} else {
-			left := proc.NewWalker().Orphans(s.r.pid, EnvTask+"="+t.id)
+			self, _, _ := s.walkRoot()
+			left := proc.NewWalker().Orphans(self, EnvTask+"="+t.id)
 			s.rememberProcs(left)
 			res.Leftover = len(left)
 		}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/safefs"
 )
@@ -27,7 +29,8 @@ type SessionOptions struct {
 // Session runs the commands of one client and owns everything they start. Its methods are safe for
 // concurrent use.
 //
-// Lock order: Session.mu, then task.mu, then the child reaper's lock (held across each fork).
+// Lock order: Session.mu, then task.mu, then the child reaper's lock (held across each fork); and
+// Session.mu, then the locks of the session's init (pidns.Init), which take no lock of ours.
 type Session struct {
 	// The fields up to mu are fixed at creation.
 	r         *Reaper
@@ -48,6 +51,9 @@ type Session struct {
 	mu      sync.Mutex
 	cwd     string
 	slice   *cgroup.Slice   // created on the first command; nil in process containment
+	ns      *pidns.Init     // the init of the session's PID namespace, started with the first command; nil without
+	ended   []*pidns.Init   // inits that ended while the session went on: the teardown lets go of them
+	nsLeaf  *cgroup.Slice   // the init's cgroup, beside the slice (cgroup containment)
 	idle    []*cgroup.Slice // empty leaves kept for reuse: a fresh cgroup costs more than the fork
 	leaves  int             // leaves created so far, for their names
 	tasks   map[string]*task
@@ -172,7 +178,7 @@ func (s *Session) launchLocked(t *task, command string) (spawned, error) {
 		}
 	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
-	sp, err := s.r.spawn(spawnSpec{
+	sp, err := s.spawnLocked(spawnSpec{
 		argv:   []string{s.r.shell, "-c", shellScript(command, cwdW != nil, s.r.dupCwd)},
 		env:    env,
 		dir:    s.cwd,
@@ -274,14 +280,14 @@ func (s *Session) watch(t *task, sp spawned) {
 	code := -1
 	select {
 	case st := <-sp.exited:
-		code = st.code()
+		code = st.Code()
 	case <-timeout:
 		if t.stopping(TimedOut) {
 			s.killTask(context.Background(), t)
 		}
 		select {
 		case st := <-sp.exited:
-			code = st.code()
+			code = st.Code()
 		case <-s.abandon:
 		}
 	case <-s.abandon:
@@ -320,7 +326,10 @@ func (s *Session) watch(t *task, sp spawned) {
 // killTask ends the task's whole tree: its leaf, and processes outside it that carry its marker or
 // descend from it.
 func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
+	self, skip, _ := s.walkRoot()
 	return s.r.terminate(ctx, scope{
+		self:   self,
+		skip:   skip,
 		name:   "session " + s.id + ": task " + t.id,
 		slice:  t.leaf,
 		seeds:  map[int]uint64{t.pid: t.start},
@@ -349,8 +358,9 @@ func (s *Session) processes(t *task) []int {
 		pids, _ := t.leaf.Pids()
 		return pids
 	}
+	self, skip, _ := s.walkRoot()
 	found, _ := proc.NewWalker().Find(proc.Query{
-		Self: s.r.pid, Seeds: map[int]uint64{t.pid: t.start}, Skip: s.r.kids.registered(), Marker: EnvTask + "=" + t.id,
+		Self: self, Seeds: map[int]uint64{t.pid: t.start}, Skip: skip, Marker: EnvTask + "=" + t.id,
 	})
 	pids := make([]int, len(found))
 	for i, p := range found {
@@ -481,25 +491,14 @@ func (s *Session) teardown(ctx context.Context) {
 	// Every wait of the teardown for killed processes ends by then (see terminate).
 	waitEnd := start.Add(s.r.lim.Grace + s.r.lim.CloseTimeout)
 	s.mu.Lock()
-	tasks := make([]*task, 0, len(s.tasks))
-	sc := scope{name: "session " + s.id, slice: s.slice, seeds: make(map[int]uint64, len(s.tasks)), marker: s.marker, end: waitEnd}
-	for _, t := range s.tasks {
-		tasks = append(tasks, t)
-		if t.stopping(Killed) {
-			sc.seeds[t.pid] = t.start
-			sc.groups = append(sc.groups, t)
-		}
-	}
-	for pid, start := range s.known {
-		sc.seeds[pid] = start
-	}
+	tasks, sc := s.scopeLocked(waitEnd)
 	ran := s.ran
 	s.mu.Unlock()
 
 	var errs []error
 	// In process containment the walk runs even when no task is kept: finished tasks are cleared,
 	// but what they left (a setsid child, say) is found by its marker or as a known process.
-	if sc.slice != nil || s.r.root == nil && ran {
+	if sc.slice != nil || s.r.root == nil && ran || len(sc.inits) > 0 {
 		rep, err := s.r.terminate(ctx, sc)
 		s.rep = rep
 		if err != nil {
@@ -507,8 +506,14 @@ func (s *Session) teardown(ctx context.Context) {
 		}
 	}
 	s.releaseTasks(ctx, tasks, waitEnd)
-	if sc.slice != nil {
-		if err := sc.slice.Remove(); err != nil {
+	for _, in := range sc.inits {
+		in.Close()
+	}
+	for _, c := range []*cgroup.Slice{sc.slice, s.nsLeaf} {
+		if c == nil {
+			continue
+		}
+		if err := c.Remove(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -532,6 +537,32 @@ func (s *Session) teardown(ctx context.Context) {
 	if ran {
 		s.r.obs.SessionEnded(end)
 	}
+}
+
+// scopeLocked returns the session's tasks, and the scope of its teardown: every task is being
+// killed, and seeds the walks with the processes the session remembers; with a PID namespace the walks
+// look below its init (every process there is the session's), and the hard kill kills the inits.
+func (s *Session) scopeLocked(waitEnd time.Time) ([]*task, scope) {
+	tasks := make([]*task, 0, len(s.tasks))
+	sc := scope{name: "session " + s.id, slice: s.slice, seeds: make(map[int]uint64, len(s.tasks)), marker: s.marker,
+		end: waitEnd, self: s.r.pid, skip: s.r.kids.Registered(), inits: slices.Clone(s.ended)}
+	for _, t := range s.tasks {
+		tasks = append(tasks, t)
+		if t.stopping(Killed) {
+			sc.seeds[t.pid] = t.start
+			sc.groups = append(sc.groups, t)
+		}
+	}
+	for pid, start := range s.known {
+		sc.seeds[pid] = start
+	}
+	if s.ns != nil {
+		sc.inits = append(sc.inits, s.ns)
+		sc.self, sc.skip = s.ns.Pid(), s.ns.Registered()
+		sc.seeds[sc.self] = s.ns.StartTime()
+		sc.known = map[int]bool{sc.self: true}
+	}
+	return tasks, sc
 }
 
 // releaseTasks waits for the watchers of the tasks' main processes (every one is dead or listed as

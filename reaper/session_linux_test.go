@@ -44,7 +44,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 				all = append(all, taskPids(t, s, ti.ID, 1)...)
 			}
 			res := run(t, s, zoo(t.TempDir()))
-			all = append(all, testutil.PidsIn(t, res.Output)...)
+			all = append(all, s.pidsIn(t, res.Output)...)
 			if len(all) != 9 {
 				t.Fatalf("expected 9 pids, got %d from %q", len(all), res.Output)
 			}
@@ -438,7 +438,7 @@ func TestConcurrentExitStatuses(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := r.kids.reaped(); n != 0 {
+	if n := r.kids.Reaped(); n != 0 {
 		t.Logf("%d orphans reaped", n)
 	}
 }
@@ -481,7 +481,7 @@ func TestCloseReturnsWhileAPipeIsHeld(t *testing.T) {
 	r := newTestReaper(t, ContainProcess, Options{})
 	s := newTestSession(t, r, SessionOptions{})
 	res := run(t, s, `env -i /bin/sh -c '/bin/sleep 1000 & echo $!'`)
-	left := testutil.PidsIn(t, res.Output)
+	left := s.pidsIn(t, res.Output)
 	run(t, s, "true") // clears the first command's task
 	done := make(chan struct{})
 	go func() {

@@ -11,7 +11,9 @@ import (
 	"syscall"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
 )
 
@@ -120,21 +122,53 @@ type spawnSpec struct {
 	// cwd, if set, is the child's descriptor cwdFD: the write end of the pipe its shell's EXIT trap
 	// writes its final working directory to (see shellScript).
 	cwd *os.File
+	// init, if set, is the init of the session's PID namespace, which starts the process there.
+	init *pidns.Init
+}
+
+// fds returns the child's descriptor table as this process's descriptors, from 0: stdin (/dev/null
+// if unset), stdout, stderr (stdout if unset), extra, and the cwd pipe at cwdFD, with -1 for the
+// descriptors the child gets closed. The standard and extra ones are made blocking (Fd), as a
+// program expects its standard files; the cwd pipe is not (see shellScript).
+func (spec spawnSpec) fds(devnull *os.File) ([]int, error) {
+	stdin, stderr := spec.stdin, spec.stderr
+	if stdin == nil {
+		stdin = devnull
+	}
+	if stderr == nil {
+		stderr = spec.stdout
+	}
+	fds := []int{int(stdin.Fd()), int(spec.stdout.Fd()), int(stderr.Fd())}
+	if spec.extra != nil {
+		fds = append(fds, int(spec.extra.Fd()))
+	}
+	if spec.cwd != nil {
+		for len(fds) < cwdFD {
+			fds = append(fds, -1)
+		}
+		rc, err := spec.cwd.SyscallConn()
+		if err != nil {
+			return nil, err
+		}
+		rc.Control(func(fd uintptr) { fds = append(fds, int(fd)) })
+	}
+	return fds, nil
 }
 
 // spawned is a started process.
 type spawned struct {
-	pid    int
+	pid    int    // 0 in the rare case an init could not tell it (see pidns.Task)
 	start  uint64 // start time, read while the pid could not yet be reaped
 	pidfd  int    // -1 where the kernel has none
-	exited <-chan exitStatus
+	exited <-chan reap.Exit
 }
 
 // spawn starts a process in its own process group, registered with the child reaper. In cgroup containment it is born in spec.leaf through clone3 with CLONE_INTO_CGROUP;
 // where the host refuses that (ENOSYS under a container's seccomp profile, EPERM), it is started
 // through cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command (or, for tasks
 // that run as Options.User, which may not join it, held until the Reaper has moved it: spawnHeld), and
-// the Reaper remembers to do so from then on. With Options.User the child runs as that user.
+// the Reaper remembers to do so from then on. With Options.User the child runs as that user. With
+// spec.init, the session's init starts it in the session's PID namespace (see forkInit).
 func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 	if spec.leaf != nil && !r.noClone3.Load() {
 		sp, err := r.fork(spec, true)
@@ -155,13 +189,22 @@ func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 }
 
 func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
+	if spec.init != nil {
+		return r.forkInit(spec, intoCgroup)
+	}
 	pidfd := -1
 	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
 	if r.opts.User != nil {
 		sys.Credential = r.opts.User.credential()
 	}
+	fds, err := spec.fds(r.devnull)
+	if err != nil {
+		return spawned{}, err
+	}
 	if spec.foreground {
-		sys.Foreground, sys.Ctty = true, 0 // Ctty is a descriptor of the child: its stdin
+		// For Foreground, Ctty is a descriptor of this process (not of the child, as for Setctty):
+		// the child's stdin as this process holds it.
+		sys.Foreground, sys.Ctty = true, fds[0]
 	}
 	if intoCgroup {
 		f, err := spec.leaf.OpenFD()
@@ -171,35 +214,12 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		defer f.Close()
 		sys.UseCgroupFD, sys.CgroupFD = true, int(f.Fd())
 	}
-	stdin, stderr := spec.stdin, spec.stderr
-	if stdin == nil {
-		stdin = r.devnull
-	}
-	if stderr == nil {
-		stderr = spec.stdout
-	}
-	attr := &syscall.ProcAttr{
-		Dir:   spec.dir,
-		Env:   spec.env,
-		Files: []uintptr{stdin.Fd(), spec.stdout.Fd(), stderr.Fd()},
-		Sys:   sys,
-	}
-	if spec.extra != nil {
-		attr.Files = append(attr.Files, spec.extra.Fd())
-	}
-	if spec.cwd != nil {
-		for len(attr.Files) < cwdFD {
-			attr.Files = append(attr.Files, ^uintptr(0)) // closed in the child
-		}
-		// Not Fd(), which would make the pipe blocking (see shellScript).
-		rc, err := spec.cwd.SyscallConn()
-		if err != nil {
-			return spawned{}, err
-		}
-		rc.Control(func(fd uintptr) { attr.Files = append(attr.Files, fd) })
+	attr := &syscall.ProcAttr{Dir: spec.dir, Env: spec.env, Sys: sys}
+	for _, fd := range fds {
+		attr.Files = append(attr.Files, uintptr(fd)) // -1: closed in the child
 	}
 	var start uint64
-	pid, exited, err := r.kids.start(func() (int, error) {
+	pid, exited, err := r.kids.Start(func() (int, error) {
 		pid, err := r.forkExec(spec.argv, attr)
 		if err == nil {
 			// The child cannot be reaped while the lock is held, so its pid is still its own.

@@ -32,6 +32,8 @@ type Instance struct {
 	StateDir string `json:"state_dir"`
 	// Containment is "cgroup" or "process".
 	Containment string `json:"containment"`
+	// PIDNamespace reports whether each session has a PID namespace of its own.
+	PIDNamespace bool `json:"pid_namespace,omitempty"`
 	// Started is when the instance started.
 	Started time.Time `json:"started"`
 }

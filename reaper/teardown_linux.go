@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"golang.org/x/sys/unix"
 )
@@ -57,6 +58,15 @@ type scope struct {
 	// its start plus the grace period and CloseTimeout); zero means CloseTimeout after the hard kill
 	// begins.
 	end time.Time
+	// self is the process the walks look below (the Reaper, or the session's init), and skip the task
+	// processes below it that are other scopes' (see proc.Query).
+	self int
+	skip map[int]bool
+	// known are processes the walks go through but never report or signal: the session's init.
+	known map[int]bool
+	// inits, for a session, are the inits of its PID namespaces: the hard kill kills them too, and once
+	// they have ended nothing of their namespaces is left.
+	inits []*pidns.Init
 }
 
 // maxWalkPasses bounds the repeated /proc walk; each pass after the first only finds processes forked
@@ -75,10 +85,13 @@ const sweepTime = 5 * time.Second
 //     every process of the slice (re-read until no new pid appears) and every process found outside;
 //     then up to the grace period for all of them to exit. Cancelling ctx cuts the wait short.
 //  3. Hard: the slice's kill (cgroup.kill; the freezer and SIGKILL; SIGKILL sweeps), and a bounded
-//     wait for the slice to empty.
+//     wait for the slice to empty. Then SIGKILL to the inits of the session's PID namespaces, and a
+//     bounded wait for each to end: the kernel kills every process of a namespace whose init dies, and
+//     an init ends only once they all have (a process in D state delays it).
 //  4. SIGKILL to what is still alive outside the slice, and walks of /proc that kill what they find
 //     (also by marker), repeated until a pass finds nothing new; each pass waits for the processes
-//     the previous one killed to exit, so that nothing they forked as they died is missed.
+//     the previous one killed to exit, so that nothing they forked as they died is missed. Once the
+//     inits have ended there is nothing left to walk for: no process leaves its PID namespace.
 //  5. A bounded wait for those processes to exit; what is left is reported.
 //
 // Phases 3 to 5 share one deadline (sc.end, or CloseTimeout from the hard kill), and once ctx is
@@ -86,7 +99,7 @@ const sweepTime = 5 * time.Second
 // not waited for.
 func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 	t := &teardown{
-		r: r, sc: sc, w: proc.NewWalker(), start: time.Now(), skip: r.kids.registered(),
+		r: r, sc: sc, w: proc.NewWalker(), start: time.Now(), skip: sc.skip,
 		seen: make(map[int]bool), termed: make(map[int]bool),
 	}
 	defer func() { proc.CloseAll(t.outside) }()
@@ -102,6 +115,7 @@ func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
 		t.killEnd = time.Now().Add(r.lim.CloseTimeout)
 	}
 	t.killSlice()
+	t.killNamespaces()
 	t.killEscaped()
 	t.await()
 	t.rep.Duration = time.Since(t.start)
@@ -125,6 +139,7 @@ type teardown struct {
 	seen    map[int]bool    // processes seen in the slice
 	termed  map[int]bool    // processes of the slice sent SIGTERM
 	emptied bool            // the slice emptied within the grace period
+	nsEnded bool            // the scope had inits, and they have all ended
 	killEnd time.Time       // phases 3 to 5 together wait at most until then for what they killed
 	wait    context.Context // done hurryWait after the teardown is hurried: the waits of phases 3 to 5 end
 	outside []proc.Handle   // processes found outside the slice, verified; closed at the end
@@ -149,8 +164,13 @@ func (t *teardown) findEscaped() {
 		}
 		marker = ""
 	}
+	known := maps.Clone(trusted)
+	if known == nil {
+		known = make(map[int]bool)
+	}
+	maps.Copy(known, t.sc.known)
 	found, err := t.w.Find(proc.Query{
-		Self: t.r.pid, Seeds: t.sc.seeds, Trusted: trusted, Known: trusted, Skip: t.skip, Marker: marker,
+		Self: t.sc.self, Seeds: t.sc.seeds, Trusted: trusted, Known: known, Skip: t.skip, Marker: marker,
 	})
 	if err != nil {
 		t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
@@ -225,9 +245,33 @@ func (t *teardown) note(pids []int, err error) {
 	}
 }
 
+// killNamespaces is the end of phase 3: the inits' kill. An init that has not ended by the phases'
+// deadline is reported among the processes that remain.
+func (t *teardown) killNamespaces() {
+	if len(t.sc.inits) == 0 {
+		return
+	}
+	for _, in := range t.sc.inits {
+		if err := in.Kill(); err != nil {
+			t.errs = append(t.errs, err)
+		}
+	}
+	t.nsEnded = true
+	for _, in := range t.sc.inits {
+		if !in.Wait(t.wait, t.killEnd) {
+			t.nsEnded = false
+			t.rep.Remaining = append(t.rep.Remaining, proc.Describe(in.Pid()))
+			t.errs = append(t.errs, fmt.Errorf("the PID namespace of init %d has not ended by %v: a process in it does not die", in.Pid(), t.killEnd.Format(time.TimeOnly)))
+		}
+	}
+}
+
 // killEscaped is phase 4. From here on only processes identified by start time seed the walks.
 func (t *teardown) killEscaped() {
-	handled := make(map[int]bool, len(t.outside))
+	handled := maps.Clone(t.sc.known)
+	if handled == nil {
+		handled = make(map[int]bool, len(t.outside))
+	}
 	seeds := maps.Clone(t.sc.seeds)
 	if seeds == nil {
 		seeds = make(map[int]uint64)
@@ -249,7 +293,10 @@ func (t *teardown) killEscaped() {
 		// Only a process that has exited can no longer fork: wait for these before walking again,
 		// or a child forked as one of them died could be born after the walk and outlive it.
 		t.w.WaitGone(t.wait, pending, t.killEnd)
-		more, err := t.w.Find(proc.Query{Self: t.r.pid, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.marker})
+		if t.nsEnded {
+			break // what was found lived in the namespaces, which are empty now
+		}
+		more, err := t.w.Find(proc.Query{Self: t.sc.self, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.marker})
 		if err != nil {
 			t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
 			break

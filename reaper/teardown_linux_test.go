@@ -41,7 +41,7 @@ func TestKillMethods(t *testing.T) {
 			}
 			r.killer.method = tc.method
 			s := newTestSession(t, r, SessionOptions{})
-			left := testutil.PidsIn(t, run(t, s, zoo(t.TempDir())).Output)
+			left := s.pidsIn(t, run(t, s, zoo(t.TempDir())).Output)
 			if len(left) != 6 {
 				t.Fatalf("want 6 pids, got %v", left)
 			}
@@ -67,7 +67,7 @@ func TestPolitePhaseSuffices(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			r := newTestReaper(t, mode, Options{Grace: 30 * time.Second})
 			s := newTestSession(t, r, SessionOptions{})
-			left := testutil.PidsIn(t, run(t, s, `
+			left := s.pidsIn(t, run(t, s, `
 for i in 1 2 3; do sleep 1000 & echo $!; done
 sh -c 'kill -STOP $$; exec sleep 1000' & echo $!`).Output)
 			stopped := left[3]
@@ -102,7 +102,7 @@ func TestFrozenSliceDies(t *testing.T) {
 		t.Skip("skipped: no cgroup v2 freezer here")
 	}
 	s := newTestSession(t, r, SessionOptions{})
-	left := testutil.PidsIn(t, run(t, s, stubborn(t.TempDir())).Output)
+	left := s.pidsIn(t, run(t, s, stubborn(t.TempDir())).Output)
 	s.mu.Lock()
 	slice := s.slice
 	s.mu.Unlock()
@@ -121,7 +121,7 @@ func TestContextCutsGrace(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			r := newTestReaper(t, mode, Options{Grace: time.Hour})
 			s := newTestSession(t, r, SessionOptions{})
-			left := testutil.PidsIn(t, run(t, s, stubborn(t.TempDir())).Output)
+			left := s.pidsIn(t, run(t, s, stubborn(t.TempDir())).Output)
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(200*time.Millisecond, cancel)
 			rep, err := s.Close(ctx)
@@ -149,7 +149,7 @@ func TestCloseWithCancelledContext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		left := testutil.PidsIn(t, run(t, s, `sh -c 'trap "" TERM; exec sleep 1000' & echo $!`).Output)
+		left := s.pidsIn(t, run(t, s, `sh -c 'trap "" TERM; exec sleep 1000' & echo $!`).Output)
 		rep, err := s.Close(ctx)
 		if err != nil || rep.Total() != 1 {
 			t.Fatalf("close %d with a cancelled context = %v, %v; want the report of one process ended", i, rep, err)

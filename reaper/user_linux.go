@@ -3,11 +3,11 @@ package reaper
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,55 +47,22 @@ func userEnv(env []string, u *User) []string {
 	return append(out, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
 }
 
-// forker runs the forks of tasks that run as another user on one OS thread that has no_new_privs set,
-// so that every task inherits it and gains no privilege through execve (a setuid binary, file
-// capabilities, an LSM transition). no_new_privs belongs to a thread, not a process, and a child
-// inherits the flag of the thread that forked it: set by prctl in an arbitrary goroutine, it reached
-// the tasks only when the runtime happened to fork from that thread (a task read NoNewPrivs 0 in
-// /proc/self/status). Go's SysProcAttr has no field for it. It is safe for the Reaper: the flag is
-// inherited only downwards, from this thread, and affects nothing but execve's granting of
+// startUserForker starts the thread tasks that run as another user are forked from: a reap.Forker
+// with no_new_privs set, so that every task inherits it and gains no privilege through execve (a
+// setuid binary, file capabilities, an LSM transition). no_new_privs belongs to a thread, not a
+// process, and a child inherits the flag of the thread that forked it: set by prctl in an arbitrary
+// goroutine, it reached the tasks only when the runtime happened to fork from that thread (a task read
+// NoNewPrivs 0 in /proc/self/status). Go's SysProcAttr has no field for it. It is safe for the Reaper:
+// the flag is inherited only downwards, from this thread, and affects nothing but execve's granting of
 // privileges, which the Reaper never needs; setuid() by the still-privileged child before it executes
 // the task is unaffected.
-type forker struct {
-	calls chan func()
-	done  chan struct{}
-}
-
-// startForker starts the thread, and returns once no_new_privs is set on it.
-func startForker() (*forker, error) {
-	f := &forker{calls: make(chan func()), done: make(chan struct{})}
-	ready := make(chan error, 1)
-	go func() {
-		defer close(f.done)
-		// Never unlocked: the thread ends with the goroutine, and no other goroutine runs on it.
-		runtime.LockOSThread()
+func startUserForker() (*reap.Forker, error) {
+	return reap.StartForker(func() error {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			ready <- fmt.Errorf("set no_new_privs for tasks that run as another user: %w", err)
-			return
+			return fmt.Errorf("set no_new_privs for tasks that run as another user: %w", err)
 		}
-		ready <- nil
-		for call := range f.calls {
-			call()
-		}
-	}()
-	if err := <-ready; err != nil {
-		<-f.done
-		return nil, err
-	}
-	return f, nil
-}
-
-// run runs fn on the forker's thread and returns when it has.
-func (f *forker) run(fn func()) {
-	done := make(chan struct{})
-	f.calls <- func() { fn(); close(done) }
-	<-done
-}
-
-// stop ends the forker's thread and waits for it. No run may follow.
-func (f *forker) stop() {
-	close(f.calls)
-	<-f.done
+		return nil
+	})
 }
 
 // checkUser runs the shell as the user in the working directory, to fail at start rather than at
@@ -114,8 +81,8 @@ func (r *Reaper) checkUser() error {
 	defer timer.Stop()
 	select {
 	case st := <-sp.exited:
-		if st.code() != 0 {
-			return fmt.Errorf("tasks running as user %s cannot run %s in %s (exit status %d)", r.opts.User, r.shell, r.workDir, st.code())
+		if st.Code() != 0 {
+			return fmt.Errorf("tasks running as user %s cannot run %s in %s (exit status %d)", r.opts.User, r.shell, r.workDir, st.Code())
 		}
 	case <-timer.C:
 		return fmt.Errorf("tasks cannot run as user %s: the shell did not exit within %v", r.opts.User, r.lim.CloseTimeout)
@@ -148,11 +115,15 @@ func (r *Reaper) spawnHeld(spec spawnSpec) (spawned, error) {
 	if err != nil {
 		return sp, err
 	}
-	if err := spec.leaf.Add(sp.pid); err != nil {
+	err = fmt.Errorf("its pid is unknown") // never write 0: it would move this process
+	if sp.pid > 0 {
+		err = spec.leaf.Add(sp.pid)
+	}
+	if err != nil {
 		if sp.pidfd >= 0 {
 			unix.PidfdSendSignal(sp.pidfd, unix.SIGKILL, nil, 0)
 			unix.Close(sp.pidfd)
-		} else {
+		} else if sp.pid > 0 {
 			unix.Kill(sp.pid, unix.SIGKILL) // our registered child: its pid cannot be reused before we reap it
 		}
 		return spawned{}, fmt.Errorf("move process %d into %s: %w", sp.pid, spec.leaf.Path(), err)
@@ -165,6 +136,6 @@ func (r *Reaper) forkExec(argv []string, attr *syscall.ProcAttr) (pid int, err e
 	if r.forker == nil {
 		return syscall.ForkExec(argv[0], argv, attr)
 	}
-	r.forker.run(func() { pid, err = syscall.ForkExec(argv[0], argv, attr) })
+	r.forker.Run(func() { pid, err = syscall.ForkExec(argv[0], argv, attr) })
 	return pid, err
 }

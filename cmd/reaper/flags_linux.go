@@ -32,6 +32,7 @@ type serveConfig struct {
 	maxTasks    int
 	maxWS       int
 	containment string
+	pidNS       string
 	cgroupRoot  string
 	stateDir    string
 	user        string
@@ -88,6 +89,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
 	fs.IntVar(&c.maxWS, "max-workspaces", mcpserver.DefaultMaxWorkspaces, "most workspaces (MCP 2026-07-28 over HTTP) open at once per identity")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
+	pidNamespaceFlag(fs, &c.pidNS, "session")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 	stateDirFlag(fs, &c.stateDir)
 	fs.StringVar(&c.user, "user", "", "run tasks as `USER[:GROUP]` (a name or an id), with the user's groups and HOME, no capabilities and no_new_privs, instead of reaper's own user; reaper must be root")
@@ -127,7 +129,16 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if _, err := reaper.ParseContainment(c.containment); err != nil {
 		return c, err
 	}
+	if _, err := reaper.ParsePIDNamespace(c.pidNS); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// pidNamespaceFlag defines --pid-namespace, which serve and run share; what names what gets one (a
+// session, the job).
+func pidNamespaceFlag(fs *flag.FlagSet, p *string, what string) {
+	fs.StringVar(p, "pid-namespace", "auto", "auto, on or off: run each "+what+"'s processes in a PID namespace of its own, whose init is reaper's, so that the kernel kills them all if reaper dies by any cause, and ps inside shows only them (auto: where reaper can make one, as root or through an unprivileged user namespace)")
 }
 
 // adminTokenValue returns the admin token from --admin-token or the first line of --admin-token-file.

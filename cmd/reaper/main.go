@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/cgreaper/reaper/internal/pidns"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise the module version
@@ -31,6 +33,10 @@ Run "reaper <command> --help" for a command's flags.
 `
 
 func main() {
+	// The init of a session's PID namespace is this program too: it must start with nothing else done.
+	if pidns.IsInit(os.Args) {
+		os.Exit(pidns.Main())
+	}
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 }
 

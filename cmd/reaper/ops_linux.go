@@ -84,9 +84,10 @@ func (o *ops) ready(r *reaper.Reaper) {
 	o.admin.SetReady(true, readyText(ci))
 }
 
-// readyText is /readyz's body: the containment mode, why, and the per-session limits in effect.
+// readyText is /readyz's body: the containment mode and whether sessions get PID namespaces, why, and
+// the per-session limits in effect.
 func readyText(ci reaper.ContainmentInfo) string {
-	s := "containment " + ci.String()
+	s := "containment " + ci.String() + "; pid namespace " + ci.PIDNamespace.String()
 	if l := limitsText(ci.Limits); l != "" {
 		s += "; per-session limits: " + l
 	}

@@ -91,6 +91,9 @@ func printPs(w io.Writer, in reaper.Inspection) {
 		if iv.Containment != "" {
 			fmt.Fprintf(w, "  containment %s", printable(iv.Containment))
 		}
+		if iv.PIDNamespace {
+			fmt.Fprint(w, "  pid namespace per session")
+		}
 		if !iv.Started.IsZero() {
 			fmt.Fprintf(w, "  up %v", time.Since(iv.Started).Round(time.Second))
 		}
@@ -123,7 +126,11 @@ func printSession(w io.Writer, sv reaper.SessionView) {
 	if !sv.Created.IsZero() {
 		fmt.Fprintf(w, "  age %v", time.Since(sv.Created).Round(time.Second))
 	}
-	fmt.Fprintf(w, "  %d tasks, %d processes\n", len(sv.Tasks), len(sv.Processes))
+	fmt.Fprintf(w, "  %d tasks, %d processes", len(sv.Tasks), len(sv.Processes))
+	if sv.Init != 0 {
+		fmt.Fprintf(w, "  init %d (its PID namespace)", sv.Init)
+	}
+	fmt.Fprintln(w)
 	for _, t := range sv.Tasks {
 		kind := "fg"
 		if t.Background {

@@ -65,6 +65,7 @@ type runConfig struct {
 	report          string
 	failOnLeftovers bool
 	containment     string
+	pidNS           string
 	cgroupRoot      string
 	stateDir        string
 	argv            []string
@@ -81,6 +82,7 @@ func parseRun(args []string, getenv func(string) string, stderr io.Writer) (runC
 	fs.StringVar(&c.report, "report", "", "write what happened, the killed leftovers included, as JSON to `file`")
 	fs.BoolVar(&c.failOnLeftovers, "fail-on-leftovers", false, "exit 123 when the command succeeded but left processes running")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
+	pidNamespaceFlag(fs, &c.pidNS, "job")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which the job's slice is created (default: a child \"reaper\" of reaper's own cgroup)")
 	stateDirFlag(fs, &c.stateDir)
 	if err := parseFlags(fs, args, true, getenv); err != nil {
@@ -96,6 +98,9 @@ func parseRun(args []string, getenv func(string) string, stderr io.Writer) (runC
 	if _, err := reaper.ParseContainment(c.containment); err != nil {
 		return c, err
 	}
+	if _, err := reaper.ParsePIDNamespace(c.pidNS); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -107,6 +112,7 @@ type runReport struct {
 	Leftovers   []reaper.Proc `json:"leftovers"`
 	Duration    float64       `json:"duration_seconds"`
 	Containment string        `json:"containment"`
+	PIDNS       bool          `json:"pid_namespace"`
 	Error       string        `json:"error,omitempty"`
 }
 
@@ -179,12 +185,14 @@ func (j *jobRun) run() int {
 // setUp creates the Reaper, the session and the job, and returns a non-zero status on failure.
 func (j *jobRun) setUp() int {
 	containment, _ := reaper.ParseContainment(j.c.containment)
+	pidNS, _ := reaper.ParsePIDNamespace(j.c.pidNS)
 	opts := reaper.Options{
-		Containment: containment,
-		Cgroup:      cgroup.Options{Root: j.c.cgroupRoot, Companions: companions(j.link)},
-		StateDir:    j.c.stateDir,
-		Grace:       graceOption(j.c.grace),
-		Logger:      j.log,
+		Containment:  containment,
+		PIDNamespace: pidNS,
+		Cgroup:       cgroup.Options{Root: j.c.cgroupRoot, Companions: companions(j.link)},
+		StateDir:     j.c.stateDir,
+		Grace:        graceOption(j.c.grace),
+		Logger:       j.log,
 	}
 	if j.link.Announce != nil {
 		opts.Announce = j.link.Announce
@@ -198,8 +206,9 @@ func (j *jobRun) setUp() int {
 	}
 	j.r = r
 	j.rep.Containment = r.Containment().Mode.String()
+	j.rep.PIDNS = r.Containment().PIDNamespace.On
 	if j.c.verbose {
-		fmt.Fprintf(j.stderr, "reaper: containment %s\n", r.Containment())
+		fmt.Fprintf(j.stderr, "reaper: containment %s; pid namespace %s\n", r.Containment(), r.Containment().PIDNamespace)
 	}
 	wd, _ := os.Getwd()
 	j.s, err = r.NewSession("run", reaper.SessionOptions{WorkDir: wd})

@@ -118,6 +118,7 @@ func listen(c serveConfig, tokens map[string]string, stderr io.Writer) (net.List
 // guard, if there is one.
 func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
 	containment, _ := reaper.ParseContainment(c.containment)
+	pidNS, _ := reaper.ParsePIDNamespace(c.pidNS)
 	var u *reaper.User
 	if c.user != "" {
 		var err error
@@ -128,6 +129,7 @@ func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger, o *ops) (
 	opts := reaper.Options{
 		User:              u,
 		Containment:       containment,
+		PIDNamespace:      pidNS,
 		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
 		StateDir:          c.stateDir,
 		Grace:             graceOption(c.grace),
@@ -209,7 +211,7 @@ func shutdown(sig *signals, srv *mcpserver.Server, r *reaper.Reaper, log *slog.L
 // startAttrs are what the start-up line says of containment, limits and the admin endpoint.
 func startAttrs(r *reaper.Reaper, o *ops) []any {
 	ci := r.Containment()
-	attrs := []any{"containment", ci.String()}
+	attrs := []any{"containment", ci.String(), "pid_namespace", ci.PIDNamespace.String()}
 	if l := limitsText(ci.Limits); l != "" {
 		attrs = append(attrs, "limits", l)
 	}

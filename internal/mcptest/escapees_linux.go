@@ -15,13 +15,13 @@ import (
 // kill though neither is in the task's process group nor, once re-parented, its process tree.
 func Escapees(t testing.TB, c Caller) []testutil.Proc {
 	t.Helper()
-	r := Bash(t, c, `setsid sh -c 'echo $$; exec sleep 1000' & sh -c 'sh -c "echo \$\$; exec sleep 1000" &'; echo $$; exec sleep 1000`, "run_in_background", true)
+	r := Bash(t, c, `setsid sh -c 'echo $$; exec sleep 1000' & sh -c 'sh -c "echo \$\$; exec sleep 1000" &'; echo $$; `+testutil.ShowNS+`; exec sleep 1000`, "run_in_background", true)
 	if r.TaskID == "" {
 		t.Fatalf("no task id: %+v", r)
 	}
 	var out string
 	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(out, "\n") < 3 {
+	for strings.Count(out, "\n") < 4 { // three pids and their PID namespace
 		_, o := TaskOutput(t, c, r.TaskID, false)
 		out += o
 		if time.Now().After(deadline) {
@@ -45,9 +45,9 @@ func Leftovers(t testing.TB, c Caller) []testutil.Proc {
 (sh -c 'echo $$ >> {F}; exec sleep 1000' &)
 nohup sh -c 'echo $$ >> {F}; exec sleep 1000' >/dev/null 2>&1 &
 while [ "$(wc -l < {F})" -lt 3 ]; do sleep 0.01; done
-cat {F}`)
+cat {F}; ` + testutil.ShowNS)
 	r := Bash(t, c, script, "timeout", 60000)
-	if r.ExitCode == nil || *r.ExitCode != 0 || strings.Count(r.Output, "\n") != 3 {
+	if r.ExitCode == nil || *r.ExitCode != 0 || strings.Count(r.Output, "\n") != 4 {
 		t.Fatalf("the foreground command: %+v", r)
 	}
 	return testutil.PidsIn(t, r.Output)

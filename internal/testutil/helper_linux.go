@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/pidns"
 )
 
 // helperEnv names the helper a re-executed test binary runs. It does not start with REAPER_, which a
@@ -21,9 +23,13 @@ func Main(m *testing.M, helpers map[string]func() int) {
 }
 
 // RunHelperIfAsked returns at once unless the environment names one of helpers; then this process is a
-// helper that a test started (see Helper): it runs that helper and exits with its status. A TestMain
-// that does more than run the tests calls it first.
+// helper that a test started (see Helper): it runs that helper and exits with its status. A test binary
+// run as the init of a session's PID namespace (a Reaper runs its own program as that) is that init
+// instead. A TestMain that does more than run the tests calls it first.
 func RunHelperIfAsked(helpers map[string]func() int) {
+	if pidns.IsInit(os.Args) {
+		os.Exit(pidns.Main())
+	}
 	name := os.Getenv(helperEnv)
 	if name == "" {
 		return

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,23 +38,17 @@ func Running(p Proc) bool {
 }
 
 // PidsIn identifies every whitespace-separated field of output that is a number as a process, now;
-// it fails the test if one is already gone.
+// it fails the test if one is already gone. A field that names a PID namespace, as ShowNS prints it
+// ("pid:[4026532…]"), says that the numbers are pids in that namespace (a reaper session's): each is
+// identified as this process sees it.
 func PidsIn(t testing.TB, output string) []Proc {
 	t.Helper()
-	var out []Proc
-	for _, f := range strings.Fields(output) {
-		pid, err := strconv.Atoi(f)
-		if err != nil || pid <= 0 {
-			continue
-		}
-		p, ok := ProcOf(pid)
-		if !ok {
-			t.Fatalf("pid %d printed by the command is already gone", pid)
-		}
-		out = append(out, p)
-	}
-	return out
+	return PidsInNS(t, NSIn(output), output)
 }
+
+// ShowNS is shell code that prints the PID namespace of the shell running it, for PidsIn: a command
+// of a reaper session that prints pids adds it.
+const ShowNS = "readlink /proc/$$/ns/pid"
 
 // Alive returns the processes of ps that still run.
 func Alive(ps []Proc) []Proc {
@@ -110,4 +105,104 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 func AwaitLines(file string, n int) string {
 	q := "'" + strings.ReplaceAll(file, "'", `'\''`) + "'"
 	return fmt.Sprintf(`__i=0; while [ $__i -lt 3000 ] && [ "$(wc -l < %[1]s 2>/dev/null || echo 0)" -lt %[2]d ]; do sleep 0.01; __i=$((__i+1)); done; cat %[1]s`, q, n)
+}
+
+// NSOf returns the PID namespace of pid as its /proc/<pid>/ns/pid link reads ("pid:[4026531836]"),
+// or "" if it is gone.
+func NSOf(pid int) string {
+	s, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	return s
+}
+
+// HostPids maps the pids of the processes in the PID namespace ns (as NSOf names it) to their pids as
+// this process sees them: a task of a reaper session prints its pids as its namespace numbers them.
+// For this process's own namespace, or an empty ns, it returns nil: the pids are the same. It reads
+// every process's namespace link and, for those in ns, its status. A zombie's link cannot be read: it
+// counts as in ns when its parent is.
+func HostPids(ns string) map[int]int {
+	if ns == "" || ns == NSOf(os.Getpid()) {
+		return nil
+	}
+	out := map[int]int{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		own := NSOf(pid)
+		if own != "" && own != ns {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + d.Name() + "/status")
+		var nspid []string
+		ppid := 0
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				nspid = strings.Fields(rest)
+			} else if rest, ok := strings.CutPrefix(line, "PPid:"); ok {
+				ppid, _ = strconv.Atoi(strings.TrimSpace(rest))
+			}
+		}
+		if len(nspid) < 2 || own == "" && NSOf(ppid) != ns {
+			continue
+		}
+		if n, err := strconv.Atoi(nspid[len(nspid)-1]); err == nil {
+			out[n] = pid
+		}
+	}
+	return out
+}
+
+// HostPid returns the pid, as this process sees it, of the process that is nspid in the PID
+// namespace ns (see HostPids).
+func HostPid(ns string, nspid int) (int, bool) {
+	m := HostPids(ns)
+	if m == nil {
+		return nspid, true
+	}
+	pid, ok := m[nspid]
+	return pid, ok
+}
+
+// PidsInNS is PidsIn for pids printed inside the PID namespace ns: each is identified as this process
+// sees it. An empty ns is this process's own.
+func PidsInNS(t testing.TB, ns, output string) []Proc {
+	t.Helper()
+	hosts := HostPids(ns)
+	var out []Proc
+	for _, f := range strings.Fields(output) {
+		nspid, err := strconv.Atoi(f)
+		if err != nil || nspid <= 0 {
+			continue
+		}
+		pid, ok := nspid, true
+		if hosts != nil {
+			pid, ok = hosts[nspid]
+		}
+		p, alive := ProcOf(pid)
+		if !ok || !alive {
+			t.Fatalf("pid %d printed by the command (in %s) is already gone", nspid, cmpOr(ns, "this process's PID namespace"))
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// NSIn returns the last PID namespace named in text as ShowNS prints it, or "".
+func NSIn(text string) string {
+	ns := ""
+	for _, f := range strings.Fields(text) {
+		if strings.HasPrefix(f, "pid:[") {
+			ns = f
+		}
+	}
+	return ns
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

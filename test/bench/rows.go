@@ -68,12 +68,17 @@ var rows = func() []row {
 	}
 	info := func(r row) { rs = append(rs, r) }
 	cpu := func(bench string) {
-		info(row{bench: bench, what: "… the server's CPU per call", figure: "reaper-cpu-µs", base: "lean-cpu-µs", unit: "µs", baseline: lean})
+		info(row{bench: bench, what: "… the servers' CPU per call (reaper's guard, server and the session's init)", figure: "reaper-cpu-µs", base: "lean-cpu-µs", unit: "µs", baseline: lean})
 	}
+	// With and without a PID namespace per session: reaper's default (auto) is with, where it can.
+	nsModes := [][2]string{{"on", ""}, {"off", " (--pid-namespace=off)"}}
 	for _, t := range []string{"stdio", "http"} {
-		g, m := ratioAtMost(1.0)
-		add(row{bench: "BenchmarkRoundTrip/" + t, what: "`echo hi` round trip, " + t, figure: "reaper-µs", base: "lean-µs", unit: "µs", baseline: lean}, g, m)
-		cpu("BenchmarkRoundTrip/" + t)
+		for _, ns := range nsModes {
+			g, m := ratioAtMost(1.0)
+			bench := "BenchmarkRoundTrip/" + t + "/pidns=" + ns[0]
+			add(row{bench: bench, what: "`echo hi` round trip, " + t + ns[1], figure: "reaper-µs", base: "lean-µs", unit: "µs", baseline: lean}, g, m)
+			cpu(bench)
+		}
 	}
 	for _, t := range []string{"stdio", "http"} {
 		for _, size := range [][2]string{{"24KB", "24 KB"}, {"1MB", "1 MB"}} {
@@ -83,12 +88,16 @@ var rows = func() []row {
 		}
 	}
 	for _, h := range [][2]string{{"host", ""}, {"crowded", ", 2000 more processes on the machine"}} {
-		g, m := ratioAtMost(1.2)
-		add(row{bench: "BenchmarkSessionStart/" + h[0], what: "session start + first call + close, stdio" + h[1], figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean}, g, m)
-		for _, p := range [][2]string{{"connect", "start + initialize"}, {"call", "first call"}, {"close", "close, until the server exited"}} {
-			info(row{bench: "BenchmarkSessionStart/" + h[0], what: "… of which " + p[1], figure: "reaper-" + p[0] + "-ms", base: "lean-" + p[0] + "-ms", unit: "ms", baseline: lean})
+		for _, ns := range nsModes {
+			g, m := ratioAtMost(1.2)
+			bench := "BenchmarkSessionStart/" + h[0] + "/pidns=" + ns[0]
+			add(row{bench: bench, what: "session start + first call + close, stdio" + h[1] + ns[1], figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean}, g, m)
+			for _, p := range [][2]string{{"connect", "start + initialize"}, {"call", "first call"}, {"close", "close, until the server exited"}} {
+				info(row{bench: bench, what: "… of which " + p[1], figure: "reaper-" + p[0] + "-ms", base: "lean-" + p[0] + "-ms", unit: "ms", baseline: lean})
+			}
 		}
 	}
+	info(row{bench: "BenchmarkSessionStart/host/pidns=on", what: "the init of a session's PID namespace: resident memory (Pss; Rss beside)", figure: "init-pss-KiB", base: "init-rss-KiB", unit: "KiB", baseline: "its Rss"})
 	g, m := figureAtMost(10, "≤ 10 calls (one per task)")
 	add(row{bench: "BenchmarkTaskOutput/ten", what: "reading ten finished 24 KB tasks: calls", figure: "reaper-calls", base: "lean-calls", unit: "calls", baseline: lean}, g, m)
 	info(row{bench: "BenchmarkTaskOutput/ten", what: "reading ten finished 24 KB tasks: time", figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean})
@@ -98,8 +107,10 @@ var rows = func() []row {
 	g, m = figureAtMost(1, "1 call")
 	add(row{bench: "BenchmarkTaskOutput/2MB", what: "reading a finished 2 MB task (1 MiB kept): calls", figure: "reaper-calls", base: "lean-calls", unit: "calls", baseline: lean}, g, m)
 	for _, n := range []string{"10", "100", "1000"} {
-		g, m := ratioAtMost(1.2)
-		add(row{bench: "BenchmarkClose/procs=" + n, what: "Session.Close, " + n + " processes", figure: "close-ms", base: "floor-ms", unit: "ms", baseline: floor}, g, m)
+		for _, ns := range nsModes {
+			g, m := ratioAtMost(1.2)
+			add(row{bench: "BenchmarkClose/procs=" + n + "/pidns=" + ns[0], what: "Session.Close, " + n + " processes" + ns[1], figure: "close-ms", base: "floor-ms", unit: "ms", baseline: floor}, g, m)
+		}
 	}
 	for _, n := range [][2]string{{"1", "1 process"}, {"100", "100 processes"}, {"1000", "1000 processes"}} {
 		info(row{bench: "BenchmarkKill/procs=" + n[0], what: "hard kill of a slice, " + n[1], figure: "kill-ms", base: "floor-ms", unit: "ms", baseline: floor})
@@ -110,6 +121,8 @@ var rows = func() []row {
 			info(row{bench: "BenchmarkWalk/procs=" + n + "/" + w[0], what: "/proc walk, " + w[1] + ", " + n + " processes", figure: "walk-ms", base: "raw-ms", unit: "ms", baseline: raw})
 		}
 	}
+	info(row{bench: "BenchmarkIdleSessions", what: "1000 idle HTTP sessions: their PID namespaces' inits (Pss) per session, until they exit idle",
+		figure: "reaper-init-KiB/session", base: "reaper-KiB/session", unit: "KiB", baseline: "the server's memory per session"})
 	for _, f := range [][3]string{
 		{"memory per session", "KiB/session", "KiB"},
 		{"CPU while idle", "idle-cpu-ms/s", "ms/s"},
@@ -143,8 +156,8 @@ var growths = []growth{
 	{"raw /proc stat read", "BenchmarkWalk/procs=2000/tree", "BenchmarkWalk/procs=20000/tree", "raw-ms", "10× the processes"},
 	{"/proc walk, cgroup containment", "BenchmarkWalk/procs=2000/slice", "BenchmarkWalk/procs=20000/slice", "walk-ms", "10× the processes"},
 	{"/proc walk, process containment", "BenchmarkWalk/procs=2000/tree", "BenchmarkWalk/procs=20000/tree", "walk-ms", "10× the processes"},
-	{"Session.Close", "BenchmarkClose/procs=100", "BenchmarkClose/procs=1000", "close-ms", "10× the processes"},
-	{"cgroup.kill floor", "BenchmarkClose/procs=100", "BenchmarkClose/procs=1000", "floor-ms", "10× the processes"},
-	{"stdio session close, reaper", "BenchmarkSessionStart/host", "BenchmarkSessionStart/crowded", "reaper-close-ms", "2000 more processes on the machine"},
-	{"stdio session close, lean server", "BenchmarkSessionStart/host", "BenchmarkSessionStart/crowded", "lean-close-ms", "2000 more processes on the machine"},
+	{"Session.Close", "BenchmarkClose/procs=100/pidns=on", "BenchmarkClose/procs=1000/pidns=on", "close-ms", "10× the processes"},
+	{"cgroup.kill floor", "BenchmarkClose/procs=100/pidns=on", "BenchmarkClose/procs=1000/pidns=on", "floor-ms", "10× the processes"},
+	{"stdio session close, reaper", "BenchmarkSessionStart/host/pidns=on", "BenchmarkSessionStart/crowded/pidns=on", "reaper-close-ms", "2000 more processes on the machine"},
+	{"stdio session close, lean server", "BenchmarkSessionStart/host/pidns=on", "BenchmarkSessionStart/crowded/pidns=on", "lean-close-ms", "2000 more processes on the machine"},
 }

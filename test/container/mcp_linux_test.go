@@ -90,6 +90,7 @@ sh -c 'trap "" TERM; echo ignores-sigterm $$; exec sleep 1000' &
 env -i /bin/setsid /bin/sh -c '/bin/sh -c "echo unmarked \$\$; exec /bin/sleep 1000" &'
 setsid sh -c 'trap "echo records-sigterm >>` + sigtermFile + `; exit 0" TERM; echo records-sigterm $$; sleep 1000 & wait' &
 echo task $$
+echo ns $(readlink /proc/$$/ns/pid)
 exec sleep 1000`
 
 // shared is where each container mounts a directory of the test, and sigtermFile the file in it
@@ -114,9 +115,9 @@ func escapees(t *testing.T, cs *mcp.ClientSession, c container) map[string]testu
 		t.Fatal("the background task got no task id")
 	}
 	printed := map[string]int{}
-	var all string
+	var all, ns string
 	deadline := time.Now().Add(time.Minute)
-	for len(printed) < len(escapeKinds) {
+	for len(printed) < len(escapeKinds) || ns == "" {
 		if time.Now().After(deadline) {
 			t.Fatalf("the task printed only %q", all)
 		}
@@ -127,6 +128,10 @@ func escapees(t *testing.T, cs *mcp.ClientSession, c container) map[string]testu
 		all += read.Output
 		for line := range strings.Lines(read.Output) {
 			f := strings.Fields(line)
+			if len(f) == 2 && f[0] == "ns" {
+				ns = f[1] // the session's PID namespace, where reaper made one inside the container
+				continue
+			}
 			if len(f) != 2 || !slices.Contains(escapeKinds, f[0]) {
 				t.Fatalf("the task printed %q", line)
 			}
@@ -139,6 +144,14 @@ func escapees(t *testing.T, cs *mcp.ClientSession, c container) map[string]testu
 		time.Sleep(20 * time.Millisecond)
 	}
 	procs := c.procs()
+	if hosts := testutil.HostPids(ns); ns != c.pidNS && hosts != nil {
+		procs = map[int]testutil.Proc{}
+		for nspid, pid := range hosts {
+			if p, ok := testutil.ProcOf(pid); ok {
+				procs[nspid] = p
+			}
+		}
+	}
 	out := map[string]testutil.Proc{}
 	for kind, pid := range printed {
 		p, ok := procs[pid]

@@ -85,20 +85,33 @@ type served struct {
 	pids []int
 }
 
-// benchPair connects the go-sdk client to a fresh reaper and a fresh lean server over transport
-// ("stdio" or "http").
-func benchPair(b *testing.B, transport string) (reaper, lean served) {
+// benchPair connects the go-sdk client to a fresh reaper (with extra flags) and a fresh lean server
+// over transport ("stdio" or "http").
+func benchPair(b *testing.B, transport string, extra ...string) (reaper, lean served) {
 	b.Helper()
+	args := append(benchPlace(b).args(), extra...)
 	if transport == "stdio" {
-		cs, cmd, _ := connectStdio(b, benchPlace(b).args()...)
+		cs, cmd, _ := connectStdio(b, args...)
 		reaper = served{cs, []int{cmd.Process.Pid, serverOf(b, cmd.Process.Pid)}}
 		cmd = exec.Command(leanBin(b))
 		return reaper, served{connectCommand(b, cmd), []int{cmd.Process.Pid}}
 	}
-	p := startHTTP(b, benchPlace(b).args()...)
+	p := startHTTP(b, args...)
 	url, cmd := startLeanHTTP(b)
 	return served{connectHTTP(b, p.url, ""), []int{p.cmd.Process.Pid, serverOf(b, p.cmd.Process.Pid)}},
 		served{connectHTTP(b, url, ""), []int{cmd.Process.Pid}}
+}
+
+// withInits adds to reaper's processes the inits of its sessions' PID namespaces, which their first
+// calls started: what users run, and what its CPU and memory figures count, includes them.
+func withInits(s served) served {
+	server := s.pids[len(s.pids)-1]
+	for _, c := range childrenOf(server) {
+		if cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/cmdline"); strings.Contains(string(cmdline), "\x00--pidns-init") {
+			s.pids = append(s.pids, c)
+		}
+	}
+	return s
 }
 
 // alternateCPU is alternate, and also reports the CPU time the servers' processes used per
@@ -193,28 +206,40 @@ func filler(n int) string {
 }
 
 // BenchmarkRoundTrip measures one bash call (`echo hi`) from the go-sdk client to reaper and back,
-// over stdio and over HTTP, beside the same call to the lean server; and the CPU time each server
-// spent per call.
+// over stdio and over HTTP, with and without PID namespaces, beside the same call to the lean server;
+// and the CPU time each server spent per call.
 //
 //	go test -run '^$' -bench BenchmarkRoundTrip -benchtime 500x ./test/e2e
 func BenchmarkRoundTrip(b *testing.B) {
 	for _, transport := range []string{"stdio", "http"} {
-		b.Run(transport, func(b *testing.B) {
-			reaper, lean := benchPair(b, transport)
-			call := func(s served) func() time.Duration {
-				return func() time.Duration {
-					d, res := timedCall(b, s.cs, "echo hi")
-					if !strings.Contains(payload(res), "hi") {
-						b.Fatalf("echo hi returned %q", textOf(res))
-					}
-					return d
-				}
-			}
-			call(reaper)()
-			call(lean)()
-			alternateCPU(b, "µs", reaper, lean, call(lean), call(reaper))
-		})
+		for _, ns := range pidNSModes {
+			b.Run(transport+"/pidns="+ns, func(b *testing.B) {
+				roundTrip(b, transport, ns)
+			})
+		}
 	}
+}
+
+// pidNSModes are reaper's --pid-namespace in the benchmarks that measure both.
+var pidNSModes = []string{"on", "off"}
+
+func roundTrip(b *testing.B, transport, ns string) {
+	if ns == "on" {
+		needPIDNamespaces(b)
+	}
+	reaper, lean := benchPair(b, transport, "--pid-namespace", ns)
+	call := func(s served) func() time.Duration {
+		return func() time.Duration {
+			d, res := timedCall(b, s.cs, "echo hi")
+			if !strings.Contains(payload(res), "hi") {
+				b.Fatalf("echo hi returned %q", textOf(res))
+			}
+			return d
+		}
+	}
+	call(reaper)()
+	call(lean)()
+	alternateCPU(b, "µs", withInits(reaper), lean, call(lean), call(reaper))
 }
 
 // BenchmarkOutput measures a bash call whose command prints 24 KB, and one that prints 1 MB (below
@@ -243,7 +268,7 @@ func BenchmarkOutput(b *testing.B) {
 				}
 				call(reaper)()
 				call(lean)()
-				alternateCPU(b, "µs", reaper, lean, call(lean), call(reaper))
+				alternateCPU(b, "µs", withInits(reaper), lean, call(lean), call(reaper))
 			})
 		}
 	}

@@ -137,6 +137,29 @@ func rssKiB(b testing.TB, pids []int) int {
 	return total
 }
 
+// initsPss returns the Pss, in KiB, of the inits of the PID namespaces of the sessions of the servers
+// among pids (their children that are inits): shared pages counted once among all that map them, as
+// the inits share the binary's with the server.
+func initsPss(pids []int) int {
+	total := 0
+	for _, pid := range pids {
+		for _, c := range childrenOf(pid) {
+			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/cmdline")
+			if !strings.Contains(string(cmdline), "\x00--pidns-init") {
+				continue
+			}
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/smaps_rollup")
+			for line := range strings.Lines(string(b)) {
+				if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+					n, _ := strconv.Atoi(f[1])
+					total += n
+				}
+			}
+		}
+	}
+	return total
+}
+
 // threadsCPU returns the CPU time the processes' threads have used, from the nanosecond clock of
 // /proc/<pid>/task/<tid>/schedstat (/proc/<pid>/stat counts in 10 ms ticks, too coarse for idle
 // servers). Threads that exit take their time with them; a Go server's rarely do.
@@ -163,7 +186,9 @@ func threadsCPU(b testing.TB, pids []int) time.Duration {
 // BenchmarkIdleSessions opens 1000 concurrent HTTP sessions that each ran one command (so reaper has
 // made each one's cgroup), and measures, for reaper and for the lean server, each in a fresh
 // process: the memory a session holds (the growth of resident memory, reaper's guard and server
-// together, over the sessions, read after the idle window), the CPU the server uses while they sit
+// together, over the sessions, read after the idle window; and, apart, the Pss of the sessions' PID
+// namespace inits right after the sessions were opened: by the end of the window they have exited,
+// their namespaces empty for 10 s), the CPU the server uses while they sit
 // idle for ten seconds, from five seconds after the last was opened (ms of CPU per second; by then
 // the work the burst left is done: reaper serve collects and returns memory to the kernel within two
 // 2 s periods after a burst, and that is not idle cost), and the time
@@ -175,7 +200,7 @@ func threadsCPU(b testing.TB, pids []int) time.Duration {
 func BenchmarkIdleSessions(b *testing.B) {
 	const sessions, settle, window = 1000, 5 * time.Second, 10 * time.Second
 	type figures struct {
-		kib, cpu, end, open float64
+		kib, init, cpu, end, open float64
 	}
 	measure := func(t httpTarget) figures {
 		client := benchClient(64)
@@ -192,6 +217,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 			b.Fatal(err)
 		}
 		open := time.Since(start)
+		inits := initsPss(t.pids)
 		time.Sleep(settle) // what the burst left to do: the last calls, a collection, memory returned
 		cpu0 := threadsCPU(b, t.pids)
 		time.Sleep(window)
@@ -203,6 +229,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 		end := time.Since(start)
 		return figures{
 			kib:  float64(after-before) / sessions,
+			init: float64(inits) / sessions,
 			cpu:  float64(cpu) / 1e6 / window.Seconds(),
 			end:  float64(end.Milliseconds()),
 			open: float64(open.Milliseconds()),
@@ -211,6 +238,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 	var lean, reaper figures
 	add := func(sum *figures, f figures) {
 		sum.kib += f.kib
+		sum.init += f.init
 		sum.cpu += f.cpu
 		sum.end += f.end
 		sum.open += f.open
@@ -227,6 +255,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 	}
 	n := float64(b.N)
 	b.ReportMetric(reaper.kib/n, "reaper-KiB/session")
+	b.ReportMetric(reaper.init/n, "reaper-init-KiB/session")
 	b.ReportMetric(lean.kib/n, "lean-KiB/session")
 	b.ReportMetric(reaper.cpu/n, "reaper-idle-cpu-ms/s")
 	b.ReportMetric(lean.cpu/n, "lean-idle-cpu-ms/s")

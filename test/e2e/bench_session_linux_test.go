@@ -22,7 +22,9 @@ import (
 // the guard's exit). It reports the total beside the lean server's, and also each phase: connect
 // (start and initialize), call, close. "host" runs on the machine as it is; "crowded" with 2000 more
 // sleeping processes on it (not the session's), which is how cost that grows with the machine's
-// processes shows.
+// processes shows. Each runs with and without PID namespaces (pidns=on, off): with them, the first
+// call also starts the session's init, and the close kills it; the resident memory of that init
+// (its Rss and Pss, read after the call) is reported too.
 //
 //	go test -run '^$' -bench BenchmarkSessionStart -benchtime 50x ./test/e2e
 func BenchmarkSessionStart(b *testing.B) {
@@ -31,17 +33,23 @@ func BenchmarkSessionStart(b *testing.B) {
 		if crowd > 0 {
 			name = "crowded"
 		}
-		b.Run(name, func(b *testing.B) {
-			if crowd > 0 {
-				crowdHost(b, crowd)
-			}
-			benchSessionStart(b)
-		})
+		for _, ns := range pidNSModes {
+			b.Run(name+"/pidns="+ns, func(b *testing.B) {
+				if ns == "on" {
+					needPIDNamespaces(b)
+				}
+				if crowd > 0 {
+					crowdHost(b, crowd)
+				}
+				benchSessionStart(b, ns)
+			})
+		}
 	}
 }
 
-func benchSessionStart(b *testing.B) {
-	args := append([]string{"serve"}, benchPlace(b).args()...)
+func benchSessionStart(b *testing.B, ns string) {
+	args := append(append([]string{"serve"}, benchPlace(b).args()...), "--pid-namespace", ns)
+	var initRss, initPss, inits int
 	leanPath := leanBin(b)
 	type phases struct{ connect, call, close time.Duration }
 	cycle := func(cmd *exec.Cmd) phases {
@@ -59,6 +67,9 @@ func benchSessionStart(b *testing.B) {
 			b.Fatalf("echo hi returned %q", textOf(res))
 		}
 		p.call = d
+		if rss, pss, ok := sessionInitMemory(cmd.Process.Pid); ok {
+			initRss, initPss, inits = initRss+rss, initPss+pss, inits+1
+		}
 		start = time.Now()
 		cs.Close()
 		p.close = time.Since(start)
@@ -96,6 +107,58 @@ func benchSessionStart(b *testing.B) {
 	b.ReportMetric(ms(reaper.close), "reaper-close-ms")
 	b.ReportMetric(ms(lean.close), "lean-close-ms")
 	reportPair(b, "ms", reaper.connect+reaper.call+reaper.close, lean.connect+lean.call+lean.close)
+	if inits > 0 {
+		b.ReportMetric(float64(initRss)/float64(inits), "init-rss-KiB")
+		b.ReportMetric(float64(initPss)/float64(inits), "init-pss-KiB")
+	}
+}
+
+// sessionInitMemory returns the resident memory (Rss, and Pss: shared pages divided among those that
+// map them, as the init shares the binary's with the server) of the init of a session's PID namespace
+// below guard, in KiB; ok is false where there is none (a lean server, or no namespace).
+func sessionInitMemory(guard int) (rss, pss int, ok bool) {
+	server := childOf(guard)
+	for _, c := range childrenOf(server) {
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/cmdline")
+		if !strings.Contains(string(cmdline), "\x00--pidns-init") {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(c) + "/smaps_rollup")
+		if err != nil {
+			return 0, 0, false
+		}
+		for line := range strings.Lines(string(b)) {
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == "Rss:" {
+				rss, _ = strconv.Atoi(f[1])
+			} else if len(f) >= 2 && f[0] == "Pss:" {
+				pss, _ = strconv.Atoi(f[1])
+			}
+		}
+		return rss, pss, true
+	}
+	return 0, 0, false
+}
+
+// childrenOf returns pid's children, from every thread's children file; childOf the first of them.
+func childrenOf(pid int) []int {
+	var out []int
+	files, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		for _, f := range strings.Fields(string(b)) {
+			n, _ := strconv.Atoi(f)
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func childOf(pid int) int {
+	if c := childrenOf(pid); len(c) > 0 {
+		return c[0]
+	}
+	return 0
 }
 
 // crowdHost starts n sleeping processes, children of one shell in a process group of its own, and

@@ -159,7 +159,7 @@ func churnSession(url, mark, file string, abandon bool) (ps []testutil.Proc, err
 	if out, err := call(map[string]any{"command": "echo foreground"}); err != nil || out.Output != "foreground\n" {
 		return nil, fmt.Errorf("foreground command: %q, %v", out.Output, err)
 	}
-	script := fmt.Sprintf(`%s setsid sh -c 'echo $$ >> %[2]s; exec sleep 1000' & echo $$ >> %[2]s; export %[1]s; exec sleep 1000`, mark, file)
+	script := fmt.Sprintf(`%s setsid sh -c 'echo $$ >> %[2]s; exec sleep 1000' & echo $$ $(%[3]s) >> %[2]s; export %[1]s; exec sleep 1000`, mark, file, testutil.ShowNS)
 	task, err := call(map[string]any{"command": script, "run_in_background": true})
 	if err != nil {
 		return nil, fmt.Errorf("background task: %w", err)
@@ -167,8 +167,15 @@ func churnSession(url, mark, file string, abandon bool) (ps []testutil.Proc, err
 	// The client asks for the task's output while it waits, as an agent polling its task does.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if b, _ := os.ReadFile(file); strings.Count(string(b), "\n") >= 2 {
+			hosts := testutil.HostPids(testutil.NSIn(string(b)))
 			for _, f := range strings.Fields(string(b)) {
-				pid, _ := strconv.Atoi(f)
+				pid, err := strconv.Atoi(f)
+				if err != nil {
+					continue // the namespace
+				}
+				if hosts != nil {
+					pid = hosts[pid]
+				}
 				p, ok := testutil.ProcOf(pid)
 				if !ok {
 					return ps, fmt.Errorf("the task's process %d died before its session ended", pid)

@@ -39,9 +39,10 @@ func TestLeftoverWriterCostsLittle(t *testing.T) {
 			// The pid goes first, on a line of its own, and yes starts later: a writer that starts at
 			// once can fill more than the output limit before the command's result is made, and then
 			// the middle is dropped and a count of bytes stands there.
-			r := bash(t, cs, "(sleep 0.2; exec yes) & echo $!")
-			first, _, _ := strings.Cut(r.Output, "\n")
-			yes := testutil.PidsIn(t, first)
+			r := bash(t, cs, testutil.ShowNS+"; (sleep 0.2; exec yes) & echo $!")
+			ns, rest, _ := strings.Cut(r.Output, "\n")
+			first, _, _ := strings.Cut(rest, "\n")
+			yes := testutil.PidsIn(t, first+" "+ns)
 			const period = 3 * time.Second
 			before, wrote := cpuTime(t, server), written(t, yes[0].Pid)
 			time.Sleep(period) // measuring over a period: the writer writes all along

@@ -22,7 +22,8 @@ import (
 // hostile starts, in a session, the processes that make a teardown hard: one that ignores SIGTERM,
 // one whose SIGTERM handler forks a replacement and goes on, a setsid child and a double-forked one.
 // Each appends its pid to a file once it is ready (the handler appends its replacements' too); the
-// call returns when all four are. It returns the file and the four processes.
+// call returns when all four are. The file's first line is the session's PID namespace. It returns
+// the file and the four processes.
 func hostile(t testing.TB, cs *mcp.ClientSession) (string, []testutil.Proc) {
 	t.Helper()
 	return hostileAt(t, cs, filepath.Join(t.TempDir(), "pids"))
@@ -31,12 +32,12 @@ func hostile(t testing.TB, cs *mcp.ClientSession) (string, []testutil.Proc) {
 // hostileAt is hostile with the processes' pids in file f (in a directory the tasks' user can write).
 func hostileAt(t testing.TB, cs *mcp.ClientSession, f string) (string, []testutil.Proc) {
 	t.Helper()
-	script := strings.NewReplacer("F", f).Replace(`
+	script := strings.NewReplacer("F", f).Replace(testutil.ShowNS+` > F
 sh -c 'trap "" TERM; echo $$ >> F; exec sleep 1000' &
 sh -c 'trap "sleep 1000 & echo \$! >> F" TERM; echo $$ >> F; while :; do sleep 1; done' &
 setsid sh -c 'echo $$ >> F; exec sleep 1000' &
 sh -c 'sh -c "echo \$\$ >> F; exec sleep 1000" &' &
-`) + testutil.AwaitLines(f, 4)
+`) + testutil.AwaitLines(f, 5)
 	r := bash(t, cs, script)
 	ps := testutil.PidsIn(t, r.Output)
 	if len(ps) != 4 {
@@ -51,9 +52,13 @@ func survivors(t testing.TB, file string, known []testutil.Proc) []testutil.Proc
 	t.Helper()
 	b, _ := os.ReadFile(file)
 	ps := append([]testutil.Proc(nil), known...)
+	hosts := testutil.HostPids(testutil.NSIn(string(b))) // empty once the namespace is gone
 	for _, f := range strings.Fields(string(b)) {
 		pid, _ := strconv.Atoi(f)
-		if p, ok := testutil.ProcOf(pid); ok && !containsPid(ps, pid) {
+		if hosts != nil {
+			pid = hosts[pid]
+		}
+		if p, ok := testutil.ProcOf(pid); ok && pid > 0 && !containsPid(ps, pid) {
 			ps = append(ps, p)
 		}
 	}
@@ -301,69 +306,84 @@ func TestClosedStdout(t *testing.T) {
 }
 
 // TestRestartSweepsUpAfterDeadInstance: reaper and its guard are both killed (as when a node kills a
-// whole group); a second instance on the same root lives on. `reaper sweep --dry-run` lists what the
-// dead one left without killing it; a new instance on the same root kills and removes it at start,
-// and leaves the live instance's sessions alone.
+// whole group); a second instance on the same root lives on. Without PID namespaces (this needs them
+// off) the dead one's processes survive it: `reaper sweep --dry-run` lists them without killing them,
+// and a new instance on the same root kills them and removes what the dead one left at start. With
+// them the kernel has killed the dead one's processes already, and the restart removes its slice and
+// state. Either way the live instance's sessions are left alone.
 func TestRestartSweepsUpAfterDeadInstance(t *testing.T) {
 	for _, mode := range []string{"cgroup", "process"} {
-		t.Run(mode, func(t *testing.T) {
-			p := place(t, mode)
-			dead := startHTTP(t, p.args()...)
-			_, deadPs := hostile(t, connectHTTP(t, dead.url, ""))
-			live := startHTTP(t, p.args()...)
-			liveCs := connectHTTP(t, live.url, "")
-			_, livePs := hostile(t, liveCs)
-
-			// Stopped first, so that neither can act on the other's death.
-			guard := dead.cmd.Process.Pid
-			server := serverOf(t, guard)
-			for _, pid := range []int{guard, server} {
-				syscall.Kill(pid, syscall.SIGSTOP)
-			}
-			for _, pid := range []int{server, guard} {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-			<-dead.done
-
-			out, err := reaperCmd(append([]string{"sweep", "--dry-run", "--json"}, p.args()...)...).Output()
-			if err != nil {
-				t.Fatalf("reaper sweep --dry-run: %v\n%s", err, out)
-			}
-			var rep struct {
-				Dead []struct {
-					Name      string
-					Processes []struct{ Pid int }
+		for _, ns := range []string{"off", "on"} {
+			t.Run(mode+"/pid-namespace-"+ns, func(t *testing.T) {
+				if ns == "on" {
+					needPIDNamespaces(t)
 				}
-				Live []string
-			}
-			if err := json.Unmarshal(out, &rep); err != nil {
-				t.Fatalf("sweep --json printed %s: %v", out, err)
-			}
-			if len(rep.Dead) != 1 || len(rep.Live) != 1 || len(rep.Dead[0].Processes) < 4 {
-				t.Errorf("sweep --dry-run: %s; want one dead instance with at least 4 processes and one live one", out)
-			}
-			if alive := testutil.Alive(deadPs); len(alive) != len(deadPs) {
-				t.Errorf("the dry run killed something: alive %v of %v", alive, deadPs)
-			}
-
-			restarted := startHTTP(t, p.args()...)
-			took := testutil.AwaitDead(t, deadPs, 30*time.Second)
-			t.Logf("the dead instance's processes were gone %v after the restart", took.Round(time.Millisecond))
-			if !restarted.stderr.Await("swept up after a dead instance") {
-				t.Errorf("the restart did not log the sweep:\n%s", restarted.stderr)
-			}
-			if alive := testutil.Alive(livePs); len(alive) != len(livePs) {
-				t.Errorf("the live instance's processes were touched: alive %v of %v", alive, livePs)
-			}
-			if r := bash(t, liveCs, "echo ok"); r.Output != "ok\n" {
-				t.Errorf("the live instance no longer serves: %+v", r)
-			}
-			testutil.Eventually(t, "the dead instance's slice and state to go", func() bool {
-				entries, _ := os.ReadDir(p.stateDir)
-				return len(entries) == 2 // the live instance's and the restarted one's
+				restartAfterBothKilled(t, place(t, mode), ns)
 			})
-		})
+		}
 	}
+}
+
+func restartAfterBothKilled(t *testing.T, p placement, ns string) {
+	args := append(p.args(), "--pid-namespace", ns)
+	dead := startHTTP(t, args...)
+	_, deadPs := hostile(t, connectHTTP(t, dead.url, ""))
+	live := startHTTP(t, args...)
+	liveCs := connectHTTP(t, live.url, "")
+	_, livePs := hostile(t, liveCs)
+
+	// Stopped first, so that neither can act on the other's death.
+	guard := dead.cmd.Process.Pid
+	server := serverOf(t, guard)
+	for _, pid := range []int{guard, server} {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	for _, pid := range []int{server, guard} {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	<-dead.done
+	if ns == "on" {
+		took := testutil.AwaitDead(t, deadPs, time.Second)
+		t.Logf("the dead instance's processes died with it, %v after its end", took.Round(time.Millisecond))
+	}
+
+	out, err := reaperCmd(append([]string{"sweep", "--dry-run", "--json"}, p.args()...)...).Output()
+	if err != nil {
+		t.Fatalf("reaper sweep --dry-run: %v\n%s", err, out)
+	}
+	var rep struct {
+		Dead []struct {
+			Name      string
+			Processes []struct{ Pid int }
+		}
+		Live []string
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("sweep --json printed %s: %v", out, err)
+	}
+	if want := map[string]int{"off": 4, "on": 0}[ns]; len(rep.Dead) != 1 || len(rep.Live) != 1 || len(rep.Dead[0].Processes) < want || ns == "on" && len(rep.Dead[0].Processes) > 0 {
+		t.Errorf("sweep --dry-run: %s; want one dead instance with %d processes or more (none with PID namespaces) and one live one", out, want)
+	}
+	if alive := testutil.Alive(deadPs); ns == "off" && len(alive) != len(deadPs) {
+		t.Errorf("the dry run killed something: alive %v of %v", alive, deadPs)
+	}
+
+	restarted := startHTTP(t, args...)
+	took := testutil.AwaitDead(t, deadPs, 30*time.Second)
+	t.Logf("the dead instance's processes were gone %v after the restart", took.Round(time.Millisecond))
+	if !restarted.stderr.Await("swept up after a dead instance") {
+		t.Errorf("the restart did not log the sweep:\n%s", restarted.stderr)
+	}
+	if alive := testutil.Alive(livePs); len(alive) != len(livePs) {
+		t.Errorf("the live instance's processes were touched: alive %v of %v", alive, livePs)
+	}
+	if r := bash(t, liveCs, "echo ok"); r.Output != "ok\n" {
+		t.Errorf("the live instance no longer serves: %+v", r)
+	}
+	testutil.Eventually(t, "the dead instance's slice and state to go", func() bool {
+		entries, _ := os.ReadDir(p.stateDir)
+		return len(entries) == 2 // the live instance's and the restarted one's
+	})
 }
 
 // TestProcessContainmentRemembers: in process containment a session whose task table is empty still
@@ -372,7 +392,7 @@ func TestProcessContainmentRemembers(t *testing.T) {
 	p := place(t, "process")
 	r := startHTTP(t, append(p.args(), "--grace", grace.String())...)
 	cs := connectHTTP(t, r.url, "")
-	left := testutil.PidsIn(t, bash(t, cs, "setsid sleep 1000 & echo $!").Output)
+	left := testutil.PidsIn(t, bash(t, cs, "setsid sleep 1000 & echo $!; "+testutil.ShowNS).Output)
 	bash(t, cs, "true") // the first command's task is cleared now
 	if res := callTool(t, cs, "task_list", nil); !strings.Contains(textOf(res), strconv.Itoa(left[0].Pid)) {
 		t.Errorf("task_list does not show the leftover: %s", textOf(res))

@@ -40,8 +40,8 @@ func TestEscapeesDieWithTheirSession(t *testing.T) {
 			a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
 			dir := t.TempDir()
 			keep := filepath.Join(dir, "keep")
-			bash(t, b, "sleep 1000 & echo $! >> "+keep)
-			bg := bash(t, b, "env -i sleep 1000 & echo $! >> "+keep+"; wait", "run_in_background", true)
+			bash(t, b, "sleep 1000 & echo $! $("+testutil.ShowNS+") >> "+keep)
+			bg := bash(t, b, "env -i sleep 1000 & echo $! $("+testutil.ShowNS+") >> "+keep+"; wait", "run_in_background", true)
 			if bg.TaskID == "" {
 				t.Fatalf("no task: %+v", bg)
 			}
@@ -55,12 +55,11 @@ func TestEscapeesDieWithTheirSession(t *testing.T) {
 				return true
 			})
 			f := filepath.Join(dir, "escapee")
-			bash(t, a, shellf(escapeScript, procs, f)+"; "+testutil.AwaitLines(f, 1))
+			bash(t, a, shellf(escapeScript, procs, f)+"; "+testutil.AwaitLines(f, 1)+"; "+testutil.ShowNS+" >> "+f)
 			escapee := pidFromFile(t, f)
 			server := serverOf(t, p.cmd.Process.Pid)
-			testutil.Eventually(t, "the escapee to lose its parent and be adopted by reaper", func() bool {
-				st, _ := os.ReadFile("/proc/" + strconv.Itoa(escapee.Pid) + "/status")
-				return bytes.Contains(st, []byte("PPid:\t"+strconv.Itoa(server)+"\n"))
+			testutil.Eventually(t, "the escapee to lose its parent and be adopted by reaper or its session's init", func() bool {
+				return adoptedByReaper(escapee.Pid, server)
 			})
 			if env, _ := os.ReadFile("/proc/" + strconv.Itoa(escapee.Pid) + "/environ"); bytes.Contains(env, []byte("REAPER_")) {
 				t.Fatalf("the escapee %d kept a marker: %q", escapee.Pid, env)
@@ -89,7 +88,7 @@ func TestBuriedMarker(t *testing.T) {
 			bash(t, b, "true")
 			f := filepath.Join(t.TempDir(), "buried")
 			bash(t, a, `ulimit -s 65536; big=$(head -c 100000 /dev/zero | tr '\0' x); set --; for i in $(seq 40); do set -- "$@" "B$i=$big"; done; `+
-				`env -i "$@" REAPER_TASK=$REAPER_TASK REAPER_SESSION=$REAPER_SESSION setsid -f /bin/sh -c 'echo $$ > `+f+`; exec sleep 1000'; `+testutil.AwaitLines(f, 1))
+				`env -i "$@" REAPER_TASK=$REAPER_TASK REAPER_SESSION=$REAPER_SESSION setsid -f /bin/sh -c 'echo $$ $(`+testutil.ShowNS+`) > `+f+`; exec sleep 1000'; `+testutil.AwaitLines(f, 1))
 			buried := pidFromFile(t, f)
 			env, _ := os.ReadFile("/proc/" + strconv.Itoa(buried.Pid) + "/environ")
 			if at := bytes.Index(env, []byte("REAPER_SESSION=")); at < 4_000_000 {
@@ -113,10 +112,22 @@ func TestBuriedMarker(t *testing.T) {
 // TestMovedIntoAnotherSessionsSlice: a task of session a moves a process into a leaf of session b.
 // It belongs to the session that started it, by its marker and ancestry, and it also dies with any
 // session whose cgroup it sits in; listings show it where it runs (b's). One that also cleared its
-// marker and lost its parent can no longer be told to be a's: it lives on in b, and dies with b.
+// marker and lost its parent: without PID namespaces it can no longer be told to be a's, so it lives
+// on in b and dies with b; with them it is still in a's namespace, and dies with a.
 func TestMovedIntoAnotherSessionsSlice(t *testing.T) {
+	for _, ns := range []string{"off", "on"} {
+		t.Run("pid-namespace-"+ns, func(t *testing.T) {
+			if ns == "on" {
+				needPIDNamespaces(t)
+			}
+			movedIntoAnotherSessionsSlice(t, ns)
+		})
+	}
+}
+
+func movedIntoAnotherSessionsSlice(t *testing.T, ns string) {
 	pl := place(t, "cgroup")
-	p := startHTTP(t, append(pl.args(), "--grace", grace.String())...)
+	p := startHTTP(t, append(pl.args(), "--grace", grace.String(), "--pid-namespace", ns)...)
 	mount := cgroup.Detect(cgroup.Options{}).Mountpoint
 	a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
 	dir := t.TempDir()
@@ -130,8 +141,8 @@ func TestMovedIntoAnotherSessionsSlice(t *testing.T) {
 	leafProcs := filepath.Join(mount, strings.TrimSpace(string(rel)), "cgroup.procs")
 	marked, scrubbed := filepath.Join(dir, "marked"), filepath.Join(dir, "scrubbed")
 	bash(t, a, shellf("export LEAF=%s M=%s S=%s; ", leafProcs, marked, scrubbed)+
-		`sh -c 'sh -c "echo \$\$ > \$LEAF; echo \$\$ > \$M; exec sleep 1000" &'; `+
-		`env -i LEAF="$LEAF" S="$S" /bin/sh -c 'sh -c "echo \$\$ > \$LEAF; echo \$\$ > \$S; exec sleep 1000" &'; `+
+		`sh -c 'sh -c "echo \$\$ > \$LEAF; echo \$\$ \$(readlink /proc/\$\$/ns/pid) > \$M; exec sleep 1000" &'; `+
+		`env -i LEAF="$LEAF" S="$S" /bin/sh -c 'sh -c "echo \$\$ > \$LEAF; echo \$\$ \$(readlink /proc/\$\$/ns/pid) > \$S; exec sleep 1000" &'; `+
 		testutil.AwaitLines(marked, 1)+"; "+testutil.AwaitLines(scrubbed, 1))
 	m, s := pidFromFile(t, marked), pidFromFile(t, scrubbed)
 	for _, pr := range []testutil.Proc{m, s} {
@@ -150,6 +161,10 @@ func TestMovedIntoAnotherSessionsSlice(t *testing.T) {
 		t.Errorf("b's listing %+v: want its task with its own process and the two moved in", list.Tasks)
 	}
 	a.Close()
+	if ns == "on" {
+		testutil.AwaitDead(t, []testutil.Proc{m, s}, grace+5*time.Second)
+		return
+	}
 	testutil.AwaitDead(t, []testutil.Proc{m}, grace+5*time.Second)
 	time.Sleep(500 * time.Millisecond) // not readiness: the scrubbed one must outlive a's teardown
 	if !testutil.Running(s) {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -269,7 +270,8 @@ var (
 
 type bashResult = mcptest.BashResult
 
-// pidFromFile polls until path holds a pid and returns that process.
+// pidFromFile polls until path holds a pid (and the PID namespace it is in, as testutil.ShowNS prints
+// it, if not the test's) and returns that process.
 func pidFromFile(t testing.TB, path string) testutil.Proc {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -319,4 +321,49 @@ func startClient(t testing.TB, url string, env ...string) (*exec.Cmd, []testutil
 		t.Fatal("the client did not start its task")
 	}
 	return nil, nil
+}
+
+// adoptedByReaper reports whether pid's parent is the server, or the init of one of its sessions' PID
+// namespaces (which adopts the session's orphans).
+func adoptedByReaper(pid, server int) bool {
+	ppid := parentOf(pid)
+	if ppid == server {
+		return true
+	}
+	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/cmdline")
+	return parentOf(ppid) == server && strings.Contains(string(cmdline), "\x00--pidns-init")
+}
+
+// parentOf returns pid's parent as /proc/<pid>/status names it, or 0.
+func parentOf(pid int) int {
+	st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for line := range strings.Lines(string(st)) {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// pidNamespaces tells, once, whether the binary can give sessions PID namespaces here, and why not.
+var pidNamespaces = sync.OnceValue(func() string {
+	dir, err := os.MkdirTemp("", "reaper-e2e-pidns-")
+	if err != nil {
+		return err.Error()
+	}
+	defer os.RemoveAll(dir)
+	out, err := exec.Command(bin, "run", "--pid-namespace", "on", "--state-dir", dir, "--containment", "process", "--", "true").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%v: %s", err, out)
+	}
+	return ""
+})
+
+// needPIDNamespaces skips the test where the binary cannot make PID namespaces.
+func needPIDNamespaces(t testing.TB) {
+	t.Helper()
+	if why := pidNamespaces(); why != "" {
+		t.Skipf("skipped: no PID namespaces here: %s", why)
+	}
 }

@@ -21,11 +21,31 @@ import (
 // Kinds of host this machine is not, simulated: a seccomp profile that refuses clone3, a container
 // whose cgroup namespace sees the host's hierarchy.
 
-// seccompServe is a helper: it installs a filter answering clone3 with EPERM and then becomes
-// E2E_BIN with the arguments in E2E_ARGS (separated by spaces). The binary starts under the filter,
-// as in a container whose profile refuses clone3.
+// seccompServe is a helper: it installs a seccomp filter, E2E_SECCOMP ("" answers clone3 with EPERM;
+// "namespaces" refuses every namespace as container runtimes' default profiles do; "userns" answers
+// user namespaces with ENOSPC, as a host where they are disabled; "none"), becomes the user E2E_UID
+// (and group E2E_GID) if set, and then becomes E2E_BIN with the arguments in E2E_ARGS (separated by
+// spaces). The binary starts under the filter, as in such a container or on such a host.
 func seccompServe() int {
-	if err := testutil.DenyClone3(unix.EPERM); err != nil {
+	var err error
+	switch os.Getenv("E2E_SECCOMP") {
+	case "":
+		err = testutil.DenyClone3(unix.EPERM)
+	case "namespaces":
+		err = testutil.DenyNamespaces(testutil.AllNamespaces, unix.EPERM)
+	case "userns":
+		err = testutil.DenyNamespaces(testutil.UserNamespace, unix.ENOSPC)
+	}
+	if uid := os.Getenv("E2E_UID"); err == nil && uid != "" {
+		u, _ := strconv.Atoi(uid)
+		g, _ := strconv.Atoi(os.Getenv("E2E_GID"))
+		if err = syscall.Setgroups(nil); err == nil {
+			if err = syscall.Setgid(g); err == nil {
+				err = syscall.Setuid(u)
+			}
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -36,7 +56,7 @@ func seccompServe() int {
 		}
 	}
 	argv := append([]string{"reaper"}, strings.Fields(os.Getenv("E2E_ARGS"))...)
-	err := syscall.Exec(os.Getenv("E2E_BIN"), argv, env)
+	err = syscall.Exec(os.Getenv("E2E_BIN"), argv, env)
 	fmt.Fprintln(os.Stderr, "exec:", err)
 	return 1
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,7 +31,9 @@ import (
 // process carrying its mark, is gone (not running, not a zombie) within the column's budget; no
 // cgroup of the session is left; and reaper, where it still runs, serves another session. The suite
 // prints the table (a cell is the time until the row was all dead, FAIL with what survived, LIMIT with
-// the reason where a mode cannot hold it, or n/a) and writes it to $E2E_MATRIX_OUT.
+// the reason where a mode cannot hold it, ALIVE where a row is expected to survive and did, or n/a)
+// and writes it to $E2E_MATRIX_OUT. Reaper runs with its default --pid-namespace (auto: on as root);
+// the ends where reaper itself dies also run with --pid-namespace=off, where what survives is stated.
 
 // matrixGrace is the grace period of every scenario.
 const matrixGrace = time.Second
@@ -64,7 +67,10 @@ var escapes = []escape{
 	{row: "zombies", lines: 21, script: `E2E_ROW={M}zombies sh -c 'i=0; while [ $i -lt 20 ]; do true & echo "zombie $!" >> {F}; i=$((i+1)); done; echo "zombies $$" >> {F}; exec sleep 1000' &`},
 	{row: "listens", lines: 1, script: `E2E_ROW={M}listens TESTUTIL_HELPER=listen E2E_ROWS={F} "$E2E_SELF" &`},
 	{row: "leaves-cgroup", lines: 1, root: true, cgroup: true, script: `E2E_ROW={M}leaves-cgroup sh -c 'echo $$ > {P}; echo "leaves-cgroup $$" >> {F}; exec sleep 1000' &`},
-	{row: "no-trail", lines: 1, root: true, script: `(setsid env -i /bin/sh -c 'echo $$ > {P} 2>/dev/null; echo "no-trail $$" >> {F}; exec /bin/sleep 1000' &)`},
+	// In the end "a root task kills reaper", this row is that task: once it has left every trail, it
+	// waits for {GO} and writes 1 to the cgroup.kill of the cgroup holding reaper's two processes
+	// ({THEN}; otherwise it sleeps).
+	{row: "no-trail", lines: 1, root: true, script: `(setsid env -i /bin/sh -c 'echo $$ > {P} 2>/dev/null; echo "no-trail $$" >> {F}; {THEN}' &)`},
 	// Last: the task's own shell becomes the process to watch.
 	{row: "exec", lines: 1, script: `echo "exec $$" >> {F}; exec env E2E_ROW={M}exec sleep {EXEC}`},
 }
@@ -82,6 +88,16 @@ type end struct {
 	reaperLives bool
 	// limits says why a cell cannot hold: by row, or by "mode/row" for one mode.
 	limits map[string]string
+	// pidNS, if set, is reaper's --pid-namespace.
+	pidNS string
+	// survives says why a row is expected to outlive the end, as limits does ("*": every row): such a
+	// row is not a failure when it is still alive at the budget's end.
+	survives map[string]string
+	// killer: the no-trail row's process ends the session by killing reaper's guard and server.
+	killer bool
+	// noRestart: reaper dies and nothing starts again; the test sweeps up after it once the rows are
+	// checked.
+	noRestart bool
 }
 
 var ends = []end{
@@ -121,7 +137,25 @@ var ends = []end{
 		"no-trail":       "it cleared its environment and left its cgroup, and the processes it descends from died with reaper and its guard",
 		"zombies":        "their reaper and its guard are dead: the zombies are PID 1's to reap",
 	}},
+	// Reaper itself dies, with nothing left of it to act: only the kernel can end the sessions (their
+	// PID namespaces die with their inits), and where sessions have none, nothing does.
+	{name: "guard and server SIGKILLed together, no restart", transport: "http", budget: time.Second, noRestart: true},
+	{name: "a root task with no trail SIGKILLs guard and server", transport: "http", budget: time.Second, killer: true, noRestart: true},
+	{name: "restart after both killed, --pid-namespace=off", transport: "http", pidNS: "off", budget: matrixGrace + time.Second, reaperLives: true, limits: map[string]string{
+		"process/daemon": "it cleared its environment, and the processes it descends from died with reaper and its guard",
+		"no-trail":       "it cleared its environment and left its cgroup, and the processes it descends from died with reaper and its guard",
+		"zombies":        "their reaper and its guard are dead: the zombies are PID 1's to reap",
+	}},
+	{name: "guard and server SIGKILLed together, no restart, --pid-namespace=off", transport: "http", pidNS: "off", budget: time.Second,
+		noRestart: true, survives: map[string]string{"*": noKernelHelp}},
+	{name: "a root task with no trail SIGKILLs guard and server, --pid-namespace=off", transport: "http", pidNS: "off", budget: time.Second,
+		killer: true, noRestart: true, survives: map[string]string{"*": noKernelHelp}},
 }
+
+// noKernelHelp is why, without PID namespaces, a session's processes outlive a reaper that died with
+// its guard: only reaper kills them, and no reaper is left (a later start sweeps up after it).
+const noKernelHelp = "without a PID namespace only reaper ends a session's processes, and reaper and its guard are dead (the next start on the same root sweeps up); " +
+	"the rows that died anyway were in the task's process group, which the kernel sends SIGHUP once reaper's end leaves it orphaned with a stopped member (the stopped row)"
 
 // noTrailLimit is why process containment cannot end the no-trail row with its task: without a
 // cgroup, nothing ties it to the task once it has no marker and no parent of the task's.
@@ -203,6 +237,9 @@ type scenario struct {
 	url    string        // the MCP endpoint of the reaper that lives on, for another session
 	done   chan struct{} // closed when the reaper that ends has exited (nil for reaper run)
 	result map[string]string
+	before map[string][]testutil.Proc // the rows' processes, identified once they all ran (before the end)
+	kill   string                     // killer ends: the cgroup the test moves reaper's two processes into
+	goFile string                     // killer ends: created when the no-trail row is to kill them
 }
 
 func TestMatrix(t *testing.T) {
@@ -235,6 +272,9 @@ func TestMatrix(t *testing.T) {
 
 func newScenario(t *testing.T, mode string, e end) *scenario {
 	sc := &scenario{t: t, mode: mode, end: e, p: place(t, mode), result: map[string]string{}}
+	if e.killer {
+		sc.killCgroup()
+	}
 	sc.file = filepath.Join(t.TempDir(), "rows")
 	os.WriteFile(sc.file, nil, 0o644)
 	sc.mark = testutil.UniqueName("m") + "-"
@@ -251,14 +291,47 @@ func newScenario(t *testing.T, mode string, e end) *scenario {
 	return sc
 }
 
-// script is the shell script that starts every row and, last, becomes the exec row's process.
+// killCgroup makes the cgroup the killer ends reaper through: reaper's guard and server are moved
+// there once the rows run, so that its cgroup.kill reaches them and nothing of the session. A task
+// in a PID namespace of its own cannot name a process outside it (kill and pidfds refuse): writing
+// cgroup.kill of a cgroup reaper sits in is how a root task kills it then, without pids. Where there is
+// no writable cgroup2 the column is skipped.
+func (sc *scenario) killCgroup() {
+	t := sc.t
+	info := cgroup.Detect(cgroup.Options{})
+	if os.Geteuid() != 0 || !info.Usable() {
+		t.Skipf("skipped: a task killing reaper through cgroup.kill needs root and a writable cgroup2: %s", info)
+	}
+	sc.kill = filepath.Join(info.Mountpoint, testutil.UniqueName("reaper-e2e-kill-"))
+	if err := os.Mkdir(sc.kill, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sc.goFile = filepath.Join(t.TempDir(), "go")
+	t.Cleanup(func() {
+		for i := 0; ; i++ { // the killed processes may still be leaving it
+			err := os.Remove(sc.kill)
+			if err == nil || os.IsNotExist(err) {
+				return
+			}
+			if i == 100 {
+				t.Errorf("cleanup: %s: %v", sc.kill, err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+// script is the shell script that starts every row and, last, becomes the exec row's process. Its
+// first line records the session's PID namespace: the rows' pids are that namespace's.
 func (sc *scenario) script(execFor string) string {
 	procs := "/dev/null"
 	if sc.mode == "cgroup" {
 		procs = filepath.Join(cgroup.Detect(cgroup.Options{}).Mountpoint, "cgroup.procs")
 	}
 	var b strings.Builder
-	lines := 0
+	b.WriteString(testutil.ShowNS + " >> {F}\n")
+	lines := 1
 	for _, esc := range sc.rows {
 		if esc.row == "exec" {
 			continue
@@ -272,29 +345,45 @@ func (sc *scenario) script(execFor string) string {
 			b.WriteString(esc.script + "\n")
 		}
 	}
-	r := strings.NewReplacer("{F}", sc.file, "{M}", sc.mark, "{P}", procs, "{EXEC}", execFor)
-	return r.Replace(b.String())
+	then := "exec /bin/sleep 1000"
+	if sc.end.killer {
+		then = "until [ -e {GO} ]; do /bin/sleep 0.05; done; echo 1 > {K}/cgroup.kill; exec /bin/sleep 1000"
+	}
+	script := strings.ReplaceAll(b.String(), "{THEN}", then)
+	r := strings.NewReplacer("{F}", sc.file, "{M}", sc.mark, "{P}", procs, "{EXEC}", execFor, "{GO}", sc.goFile, "{K}", sc.kill)
+	return r.Replace(script)
 }
 
 func (sc *scenario) lines() int {
-	n := 0
+	n := 1 // the namespace
 	for _, esc := range sc.rows {
 		n += esc.lines
 	}
 	return n
 }
 
-// awaitRows waits until every row has reported its processes.
+// awaitRows waits until every row has reported its processes, and identifies them: once reaper has
+// died, the pids of a PID namespace that died with it can no longer be told.
 func (sc *scenario) awaitRows() {
-	testutil.Eventually(sc.t, "every row to start", func() bool {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		b, _ := os.ReadFile(sc.file)
-		return bytes.Count(b, []byte{'\n'}) >= sc.lines()
-	})
+		if bytes.Count(b, []byte{'\n'}) >= sc.lines() {
+			break
+		}
+		if time.Now().After(deadline) {
+			sc.t.Fatalf("the rows did not all start within 30 s; %d lines of %d:\n%s", bytes.Count(b, []byte{'\n'}), sc.lines(), b)
+		}
+	}
+	sc.before = sc.recorded()
 }
 
 // reaperArgs are the flags of every reaper the scenario starts.
 func (sc *scenario) reaperArgs(extra ...string) []string {
-	return append(append(sc.p.args(), "--grace", matrixGrace.String()), extra...)
+	args := append(sc.p.args(), "--grace", matrixGrace.String())
+	if sc.end.pidNS != "" {
+		args = append(args, "--pid-namespace", sc.end.pidNS)
+	}
+	return append(args, extra...)
 }
 
 func (sc *scenario) runAndCheck() {
@@ -322,6 +411,9 @@ func (sc *scenario) runAndCheck() {
 		case <-sc.done:
 		case <-time.After(30 * time.Second):
 			t.Error("reaper did not exit")
+		}
+		if sc.end.noRestart {
+			sc.sweep()
 		}
 		assertNothingLeft(t, sc.p)
 	}
@@ -392,7 +484,7 @@ func (sc *scenario) viaHTTP() {
 		sc.awaitRows()
 		began := filepath.Join(t.TempDir(), "began")
 		go cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
-			"command": "echo $$ > " + began + "; exec sleep 60", "timeout": 600000}})
+			"command": "echo $$ $(" + testutil.ShowNS + ") > " + began + "; exec sleep 60", "timeout": 600000}})
 		pidFromFile(t, began)
 	case "task_stop":
 		task := bash(t, cs, sc.script("1000"), "run_in_background", true)
@@ -405,25 +497,30 @@ func (sc *scenario) viaHTTP() {
 		sc.awaitRows()
 	}
 	sc.ended = time.Now()
+	sc.endHTTP(r, cs)
+}
+
+// endHTTP ends the session of an HTTP scenario whose rows run (but for the ends that end it as they
+// start it).
+func (sc *scenario) endHTTP(r *reaperProc, cs *mcp.ClientSession) {
+	t := sc.t
 	if sc.end.signal != 0 {
 		r.cmd.Process.Signal(sc.end.signal)
 	}
 	switch sc.end.name {
 	case "SIGKILL reaper":
 		r.cmd.Process.Kill()
-	case "restart after both killed":
-		// Stopped first, so that neither can act on the other's death.
-		server := serverOf(t, sc.guard)
-		for _, pid := range []int{sc.guard, server} {
-			syscall.Kill(pid, syscall.SIGSTOP)
-		}
-		for _, pid := range []int{server, sc.guard} {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-		<-r.done
-		sc.ended = time.Now()
+	case "restart after both killed", "restart after both killed, --pid-namespace=off":
+		sc.killBoth(r)
 		again := startHTTP(t, sc.reaperArgs()...)
 		sc.done, sc.url = again.done, again.url
+	case "guard and server SIGKILLed together, no restart", "guard and server SIGKILLed together, no restart, --pid-namespace=off":
+		sc.killBoth(r)
+	}
+	if sc.end.killer {
+		sc.letKillerKill(r)
+	}
+	switch sc.end.name {
 	case "DELETE":
 		sc.meanwhile(func() { cs.Close() })
 	case "DELETE during a 60 s call":
@@ -442,6 +539,49 @@ func (sc *scenario) viaHTTP() {
 				t.Errorf("DELETE during a call: %s", resp.Status)
 			}
 		})
+	}
+}
+
+// killBoth kills reaper's guard and server together: stopped first, so that neither can act on the
+// other's death.
+func (sc *scenario) killBoth(r *reaperProc) {
+	server := serverOf(sc.t, sc.guard)
+	for _, pid := range []int{sc.guard, server} {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	for _, pid := range []int{server, sc.guard} {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	<-r.done
+	sc.ended = time.Now()
+}
+
+// letKillerKill moves reaper's guard and server into the cgroup the no-trail row kills (the two of
+// them, nothing else), tells the row to kill it, and waits for reaper to be dead.
+func (sc *scenario) letKillerKill(r *reaperProc) {
+	t := sc.t
+	server := serverOf(t, sc.guard)
+	for _, pid := range []int{sc.guard, server} {
+		if err := os.WriteFile(filepath.Join(sc.kill, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(sc.goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the no-trail row did not kill reaper")
+	}
+	sc.ended = time.Now()
+}
+
+// sweep removes what a reaper that died and never started again left: the test's own cleanup, as
+// `reaper sweep` does it for an operator.
+func (sc *scenario) sweep() {
+	if out, code := runOnce(sc.t, nil, append([]string{"sweep"}, sc.p.args()...)...); code != 0 {
+		sc.t.Errorf("reaper sweep: exit %d\n%s", code, out)
 	}
 }
 
@@ -480,6 +620,7 @@ func (sc *scenario) viaClient() {
 		if line != "READY" {
 			t.Fatalf("the client: %s", line)
 		}
+		sc.before = sc.recorded()
 	case <-time.After(time.Minute):
 		t.Fatal("the client did not start its task")
 	}
@@ -528,10 +669,12 @@ func (sc *scenario) viaRun() {
 }
 
 // recorded returns the processes each row recorded, identified now by pid and start time (zombies
-// too); a pid already gone is left out.
+// too); a pid already gone is left out. The rows print their PID namespace's pids, which are mapped to
+// the host's (and can no longer be once the namespace is gone).
 func (sc *scenario) recorded() map[string][]testutil.Proc {
 	out := map[string][]testutil.Proc{}
 	b, _ := os.ReadFile(sc.file)
+	hosts := testutil.HostPids(testutil.NSIn(string(b)))
 	w := proc.NewWalker()
 	for line := range strings.Lines(string(b)) {
 		f := strings.Fields(line)
@@ -539,6 +682,11 @@ func (sc *scenario) recorded() map[string][]testutil.Proc {
 			continue
 		}
 		pid, _ := strconv.Atoi(f[1])
+		if hosts != nil {
+			if pid = hosts[pid]; pid == 0 {
+				continue
+			}
+		}
 		if st, ok := w.Stat(pid); ok {
 			out[f[0]] = append(out[f[0]], testutil.Proc{Pid: pid, Start: st.Start})
 		}
@@ -550,7 +698,10 @@ func (sc *scenario) recorded() map[string][]testutil.Proc {
 // processes and whatever carries its mark. The recorded ones are identified before the end.
 func (sc *scenario) check() {
 	t := sc.t
-	before := sc.recorded()
+	before := sc.before
+	if before == nil {
+		before = sc.recorded()
+	}
 	deadline := sc.ended.Add(sc.end.budget)
 	pending := map[string]bool{}
 	for _, esc := range sc.rows {
@@ -568,6 +719,8 @@ func (sc *scenario) check() {
 					// to the budget (its end is not reaper's to make), any other has failed.
 					if why, limited := sc.limit(row); limited {
 						sc.result[row] = "LIMIT: " + why
+					} else if _, expected := sc.survives(row); expected {
+						sc.result[row] += " (past the budget; expected alive)"
 					} else {
 						sc.result[row] = "FAIL: dead only after " + sc.result[row]
 						t.Errorf("%s: %s was dead only %v after the end, over its budget of %v", sc.mode, row, took, sc.end.budget)
@@ -584,6 +737,8 @@ func (sc *scenario) check() {
 	for row := range pending {
 		if why, limited := sc.limit(row); limited {
 			sc.result[row] = "LIMIT: " + why
+		} else if why, expected := sc.survives(row); expected {
+			sc.result[row] = "ALIVE: " + why
 		} else {
 			sc.result[row] = "FAIL: " + describe(alive[row])
 			t.Errorf("%s: %s survived %v after the end: %s", sc.mode, row, sc.end.budget, describe(alive[row]))
@@ -592,6 +747,16 @@ func (sc *scenario) check() {
 			syscall.Kill(p.Pid, syscall.SIGKILL) // the test's own cleanup
 		}
 	}
+}
+
+// survives returns why row is expected to outlive the column's end, if it is.
+func (sc *scenario) survives(row string) (why string, expected bool) {
+	for _, k := range []string{row, sc.mode + "/" + row, "*"} {
+		if why, expected = sc.end.survives[k]; expected {
+			return why, true
+		}
+	}
+	return "", false
 }
 
 // limit returns why the column's end cannot hold row in this scenario's mode, if it cannot.
@@ -640,8 +805,10 @@ func (sc *scenario) alive(before map[string][]testutil.Proc) map[string][]testut
 		}
 	}
 	w := proc.NewWalker()
-	for _, p := range now["zombie"] {
-		if st, ok := w.Stat(p.Pid); ok && st.Start == p.Start {
+	zombies := map[testutil.Proc]bool{}
+	for _, p := range append(before["zombie"], now["zombie"]...) {
+		if st, ok := w.Stat(p.Pid); ok && st.Start == p.Start && !zombies[p] {
+			zombies[p] = true
 			out["zombies"] = append(out["zombies"], p) // not reaped yet
 		}
 	}
@@ -681,7 +848,10 @@ func matrixTable(results map[string]map[string]map[string]string) string {
 	b.WriteString("# reaper: every escape against every way a session ends\n\n")
 	b.WriteString("A cell is the time from the session's end until every process of the escape was dead (not running, not a zombie), ")
 	b.WriteString("FAIL with what survived the budget, LIMIT with why a mode cannot hold it (below the table), ")
+	b.WriteString("ALIVE where the row was expected to survive and did, with why (below the table), ")
 	b.WriteString("or n/a: a row that needs root, or that leaves its cgroup, in process containment. ")
+	b.WriteString("Reaper runs with its default --pid-namespace (auto: here, as root, each session in a PID namespace of its own) ")
+	b.WriteString("but in the ends named with --pid-namespace=off, which repeat the ends where reaper itself dies without it. ")
 	b.WriteString("The escapes are described in test/e2e/matrix_linux_test.go.\n")
 	for _, mode := range []string{"cgroup", "process"} {
 		fmt.Fprintf(&b, "\n## %s containment\n\n| end (budget) |", mode)
@@ -698,9 +868,19 @@ func matrixTable(results map[string]map[string]map[string]string) string {
 			fmt.Fprintf(&b, "| %s (%v) |", e.name, e.budget)
 			for _, esc := range escapes {
 				cell := results[mode][e.name][esc.row]
-				if why, ok := strings.CutPrefix(cell, "LIMIT: "); ok {
-					notes = append(notes, fmt.Sprintf("%d. %s, %s: %s.", len(notes)+1, e.name, esc.row, why))
-					cell = fmt.Sprintf("LIMIT %d", len(notes))
+				for _, kind := range []string{"LIMIT", "ALIVE"} {
+					if why, ok := strings.CutPrefix(cell, kind+": "); ok {
+						note := fmt.Sprintf("%s, %s: %s.", e.name, esc.row, why)
+						if e.survives["*"] == why {
+							note = fmt.Sprintf("%s, every row: %s.", e.name, why)
+						}
+						if n := slices.Index(notes, note); n >= 0 {
+							cell = fmt.Sprintf("%s %d", kind, n+1)
+						} else {
+							notes = append(notes, note)
+							cell = fmt.Sprintf("%s %d", kind, len(notes))
+						}
+					}
 				}
 				if cell == "" {
 					cell = "not run"

@@ -110,7 +110,7 @@ func TestSecondSignalSkipsTheGracePeriod(t *testing.T) {
 	p := startHTTP(t, append(cgroupArgs(t), "--grace", "60s")...)
 	cs := connectHTTP(t, p.url, "")
 	pid := filepath.Join(t.TempDir(), "pid")
-	r := bash(t, cs, `sh -c 'trap "" TERM; echo $$ > `+pid+`; exec sleep 1000' & `+testutil.AwaitLines(pid, 1))
+	r := bash(t, cs, `sh -c 'trap "" TERM; echo $$ > `+pid+`; exec sleep 1000' & `+testutil.AwaitLines(pid, 1)+"; "+testutil.ShowNS)
 	ps := testutil.PidsIn(t, r.Output)
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(300 * time.Millisecond) // not readiness: the process must still run a while into the grace period

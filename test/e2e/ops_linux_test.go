@@ -139,7 +139,8 @@ func TestMetricsThroughASessionsLife(t *testing.T) {
 	}
 }
 
-// TestReadyz asks /readyz in each containment mode: it names the mode and why.
+// TestReadyz asks /readyz in each containment mode: it names the mode and why, and whether sessions
+// get PID namespaces.
 func TestReadyz(t *testing.T) {
 	for _, mode := range []string{"cgroup", "process"} {
 		t.Run(mode, func(t *testing.T) {
@@ -148,7 +149,7 @@ func TestReadyz(t *testing.T) {
 				t.Errorf("/healthz: %d %q", code, body)
 			}
 			code, body := testutil.Get(t, base+"/readyz", "")
-			if code != 200 || !strings.HasPrefix(body, "ready: containment "+mode+" (") {
+			if code != 200 || !strings.HasPrefix(body, "ready: containment "+mode+" (") || !strings.Contains(body, "; pid namespace o") {
 				t.Errorf("/readyz: %d %q", code, body)
 			}
 			t.Logf("/readyz: %s", strings.TrimSpace(body))

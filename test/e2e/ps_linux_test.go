@@ -18,9 +18,11 @@ type inspection struct {
 		Alive       bool   `json:"alive"`
 		State       string `json:"process_state"`
 		Containment string `json:"containment"`
+		PIDNS       bool   `json:"pid_namespace"`
 		Sessions    []struct {
 			Name  string `json:"name"`
 			ID    string `json:"id"`
+			Init  int    `json:"init_pid"`
 			Tasks []struct {
 				ID      string `json:"id"`
 				Command string `json:"command"`
@@ -78,6 +80,10 @@ func TestPsWhileTheServerIsStopped(t *testing.T) {
 				t.Fatalf("instance: %+v", iv)
 			}
 			sv := iv.Sessions[0]
+			// The session's init is named apart from its processes (it is reaper's), where there is one.
+			if iv.PIDNS != (sv.Init != 0) || sv.Init != 0 && parentOf(sv.Init) != server {
+				t.Errorf("pid namespace %v, the session's init %d (parent %d, the server is %d)", iv.PIDNS, sv.Init, parentOf(sv.Init), server)
+			}
 			if !strings.HasPrefix(sv.ID, "mcp-") || len(sv.Tasks) != 1 || !strings.Contains(sv.Tasks[0].Command, "exec sleep 1000") {
 				t.Errorf("session: %+v", sv)
 			}
@@ -98,7 +104,8 @@ func TestPsWhileTheServerIsStopped(t *testing.T) {
 			}
 
 			out, err := exec.Command(bin, append([]string{"ps"}, pl.args()...)...).CombinedOutput()
-			if err != nil || !strings.Contains(string(out), "stopped") || !strings.Contains(string(out), "sleep 1000") {
+			if err != nil || !strings.Contains(string(out), "stopped") || !strings.Contains(string(out), "sleep 1000") ||
+				iv.PIDNS && !strings.Contains(string(out), "pid namespace per session") {
 				t.Errorf("reaper ps: %v\n%s", err, out)
 			}
 			t.Logf("reaper ps:\n%s", out)

@@ -244,7 +244,7 @@ func TestRunSignals(t *testing.T) {
 // or its server): the job's whole tree is dead within a second.
 func TestRunKilled(t *testing.T) {
 	for _, mode := range []string{"cgroup", "process"} {
-		for _, victim := range []string{"guard", "server"} {
+		for _, victim := range []string{"guard", "server", "both"} {
 			t.Run(mode+"/"+victim, func(t *testing.T) {
 				p := place(t, mode)
 				mark := jobMark()
@@ -256,15 +256,29 @@ func TestRunKilled(t *testing.T) {
 				if len(ps) < 4 {
 					t.Fatalf("the job has %d processes, want at least 4", len(ps))
 				}
-				pid := cmd.Process.Pid
-				if victim == "server" {
-					pid = serverOf(t, pid)
+				guard := cmd.Process.Pid
+				server := serverOf(t, guard)
+				switch victim {
+				case "guard":
+					syscall.Kill(guard, syscall.SIGKILL)
+				case "server":
+					syscall.Kill(server, syscall.SIGKILL)
+				case "both":
+					// Neither can act on the other's death: with its PID namespace the job dies with
+					// its init, by the kernel (without one it would survive: see the matrix).
+					needPIDNamespaces(t)
+					syscall.Kill(guard, syscall.SIGSTOP)
+					syscall.Kill(server, syscall.SIGSTOP)
+					syscall.Kill(server, syscall.SIGKILL)
+					syscall.Kill(guard, syscall.SIGKILL)
 				}
-				syscall.Kill(pid, syscall.SIGKILL)
-				t.Logf("dead %v after the %s was killed", testutil.AwaitDead(t, ps, time.Second).Round(time.Millisecond), victim)
+				t.Logf("dead %v after killing %s", testutil.AwaitDead(t, ps, time.Second).Round(time.Millisecond), victim)
 				finishRun(t, cmd, stdout, stderr, start, 30*time.Second)
 				if left := marked(mark); len(left) > 0 {
 					t.Errorf("left running: %v", left)
+				}
+				if victim == "both" {
+					runOnce(t, nil, append([]string{"sweep"}, p.args()...)...) // nothing of reaper was left to
 				}
 				assertNothingLeft(t, p)
 			})

@@ -29,7 +29,7 @@ var helpers = map[string]func() int{
 			return 1
 		}
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
-			"command": `setsid sh -c 'echo $$; exec sleep 1000' & echo $$; exec sleep 1000`, "run_in_background": true}})
+			"command": `setsid sh -c 'echo $$; exec sleep 1000' & echo $$; ` + testutil.ShowNS + `; exec sleep 1000`, "run_in_background": true}})
 		if err != nil || res.IsError {
 			fmt.Println("ERR", err, textOf(res))
 			return 1
@@ -40,7 +40,7 @@ var helpers = map[string]func() int{
 		b, _ := json.Marshal(res.StructuredContent)
 		json.Unmarshal(b, &started)
 		var out string
-		for strings.Count(out, "\n") < 2 {
+		for strings.Count(out, "\n") < 3 {
 			r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "task_output", Arguments: map[string]any{"task_id": started.TaskID}})
 			if err != nil {
 				fmt.Println("ERR", err)
@@ -56,7 +56,7 @@ var helpers = map[string]func() int{
 		if f := os.Getenv("E2E_PIDFILE"); f != "" {
 			// Vanish in the middle of a long foreground call.
 			cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
-				"command": "echo $$ > " + f + "; exec sleep 1000", "timeout": 600000}})
+				"command": "echo $$ $(" + testutil.ShowNS + ") > " + f + "; exec sleep 1000", "timeout": 600000}})
 		}
 		select {} // until SIGKILL
 	},
@@ -149,6 +149,8 @@ func TestEchoAndWorkingDirectory(t *testing.T) {
 	}
 }
 
+// TestHTTPSessionsAreSeparate: two HTTP sessions at once keep their own working directories, cannot
+// reach each other's tasks, and (with PID namespaces) cannot see each other's processes.
 func TestHTTPSessionsAreSeparate(t *testing.T) {
 	p := startHTTP(t, cgroupArgs(t)...)
 	a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
@@ -179,6 +181,12 @@ func TestHTTPSessionsAreSeparate(t *testing.T) {
 	}
 	if res := callTool(t, b, "task_list", nil); strings.Contains(textOf(res), task.TaskID) {
 		t.Errorf("another session's task is listed: %s", textOf(res))
+	}
+	// With PID namespaces, b's processes do not even see a's: ps lists b's init, its shell and ps.
+	if pidNamespaces() == "" {
+		if r := bash(t, b, "ps -e -o pid=,comm="); len(strings.Split(strings.TrimSpace(r.Output), "\n")) != 3 || strings.Contains(r.Output, "sleep") {
+			t.Errorf("ps in session b lists:\n%s", r.Output)
+		}
 	}
 }
 
@@ -263,7 +271,7 @@ func TestDeleteDuringLongCall(t *testing.T) {
 	pidFile := t.TempDir() + "/pid"
 	go func() {
 		cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
-			"command": "echo $$ > " + pidFile + "; exec sleep 60", "timeout": 600000}})
+			"command": "echo $$ $(" + testutil.ShowNS + ") > " + pidFile + "; exec sleep 60", "timeout": 600000}})
 		returned <- time.Now()
 	}()
 	ps := []testutil.Proc{pidFromFile(t, pidFile)}

@@ -593,7 +593,7 @@ sh -c 'echo $$ >> F; exec sleep 1000' >>/dev/fd/97 &
 sh -c 'echo $$ >> F; kill -STOP $$' &
 sh -c 'trap "" HUP INT QUIT TERM USR1 USR2 ALRM; echo $$ >> F; while :; do sleep 1; done' &
 if unshare -U true 2>/dev/null; then unshare -U sh -c 'echo $$ >> F; exec sleep 1000' & else sh -c 'echo $$ >> F; exec sleep 1000' & fi
-`) + testutil.AwaitLines(f, 5)
+`) + testutil.AwaitLines(f, 5) + "; " + testutil.ShowNS
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": script}})
@@ -602,7 +602,7 @@ if unshare -U true 2>/dev/null; then unshare -U sh -c 'echo $$ >> F; exec sleep 
 	}
 	var out bashResult
 	decode(t, res, &out)
-	more := testutil.PidsIn(t, numericLines(out.Output))
+	more := testutil.PidsIn(t, numericLines(out.Output)+" "+testutil.NSIn(out.Output))
 	if len(more) != 5 {
 		t.Fatalf("want 5 more pids, got %v", more)
 	}

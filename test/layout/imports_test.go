@@ -16,23 +16,27 @@ const module = "github.com/cgreaper/reaper"
 
 // allowed lists, for each package of the module, the packages of the module its non-test files may
 // import. Dependencies run one way: cmd -> mcpserver -> reaper -> cgroup, and reaper alone uses
-// internal/proc (process identification: only reaper's side signals or identifies processes) and
-// internal/safefs (its own files, opened relative to directory descriptors).
+// internal/proc (process identification: only reaper's side signals or identifies processes),
+// internal/safefs (its own files, opened relative to directory descriptors), internal/reap (its wait
+// loop) and internal/pidns (the init of a session's PID namespace, reaper's side in another process,
+// which cmd dispatches to first thing).
 // cgroup imports nothing of ours; mcpserver holds no process or cgroup logic. internal/metrics
 // hears reaper and mcpserver through their Observer interfaces; internal/admin serves HTTP and knows
 // none of them; internal/httpguard bounds and checks HTTP requests for mcpserver and internal/admin.
 var allowed = map[string][]string{
 	"cgroup":             nil,
 	"internal/proc":      nil,
+	"internal/reap":      nil,
+	"internal/pidns":     {"internal/proc", "internal/reap"},
 	"internal/httpguard": nil,
 	"internal/safefs":    nil,
-	"internal/testutil":  {"internal/proc"},
+	"internal/testutil":  {"internal/proc", "internal/pidns"},
 	"internal/mcptest":   {"internal/testutil"},
-	"reaper":             {"cgroup", "internal/proc", "internal/safefs"},
+	"reaper":             {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns"},
 	"mcpserver":          {"reaper", "internal/httpguard"},
 	"internal/metrics":   {"mcpserver", "reaper"},
 	"internal/admin":     {"internal/httpguard"},
-	"cmd/reaper":         {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics", "internal/httpguard", "internal/safefs"},
+	"cmd/reaper":         {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics", "internal/httpguard", "internal/safefs", "internal/pidns"},
 	".ci/summary":        nil,
 	"test/bench":         nil,
 	"test/bench/lean":    nil,

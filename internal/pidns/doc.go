@@ -1,0 +1,21 @@
+// Package pidns runs a session's processes in a PID namespace of their own, whose init is a small
+// process of ours: when that init dies, by any cause, the kernel kills every process in the
+// namespace, and no process can leave it. It holds both sides of the protocol between the server and
+// the init: [Start] and [Init] on the server's side, [Main] in the init.
+//
+// The init is this program run again with [InitArg] as its first argument, in new PID and mount
+// namespaces (and a user namespace where that is how they can be made), with SIGKILL as its
+// parent-death signal. It makes the mounts it inherited slaves of the host's, mounts a /proc of its
+// namespace so that ps, top and kill inside see the namespace's processes, and then starts processes
+// when the server asks, over the socket it inherits as descriptor 3: the task's argv, environment,
+// directory, process group and terminal flags, credentials, and every descriptor it gets (passed with
+// SCM_RIGHTS, with the directory of the cgroup it is to be born in). It answers with the task's pid
+// as the server sees it, its start time and a pidfd of it, reports each task's exit, and reaps every
+// other process that ends up its child (the orphans of the namespace), silently. It exits when the
+// socket reaches its end: the server is gone.
+//
+// The init trusts nothing but the server: the socket is the only way to reach it, and no task inherits
+// it. The server bounds what it reads from the init all the same (a root task may ptrace its init).
+//
+// The package is Linux-only; elsewhere it is empty.
+package pidns

@@ -1,0 +1,539 @@
+package pidns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultTimeout bounds the wait for an init to say it is ready, and for each of its answers.
+const DefaultTimeout = 30 * time.Second
+
+// Options configures Start. Forker and Children are required.
+type Options struct {
+	// Path is the program run as the init: this program, whose main runs Main when IsInit. Empty
+	// means /proc/self/exe.
+	Path string
+	// Name is the init's argv[0], what ps shows of it; empty means "reaper-init".
+	Name string
+	// UserNS also creates a user namespace, in which this process's uid and gid are mapped to
+	// themselves: the way for a process without CAP_SYS_ADMIN, where unprivileged user namespaces are
+	// allowed. The tasks then see every other user's and group's files as owned by nobody, and
+	// set-user-ID and file-capability programs gain no privilege in them.
+	UserNS bool
+	// Cgroup, if set, is an O_PATH descriptor of the cgroup directory the init is born in.
+	Cgroup *os.File
+	// Stderr is where the init writes if it fails (a crash); nil means /dev/null.
+	Stderr *os.File
+	// Forker is the thread the init is forked from. The init's parent-death signal, SIGKILL, fires when
+	// that thread ends, so it must live as long as the init may.
+	Forker *reap.Forker
+	// Children is the child reaper that reaps the init.
+	Children *reap.Children
+	// Timeout bounds the wait for the init to be ready and for each answer to a spawn; zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// Idle, if positive, ends the init once its namespace has been empty that long (no process in it
+	// but the init): Spawn then fails with ErrIdle, and a new init can be started. Zero means never.
+	Idle time.Duration
+}
+
+// Init is the server's side of one init: the namespace's process factory. Its methods are safe for
+// concurrent use.
+type Init struct {
+	// The fields up to mu are fixed at creation.
+	pid     int
+	start   uint64
+	conn    *conn // the server's end of the socket; closed by Close once the reader has returned
+	timeout time.Duration
+	procOK  bool
+	note    string
+	exited  <-chan reap.Exit // the init's own exit, from the server's child reaper: read by the reader only
+	stop    chan struct{}    // closed by Close: the reader stops waiting for the init's exit
+	done    chan struct{}    // closed when the reader has returned; status is set before if ended
+	closing sync.Once
+	sendMu  sync.Mutex // one request at a time on the socket: a request may take several messages
+
+	// mu guards the fields that follow.
+	mu     sync.Mutex
+	pidfd  int // the init's, until Close; -1 after
+	next   uint64
+	calls  map[uint64]*call
+	idle   bool      // the init said it ends because its namespace was empty
+	err    error     // set once the init takes no more requests
+	ended  bool      // the init's exit was seen
+	status reap.Exit // that exit
+}
+
+// call is one spawn, from its request to its exit.
+type call struct {
+	reply   chan reply     // receives the answer exactly once (buffered)
+	exit    chan reap.Exit // receives the task's exit exactly once (buffered)
+	spawned bool           // the answer was a pid
+	pid     int            // the task's pid as the server sees it, once spawned
+}
+
+type reply struct {
+	task Task
+	err  error
+}
+
+// Task is a process an init started.
+type Task struct {
+	// Pid is the process's pid as this process sees it. It is 0 in the rare case where it could not be
+	// read (the task had already ended and been reaped when the init looked); Exited still reports it.
+	Pid int
+	// NSPid is its pid inside the namespace.
+	NSPid int
+	// Start is its start time (field 22 of /proc/<pid>/stat); 0 with Pid.
+	Start uint64
+	// PidFD is a pidfd of the process, owned by the caller; -1 if none came.
+	PidFD int
+	// Exited receives the process's exit exactly once. If the init dies first, the kernel kills every
+	// process of the namespace, and Exited receives a death by SIGKILL once the init has ended.
+	Exited <-chan reap.Exit
+}
+
+// SpawnError is a spawn the init refused or failed; it wraps the errno (ENOSYS for a refused clone3,
+// ENOENT for a missing program), so errors.Is works on it.
+type SpawnError struct {
+	Errno syscall.Errno
+	Msg   string
+}
+
+func (e *SpawnError) Error() string { return e.Msg }
+func (e *SpawnError) Unwrap() error { return e.Errno }
+
+// ErrEnded is wrapped by the errors of spawns asked of an init that has ended or was closed; ErrIdle
+// too where it ended because its namespace was empty for its idle period (Options.Idle): it started
+// nothing it did not answer, and a new init may be asked instead.
+var (
+	ErrEnded = errors.New("the init of the PID namespace has ended")
+	ErrIdle  = errors.New("its namespace was empty for its idle period")
+)
+
+// Start starts an init in new PID and mount namespaces (and a user namespace with UserNS) and
+// returns once it is ready.
+func Start(opts Options) (*Init, error) {
+	if opts.Forker == nil || opts.Children == nil {
+		return nil, errors.New("pidns: Start needs a Forker and Children")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("start the init of a PID namespace: socketpair: %w", err)
+	}
+	c, err := newConn(pair[0], "pidns")
+	if err != nil {
+		unix.Close(pair[1])
+		return nil, fmt.Errorf("start the init of a PID namespace: %w", err)
+	}
+	in := &Init{conn: c, timeout: opts.Timeout, pidfd: -1, stop: make(chan struct{}), done: make(chan struct{}),
+		calls: make(map[uint64]*call)}
+	err = in.fork(opts, pair[1])
+	unix.Close(pair[1])
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("start the init of a PID namespace: %w", err)
+	}
+	if err := in.awaitHello(); err != nil {
+		in.Kill()
+		go in.read() // sees the end, waits for the exit the child reaper reports
+		in.Wait(context.Background(), time.Now().Add(opts.Timeout))
+		in.Close()
+		return nil, fmt.Errorf("start the init of a PID namespace (pid %d): %w", in.pid, err)
+	}
+	go in.read()
+	return in, nil
+}
+
+// fork starts the init with its end of the socket as descriptor 3.
+func (in *Init) fork(opts Options, end int) error {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer devnull.Close()
+	stderr := devnull
+	if opts.Stderr != nil {
+		stderr = opts.Stderr
+	}
+	path, name := opts.Path, opts.Name
+	if path == "" {
+		path = "/proc/self/exe"
+	}
+	if name == "" {
+		name = "reaper-init"
+	}
+	argv := []string{name, InitArg, modePlain, max(opts.Idle, 0).String()}
+	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL, PidFD: &in.pidfd}
+	if opts.UserNS {
+		argv[2] = modeUserNS
+		sys.Cloneflags |= unix.CLONE_NEWUSER
+		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
+		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+		// The init runs as a uid other than 0 in its namespace, so it keeps CAP_SYS_ADMIN across
+		// execve only as an ambient capability; it drops it before it forks a task.
+		sys.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+	}
+	if opts.Cgroup != nil {
+		sys.UseCgroupFD, sys.CgroupFD = true, int(opts.Cgroup.Fd())
+	}
+	attr := &syscall.ProcAttr{
+		// Two Ps: one may be held by the wait loop, blocked in waitid, while the other runs what
+		// wakes up (with one, a wake-up waited for the runtime's monitor, up to 10 ms). More would
+		// only cost memory.
+		Env:   []string{"GOMAXPROCS=2"},
+		Files: []uintptr{devnull.Fd(), devnull.Fd(), stderr.Fd(), uintptr(end)},
+		Sys:   sys,
+	}
+	in.pid, in.exited, err = opts.Children.Start(func() (pid int, err error) {
+		opts.Forker.Run(func() { pid, err = syscall.ForkExec(path, argv, attr) })
+		if err == nil {
+			st, _ := proc.NewWalker().Stat(pid) // it cannot be reaped while the lock is held
+			in.start = st.Start
+		}
+		return pid, err
+	})
+	return err
+}
+
+// awaitHello reads the init's first message.
+func (in *Init) awaitHello() error {
+	in.conn.f.SetReadDeadline(time.Now().Add(in.timeout))
+	defer in.conn.f.SetReadDeadline(time.Time{})
+	buf := make([]byte, maxReply+2)
+	typ, flags, payload, got, err := in.conn.recv(buf, 1)
+	closeAll(got)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("not ready within %v", in.timeout)
+	case errors.Is(err, io.EOF):
+		return errors.New("it ended before it was ready")
+	case err != nil:
+		return err
+	case typ != msgHello || flags != 0 || len(got) > 0:
+		return protocolError("message type %d before the hello", typ)
+	}
+	d := decoder{b: payload}
+	in.procOK = d.u32("hello")&helloProc != 0
+	in.note = d.str("note")
+	return d.end("hello")
+}
+
+// Pid returns the init's pid, as this process sees it.
+func (in *Init) Pid() int { return in.pid }
+
+// StartTime returns the init's start time (field 22 of /proc/<pid>/stat).
+func (in *Init) StartTime() uint64 { return in.start }
+
+// Proc reports whether the init mounted a /proc of its namespace and, if not, why: the tasks' ps then
+// lists the host's processes (which they cannot signal).
+func (in *Init) Proc() (bool, string) { return in.procOK, in.note }
+
+// Spawn asks the init to start a process, and returns it. It fails with a *SpawnError when the init
+// could not start it, with ErrEnded once the init has ended, and when the init does not answer within
+// the timeout (a process it starts later is killed as soon as its answer arrives).
+func (in *Init) Spawn(r Request) (Task, error) {
+	in.mu.Lock()
+	if in.err != nil {
+		err := in.err
+		in.mu.Unlock()
+		return Task{}, err
+	}
+	in.next++
+	id := in.next
+	in.mu.Unlock()
+	payload, fds, err := encodeSpawn(id, r)
+	if err != nil {
+		return Task{}, fmt.Errorf("start a process in a PID namespace: %w", err)
+	}
+	c := &call{reply: make(chan reply, 1), exit: make(chan reap.Exit, 1)}
+	in.mu.Lock()
+	if in.err != nil {
+		err := in.err
+		in.mu.Unlock()
+		return Task{}, err
+	}
+	in.calls[id] = c
+	in.mu.Unlock()
+	in.sendMu.Lock()
+	err = in.conn.sendChunked(msgSpawn, payload, fds)
+	in.sendMu.Unlock()
+	if err != nil {
+		// A request cut between its chunks would leave the init reading the next one as its rest:
+		// it can no longer be talked to (it has most likely ended already).
+		in.Kill()
+		in.forget(id)
+		return Task{}, fmt.Errorf("%w (pid %d): sending a request: %w", ErrEnded, in.pid, err)
+	}
+	timer := time.NewTimer(in.timeout)
+	defer timer.Stop()
+	select {
+	case rep := <-c.reply:
+		return rep.task, rep.err
+	case <-timer.C:
+		if in.forget(id) {
+			return Task{}, fmt.Errorf("the init of the PID namespace (pid %d) did not answer within %v", in.pid, in.timeout)
+		}
+		rep := <-c.reply // answered as the time ran out: the reader has put it there
+		return rep.task, rep.err
+	}
+}
+
+// forget drops a spawn nobody waits for any more, unless its answer has come; it reports whether it
+// dropped it.
+func (in *Init) forget(id uint64) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	c, ok := in.calls[id]
+	if !ok || c.spawned {
+		return false
+	}
+	delete(in.calls, id)
+	return true
+}
+
+// Registered returns the pids of the tasks whose exits have not been reported yet (those whose pid
+// is known).
+func (in *Init) Registered() map[int]bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make(map[int]bool, len(in.calls))
+	for _, c := range in.calls {
+		if c.spawned && c.pid > 0 {
+			out[c.pid] = true
+		}
+	}
+	return out
+}
+
+// Err returns nil while the init takes requests, and why it does not once it has ended.
+func (in *Init) Err() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.err
+}
+
+// Kill sends the init SIGKILL: the kernel then kills every process of its namespace. It does nothing
+// once the init is closed.
+func (in *Init) Kill() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.pidfd < 0 || in.ended {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(in.pidfd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("kill the init of the PID namespace (pid %d): %w", in.pid, err)
+	}
+	return nil
+}
+
+// Wait waits until the init has ended (every process of its namespace is gone then: the kernel kills
+// them all, and waits for each to be reaped, before the init itself becomes a zombie), the deadline
+// passes or ctx is done, and reports whether it has ended.
+func (in *Init) Wait(ctx context.Context, deadline time.Time) bool {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-in.done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.ended
+}
+
+// Done is closed once the init has ended and every task's exit has been delivered, or it was closed.
+func (in *Init) Done() <-chan struct{} { return in.done }
+
+// Close stops talking to the init: the init sees the end of its socket and exits, which kills what
+// is left of its namespace. It stops waiting for the init's exit (Wait first, to be sure of it), and
+// returns once the reader has returned. It is idempotent.
+func (in *Init) Close() {
+	in.closing.Do(func() {
+		in.mu.Lock()
+		if in.err == nil {
+			in.err = fmt.Errorf("%w (pid %d): closed", ErrEnded, in.pid)
+		}
+		in.mu.Unlock()
+		in.conn.rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+		close(in.stop)
+		<-in.done
+		in.conn.close()
+		in.mu.Lock()
+		if in.pidfd >= 0 {
+			unix.Close(in.pidfd)
+			in.pidfd = -1
+		}
+		in.mu.Unlock()
+	})
+}
+
+// read handles the init's messages until its end, then waits for its exit and reports every task whose
+// exit never came as killed.
+func (in *Init) read() {
+	defer close(in.done)
+	buf := make([]byte, maxReply+2)
+	var err error
+	for err == nil {
+		typ, flags, payload, fds, rerr := in.conn.recv(buf, 1)
+		if rerr != nil {
+			closeAll(fds)
+			err = rerr
+			break
+		}
+		if flags != 0 {
+			closeAll(fds)
+			err = protocolError("flags %d on a message from the init", flags)
+			break
+		}
+		err = in.handle(typ, payload, fds)
+	}
+	if !errors.Is(err, io.EOF) {
+		// The init broke the protocol, or cannot be read: it cannot be trusted with the namespace.
+		in.Kill()
+	}
+	in.mu.Lock()
+	switch {
+	case in.err != nil: // closed
+	case in.idle && errors.Is(err, io.EOF):
+		in.err = fmt.Errorf("%w (pid %d): %w", ErrEnded, in.pid, ErrIdle)
+	case errors.Is(err, io.EOF):
+		in.err = fmt.Errorf("%w (pid %d)", ErrEnded, in.pid)
+	default:
+		in.err = fmt.Errorf("%w (pid %d): %w", ErrEnded, in.pid, err)
+	}
+	for id, c := range in.calls {
+		if !c.spawned {
+			c.reply <- reply{err: in.err}
+			delete(in.calls, id)
+		}
+	}
+	in.mu.Unlock()
+	select {
+	case st := <-in.exited:
+		in.mu.Lock()
+		in.ended, in.status = true, st
+		for id, c := range in.calls {
+			c.exit <- reap.Killed(c.pid)
+			delete(in.calls, id)
+		}
+		in.mu.Unlock()
+	case <-in.stop:
+	}
+}
+
+// handle handles one message from the init. It owns fds.
+func (in *Init) handle(typ byte, payload []byte, fds []int) error {
+	d := decoder{b: payload}
+	switch typ {
+	case msgSpawned:
+		id, host, nspid, start := d.u64("id"), int(int64(d.u64("pid"))), int(int64(d.u64("nspid"))), d.u64("start")
+		if err := d.end("spawned"); err != nil || len(fds) != 1 {
+			closeAll(fds)
+			return cmpErr(err, protocolError("an answer with %d descriptors", len(fds)))
+		}
+		return in.spawned(id, Task{Pid: host, NSPid: nspid, Start: start, PidFD: fds[0]})
+	case msgFailed:
+		id, errno, msg := d.u64("id"), syscall.Errno(d.u32("errno")), d.str("message")
+		if err := cmpErr(d.end("failure"), lenErr(fds)); err != nil {
+			closeAll(fds)
+			return err
+		}
+		in.mu.Lock()
+		if c, ok := in.calls[id]; ok && !c.spawned {
+			c.reply <- reply{err: &SpawnError{Errno: errno, Msg: msg}}
+			delete(in.calls, id)
+		}
+		in.mu.Unlock()
+	case msgIdle:
+		if err := cmpErr(d.end("idle"), lenErr(fds)); err != nil {
+			closeAll(fds)
+			return err
+		}
+		in.mu.Lock()
+		in.idle = true
+		in.mu.Unlock()
+	case msgExit:
+		id, status := d.u64("id"), unix.WaitStatus(d.u32("status"))
+		if err := cmpErr(d.end("exit"), lenErr(fds)); err != nil {
+			closeAll(fds)
+			return err
+		}
+		in.mu.Lock()
+		if c, ok := in.calls[id]; ok && c.spawned {
+			c.exit <- reap.Exit{Pid: c.pid, Status: status}
+			delete(in.calls, id)
+		}
+		in.mu.Unlock()
+	default:
+		closeAll(fds)
+		return protocolError("message type %d from the init", typ)
+	}
+	return nil
+}
+
+// spawned hands an answer to its caller. The pid the init names must be the one the pidfd refers to,
+// as this process's /proc shows it: a pidfd's fdinfo reads -1 once the process is reaped, and then
+// the init's word is taken. A process nobody waits for any more is killed.
+func (in *Init) spawned(id uint64, t Task) error {
+	if seen := pidOfFD(t.PidFD); seen > 0 && seen != t.Pid {
+		if t.Pid != 0 {
+			unix.Close(t.PidFD)
+			return protocolError("the init named pid %d for a process this process sees as %d", t.Pid, seen)
+		}
+		t.Pid = seen
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	c, ok := in.calls[id]
+	if !ok || c.spawned {
+		unix.PidfdSendSignal(t.PidFD, unix.SIGKILL, nil, 0)
+		unix.Close(t.PidFD)
+		return nil
+	}
+	c.spawned, c.pid = true, t.Pid
+	t.Exited = c.exit
+	c.reply <- reply{task: t}
+	return nil
+}
+
+// pidOfFD returns the pid a pidfd refers to, in this process's namespace (see fdinfoPid).
+func pidOfFD(fd int) int {
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0
+	}
+	return fdinfoPid(b)
+}
+
+func lenErr(fds []int) error {
+	if len(fds) > 0 {
+		return protocolError("%d unexpected descriptors", len(fds))
+	}
+	return nil
+}
+
+// cmpErr returns the first non-nil error.
+func cmpErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package reap
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestChildrenClose: Close returns while a child is still running (it wakes the loop out of wait4
+// with a process of its own), and starts no process when nothing is left to wait for.
+func TestChildrenClose(t *testing.T) {
+	forkExec := func(argv ...string) func() (int, error) {
+		return func() (int, error) { return syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{}) }
+	}
+	closed := func(c *Children, argv ...string) bool {
+		done := make(chan struct{})
+		go func() { c.Close(argv); close(done) }()
+		select {
+		case <-done:
+			return true
+		case <-time.After(30 * time.Second):
+			return false
+		}
+	}
+
+	t.Run("a child left", func(t *testing.T) {
+		c := NewChildren()
+		pid, _, err := c.Start(forkExec("/bin/sleep", "1000"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			unix.Kill(pid, unix.SIGKILL)
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, 0, nil) // the loop has stopped: reap it here
+		})
+		if !closed(c, "/bin/true") {
+			t.Fatal("Close did not return within 30 s while a child was running")
+		}
+		if c.wake == 0 {
+			t.Error("Close started no process to wake the loop, yet a child was running")
+		}
+	})
+
+	t.Run("none left", func(t *testing.T) {
+		if HasChildren() {
+			t.Skip("skipped: this test process has children of earlier tests, so close must wake its loop")
+		}
+		c := NewChildren()
+		_, exited, err := c.Start(forkExec("/bin/true"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the loop did not report /bin/true's exit within 30 s")
+		}
+		if !closed(c, "/bin/true") {
+			t.Fatal("Close did not return within 30 s")
+		}
+		if c.wake != 0 {
+			t.Errorf("Close started process %d though no child was left", c.wake)
+		}
+	})
+}
+
+// TestNotReapedDuringStart: a child that exits at once is not reaped while Start's fork runs, so that
+// its pid, still its own, can be read in /proc (once, the loop reaped it in wait4 before taking the
+// lock, and a task's start time read as 0).
+func TestNotReapedDuringStart(t *testing.T) {
+	c := NewChildren()
+	defer c.Close([]string{"/bin/true"})
+	for i := 0; i < 20; i++ {
+		var stat []byte
+		_, exited, err := c.Start(func() (int, error) {
+			pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
+			if err == nil {
+				time.Sleep(20 * time.Millisecond) // long enough for true to have exited
+				stat, _ = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			}
+			return pid, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stat) == 0 {
+			t.Fatalf("round %d: the child was reaped while Start's fork still ran", i)
+		}
+		if st := <-exited; st.Code() != 0 {
+			t.Fatalf("true exited %d", st.Code())
+		}
+	}
+}

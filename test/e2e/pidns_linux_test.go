@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/internal/testutil"
+)
+
+// TestPIDNamespaceFallbacks: where sessions cannot get PID namespaces the way root does, reaper makes
+// them another way or goes without, and says which and why in its first log line; with
+// --pid-namespace=on it refuses to start instead, saying why. The hosts are simulated: an unprivileged
+// user (no CAP_SYS_ADMIN; user namespaces allowed here), the same with user namespaces disabled (a
+// seccomp filter answering CLONE_NEWUSER with ENOSPC, what user.max_user_namespaces=0 gives, without
+// changing that machine-wide setting), and root under a seccomp profile that refuses every namespace,
+// as Docker's default does without CAP_SYS_ADMIN.
+func TestPIDNamespaceFallbacks(t *testing.T) {
+	tu := testutil.User(t)
+	cases := []struct {
+		name, seccomp string
+		user          bool
+		want          string // the start line's pid_namespace
+		own           bool   // the shell's pid is its own namespace's
+		rootOwner     string // the owner of / as a task sees it: nobody where root is not mapped
+	}{
+		{"unprivileged user", "none", true, `pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace)"`, true, "65534"},
+		{"unprivileged user, user namespaces disabled", "userns", true,
+			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: no space left on device)"`, false, "0"},
+		{"root under a container runtime's seccomp profile", "namespaces", false,
+			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: operation not permitted)"`, false, "0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := fallbackHelper(t, tu, c.user, c.seccomp, "serve --containment process")
+			stderr := &testutil.Buffer{}
+			cmd.Stderr = stderr
+			cs := connectCommand(t, cmd)
+			if !stderr.Await(c.want) {
+				t.Fatalf("the start line does not say %s:\n%s", c.want, stderr)
+			}
+			r := bash(t, cs, "id -u; echo $$; stat -c %u /")
+			uid := "0"
+			if c.user {
+				uid = strconv.Itoa(tu.Uid)
+			}
+			f := strings.Fields(r.Output)
+			if len(f) != 3 || f[0] != uid || f[2] != c.rootOwner {
+				t.Fatalf("the task printed %q, want uid %s and / owned by %s", r.Output, uid, c.rootOwner)
+			}
+			if pid, _ := strconv.Atoi(f[1]); (pid < 100) != c.own {
+				t.Errorf("the shell's pid is %d, want one of its own namespace: %v", pid, c.own)
+			}
+		})
+	}
+	t.Run("on, refused", func(t *testing.T) {
+		cmd := fallbackHelper(t, tu, false, "namespaces", "serve --containment process --pid-namespace on")
+		cmd.Stdin = strings.NewReader("") // were it to start, it would end at once
+		cmd.Stderr = nil
+		timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+		defer timer.Stop()
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "PID namespaces were asked for but cannot be made here: creating PID and mount namespaces: operation not permitted") {
+			t.Errorf("--pid-namespace on under the filter: %v\n%s", err, out)
+		}
+	})
+}
+
+// fallbackHelper returns the seccomp-serve helper that runs the shipped binary with args (and a state
+// directory) under the filter seccomp, as tu if user is set: from a copy of the binary and a
+// directory tu may use, the test's own being root's alone.
+func fallbackHelper(t *testing.T, tu testutil.TestUser, user bool, seccomp, args string) *exec.Cmd {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "reaper-e2e-pidns-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	state := filepath.Join(dir, "state")
+	os.Mkdir(state, 0o755)
+	bin := filepath.Join(dir, "reaper")
+	if err := copyFile(staticBin, bin); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"E2E_BIN=" + bin, "E2E_SECCOMP=" + seccomp, "E2E_ARGS=" + args + " --state-dir " + state}
+	if user {
+		os.Chown(state, tu.Uid, tu.Gid)
+		env = append(env, "E2E_UID="+strconv.Itoa(tu.Uid), "E2E_GID="+strconv.Itoa(tu.Gid))
+	}
+	cmd := testutil.Helper("seccomp-serve", env...)
+	cmd.Dir = state
+	return cmd
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
