@@ -108,7 +108,7 @@ func runZoo(opts Options) (helperResult, error) {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	if _, err := s.Run(context.Background(), zoo(dir), RunOptions{Timeout: time.Minute}); err != nil {
+	if _, err := s.Run(context.Background(), testutil.Zoo(dir), RunOptions{Timeout: time.Minute}); err != nil {
 		return res, err
 	}
 	rep, err := s.Close(context.Background())
@@ -137,7 +137,7 @@ func runHelper(t *testing.T, name string, env []string, argv ...string) helperRe
 }
 
 func TestJoinBeforeExecWhenClone3IsRefused(t *testing.T) {
-	root := testCgroupRoot(t)
+	root := testutil.CgroupRoot(t)
 	res := runHelper(t, "seccomp", []string{"RTEST_ROOT=" + root})
 	if res.Err != "" {
 		t.Fatalf("helper: %s", res.Err)

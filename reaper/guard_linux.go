@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
@@ -224,7 +225,7 @@ func (g *Guard) Wait() GuardResult {
 	if st.Status.Signaled() {
 		res.Signal = st.Status.Signal()
 	}
-	k := killer{log: g.log, method: cgroup.KillFile, timeout: g.opts.CloseTimeout}
+	k := kill.Policy{Log: g.log, Timeout: g.opts.CloseTimeout}
 	var errs []error
 	var slice *cgroup.Slice
 	if g.inst.Slice != "" {
@@ -236,14 +237,14 @@ func (g *Guard) Wait() GuardResult {
 			}
 			// cgroup.kill reaches what forks while it runs; the walk below reaches what left the
 			// slice.
-			if _, err := k.slice(context.Background(), s, time.Now().Add(g.opts.CloseTimeout)); err != nil {
+			if _, err := k.Slice(context.Background(), s, time.Now().Add(g.opts.CloseTimeout)); err != nil {
 				errs = append(errs, err)
 			}
 		} else if !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, err)
 		}
 	}
-	res.Killed = append(res.Killed, k.descendants(context.Background(), os.Getpid())...)
+	res.Killed = append(res.Killed, k.Descendants(context.Background(), os.Getpid())...)
 	if slice != nil {
 		errs = append(errs, slice.Remove())
 	}

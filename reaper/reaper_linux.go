@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
@@ -61,7 +62,7 @@ type Reaper struct {
 	self     Instance      // what this Reaper recorded in its state directory
 	state    *safefs.Dir   // where instances keep their state directories (Options.StateDir)
 	dir      *safefs.Dir   // this Reaper's state directory in state, holding its sessions' directories
-	killer   killer
+	policy   kill.Policy
 	forker   *reap.Forker   // with Options.User: the thread tasks are forked from (no_new_privs)
 	nsThread *reap.Forker   // with PID namespaces: the thread inits are forked from (their parent-death signal)
 	nsIdle   time.Duration  // how long an init lives on in an empty namespace: initIdle (tests shorten it)
@@ -131,7 +132,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.obs = opts.Observer; r.obs == nil {
 		r.obs = nopObserver{}
 	}
-	r.killer = killer{log: r.log, method: cgroup.KillFile, timeout: r.lim.CloseTimeout}
+	r.policy = kill.Policy{Log: r.log, Method: cgroup.KillFile, Grace: r.lim.Grace, Timeout: r.lim.CloseTimeout}
 	// What New made before it failed is undone here, whichever step failed.
 	ok := false
 	defer func() {
@@ -305,7 +306,7 @@ func (r *Reaper) contain() error {
 		return nil
 	}
 	r.root = root
-	r.killer.method = root.Info().Kill
+	r.policy.Method = root.Info().Kill
 	r.info.Mode = ContainCgroup
 	r.info.Cgroup = root.Info()
 	r.info.Slice = r.instance.Path()
@@ -411,7 +412,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 	defer close(r.done)
 	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
-	wctx, cancel := deathWait(ctx)
+	wctx, cancel := kill.DeathWait(ctx)
 	defer cancel()
 	r.killDescendants(wctx)
 	r.wg.Wait()
@@ -434,7 +435,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 // does not wait for sessions, and leaves the Reaper to be closed or abandoned.
 func (r *Reaper) KillAll() {
 	if r.instance != nil {
-		r.killer.slice(context.Background(), r.instance, time.Now().Add(r.lim.CloseTimeout))
+		r.policy.Slice(context.Background(), r.instance, time.Now().Add(r.lim.CloseTimeout))
 	}
 	r.killDescendants(context.Background())
 }
@@ -442,7 +443,7 @@ func (r *Reaper) KillAll() {
 // killDescendants kills whatever is still below this process once every session is closed (an
 // escapee whose marker was scrubbed, in process containment): nothing may outlive us.
 func (r *Reaper) killDescendants(ctx context.Context) {
-	if killed := r.killer.descendants(ctx, r.pid); len(killed) > 0 {
+	if killed := r.policy.Descendants(ctx, r.pid); len(killed) > 0 {
 		r.log.Info("killed processes no session claimed", "count", len(killed), "processes", killed)
 	}
 }
@@ -453,7 +454,7 @@ func (r *Reaper) dropInstance(ctx context.Context) error {
 	if r.instance == nil {
 		return nil
 	}
-	left, err := r.killer.slice(ctx, r.instance, time.Now().Add(r.lim.CloseTimeout))
+	left, err := r.policy.Slice(ctx, r.instance, time.Now().Add(r.lim.CloseTimeout))
 	if err != nil {
 		return err
 	}

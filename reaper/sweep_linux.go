@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"golang.org/x/sys/unix"
@@ -98,7 +99,7 @@ func Sweep(opts SweepOptions) (SweepReport, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	sw := &sweeper{opts: opts, w: proc.NewWalker(), k: killer{log: opts.Logger, method: cgroup.KillFile, timeout: opts.CloseTimeout}}
+	sw := &sweeper{opts: opts, w: proc.NewWalker(), k: kill.Policy{Log: opts.Logger, Timeout: opts.CloseTimeout}}
 	defer sw.close()
 	var rep SweepReport
 	dead, errs := sw.find(&rep)
@@ -125,7 +126,7 @@ func Sweep(opts SweepOptions) (SweepReport, error) {
 type sweeper struct {
 	opts  SweepOptions
 	w     *proc.Walker
-	k     killer
+	k     kill.Policy
 	root  *cgroup.Root
 	state *safefs.Dir // the state directory, when there is one to look in
 }
@@ -265,7 +266,7 @@ func (sw *sweeper) killSlice(d *DeadInstance) error {
 	if sw.opts.DryRun {
 		return nil
 	}
-	left, err := sw.k.slice(context.Background(), s, time.Now().Add(sw.opts.CloseTimeout))
+	left, err := sw.k.Slice(context.Background(), s, time.Now().Add(sw.opts.CloseTimeout))
 	if len(left) > 0 && err == nil {
 		err = errors.New("processes remain in " + d.Slice)
 	}

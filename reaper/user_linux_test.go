@@ -114,7 +114,7 @@ func TestUser(t *testing.T) {
 			env := []string{"RTEST_USER=" + string(u), "RTEST_MODE=" + tc.mode.String(), "RTEST_DIR=" + dir,
 				"RTEST_PROCS=" + procs, "RTEST_SETUID=" + setuid}
 			if tc.mode == ContainCgroup {
-				env = append(env, "RTEST_ROOT="+testCgroupRoot(t))
+				env = append(env, "RTEST_ROOT="+testutil.CgroupRoot(t))
 			}
 			if tc.noClone3 {
 				env = append(env, "RTEST_NOCLONE3=1")

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/testutil"
 )
@@ -18,46 +17,6 @@ import (
 func stubborn(dir string) string {
 	f := filepath.Join(dir, "pid")
 	return `sh -c 'trap "" TERM; echo $$ >> ` + f + `; exec sleep 1000' & ` + testutil.AwaitLines(f, 1)
-}
-
-// TestKillMethods ends a slice with each hard kill the kernel may offer (forced here: this kernel has
-// all three), with and without a grace period: whatever the method, nothing survives.
-func TestKillMethods(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		method cgroup.KillMethod
-		grace  time.Duration
-	}{
-		{"cgroup.kill", cgroup.KillFile, -1},
-		{"freeze", cgroup.KillFreeze, -1},
-		{"signal-sweep", cgroup.KillSignal, -1},
-		// The SIGTERM-ignoring process outlives the grace period, so the hard kill still runs.
-		{"grace-then-kill", cgroup.KillFile, 300 * time.Millisecond},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newTestReaper(t, ContainCgroup, Options{Grace: tc.grace})
-			if tc.method > r.killer.method {
-				t.Skipf("skipped: this kernel offers %v, not %v", r.killer.method, tc.method)
-			}
-			r.killer.method = tc.method
-			s := newTestSession(t, r, SessionOptions{})
-			left := s.pidsIn(t, run(t, s, zoo(t.TempDir())).Output)
-			if len(left) != 6 {
-				t.Fatalf("want 6 pids, got %v", left)
-			}
-			rep, err := s.Close(context.Background())
-			if err != nil {
-				t.Fatalf("Close: %v (report %v)", err, rep)
-			}
-			if rep.Killed < 1 || len(rep.Remaining) != 0 {
-				t.Errorf("report %v: want the hard kill, and nothing remaining", rep)
-			}
-			if tc.grace > 0 && rep.Terminated < 5 {
-				t.Errorf("report %v: all but the SIGTERM-ignoring one die of SIGTERM (the stopped one after its SIGCONT)", rep)
-			}
-			testutil.AssertDead(t, left)
-		})
-	}
 }
 
 // TestPolitePhaseSuffices: processes that honour SIGTERM (a stopped one once it gets SIGCONT) end
@@ -92,27 +51,6 @@ sh -c 'kill -STOP $$; exec sleep 1000' & echo $!`).Output)
 			testutil.AssertDead(t, left)
 		})
 	}
-}
-
-// TestFrozenSliceDies: a slice frozen (by someone else) when its session closes still dies, SIGTERM
-// or not.
-func TestFrozenSliceDies(t *testing.T) {
-	r := newTestReaper(t, ContainCgroup, Options{Grace: 100 * time.Millisecond})
-	if r.killer.method < cgroup.KillFreeze {
-		t.Skip("skipped: no cgroup v2 freezer here")
-	}
-	s := newTestSession(t, r, SessionOptions{})
-	left := s.pidsIn(t, run(t, s, stubborn(t.TempDir())).Output)
-	s.mu.Lock()
-	slice := s.slice
-	s.mu.Unlock()
-	if frozen, err := slice.Freeze(time.Now().Add(10 * time.Second)); !frozen || err != nil {
-		t.Fatalf("Freeze = %v, %v", frozen, err)
-	}
-	if _, err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	testutil.AssertDead(t, left)
 }
 
 // TestContextCutsGrace: cancelling Close's context ends the grace period at once.
