@@ -115,7 +115,7 @@ func StartGuard(opts GuardOptions) (*Guard, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("guard: no server command line")
 	}
-	return claim(func() (*Guard, error) { return startGuard(opts) })
+	return reap.Claim(func() (*Guard, error) { return startGuard(opts) })
 }
 
 func startGuard(opts GuardOptions) (*Guard, error) {
@@ -259,7 +259,7 @@ func (g *Guard) Wait() GuardResult {
 	}
 	g.mu.Unlock()
 	g.kids.Close([]string{"/bin/sh", "-c", ":"})
-	active.Store(false)
+	reap.Release()
 	return res
 }
 

@@ -20,25 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// active guards the one process-wide resource a Reaper takes: the child table. A process can have
-// only one wait4(-1) loop, so only one Reaper may exist at a time. This is the package's only global
-// state, and it mirrors the kernel's.
-var active atomic.Bool
-
-// claim runs start as this process's one owner of its child table, and gives the table back if start
-// fails; the owner gives it back with active.Store(false) once its wait4 loop has ended.
-func claim[T any](start func() (T, error)) (T, error) {
-	if !active.CompareAndSwap(false, true) {
-		var zero T
-		return zero, errors.New("a Reaper or Guard is active in this process (there is one child table)")
-	}
-	v, err := start()
-	if err != nil {
-		active.Store(false)
-	}
-	return v, err
-}
-
 // Reaper owns every process the program starts. Create one with New, and Close it before exit.
 //
 // Lock order: Reaper.mu is a leaf; nothing else is locked while it is held, and no file-system or
@@ -118,7 +99,7 @@ func (c ContainmentInfo) String() string {
 // New makes this process a child subreaper, starts the child reaper and decides the containment
 // mode. Only one Reaper may exist in a process at a time.
 func New(opts Options) (*Reaper, error) {
-	return claim(func() (*Reaper, error) { return newReaper(opts) })
+	return reap.Claim(func() (*Reaper, error) { return newReaper(opts) })
 }
 
 func newReaper(opts Options) (*Reaper, error) {
@@ -425,7 +406,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 	}
 	r.kids.Close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()
-	active.Store(false)
+	reap.Release()
 	r.closeErr = errors.Join(errs...)
 	return r.closeErr
 }
