@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
@@ -141,7 +141,7 @@ func newReaper(opts Options) (*Reaper, error) {
 		return nil, fmt.Errorf("become child subreaper: %w", err)
 	}
 	st, _ := proc.NewWalker().Stat(r.pid)
-	r.name = instanceName(r.pid, st.Start)
+	r.name = instance.Name(r.pid, st.Start)
 	if err := r.contain(); err != nil {
 		return nil, err
 	}
@@ -153,10 +153,10 @@ func newReaper(opts Options) (*Reaper, error) {
 		Name: r.name, Pid: r.pid, Start: st.Start, Slice: r.info.Slice,
 		Containment: r.info.Mode.String(), PIDNamespace: r.info.PIDNamespace.On, Started: time.Now(),
 	}
-	if r.state, err = openStateDir(opts.StateDir); err != nil {
+	if r.state, err = instance.OpenStateDir(opts.StateDir); err != nil {
 		return nil, err
 	}
-	if r.dir, err = createState(r.state, &r.self); err != nil {
+	if r.dir, err = instance.Create(r.state, &r.self); err != nil {
 		return nil, err
 	}
 	if r.devnull, err = os.Open(os.DevNull); err != nil {
@@ -212,7 +212,7 @@ func (r *Reaper) dropState() error {
 	var err error
 	if r.dir != nil {
 		r.dir.Close()
-		err = r.state.RemoveAll(instancePrefix + r.name)
+		err = r.state.RemoveAll(instance.DirName(r.name))
 	}
 	r.state.Close()
 	return err
@@ -221,11 +221,11 @@ func (r *Reaper) dropState() error {
 // sweep cleans up after instances that died without doing it themselves, and logs what it found.
 func (r *Reaper) sweep() {
 	defer r.wg.Done()
-	opts := SweepOptions{Cgroup: r.opts.Cgroup, StateDir: r.state.Path(), Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log, NoCgroup: r.root == nil}
+	opts := instance.SweepOptions{Cgroup: r.opts.Cgroup, StateDir: r.state.Path(), Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log, NoCgroup: r.root == nil}
 	if r.root != nil {
 		opts.Cgroup.Root = r.root.Path()
 	}
-	rep, err := Sweep(opts)
+	rep, err := instance.Sweep(opts)
 	r.obs.Swept(rep)
 	for _, d := range rep.Dead {
 		attrs := []any{"instance", d.Name, "killed", len(d.Processes), "processes", d.Processes, "removed", d.Removed}
@@ -308,7 +308,7 @@ func (r *Reaper) Instance() Instance { return r.self }
 // run anything cost nothing but a temporary directory. id must be 1 to 128 printable ASCII
 // characters without spaces; it names the session in logs and errors.
 func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
-	if err := checkID(id); err != nil {
+	if err := instance.CheckSessionID(id); err != nil {
 		return nil, err
 	}
 	dir := opts.WorkDir
@@ -318,7 +318,7 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	r.mu.Lock()
 	closing := r.closing
 	r.seq++
-	name := "s-" + strconv.Itoa(r.seq)
+	name := instance.SessionName(r.seq)
 	r.mu.Unlock()
 	if closing {
 		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
@@ -345,25 +345,11 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
 		abandon: make(chan struct{}), done: make(chan struct{}),
 	}
-	// The marker names the session by the Reaper and the slice, not by id: an MCP session id may
-	// be a credential, and the environment of a process is readable by more than its owner's client.
-	s.marker = EnvSession + "=" + r.name + "/" + s.name
+	s.marker = instance.SessionMarker(r.name, s.name)
 	r.sessions[s] = true
 	r.mu.Unlock()
 	s.record()
 	return s, nil
-}
-
-func checkID(id string) error {
-	if id == "" || len(id) > 128 {
-		return fmt.Errorf("session id must be 1 to 128 characters, got %d", len(id))
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] <= ' ' || id[i] > '~' {
-			return fmt.Errorf("session id %q: byte %q not allowed (printable ASCII without spaces)", id, id[i])
-		}
-	}
-	return nil
 }
 
 // forget drops a closed session.

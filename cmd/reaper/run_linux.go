@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/reaper"
 )
@@ -128,10 +129,10 @@ func runCommand(args []string, getenv func(string) string, stderr io.Writer) int
 		fmt.Fprintf(stderr, "reaper run: %v\n", err)
 		return exitFailed
 	}
-	if getenv(reaper.EnvGuardPid) == "" {
+	if getenv(instance.EnvGuardPid) == "" {
 		return guard(guardSpec{command: "run", terminal: true, crashed: exitFailed}, args, getenv, stderr)
 	}
-	link, err := reaper.GuardedBy(getenv(reaper.EnvGuardPid), getenv(reaper.EnvGuardFD))
+	link, err := instance.GuardedBy(getenv(instance.EnvGuardPid), getenv(instance.EnvGuardFD))
 	if err != nil {
 		fmt.Fprintf(stderr, "reaper run: %v\n", err)
 		return exitFailed
@@ -146,7 +147,7 @@ func runCommand(args []string, getenv func(string) string, stderr io.Writer) int
 // jobRun is the server side of one reaper run.
 type jobRun struct {
 	c      runConfig
-	link   reaper.GuardLink
+	link   instance.GuardLink
 	stderr io.Writer
 	log    *slog.Logger
 	start  time.Time
@@ -232,7 +233,7 @@ func (j *jobRun) setUp() int {
 }
 
 // guardGroup is the process group reaper run was started in: its guard's.
-func guardGroup(link reaper.GuardLink) int {
+func guardGroup(link instance.GuardLink) int {
 	pgrp, err := syscall.Getpgid(link.Pid)
 	if err != nil {
 		return -1
@@ -301,7 +302,7 @@ func (j *jobRun) wait(sigs <-chan os.Signal) int {
 			switch {
 			case isIgnored(s):
 				continue
-			case s == reaper.GuardSignal && j.link.Gone():
+			case s == instance.GuardSignal && j.link.Gone():
 				continue // the guard watcher above ends the job
 			case !isForwarded(s):
 				s = syscall.SIGTERM // a shutdown signal the job would not expect: ask it to end

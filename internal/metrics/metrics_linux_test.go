@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
 )
@@ -34,7 +35,7 @@ func TestObserversMoveTheMetrics(t *testing.T) {
 	ro.TaskEnded(reaper.TaskEnd{Status: reaper.Failed, OOMKilled: true})
 	ro.Teardown(reaper.KillReport{Terminated: 2, Killed: 5, Walked: 2, Found: 3, Remaining: []reaper.Proc{{Pid: 9}}})
 	ro.SessionEnded(reaper.SessionEnd{Reason: "idle", Report: reaper.KillReport{Duration: 30 * time.Millisecond}, Err: errors.New("x")})
-	ro.Swept(reaper.SweepReport{Dead: []reaper.DeadInstance{{Processes: []reaper.Proc{{Pid: 1}, {Pid: 2}}}}})
+	ro.Swept(reaper.SweepReport{Dead: []instance.DeadInstance{{Processes: []reaper.Proc{{Pid: 1}, {Pid: 2}}}}})
 	mo.Operation(mcpserver.Operation{Method: "tools/call", Tool: "bash", Transport: "tcp", ProtocolVersion: "2025-11-25", Duration: 40 * time.Millisecond})
 	mo.SessionEnded(mcpserver.SessionInfo{Transport: "tcp", Duration: 3 * time.Second})
 

@@ -1,4 +1,4 @@
-package reaper
+package instance
 
 import (
 	"bytes"
@@ -23,7 +23,7 @@ import (
 // SweepOptions configures Sweep. The zero value looks where a Reaper with zero Options keeps its
 // instances, and kills what it finds.
 type SweepOptions struct {
-	// Cgroup names the slice root to look under (see Options.Cgroup). Where it does not exist or
+	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist or
 	// cannot be used, only state directories are looked at.
 	Cgroup cgroup.Options
 	// StateDir is where instances keep their state directories; empty means DefaultStateDir().
@@ -34,7 +34,7 @@ type SweepOptions struct {
 	DryRun bool
 	// Skip names an instance to leave alone whatever its state: the caller's own.
 	Skip string
-	// CloseTimeout bounds the wait for killed processes to disappear; zero means DefaultCloseTimeout.
+	// CloseTimeout bounds the wait for killed processes to disappear; zero means kill.DefaultTimeout.
 	CloseTimeout time.Duration
 	// Logger receives failures to signal. Nil discards.
 	Logger *slog.Logger
@@ -94,7 +94,7 @@ func Sweep(opts SweepOptions) (SweepReport, error) {
 		opts.StateDir = DefaultStateDir()
 	}
 	if opts.CloseTimeout <= 0 {
-		opts.CloseTimeout = DefaultCloseTimeout
+		opts.CloseTimeout = kill.DefaultTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -154,7 +154,7 @@ func (sw *sweeper) find(rep *SweepReport) (map[string]*DeadInstance, []error) {
 		if name == sw.opts.Skip {
 			return nil
 		}
-		if instanceAlive(sw.w, name) {
+		if alive(sw.w, name) {
 			rep.Live = append(rep.Live, name)
 			return nil
 		}
@@ -184,7 +184,7 @@ func (sw *sweeper) findSlices(rep *SweepReport, consider func(string) *DeadInsta
 	names, err := sw.root.Slices()
 	for _, name := range names {
 		path := filepath.Join(sw.root.Path(), name)
-		if _, _, ok := parseInstanceName(name); !ok {
+		if _, _, ok := parseName(name); !ok {
 			rep.Ignored = append(rep.Ignored, Ignored{path, "not an instance's slice (r<pid>-<start time>)"})
 			continue
 		}
@@ -206,7 +206,7 @@ func (sw *sweeper) findStates(rep *SweepReport, consider func(string) *DeadInsta
 	for _, e := range entries {
 		path := sw.state.Join(e.Name)
 		name, ok := strings.CutPrefix(e.Name, instancePrefix)
-		if _, _, valid := parseInstanceName(name); !ok || !valid {
+		if _, _, valid := parseName(name); !ok || !valid {
 			rep.Ignored = append(rep.Ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})
 			continue
 		}
@@ -327,7 +327,7 @@ func (sw *sweeper) remove(d *DeadInstance) {
 		errs = append(errs, d.slice.Remove())
 	}
 	if d.StateDir != "" {
-		errs = append(errs, sw.state.RemoveAll(instancePrefix+d.Name))
+		errs = append(errs, sw.state.RemoveAll(DirName(d.Name)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.Error = err.Error()
