@@ -21,8 +21,8 @@ const module = "github.com/cgreaper/reaper"
 // loop) and internal/pidns (the init of a session's PID namespace, reaper's side in another process,
 // which cmd dispatches to first thing).
 // cgroup imports nothing of ours; mcpserver holds no process or cgroup logic. internal/metrics
-// hears reaper and mcpserver through their Observer interfaces; internal/admin serves HTTP and knows
-// none of them; internal/httpguard bounds and checks HTTP requests for mcpserver and internal/admin.
+// imports nothing of ours: cmd/reaper adapts reaper's and mcpserver's Observer events to it from
+// above; internal/admin serves HTTP and knows none of them; internal/httpguard bounds and checks HTTP requests for mcpserver and internal/admin.
 var allowed = map[string][]string{
 	"cgroup":             nil,
 	"internal/proc":      nil,
@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"reaper":             {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/kill", "internal/instance"},
 	"mcpserver":          {"reaper", "internal/httpguard"},
 	"internal/job":       {"reaper", "internal/instance"},
-	"internal/metrics":   {"mcpserver", "reaper"},
+	"internal/metrics":   nil,
 	"internal/admin":     {"internal/httpguard"},
 	"cmd/reaper":         {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics", "internal/httpguard", "internal/safefs", "internal/pidns", "internal/instance", "internal/job"},
 	".ci/summary":        nil,
