@@ -26,8 +26,9 @@ type Options struct {
 	// every call that names the workspace renews. Zero means DefaultIdleTimeout; stdio sessions end
 	// with their connection instead.
 	IdleTimeout time.Duration
-	// KeepAlive, if positive, pings the client of each session that ran a tool this often; a
-	// session whose client leaves KeepAliveMisses pings in a row unanswered ends (see keepalive).
+	// KeepAlive pings the client of each session that ran a tool this often; a session whose client
+	// leaves KeepAliveMisses pings in a row unanswered ends (see keepalive). Zero means off (the
+	// default).
 	// Workspaces (protocol 2026-07-28) have no connection to ping: their lease ends them.
 	KeepAlive time.Duration
 	// MaxWorkspaces bounds the workspaces (protocol 2026-07-28 over HTTP) one identity holds open
@@ -76,7 +77,12 @@ func New(opts Options) (*Server, error) {
 	if opts.Reaper == nil {
 		return nil, errors.New("mcpserver: Options.Reaper is required")
 	}
-	if opts.IdleTimeout <= 0 {
+	// As in reaper.Options, a zero field means its default (off, for KeepAlive) and a negative value
+	// means nothing.
+	if opts.IdleTimeout < 0 || opts.KeepAlive < 0 || opts.MaxWorkspaces < 0 {
+		return nil, errors.New("mcpserver: Options.IdleTimeout, KeepAlive and MaxWorkspaces must not be negative")
+	}
+	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	if opts.Logger == nil {
@@ -85,7 +91,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	if opts.MaxWorkspaces <= 0 {
+	if opts.MaxWorkspaces == 0 {
 		opts.MaxWorkspaces = DefaultMaxWorkspaces
 	}
 	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session)}

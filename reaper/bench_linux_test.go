@@ -101,7 +101,7 @@ func BenchmarkClose(b *testing.B) {
 }
 
 func benchClose(b *testing.B, n int, ns PIDNamespace) {
-	r := newTestReaper(b, ContainCgroup, Options{Grace: 5 * time.Second, PIDNamespace: ns})
+	r := newTestReaper(b, ContainCgroup, Options{Grace: new(5 * time.Second), PIDNamespace: ns})
 	var floor, closing time.Duration
 	for i := range b.N {
 		b.StopTimer()

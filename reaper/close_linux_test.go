@@ -24,7 +24,7 @@ func stubborn(dir string) string {
 func TestPolitePhaseSuffices(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			r := newTestReaper(t, mode, Options{Grace: 30 * time.Second})
+			r := newTestReaper(t, mode, Options{Grace: new(30 * time.Second)})
 			s := newTestSession(t, r, SessionOptions{})
 			left := s.pidsIn(t, run(t, s, `
 for i in 1 2 3; do sleep 1000 & echo $!; done
@@ -57,7 +57,7 @@ sh -c 'kill -STOP $$; exec sleep 1000' & echo $!`).Output)
 func TestContextCutsGrace(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			r := newTestReaper(t, mode, Options{Grace: time.Hour})
+			r := newTestReaper(t, mode, Options{Grace: new(time.Hour)})
 			s := newTestSession(t, r, SessionOptions{})
 			left := s.pidsIn(t, run(t, s, stubborn(t.TempDir())).Output)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -79,7 +79,7 @@ func TestContextCutsGrace(t *testing.T) {
 // every Close after it. Before the fix, 17 of 40 such closes returned an empty report and "context
 // canceled" after a complete teardown.
 func TestCloseWithCancelledContext(t *testing.T) {
-	r := newTestReaper(t, ContainCgroup, Options{Grace: time.Hour})
+	r := newTestReaper(t, ContainCgroup, Options{Grace: new(time.Hour)})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for i := range 40 {
@@ -111,7 +111,7 @@ func TestCloseWithCancelledContext(t *testing.T) {
 // and the error says so. A deadline of 1ns ends the wait after the kill before hundreds of processes
 // can have been torn down, which exercises the report without a real D-state process.
 func TestReportsWhatRemains(t *testing.T) {
-	r := newTestReaper(t, ContainCgroup, Options{Grace: -1, CloseTimeout: time.Nanosecond})
+	r := newTestReaper(t, ContainCgroup, Options{Grace: new(time.Duration(0)), CloseTimeout: time.Nanosecond})
 	for attempt := 0; ; attempt++ {
 		s := newTestSession(t, r, SessionOptions{})
 		run(t, s, "i=0; while [ $i -lt 300 ]; do sleep 1000 & i=$((i+1)); done")

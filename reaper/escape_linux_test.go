@@ -86,7 +86,7 @@ func threadFork() int {
 // runZoo starts a Reaper, runs the escapee zoo in a session, closes it, and reports what is left.
 func runZoo(opts Options) (helperResult, error) {
 	var res helperResult
-	opts.Grace = 300 * time.Millisecond
+	opts.Grace = new(300 * time.Millisecond)
 	r, err := New(opts)
 	if err != nil {
 		return res, err

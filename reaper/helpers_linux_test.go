@@ -22,8 +22,8 @@ var modes = []Containment{ContainCgroup, ContainProcess}
 func newTestReaper(t testing.TB, mode Containment, opts Options) *Reaper {
 	t.Helper()
 	opts.Containment = mode
-	if opts.Grace == 0 {
-		opts.Grace = 300 * time.Millisecond
+	if opts.Grace == nil {
+		opts.Grace = new(300 * time.Millisecond)
 	}
 	if mode == ContainCgroup {
 		opts.Cgroup.Root = testutil.CgroupRoot(t)

@@ -99,6 +99,9 @@ func (c ContainmentInfo) String() string {
 // New makes this process a child subreaper, starts the child reaper and decides the containment
 // mode. Only one Reaper may exist in a process at a time.
 func New(opts Options) (*Reaper, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	return reap.Claim(func() (*Reaper, error) { return newReaper(opts) })
 }
 

@@ -51,7 +51,7 @@ func userHelper() int {
 	dir := os.Getenv("RTEST_DIR")
 	r, err := New(Options{
 		Containment: mode, Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}, User: &u, WorkDir: dir,
-		StateDir: dir, Grace: 300 * time.Millisecond, NoSweep: true,
+		StateDir: dir, Grace: new(300 * time.Millisecond), NoSweep: true,
 	})
 	if err != nil {
 		return reply(res, err)

@@ -128,7 +128,7 @@ func runCommand(args []string, getenv func(string) string, stderr io.Writer) int
 			PIDNamespace: pidNS,
 			Cgroup:       cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
 			StateDir:     c.stateDir,
-			Grace:        graceOption(c.grace),
+			Grace:        &c.grace,
 			Logger:       log,
 		},
 		Timeout:         c.timeout,

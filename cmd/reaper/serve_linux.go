@@ -133,7 +133,7 @@ func newServer(c serveConfig, link instance.GuardLink, log *slog.Logger, o *ops)
 		PIDNamespace:      pidNS,
 		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
 		StateDir:          c.stateDir,
-		Grace:             graceOption(c.grace),
+		Grace:             &c.grace,
 		BackgroundTimeout: c.bgTimeout,
 		MaxTasks:          c.maxTasks,
 		SessionLimits:     cgroup.Limits{MemoryMax: int64(c.memoryMax), PidsMax: c.pidsMax, CPUs: float64(c.cpuMax)},

@@ -115,6 +115,9 @@ func StartGuard(opts GuardOptions) (*Guard, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("guard: no server command line")
 	}
+	if opts.CloseTimeout < 0 {
+		return nil, errors.New("guard: GuardOptions.CloseTimeout is negative (zero means the default)")
+	}
 	return reap.Claim(func() (*Guard, error) { return startGuard(opts) })
 }
 
@@ -123,7 +126,7 @@ func startGuard(opts GuardOptions) (*Guard, error) {
 	if opts.Path == "" {
 		opts.Path = proc.Executable()
 	}
-	if opts.CloseTimeout <= 0 {
+	if opts.CloseTimeout == 0 {
 		opts.CloseTimeout = kill.DefaultTimeout
 	}
 	g := &Guard{opts: opts, log: opts.Logger, pidfd: -1, read: make(chan struct{})}

@@ -90,10 +90,13 @@ type DeadInstance struct {
 // The marker scan reads the environment of every process on the machine, and runs only when there is
 // a dead instance.
 func Sweep(opts SweepOptions) (SweepReport, error) {
+	if opts.CloseTimeout < 0 {
+		return SweepReport{}, errors.New("sweep: SweepOptions.CloseTimeout is negative (zero means the default)")
+	}
 	if opts.StateDir == "" {
 		opts.StateDir = DefaultStateDir()
 	}
-	if opts.CloseTimeout <= 0 {
+	if opts.CloseTimeout == 0 {
 		opts.CloseTimeout = kill.DefaultTimeout
 	}
 	if opts.Logger == nil {
