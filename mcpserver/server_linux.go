@@ -50,7 +50,8 @@ type Options struct {
 // lockedWriter.mu, and never holds one while taking the other. Both are leaves: no reaper call,
 // network call, file-system work or wait for a channel happens while Server.mu is held (so neither
 // the SDK's locks nor reaper's are taken under it), and lockedWriter.mu is held only across one write
-// to the output. Methods that need Server.mu held end in Locked.
+// to the output. Methods that need Server.mu held end in Locked. Callers may hold a lock of theirs
+// when they call Hurry (cmd/reaper's signals.mu).
 type Server struct {
 	// The fields up to mu are fixed at creation.
 	opts Options

@@ -21,9 +21,7 @@ import (
 )
 
 // Reaper owns every process the program starts. Create one with New, and Close it before exit.
-//
-// Lock order: Reaper.mu is a leaf; nothing else is locked while it is held, and no file-system or
-// process work is done under it.
+// The lock order is in the package documentation.
 type Reaper struct {
 	// The fields up to mu are fixed at creation.
 	opts     Options

@@ -8,7 +8,7 @@ import (
 
 // record writes the session's record (instance.SessionRecord, for `reaper ps`) anew: when the
 // session is made and whenever a task starts. Failures are not errors (the record serves listings
-// only); lock order: recordMu, then Session.mu, then task.mu.
+// only).
 func (s *Session) record() {
 	s.recordMu.Lock()
 	defer s.recordMu.Unlock()

@@ -30,8 +30,7 @@ type SessionOptions struct {
 // Session runs the commands of one client and owns everything they start. Its methods are safe for
 // concurrent use.
 //
-// Lock order: Session.mu, then task.mu, then the child reaper's lock (held across each fork); and
-// Session.mu, then the locks of the session's init (pidns.Init), which take no lock of ours.
+// The lock order is in the package documentation.
 type Session struct {
 	// The fields up to mu are fixed at creation.
 	r         *Reaper

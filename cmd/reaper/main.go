@@ -1,5 +1,9 @@
 // Command reaper runs shell commands for AI agents over MCP and guarantees that nothing a session
 // started outlives it.
+//
+// Lock order. The command has one lock, signals.mu, held while it cuts short the teardowns under way
+// (mcpserver.Server.Hurry, which takes Server.mu): signals.mu comes first, and nothing takes it with
+// another lock held.
 package main
 
 import (
