@@ -327,7 +327,7 @@ func (s *Session) watch(t *task, sp spawned) {
 // descend from it.
 func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
 	self, skip, _ := s.walkRoot()
-	return s.r.terminate(ctx, kill.Scope{
+	rep, err := s.r.terminate(ctx, kill.Scope{
 		Self:   self,
 		Skip:   skip,
 		Name:   "session " + s.id + ": task " + t.id,
@@ -336,6 +336,10 @@ func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
 		Groups: []kill.SignalGroup{t.signalGroup},
 		Marker: EnvTask + "=" + t.id,
 	})
+	if err != nil {
+		err = fmt.Errorf("session %s: task %s: %w", s.id, t.id, err)
+	}
+	return rep, err
 }
 
 // lookup finds a task of this session.

@@ -50,7 +50,7 @@ func (r Report) String() string {
 // (pid -> start time), the process groups signalled as a whole, and the environment marker its
 // processes inherit.
 type Scope struct {
-	Name  string // "session S" or "session S: task T", for errors and logs
+	Name  string // "session S" or "session S: task T", for the log
 	Slice *cgroup.Slice
 	Seeds map[int]uint64
 	// Groups signal the tasks' process groups as a whole.
@@ -103,7 +103,7 @@ const sweepTime = 5 * time.Second
 //
 // Phases 3 to 5 share one deadline (sc.End, or the Timeout from the hard kill), and once ctx is
 // done they wait at most HurryWait more: what survives SIGKILL (uninterruptible sleep) is reported,
-// not waited for.
+// not waited for. The error says what failed, not in which scope: the caller, who knows, says that.
 func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 	t := &teardown{
 		p: p, log: p.log(), sc: sc, w: proc.NewWalker(), start: time.Now(), skip: sc.Skip,
@@ -127,7 +127,7 @@ func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 	t.await()
 	t.rep.Duration = time.Since(t.start)
 	if len(t.errs) > 0 {
-		return t.rep, fmt.Errorf("%s: %w", sc.Name, errors.Join(t.errs...))
+		return t.rep, errors.Join(t.errs...)
 	}
 	return t.rep, nil
 }
