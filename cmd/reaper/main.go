@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/cgreaper/reaper/internal/pidns"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise the module version
@@ -38,8 +36,8 @@ Run "reaper <command> --help" for a command's flags.
 
 func main() {
 	// The init of a session's PID namespace is this program too: it must start with nothing else done.
-	if pidns.IsInit(os.Args) {
-		os.Exit(pidns.Main())
+	if code, ok := namespaceInit(os.Args); ok {
+		os.Exit(code)
 	}
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 }
