@@ -81,7 +81,7 @@ func newWireResult(r *mcp.CallToolResult) *wireResult {
 
 // noMarshal only hides CallToolResult.MarshalJSON (see wireResult); it is never called.
 //
-//lint:ignore U1000 it exists for its method's name, which makes wireResult's promoted MarshalJSON ambiguous
+//lint:ignore U1000 its method's name makes wireResult's promoted MarshalJSON ambiguous
 type noMarshal struct{}
 
 //lint:ignore U1000 never called: its name hides CallToolResult's (see wireResult)

@@ -83,9 +83,9 @@ func (r *Reaper) adopters() []adopter {
 	return out
 }
 
-// killAdopted kills the escapees among the adopters' children (see above) with their descendants, and
-// logs what it killed and why it looked (when); it waits for them until deadline, or kill.HurryWait after
-// ctx is done. Concurrent calls take turns.
+// killAdopted kills the escapees among the adopters' children (see above) with their descendants,
+// and logs what it killed and why it looked (when); it waits for them until deadline, or
+// kill.HurryWait after ctx is done. Concurrent calls take turns.
 func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Time) {
 	r.adoptMu.Lock()
 	defer r.adoptMu.Unlock()

@@ -108,8 +108,9 @@ func TestCloseWithCancelledContext(t *testing.T) {
 }
 
 // TestReportsWhatRemains: processes still alive at the close deadline are listed, with their state,
-// and the error says so, naming the session once. A deadline of 1ns ends the wait after the kill before hundreds of processes
-// can have been torn down, which exercises the report without a real D-state process.
+// and the error says so, naming the session once. A deadline of 1ns ends the wait after the kill
+// before hundreds of processes can have been torn down, which exercises the report without a real
+// D-state process.
 func TestReportsWhatRemains(t *testing.T) {
 	r := newTestReaper(t, ContainCgroup, Options{Grace: new(time.Duration(0)), CloseTimeout: time.Nanosecond})
 	for attempt := 0; ; attempt++ {

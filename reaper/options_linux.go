@@ -144,13 +144,13 @@ type Options struct {
 	// sessions' records and a record of the instance that a later Reaper reads to sweep up after this
 	// one if it dies). It is made (mode 0700) if missing, and must be this process's user's alone:
 	// owned by it, writable by nobody else, below directories only root or it can change (sticky
-	// ones excepted); New refuses it otherwise. Empty means DefaultStateDir(). Reapers that share a
+	// ones excepted); New refuses it otherwise. Empty means instance.DefaultStateDir(). Reapers that share a
 	// slice root should share it.
 	StateDir string
 	// Announce, if set, receives the Instance record as one line of JSON once the Reaper is set up:
-	// a guard process (see StartGuard) reads it to know what to clean up if this process dies.
+	// a guard process (see instance.StartGuard) reads it to know what to clean up if this process dies.
 	Announce io.Writer
-	// NoSweep skips the sweep after dead instances (see Sweep) that New starts in the background.
+	// NoSweep skips the sweep after dead instances (see instance.Sweep) that New starts in the background.
 	NoSweep bool
 
 	// MaxTasks is the most background tasks a session may have running at once. As many finished

@@ -25,8 +25,8 @@ import (
 )
 
 // The environment of a guarded server: the guard's pid, and the descriptor on which the server
-// announces its Record (reaper's Options.Announce). The server's caller reads them (see GuardedBy); they
-// start with REAPER_, so tasks never inherit them.
+// announces its Record (reaper's Options.Announce). The server's caller reads them (see
+// GuardedBy); they start with REAPER_, so tasks never inherit them.
 const (
 	EnvGuardPid = "REAPER_GUARD_PID"
 	EnvGuardFD  = "REAPER_GUARD_FD"
