@@ -100,7 +100,7 @@ const initIdle = 10 * time.Second
 // initOptions are how the Reaper starts an init, born in cgroup if it is set.
 func (r *Reaper) initOptions(cg *os.File) pidns.Options {
 	return pidns.Options{
-		Path: selfPath(), Name: "reaper-init", UserNS: r.info.PIDNamespace.UserNS, Cgroup: cg, Stderr: os.Stderr,
+		Path: proc.Executable(), Name: "reaper-init", UserNS: r.info.PIDNamespace.UserNS, Cgroup: cg, Stderr: os.Stderr,
 		Forker: r.nsThread, Children: r.kids, Timeout: r.lim.CloseTimeout, Idle: r.nsIdle,
 	}
 }

@@ -84,7 +84,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "end an HTTP session with no request, or a workspace with no call that names it (its lease), for this `duration`, killing its processes")
 	fs.DurationVar(&c.keepalive, "keepalive", 0, fmt.Sprintf("ping clients this often and end a session whose client leaves %d pings in a row unanswered, each given this long (0: off)", mcpserver.KeepAliveMisses))
-	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends")
+	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends (0: SIGKILL at once)")
 	fs.DurationVar(&c.bgTimeout, "bg-timeout", 0, "kill background tasks that run longer than this (0: no limit)")
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
 	fs.IntVar(&c.maxWS, "max-workspaces", mcpserver.DefaultMaxWorkspaces, "most workspaces (MCP 2026-07-28 over HTTP) open at once per identity")
@@ -306,15 +306,6 @@ func endpointURL(asked string, got net.Addr) string {
 		port = p
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/mcp"
-}
-
-// graceOption maps the --grace flag, where 0 means SIGKILL at once, to reaper.Options.Grace, where
-// zero means the default and a negative value none.
-func graceOption(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 // tokenInArgs reports whether args give --token (in any of the flag package's spellings), as opposed

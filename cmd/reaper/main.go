@@ -1,13 +1,15 @@
 // Command reaper runs shell commands for AI agents over MCP and guarantees that nothing a session
 // started outlives it.
+//
+// Lock order. The command has one lock, signals.mu, held while it cuts short the teardowns under way
+// (mcpserver.Server.Hurry, which takes Server.mu): signals.mu comes first, and nothing takes it with
+// another lock held.
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/cgreaper/reaper/internal/pidns"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise the module version
@@ -34,8 +36,8 @@ Run "reaper <command> --help" for a command's flags.
 
 func main() {
 	// The init of a session's PID namespace is this program too: it must start with nothing else done.
-	if pidns.IsInit(os.Args) {
-		os.Exit(pidns.Main())
+	if code, ok := namespaceInit(os.Args); ok {
+		os.Exit(code)
 	}
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 }

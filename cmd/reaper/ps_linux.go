@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -52,7 +53,7 @@ func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "reaper ps: %v\n", err)
 		return 2
 	}
-	in, err := reaper.Inspect(reaper.InspectOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, NoCgroup: mode == reaper.ContainProcess})
+	in, err := instance.Inspect(instance.InspectOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, NoCgroup: mode == reaper.ContainProcess})
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -69,7 +70,7 @@ func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int
 
 // printPs writes the listing for people: one block per instance, sessions and their processes
 // indented below it.
-func printPs(w io.Writer, in reaper.Inspection) {
+func printPs(w io.Writer, in instance.Inspection) {
 	if len(in.Instances) == 0 {
 		where := in.StateDir
 		if in.Root != "" {
@@ -112,13 +113,13 @@ func printPs(w io.Writer, in reaper.Inspection) {
 }
 
 // printIgnored lists what was found and left alone because it is not what reaper makes.
-func printIgnored(w io.Writer, ignored []reaper.Ignored) {
+func printIgnored(w io.Writer, ignored []instance.Ignored) {
 	for _, ig := range ignored {
 		fmt.Fprintf(w, "ignored %s: %s\n", printable(ig.Path), printable(ig.Reason))
 	}
 }
 
-func printSession(w io.Writer, sv reaper.SessionView) {
+func printSession(w io.Writer, sv instance.SessionView) {
 	fmt.Fprintf(w, "  session %s", printable(sv.Name))
 	if sv.ID != "" {
 		fmt.Fprintf(w, " (%s)", printable(sv.ID))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -50,7 +51,7 @@ func sweep(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "reaper sweep: %v\n", err)
 		return 2
 	}
-	rep, err := reaper.Sweep(reaper.SweepOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, DryRun: dryRun, NoCgroup: mode == reaper.ContainProcess})
+	rep, err := instance.Sweep(instance.SweepOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, DryRun: dryRun, NoCgroup: mode == reaper.ContainProcess})
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -65,7 +66,7 @@ func sweep(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	return 0
 }
 
-func printSweep(w io.Writer, rep reaper.SweepReport, dryRun bool) {
+func printSweep(w io.Writer, rep instance.SweepReport, dryRun bool) {
 	kill, remove := "killed", "removed"
 	if dryRun {
 		kill, remove = "would kill", "would remove"
