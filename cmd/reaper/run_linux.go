@@ -1,10 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -46,7 +45,7 @@ Exit status:
   COMMAND's status, or 128+N if it died of signal N
   123  --fail-on-leftovers was given, COMMAND succeeded, and it left processes running
   124  --timeout ended the job
-  125  reaper run itself failed
+  125  reaper run itself failed, or was given a flag it cannot take
   126  COMMAND was found but could not be executed
   127  COMMAND was not found
 
@@ -70,9 +69,9 @@ type runConfig struct {
 }
 
 // parseRun parses the run command's arguments and environment.
-func parseRun(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
+func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 	var c runConfig
-	fs := newFlagSet("run", runUsage, stderr)
+	fs := newFlagSet("run")
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL for what the command left, and after a forwarded INT or TERM (0: SIGKILL at once)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "end the whole job after this `duration` (SIGTERM, grace, kill) and exit 124 (0: no limit)")
 	fs.BoolVar(&c.quiet, "quiet", false, "do not name what was killed on stderr")
@@ -88,7 +87,7 @@ func parseRun(args []string, getenv func(string) string, stderr io.Writer) (runC
 	c.argv = fs.Args()
 	switch {
 	case len(c.argv) == 0:
-		return c, errors.New("no command: reaper run [flags] -- COMMAND [ARGS...]")
+		return c, errors.New("no command given")
 	case c.grace < 0, c.timeout < 0:
 		return c, errors.New("--grace and --timeout must not be negative")
 	}
@@ -111,15 +110,11 @@ type runReport struct {
 
 // runCommand runs the run command and returns the process's exit status. Started by a user, it is
 // the guard; started by the guard, it is the server that runs the job.
-func runCommand(args []string, getenv func(string) string, stderr io.Writer) int {
+func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	closeOnExec()
-	c, err := parseRun(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper run: %v\n", err)
-		return exitFailed
+	c, err := parseRun(args, getenv)
+	if code := parsed("run", runUsage, err, stdout, stderr, exitFailed); code >= 0 {
+		return code
 	}
 	if getenv(reaper.EnvGuardPid) == "" {
 		return guard(guardSpec{command: "run", terminal: true, crashed: exitFailed}, args, getenv, stderr)
@@ -198,7 +193,7 @@ func (j *jobRun) setUp() int {
 	j.r = r
 	j.rep.Containment = r.Containment().Mode.String()
 	if j.c.verbose {
-		fmt.Fprintf(j.stderr, "reaper: containment %s\n", r.Containment())
+		fmt.Fprintf(j.stderr, "reaper run: containment %s\n", r.Containment())
 	}
 	wd, _ := os.Getwd()
 	j.s, err = r.NewSession("run", reaper.SessionOptions{WorkDir: wd})
@@ -207,18 +202,31 @@ func (j *jobRun) setUp() int {
 		j.job, err = j.s.Exec(reaper.ExecOptions{Argv: j.c.argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: j.fg})
 	}
 	if err != nil {
-		fmt.Fprintf(j.stderr, "reaper run: %v\n", err)
 		j.rep.Error = err.Error()
 		j.r.Close(context.Background())
-		switch {
-		case errors.Is(err, reaper.ErrNotFound):
-			return exitNotFound
-		case errors.Is(err, reaper.ErrNotExecutable):
-			return exitNotExecutable
-		}
-		return exitFailed
+		return j.execFailed(err)
 	}
 	return 0
+}
+
+// execFailed says why the command could not start, as a shell would for a program it cannot run,
+// and returns the exit status that says it.
+func (j *jobRun) execFailed(err error) int {
+	name := j.c.argv[0]
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, reaper.ErrNotFound):
+		fmt.Fprintf(j.stderr, "reaper run: %s: command not found\n", name)
+		return exitNotFound
+	case errors.Is(err, reaper.ErrNotExecutable) && errors.As(err, &errno):
+		fmt.Fprintf(j.stderr, "reaper run: %s: %v\n", name, errno)
+		return exitNotExecutable
+	case errors.Is(err, reaper.ErrNotExecutable):
+		fmt.Fprintf(j.stderr, "reaper run: %s: cannot execute\n", name)
+		return exitNotExecutable
+	}
+	fmt.Fprintf(j.stderr, "reaper run: %v\n", err)
+	return exitFailed
 }
 
 // guardGroup is the process group reaper run was started in: its guard's.
@@ -262,7 +270,7 @@ func (j *jobRun) wait(sigs <-chan os.Signal) int {
 	}()
 	end := func() { // kill everything now
 		cut()
-		j.rep.Leftovers = j.s.Processes()
+		j.rep.Leftovers = j.othersThanCommand()
 		j.s.Close(hurry)
 	}
 	terms := 0
@@ -273,9 +281,9 @@ func (j *jobRun) wait(sigs <-chan os.Signal) int {
 			return code
 		case <-timeout:
 			timeout = nil
-			fmt.Fprintf(j.stderr, "reaper: timed out after %v\n", j.c.timeout)
+			fmt.Fprintf(j.stderr, "reaper run: timed out after %v\n", j.c.timeout)
 			j.rep.TimedOut = true
-			j.rep.Leftovers = j.s.Processes()
+			j.rep.Leftovers = j.othersThanCommand()
 			j.s.Close(hurry) // SIGTERM, grace, kill: the whole job
 			<-done
 			return exitTimedOut
@@ -284,7 +292,7 @@ func (j *jobRun) wait(sigs <-chan os.Signal) int {
 			end()
 		case <-guardGone:
 			guardGone = nil
-			fmt.Fprintln(j.stderr, "reaper: reaper was killed: killing the job")
+			fmt.Fprintln(j.stderr, "reaper run: its guard process was killed: killing the job")
 			end()
 		case sig := <-sigs:
 			s := sig.(syscall.Signal)
@@ -316,6 +324,18 @@ func (j *jobRun) wait(sigs <-chan os.Signal) int {
 
 func isForwarded(sig os.Signal) bool { return slices.Contains(forwardedSignals, sig) }
 
+// othersThanCommand returns the session's processes but the command itself: what it started, which
+// is what a summary names as left over when the job is ended before the command exited.
+func (j *jobRun) othersThanCommand() []reaper.Proc {
+	var out []reaper.Proc
+	for _, p := range j.s.Processes() {
+		if p.Pid != j.job.Pid() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // closeSession tears down what the job left, once it has exited: what is alive now is named in the
 // summary, then it gets SIGTERM, the grace period and SIGKILL. hurry cuts the grace period short.
 func (j *jobRun) closeSession(hurry context.Context) {
@@ -342,11 +362,7 @@ func (j *jobRun) finish() {
 	}
 	j.rep.Duration = time.Since(j.start).Seconds()
 	if n := len(j.rep.Leftovers); n > 0 && !j.c.quiet {
-		what := "leftover processes"
-		if j.rep.TimedOut {
-			what = "processes"
-		}
-		fmt.Fprintf(j.stderr, "reaper: killed %d %s%s\n", n, what, procList(j.rep.Leftovers))
+		fmt.Fprintf(j.stderr, "reaper run: killed %s%s\n", count(n, "leftover process", "leftover processes"), procList(j.rep.Leftovers))
 	}
 	j.writeReport()
 }
@@ -356,11 +372,9 @@ func (j *jobRun) writeReport() {
 	if j.c.report == "" {
 		return
 	}
-	if j.rep.Leftovers == nil {
-		j.rep.Leftovers = []reaper.Proc{}
-	}
-	b, _ := json.MarshalIndent(j.rep, "", "  ")
-	if err := os.WriteFile(j.c.report, append(b, '\n'), 0o644); err != nil {
-		fmt.Fprintf(j.stderr, "reaper run: report: %v\n", err)
+	var b bytes.Buffer
+	writeJSON(&b, j.rep)
+	if err := os.WriteFile(j.c.report, b.Bytes(), 0o644); err != nil {
+		fmt.Fprintf(j.stderr, "reaper run: --report: %v\n", err)
 	}
 }
