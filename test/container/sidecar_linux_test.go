@@ -72,9 +72,18 @@ func startSidecar(t *testing.T, o serveOpts) *sidecar {
 	if _, err := pm.run(args...); err != nil {
 		t.Fatal(err)
 	}
+	s := newSidecar(t, name, dir)
+	c = s.container
+	return s
+}
+
+// newSidecar waits until reaper in the running container name serves over HTTP, and returns it as
+// it is then. dir is the test's directory mounted at shared in the container.
+func newSidecar(t *testing.T, name, dir string) *sidecar {
+	t.Helper()
 	line := awaitLogLine(t, name, testutil.ServingHTTP)
-	var err error
-	if c, err = pm.inspect(name); err != nil {
+	c, err := suite.pm.inspect(name)
+	if err != nil {
 		t.Fatal(err)
 	}
 	c.dir = dir
