@@ -199,7 +199,7 @@ func TestRunMessages(t *testing.T) {
 		{"not found", nil, []string{missing}, 127, `reaper run: ` + regexp.QuoteMeta(missing) + `: command not found\n`},
 		{"not on PATH", nil, []string{"no-such-command-" + testutil.UniqueName("")}, 127, `reaper run: no-such-command-\w+: command not found\n`},
 		{"not executable", nil, []string{noexec}, 126, `reaper run: ` + regexp.QuoteMeta(noexec) + `: permission denied\n`},
-		{"one leftover", nil, []string{"sh", "-c", "sleep 1000 & exit 0"}, 0, `reaper run: killed 1 leftover process: ` + proc + `\n`},
+		{"one leftover", nil, []string{"sh", "-c", "sleep 1000 & " + awaitExec("sleep") + "; exit 0"}, 0, `reaper run: killed 1 leftover process: ` + proc + `\n`},
 		{"timeout", []string{"--timeout", "1s", "--grace", "1s"}, []string{"sh", "-c", "sleep 1000 & sleep 1001; exit 0"}, 124,
 			`reaper run: timed out after 1s\nreaper run: killed 2 leftover processes: ` + proc + `, ` + proc + `\n`},
 	} {
@@ -210,6 +210,13 @@ func TestRunMessages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// awaitExec returns shell code that waits, for up to 10 s, until the last background process ($!)
+// runs the program comm: a leftover the summary must name by its program may be killed before it
+// has left the shell's (or setsid's) fork for it otherwise.
+func awaitExec(comm string) string {
+	return `i=0; while [ $i -lt 1000 ] && [ "$(cat /proc/$!/comm 2>/dev/null)" != ` + comm + ` ]; do sleep 0.01; i=$((i+1)); done`
 }
 
 // TestRunSignals: a SIGTERM sent to reaper reaches the job; a job that ignores it, and forks a
@@ -438,7 +445,7 @@ func TestRunAsNonRoot(t *testing.T) {
 	t.Cleanup(func() { killMarked(mark) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "run", "--verbose", "--state-dir", state, "--", "sh", "-c", "setsid sleep 1000 & exit 0")
+	cmd := exec.CommandContext(ctx, binary, "run", "--verbose", "--state-dir", state, "--", "sh", "-c", "setsid sleep 1000 & "+awaitExec("sleep")+"; exit 0")
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + tu.Home, mark}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(tu.Uid), Gid: uint32(tu.Gid)}}
