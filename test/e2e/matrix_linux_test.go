@@ -538,40 +538,50 @@ func (sc *scenario) recorded() map[string][]testutil.Proc {
 
 // check waits, up to the column's budget from the end, for each row to be all dead: its recorded
 // processes and whatever carries its mark. The recorded ones are identified before the end.
+//
+// A look at /proc takes time (tens of milliseconds; seconds on a machine loaded enough), so it
+// proves only this much: a row seen alive by a look that began after the deadline outlived its
+// budget, and fails; a row seen dead by a look that ended before the deadline died within it. A row
+// first seen dead by a look that ended past the deadline, and never seen alive after the deadline,
+// died somewhere in between: the test looked too late to tell, and says so instead of failing.
 func (sc *scenario) check() {
 	t := sc.t
 	before := sc.recorded()
-	deadline := sc.ended.Add(sc.end.budget)
 	pending := map[string]bool{}
 	for _, esc := range sc.rows {
 		pending[esc.row] = true
 	}
 	var alive map[string][]testutil.Proc
+	lastAlive := time.Duration(0) // when the last look that saw a row alive began, from the end
 	for {
+		began := time.Since(sc.ended)
 		alive = sc.alive(before)
 		took := time.Since(sc.ended)
 		for row := range pending {
-			if len(alive[row]) == 0 {
-				sc.result[row] = took.Round(time.Millisecond).String()
-				if took > sc.end.budget {
-					// Seen dead by the first look past the deadline: a row with a limit is not held
-					// to the budget (its end is not reaper's to make), any other has failed.
-					if why, limited := sc.limit(row); limited {
-						sc.result[row] = "LIMIT: " + why
-					} else {
-						sc.result[row] = "FAIL: dead only after " + sc.result[row]
-						t.Errorf("%s: %s was dead only %v after the end, over its budget of %v", sc.mode, row, took, sc.end.budget)
-					}
-				}
-				delete(pending, row)
+			if len(alive[row]) > 0 {
+				continue
 			}
+			sc.result[row] = took.Round(time.Millisecond).String()
+			if took > sc.end.budget {
+				// Seen dead by a look that ended past the deadline: a row with a limit is not held to
+				// the budget (its end is not reaper's to make); for any other the look came too late.
+				if why, limited := sc.limit(row); limited {
+					sc.result[row] = "LIMIT: " + why
+				} else {
+					sc.result[row] = fmt.Sprintf("≤%v (the test's look ended late)", took.Round(time.Millisecond))
+					t.Logf("%s: %s was last seen alive %v after the end and dead %v after it, the budget %v between: the test's look came too late to tell",
+						sc.mode, row, lastAlive.Round(time.Millisecond), took.Round(time.Millisecond), sc.end.budget)
+				}
+			}
+			delete(pending, row)
 		}
-		if len(pending) == 0 || time.Now().After(deadline) {
+		if len(pending) == 0 || began > sc.end.budget {
 			break
 		}
+		lastAlive = began
 		time.Sleep(5 * time.Millisecond)
 	}
-	for row := range pending {
+	for row := range pending { // seen alive by a look that began after the deadline
 		if why, limited := sc.limit(row); limited {
 			sc.result[row] = "LIMIT: " + why
 		} else {
@@ -671,6 +681,7 @@ func matrixTable(results map[string]map[string]map[string]string) string {
 	b.WriteString("# reaper: every escape against every way a session ends\n\n")
 	b.WriteString("A cell is the time from the session's end until every process of the escape was dead (not running, not a zombie), ")
 	b.WriteString("FAIL with what survived the budget, LIMIT with why a mode cannot hold it (below the table), ")
+	b.WriteString("≤ when the test's own look at /proc ended past the budget on a loaded machine and cannot tell, ")
 	b.WriteString("or n/a: a row that needs root, or that leaves its cgroup, in process containment. ")
 	b.WriteString("The escapes are described in test/e2e/matrix_linux_test.go.\n")
 	for _, mode := range []string{"cgroup", "process"} {
