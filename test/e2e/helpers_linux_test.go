@@ -478,14 +478,29 @@ func startClient(t testing.TB, url string, env ...string) (*exec.Cmd, []testutil
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Process.Kill(); client.Wait() })
-	select {
-	case line := <-lineReader(out):
-		if !strings.HasPrefix(line, "PIDS ") {
-			t.Fatalf("client: %s", line)
-		}
-		return client, testutil.PidsIn(t, strings.TrimPrefix(line, "PIDS "))
-	case <-time.After(30 * time.Second):
-		t.Fatal("the client did not start its task")
+	line := helperLine(t, out, "the client's task")
+	if !strings.HasPrefix(line, "PIDS ") {
+		t.Fatalf("client: %s", line)
 	}
-	return nil, nil
+	return client, testutil.PidsIn(t, strings.TrimPrefix(line, "PIDS "))
+}
+
+// helperDeadline bounds what a client helper does before it reports: it always says something
+// (its result, or ERR and why) before the test stops waiting for it.
+const helperDeadline = 2 * time.Minute
+
+// helperLine returns the first line a client helper prints on out, its report on what: it fails
+// the test if the helper exits without one, or has said nothing a minute past its own deadline.
+func helperLine(t testing.TB, out io.Reader, what string) string {
+	t.Helper()
+	select {
+	case line, ok := <-lineReader(out):
+		if !ok {
+			t.Fatalf("%s: the helper exited without a word", what)
+		}
+		return line
+	case <-time.After(helperDeadline + time.Minute):
+		t.Fatalf("%s: the helper said nothing in %v, a minute past its own deadline", what, helperDeadline+time.Minute)
+	}
+	return ""
 }

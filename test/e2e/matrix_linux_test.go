@@ -156,7 +156,8 @@ func appendRow(row string) {
 // matrixClient connects to E2E_URL, runs E2E_SCRIPT as a background task, waits until the file
 // E2E_ROWS has E2E_LINES lines, prints READY and waits to be killed or stopped: a client that vanishes.
 func matrixClient() int {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), helperDeadline)
+	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "matrix-client", Version: "1"}, nil).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: os.Getenv("E2E_URL")}, nil)
 	if err != nil {
@@ -170,7 +171,8 @@ func matrixClient() int {
 		return 1
 	}
 	want, _ := strconv.Atoi(os.Getenv("E2E_LINES"))
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
 		if b, _ := os.ReadFile(os.Getenv("E2E_ROWS")); bytes.Count(b, []byte{'\n'}) >= want {
 			fmt.Println("READY")
 			select {}
@@ -465,13 +467,8 @@ func (sc *scenario) viaClient() {
 		client.Process.Kill()
 		client.Wait()
 	})
-	select {
-	case line := <-lineReader(out):
-		if line != "READY" {
-			t.Fatalf("the client: %s", line)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the client did not start its task")
+	if line := helperLine(t, out, "the client's task"); line != "READY" {
+		t.Fatalf("the client: %s", line)
 	}
 	sc.ended = time.Now()
 	if strings.HasPrefix(sc.end.name, "keepalive") {

@@ -21,7 +21,8 @@ var helpers = map[string]func() int{
 	// client connects to E2E_URL, starts escapees in a background task, prints their pids on one
 	// line and waits to be killed: a client that vanishes without a goodbye.
 	"client": func() int {
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), helperDeadline)
+		defer cancel()
 		client := mcp.NewClient(&mcp.Implementation{Name: "e2e-client", Version: "1"}, nil)
 		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: os.Getenv("E2E_URL")}, nil)
 		if err != nil {
