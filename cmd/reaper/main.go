@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise the module version
@@ -29,9 +30,10 @@ Usage:
   reaper sweep [flags]   kill and remove what dead reaper instances left
   reaper ps [flags]      list instances, their sessions, tasks and processes (from cgroupfs and /proc)
   reaper version         print the version
-  reaper help            print this help
+  reaper help [COMMAND]  print this help, or a command's
 
-Run "reaper <command> --help" for a command's flags.
+Run "reaper COMMAND --help" for a command's flags; each can also be set from the environment
+as REAPER_<NAME> (--idle-timeout as REAPER_IDLE_TIMEOUT).
 `
 
 func main() {
@@ -46,15 +48,13 @@ func main() {
 func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return badUsage
 	}
 	switch args[0] {
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "reaper", versionString())
-		return 0
+		return versionCommand(args[1:], getenv, stdout, stderr)
 	case "help", "--help", "-help", "-h":
-		fmt.Fprint(stdout, usage)
-		return 0
+		return help(args[1:], getenv, stdin, stdout, stderr)
 	case "serve":
 		return serve(args[1:], getenv, stdin, stdout, stderr)
 	case "sweep":
@@ -62,8 +62,36 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	case "ps":
 		return ps(args[1:], getenv, stdout, stderr)
 	case "run":
-		return runCommand(args[1:], getenv, stderr)
+		return runCommand(args[1:], getenv, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "reaper: unknown command %q\n\n%s", args[0], usage)
-	return 2
+	return badUsage
+}
+
+const versionUsage = `Usage: reaper version
+
+Prints reaper's version and the Go version it was built with.
+`
+
+// versionCommand prints the version; it takes no argument but --help.
+func versionCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	err := parseFlags(newFlagSet("version"), args, false, getenv)
+	if code := parsed("version", versionUsage, err, stdout, stderr, badUsage); code >= 0 {
+		return code
+	}
+	fmt.Fprintln(stdout, "reaper", versionString())
+	return 0
+}
+
+// help prints the usage, or with the name of a command that command's help.
+func help(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stdout, usage)
+		return 0
+	case len(args) == 1 && slices.Contains([]string{"serve", "run", "sweep", "ps", "version"}, args[0]):
+		return run([]string{args[0], "--help"}, getenv, stdin, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "reaper help: unexpected argument %q\nUsage: reaper help [COMMAND]\n", args[len(args)-1])
+	return badUsage
 }

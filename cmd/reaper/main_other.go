@@ -26,7 +26,7 @@ func ps(_ []string, _ func(string) string, _, stderr io.Writer) int {
 	return 1
 }
 
-func runCommand(_ []string, _ func(string) string, stderr io.Writer) int {
+func runCommand(_ []string, _ func(string) string, _, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "reaper run: reaper runs only on Linux")
 	return 125
 }

@@ -1,9 +1,8 @@
 package main
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,7 +35,7 @@ Exit status:
   COMMAND's status, or 128+N if it died of signal N
   123  --fail-on-leftovers was given, COMMAND succeeded, and it left processes running
   124  --timeout ended the job
-  125  reaper run itself failed
+  125  reaper run itself failed, or was given a flag it cannot take
   126  COMMAND was found but could not be executed
   127  COMMAND was not found
 
@@ -61,9 +60,9 @@ type runConfig struct {
 }
 
 // parseRun parses the run command's arguments and environment.
-func parseRun(args []string, getenv func(string) string, stderr io.Writer) (runConfig, error) {
+func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 	var c runConfig
-	fs := newFlagSet("run", runUsage, stderr)
+	fs := newFlagSet("run")
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL for what the command left, and after a forwarded INT or TERM (0: SIGKILL at once)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "end the whole job after this `duration` (SIGTERM, grace, kill) and exit 124 (0: no limit)")
 	fs.BoolVar(&c.quiet, "quiet", false, "do not name what was killed on stderr")
@@ -80,7 +79,7 @@ func parseRun(args []string, getenv func(string) string, stderr io.Writer) (runC
 	c.argv = fs.Args()
 	switch {
 	case len(c.argv) == 0:
-		return c, errors.New("no command: reaper run [flags] -- COMMAND [ARGS...]")
+		return c, errors.New("no command given")
 	case c.grace < 0, c.timeout < 0:
 		return c, errors.New("--grace and --timeout must not be negative")
 	}
@@ -95,15 +94,11 @@ func parseRun(args []string, getenv func(string) string, stderr io.Writer) (runC
 
 // runCommand runs the run command and returns the process's exit status. Started by a user, it is
 // the guard; started by the guard, it is the server that runs the job (internal/job).
-func runCommand(args []string, getenv func(string) string, stderr io.Writer) int {
+func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	closeOnExec()
-	c, err := parseRun(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper run: %v\n", err)
-		return job.ExitFailed
+	c, err := parseRun(args, getenv)
+	if code := parsed("run", runUsage, err, stdout, stderr, job.ExitFailed); code >= 0 {
+		return code
 	}
 	if getenv(instance.EnvGuardPid) == "" {
 		return guard(guardSpec{command: "run", terminal: true, crashed: job.ExitFailed}, args, getenv, stderr)
@@ -142,11 +137,7 @@ func runCommand(args []string, getenv func(string) string, stderr io.Writer) int
 	})
 	signal.Stop(sigs)
 	if n := len(rep.Leftovers); n > 0 && !c.quiet {
-		what := "leftover processes"
-		if rep.TimedOut {
-			what = "processes"
-		}
-		fmt.Fprintf(stderr, "reaper: killed %d %s%s\n", n, what, procList(rep.Leftovers))
+		fmt.Fprintf(stderr, "reaper run: killed %s%s\n", count(n, "leftover process", "leftover processes"), procList(rep.Leftovers))
 	}
 	writeReport(c.report, rep, stderr)
 	return rep.ExitCode
@@ -157,13 +148,11 @@ func writeReport(path string, rep job.Report, stderr io.Writer) {
 	if path == "" {
 		return
 	}
-	if rep.Leftovers == nil {
-		rep.Leftovers = []reaper.Proc{}
-	}
-	b, _ := json.MarshalIndent(rep, "", "  ")
+	var b bytes.Buffer
+	writeJSON(&b, rep)
 	// The report's directory may be the job's (a CI workspace): a link or a FIFO the job put at the
 	// name is replaced, never written through.
-	if err := safefs.ReplaceFile(path, append(b, '\n'), 0o644); err != nil {
-		fmt.Fprintf(stderr, "reaper run: report: %v\n", err)
+	if err := safefs.ReplaceFile(path, b.Bytes(), 0o644); err != nil {
+		fmt.Fprintf(stderr, "reaper run: --report: %v\n", err)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +22,11 @@ import (
 func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	closeOnExec()
 	if getenv(instance.EnvGuardPid) == "" {
+		// The command line is checked before a server starts: help and usage errors start nothing.
+		_, err := parseServe(args, getenv)
+		if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
+			return code
+		}
 		return guard(guardSpec{command: "serve"}, args, getenv, stderr)
 	}
 	log := earlyLogger(stderr, args, getenv)
@@ -33,13 +37,9 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
 		return 1
 	}
-	c, err := parseServe(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-		return 2
+	c, err := parseServe(args, getenv)
+	if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
+		return code
 	}
 	tokens, err := c.tokens()
 	if err != nil {

@@ -27,7 +27,7 @@ func TestNormalizeHTTPFlag(t *testing.T) {
 
 func TestParseServeEnvironment(t *testing.T) {
 	env := map[string]string{"REAPER_GRACE": "2s", "REAPER_MAX_TASKS": "4", "REAPER_HTTP": "true", "REAPER_IDLE_TIMEOUT": "1m"}
-	c, err := parseServe([]string{"--max-tasks", "6"}, func(k string) string { return env[k] }, io.Discard)
+	c, err := parseServe([]string{"--max-tasks", "6"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,11 +35,11 @@ func TestParseServeEnvironment(t *testing.T) {
 		t.Errorf("config %+v: want grace from the environment, max-tasks from the flag", c)
 	}
 	for _, bad := range [][]string{{"--max-tasks", "0"}, {"--idle-timeout", "0s"}, {"--grace", "-1s"}, {"--containment", "vm"}, {"extra"}} {
-		if _, err := parseServe(bad, func(string) string { return "" }, io.Discard); err == nil {
+		if _, err := parseServe(bad, func(string) string { return "" }); err == nil {
 			t.Errorf("parseServe(%q) accepted", bad)
 		}
 	}
-	if _, err := parseServe(nil, func(k string) string { return map[string]string{"REAPER_KEEPALIVE": "often"}[k] }, io.Discard); err == nil ||
+	if _, err := parseServe(nil, func(k string) string { return map[string]string{"REAPER_KEEPALIVE": "often"}[k] }); err == nil ||
 		!strings.Contains(err.Error(), "REAPER_KEEPALIVE") {
 		t.Errorf("a bad environment value: %v", err)
 	}
@@ -123,7 +123,7 @@ func TestTokenOnCommandLine(t *testing.T) {
 				return tc.env
 			}
 			return ""
-		}, io.Discard)
+		})
 		if err != nil || c.tokenOnCommandLine != tc.want {
 			t.Errorf("%v with REAPER_TOKEN=%q: on the command line %v (%v), want %v", tc.args, tc.env, c.tokenOnCommandLine, err, tc.want)
 		}

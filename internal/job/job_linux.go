@@ -127,7 +127,7 @@ func (j *run) setUp() int {
 	j.rep.Containment = r.Containment().Mode.String()
 	j.rep.PIDNS = r.Containment().PIDNamespace.On
 	if j.c.Verbose {
-		fmt.Fprintf(j.c.Stderr, "reaper: containment %s; pid namespace %s\n", r.Containment(), r.Containment().PIDNamespace)
+		fmt.Fprintf(j.c.Stderr, "reaper run: containment %s; pid namespace %s\n", r.Containment(), r.Containment().PIDNamespace)
 	}
 	wd, _ := os.Getwd()
 	j.s, err = r.NewSession("run", reaper.SessionOptions{WorkDir: wd})
@@ -136,18 +136,31 @@ func (j *run) setUp() int {
 		j.job, err = j.s.Exec(reaper.ExecOptions{Argv: j.c.Argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: j.fg})
 	}
 	if err != nil {
-		fmt.Fprintf(j.c.Stderr, "reaper run: %v\n", err)
 		j.rep.Error = err.Error()
 		j.r.Close(context.Background())
-		switch {
-		case errors.Is(err, reaper.ErrNotFound):
-			return ExitNotFound
-		case errors.Is(err, reaper.ErrNotExecutable):
-			return ExitNotExecutable
-		}
-		return ExitFailed
+		return j.execFailed(err)
 	}
 	return 0
+}
+
+// execFailed says why the command could not start, as a shell would for a program it cannot run,
+// and returns the exit status that says it.
+func (j *run) execFailed(err error) int {
+	name := j.c.Argv[0]
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, reaper.ErrNotFound):
+		fmt.Fprintf(j.c.Stderr, "reaper run: %s: command not found\n", name)
+		return ExitNotFound
+	case errors.Is(err, reaper.ErrNotExecutable) && errors.As(err, &errno):
+		fmt.Fprintf(j.c.Stderr, "reaper run: %s: %v\n", name, errno)
+		return ExitNotExecutable
+	case errors.Is(err, reaper.ErrNotExecutable):
+		fmt.Fprintf(j.c.Stderr, "reaper run: %s: cannot execute\n", name)
+		return ExitNotExecutable
+	}
+	fmt.Fprintf(j.c.Stderr, "reaper run: %v\n", err)
+	return ExitFailed
 }
 
 // guardGroup is the process group reaper run was started in: its guard's.
@@ -191,7 +204,7 @@ func (j *run) wait() int {
 	}()
 	end := func() { // kill everything now
 		cut()
-		j.rep.Leftovers = j.s.Processes()
+		j.rep.Leftovers = j.othersThanCommand()
 		j.s.Close(hurry)
 	}
 	terms := 0
@@ -202,9 +215,9 @@ func (j *run) wait() int {
 			return code
 		case <-timeout:
 			timeout = nil
-			fmt.Fprintf(j.c.Stderr, "reaper: timed out after %v\n", j.c.Timeout)
+			fmt.Fprintf(j.c.Stderr, "reaper run: timed out after %v\n", j.c.Timeout)
 			j.rep.TimedOut = true
-			j.rep.Leftovers = j.s.Processes()
+			j.rep.Leftovers = j.othersThanCommand()
 			j.s.Close(hurry) // SIGTERM, grace, kill: the whole job
 			<-done
 			return ExitTimedOut
@@ -213,7 +226,7 @@ func (j *run) wait() int {
 			end()
 		case <-guardGone:
 			guardGone = nil
-			fmt.Fprintln(j.c.Stderr, "reaper: reaper was killed: killing the job")
+			fmt.Fprintln(j.c.Stderr, "reaper run: its guard process was killed: killing the job")
 			end()
 		case sig := <-j.c.Signals:
 			s := sig.(syscall.Signal)
@@ -241,6 +254,18 @@ func (j *run) wait() int {
 			end()
 		}
 	}
+}
+
+// othersThanCommand returns the session's processes but the command itself: what it started, which
+// is what a summary names as left over when the job is ended before the command exited.
+func (j *run) othersThanCommand() []reaper.Proc {
+	var out []reaper.Proc
+	for _, p := range j.s.Processes() {
+		if p.Pid != j.job.Pid() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // closeSession tears down what the job left, once it has exited: what is alive now is named in the

@@ -136,9 +136,12 @@ func New(opts Options) *Metrics {
 	return m
 }
 
-// Handler serves the metrics in the Prometheus text format (or OpenMetrics, when asked for).
+// Handler serves the metrics in OpenMetrics 1.0 to a scraper whose Accept header asks for
+// application/openmetrics-text (Prometheus does by default), and in the Prometheus text format
+// 0.0.4 otherwise. No _created samples: they double the series of every counter and histogram for
+// scrapers that keep them as series.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
 }
 
 // SetContainment records the containment mode ("cgroup" or "process") and the strongest kill of a

@@ -74,3 +74,41 @@ func TestEventsMoveTheMetrics(t *testing.T) {
 		t.Errorf("per-slice gauges without slices:\n%s", out)
 	}
 }
+
+// TestExpositionFormats: the handler answers in OpenMetrics when the scraper's Accept header asks for
+// it, as Prometheus's does, and in the Prometheus text format otherwise; both hold the same samples.
+func TestExpositionFormats(t *testing.T) {
+	m := New(Options{Version: "v1.2.3", TaskStatuses: []string{"failed"}})
+	m.TaskEnded("failed", false)
+	for _, tc := range []struct {
+		accept, contentType string
+		openMetrics         bool
+	}{
+		{"", "text/plain; version=0.0.4", false},
+		{"text/plain", "text/plain; version=0.0.4", false},
+		{"application/openmetrics-text; version=1.0.0; charset=utf-8", "application/openmetrics-text; version=1.0.0", true},
+		// What Prometheus 2.x and 3.x send by default: OpenMetrics first, the text format as a fallback.
+		{"application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.1",
+			"application/openmetrics-text; version=1.0.0", true},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		if tc.accept != "" {
+			req.Header.Set("Accept", tc.accept)
+		}
+		m.Handler().ServeHTTP(rec, req)
+		body := rec.Body.String()
+		if ct := rec.Header().Get("Content-Type"); rec.Code != 200 || !strings.HasPrefix(ct, tc.contentType) {
+			t.Errorf("Accept %q: %d, Content-Type %q, want %q", tc.accept, rec.Code, ct, tc.contentType)
+		}
+		// OpenMetrics names a counter's family without _total and ends with # EOF.
+		eof := strings.HasSuffix(body, "# EOF\n")
+		family := strings.Contains(body, "# TYPE reaper_tasks_ended counter\n")
+		if eof != tc.openMetrics || family != tc.openMetrics {
+			t.Errorf("Accept %q: OpenMetrics # EOF %v, counter family without _total %v; want %v\n%s", tc.accept, eof, family, tc.openMetrics, body)
+		}
+		if !strings.Contains(body, `reaper_tasks_ended_total{status="failed"} 1`) || strings.Contains(body, "_created") {
+			t.Errorf("Accept %q: the sample is missing, or _created samples are there:\n%s", tc.accept, body)
+		}
+	}
+}

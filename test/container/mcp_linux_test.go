@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -35,10 +36,16 @@ func connectStdio(t *testing.T, cmd *exec.Cmd) *mcp.ClientSession {
 // connectHTTP connects the go-sdk client to url. Cleanup closes the client (DELETE).
 func connectHTTP(t *testing.T, url string) *mcp.ClientSession {
 	t.Helper()
+	return connectHTTPWith(t, url, nil)
+}
+
+// connectHTTPWith is connectHTTP with the HTTP client hc (nil: the default one).
+func connectHTTPWith(t *testing.T, url string, hc *http.Client) *mcp.ClientSession {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "container-test", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", url, err)
 	}

@@ -126,14 +126,16 @@ func TestImports(t *testing.T) {
 		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") && d.Name() != ".ci" || d.Name() == "testdata") {
 			return filepath.SkipDir
 		}
+		if d.IsDir() && path != root {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // a module of its own, with its packages
+			}
+		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, filepath.Dir(path))
 		rel = filepath.ToSlash(rel)
-		if _, err := os.Stat(filepath.Join(root, rel, "go.mod")); err == nil && rel != "." {
-			return nil // a module of its own
-		}
 		pkgs[rel] = true
 		test := strings.HasSuffix(path, "_test.go")
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
