@@ -53,7 +53,8 @@ type PIDNamespace int
 
 const (
 	// PIDNamespaceAuto uses PID namespaces where this process can make them (as root or with
-	// CAP_SYS_ADMIN, or through an unprivileged user namespace), and goes without where it cannot.
+	// CAP_SYS_ADMIN, or through an unprivileged user namespace), and goes without where it cannot, or
+	// where the namespace could not have a /proc of its own (tasks would see pids not theirs).
 	PIDNamespaceAuto PIDNamespace = iota
 	// PIDNamespaceOn requires them: New fails where they cannot be made.
 	PIDNamespaceOn

@@ -89,6 +89,18 @@ func (r *Reaper) decidePIDNamespace() error {
 		r.info.PIDNamespace.Reason = err.Error()
 		return nil
 	}
+	if !m.Proc && r.opts.PIDNamespace == PIDNamespaceAuto {
+		// Tasks in a namespace whose /proc is the host's would see pids that are not theirs: $$ and
+		// $! name other processes in /proc, and ps lists processes they cannot signal. That breaks
+		// scripts; only an explicit on accepts it. This is the case in a container whose /proc has
+		// masked paths (the kernel then refuses a new proc mount without CAP_SYS_ADMIN in the
+		// container's user namespace); the container's own PID namespace still dies with reaper there
+		// when reaper is its PID 1.
+		r.nsThread.Stop()
+		r.nsThread = nil
+		r.info.PIDNamespace.Reason = "a PID namespace could be made but not a /proc of its own (" + m.Note + "); --pid-namespace=on uses it anyway"
+		return nil
+	}
 	r.info.PIDNamespace = PIDNamespaceInfo{On: true, UserNS: m.UserNS, Proc: m.Proc, Reason: m.Note}
 	return nil
 }
