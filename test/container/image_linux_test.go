@@ -41,7 +41,7 @@ func TestImageConfig(t *testing.T) {
 	}
 }
 
-// TestCopyFromRecipe builds the README's recipe for putting reaper into an agent's own tool image
+// TestCopyFromRecipe builds docs/deploy.md's recipe for putting reaper into an agent's own tool image
 // (here the test's base image stands for it) and runs reaper from the result.
 func TestCopyFromRecipe(t *testing.T) {
 	need(t)
@@ -59,7 +59,7 @@ func TestCopyFromRecipe(t *testing.T) {
 	buildAndRunVersion(t, tag, "reaper ", "build", "--pull=never", "-f", file, "-t", tag, dir)
 }
 
-// prebuiltRecipe is how deploy/Containerfile's comment and the README say to build the image from a
+// prebuiltRecipe is how deploy/Containerfile's comment and docs/deploy.md say to build the image from a
 // binary built first, word for word: TestPrebuiltRecipe checks that both still say it, and runs it.
 var prebuiltRecipe = []string{
 	"CGO_ENABLED=0 go build -trimpath -o bin/reaper ./cmd/reaper",
@@ -73,7 +73,7 @@ var prebuiltRecipe = []string{
 func TestPrebuiltRecipe(t *testing.T) {
 	need(t)
 	pm := suite.pm
-	for _, doc := range []string{"deploy/Containerfile", "README.md"} {
+	for _, doc := range []string{"deploy/Containerfile", "docs/deploy.md"} {
 		b, err := os.ReadFile(filepath.Join(suite.repo, doc))
 		if err != nil {
 			t.Fatal(err)

@@ -64,6 +64,7 @@ var allowed = map[string][]string{
 	"test/bench/lean":   nil,
 	"test/container":    nil,
 	"test/e2e":          nil,
+	"test/docs":         nil,
 	"test/layout":       nil,
 }
 
