@@ -89,15 +89,13 @@ const (
 	DefaultCloseTimeout = 10 * time.Second
 	DefaultMaxTasks     = 10
 	DefaultRetention    = time.Hour
-	// DefaultOutputLimit is the number of output bytes kept per task.
-	DefaultOutputLimit = 1 << 20
 	// MaxCommandBytes is the largest command accepted: Linux limits one argument to 128 KiB.
 	MaxCommandBytes = 100 << 10
 )
 
 // Options configures a Reaper. The zero value is ready to use: automatic containment under a child
 // "reaper" of the process's own cgroup, bash (or sh), a 5 s grace period, 10 background tasks per
-// session, 1 MiB of output per task. [Reaper.Limits] reports the values in effect.
+// session, 64 MiB of output files per session. [Reaper.Limits] reports the values in effect.
 type Options struct {
 	// Containment chooses cgroup or process containment; zero means ContainAuto.
 	Containment Containment
@@ -148,9 +146,11 @@ type Options struct {
 	// ones are kept for their output (until it is read to the end, or Retention passes); past
 	// that the oldest are cleared. Zero means DefaultMaxTasks.
 	MaxTasks int
-	// OutputLimit is how many bytes of output are kept per task (head and tail). Zero means
-	// DefaultOutputLimit.
-	OutputLimit int
+	// OutputBudget is the disk space, in bytes, that the files holding a session's output may take
+	// together (see outstore_linux.go: what is removed or cut when they reach it). The state
+	// directory is usually a tmpfs, which is memory: every session may take this much. Zero means
+	// DefaultOutputBudget.
+	OutputBudget int64
 	// Retention is how long a finished background task is kept when its output is not read to the
 	// end. Zero means DefaultRetention.
 	Retention time.Duration
@@ -184,8 +184,9 @@ type Limits struct {
 	CloseTimeout time.Duration
 	// MaxTasks is the most running background tasks per session, and the most finished ones kept.
 	MaxTasks int
-	// OutputLimit is the output kept per task, in bytes.
-	OutputLimit int
+	// OutputBudget is the disk space a session's output files may take, in bytes; OutputTail is the
+	// most of its last output that a task whose file the budget cut keeps.
+	OutputBudget, OutputTail int64
 	// Retention is how long an unread finished background task is kept.
 	Retention time.Duration
 	// BackgroundTimeout kills background tasks running longer; zero means none.
@@ -197,7 +198,7 @@ type Limits struct {
 // limits resolves the options' zero values and sentinels. It is the only place that does.
 func (o Options) limits() Limits {
 	l := Limits{
-		Grace: o.Grace, CloseTimeout: o.CloseTimeout, MaxTasks: o.MaxTasks, OutputLimit: o.OutputLimit,
+		Grace: o.Grace, CloseTimeout: o.CloseTimeout, MaxTasks: o.MaxTasks, OutputBudget: o.OutputBudget,
 		Retention: o.Retention, BackgroundTimeout: max(o.BackgroundTimeout, 0), AutoBackground: max(o.AutoBackground, 0),
 	}
 	switch {
@@ -212,9 +213,10 @@ func (o Options) limits() Limits {
 	if l.MaxTasks <= 0 {
 		l.MaxTasks = DefaultMaxTasks
 	}
-	if l.OutputLimit <= 0 {
-		l.OutputLimit = DefaultOutputLimit
+	if l.OutputBudget <= 0 {
+		l.OutputBudget = DefaultOutputBudget
 	}
+	l.OutputTail = min(maxTail, l.OutputBudget/4)
 	if l.Retention <= 0 {
 		l.Retention = DefaultRetention
 	}

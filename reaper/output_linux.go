@@ -2,35 +2,62 @@ package reaper
 
 import (
 	"bytes"
-	"slices"
-	"strings"
+	"errors"
+	"fmt"
+	"io"
+	"os"
 	"sync"
 	"time"
-	"unicode/utf8"
 )
 
-// output keeps a task's combined stdout and stderr within a fixed budget: the first half of the budget
-// holds the head of the stream, the second half a ring of its most recent bytes, and whatever falls
-// between is counted but dropped. Offsets are positions in the whole stream, so a reader that falls
-// behind learns exactly how much it missed. Nothing here splits on lines: a 10 MB line is just bytes.
+// output is a task's combined stdout and stderr: the whole stream in the task's file (see
+// outputStore), up to the session's disk budget; once a write does not fit (or the file cannot be
+// written), the stream's most recent bytes in memory, which go into the file once the output ends.
+// Offsets are positions in the whole stream, so a reader that falls behind learns exactly how much
+// it missed. Nothing here splits on lines: a 10 MB line is just bytes.
+//
+// The stream's kept parts are its head, [0, head), in the file (or in memory where there is no
+// file), and, once cut, its tail, its last bytes, in a ring or, once the output ended, in the file
+// after a line that says what was left out between them.
 type output struct {
-	// mu guards the fields that follow.
-	mu    sync.Mutex
-	half  int    // the head's capacity; the ring gets the rest of the budget
-	limit int    // the whole budget
-	head  []byte // the stream's first bytes, up to half; grown as needed
-	ring  []byte // the stream's last bytes, circular, allocated once head is full
-	rpos  int    // where the next byte goes in ring
-	rlen  int    // valid bytes in ring
-	total int64  // bytes written to the stream so far
-	lines int64  // newlines written so far
-	next  int64  // the cursor of incremental reads: where the previous read ended
-	gone  bool   // discard: nobody will read the stream again; only count it
+	// The fields up to mu are fixed at creation.
+	store *outputStore // nil: memory only
+	name  string       // the file's name
+
+	// mu guards the fields that follow, and every read and write of the file.
+	mu      sync.Mutex
+	file    *outputFile // set once the file is made
+	fd      *os.File    // the file, open for writing until the output ends
+	mem     []byte      // the head, where there is no file
+	memCap  int         // how much of the head mem keeps
+	noFile  string      // why there is no file ("" where there is one, or none was needed yet)
+	head    int64       // the head's length
+	cut     string      // why the head stopped growing ("" while it grows)
+	tail    ring        // the tail, from the cut until it goes to the file
+	tailAt  int64       // where the tail starts in the file, once it is there; -1 before
+	tailLen int64       // the tail's length once it is in the file
+	total   int64       // bytes written to the stream so far
+	lines   int64       // newlines written so far
+	chars   int64       // characters written so far (see countChars)
+	last    [3]byte     // the stream's last bytes, for a character still being written
+	lastN   int
+	next    int64 // the cursor of incremental reads: where the previous read ended
+	ended   bool  // the output ended: the file is complete and closed, the tail in it
+	gone    bool  // a finished foreground command's output was returned: later writes are not kept
+	after   int64 // bytes written once gone: counted, not kept (the stream read ends at total)
 }
 
-// newOutput returns an empty stream that keeps limit bytes, which must be positive.
-func newOutput(limit int) *output {
-	return &output{half: limit / 2, limit: limit}
+// newOutput returns an empty stream kept in store's file name (store nil: in memory only, at most
+// maxTail bytes of head and as many of tail).
+func newOutput(store *outputStore, name string) *output {
+	o := &output{store: store, name: name, tailAt: -1, memCap: maxTail / 2}
+	if store != nil {
+		o.memCap = store.tail / 2
+	}
+	if store == nil || store.dir == nil {
+		o.noFile = "output kept in memory only"
+	}
+	return o
 }
 
 // Write appends p to the stream; it never fails and never blocks on a reader.
@@ -38,274 +65,273 @@ func (o *output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := len(p)
+	if o.gone || o.ended {
+		o.after += int64(n)
+		return n, nil
+	}
 	o.total += int64(n)
 	o.lines += int64(bytes.Count(p, []byte{'\n'}))
-	if o.gone {
-		return n, nil
+	o.chars += countChars(p)
+	o.keepLast(p)
+	if o.cut == "" {
+		p = o.writeHeadLocked(p)
 	}
-	if room := o.half - len(o.head); room > 0 {
-		k := min(room, len(p))
-		o.head = append(o.head, p[:k]...)
-		p = p[k:]
-	}
-	if len(p) == 0 || o.limit == o.half {
-		return n, nil
-	}
-	if o.ring == nil {
-		o.ring = make([]byte, o.limit-o.half)
-	}
-	if len(p) > len(o.ring) {
-		p = p[len(p)-len(o.ring):]
-	}
-	for len(p) > 0 {
-		k := copy(o.ring[o.rpos:], p)
-		p = p[k:]
-		o.rpos = (o.rpos + k) % len(o.ring)
-		o.rlen = min(o.rlen+k, len(o.ring))
-	}
+	o.tail.write(p)
 	return n, nil
 }
 
-// discard frees the buffers: the stream is only counted from now on. A finished foreground
-// command's output has been returned; what its leftover processes write later is not kept.
+// keepLast keeps the stream's last three bytes.
+func (o *output) keepLast(p []byte) {
+	if len(p) >= 3 {
+		o.lastN = copy(o.last[:], p[len(p)-3:])
+		return
+	}
+	b := append(o.last[:o.lastN:o.lastN], p...)
+	o.lastN = copy(o.last[:], b[max(0, len(b)-3):])
+}
+
+// writeHeadLocked adds what of p fits to the head and returns the rest, cutting the head where it
+// does not all fit.
+func (o *output) writeHeadLocked(p []byte) []byte {
+	if o.file == nil && o.noFile == "" {
+		file, fd, err := o.store.create(o.name)
+		if err != nil {
+			o.noFile = "its output file could not be made: " + err.Error()
+		} else {
+			o.file, o.fd = file, fd
+		}
+	}
+	if o.file == nil {
+		k := min(len(p), o.memCap-len(o.mem))
+		o.mem = append(o.mem, p[:k]...)
+		o.head += int64(k)
+		if k < len(p) {
+			o.cutLocked(o.noFile, o.memCap)
+		}
+		return p[k:]
+	}
+	k := o.store.grant(o.file, int64(len(p)))
+	if k > 0 {
+		w, err := o.fd.WriteAt(p[:k], o.head)
+		o.head += int64(w)
+		if int64(w) < k {
+			o.store.refund(o.file, k-int64(w))
+			o.cutLocked(fmt.Sprintf("writing its output file failed: %v", err), o.store.tail)
+			return p[w:]
+		}
+	}
+	if k < int64(len(p)) {
+		o.cutLocked(fmt.Sprintf("the session's output files reached their budget of %s", sizeText(o.store.budget)), o.store.tail)
+	}
+	return p[k:]
+}
+
+// cutLocked stops the head from growing: the tail keeps the last size bytes from now on.
+func (o *output) cutLocked(why string, size int) {
+	o.cut = why
+	o.tail = newRing(size)
+}
+
+// discard ends a finished foreground command's output: its result has been returned, and what its
+// leftover processes write later is not kept, only counted.
 func (o *output) discard() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.gone, o.head, o.ring, o.rlen, o.rpos = true, nil, nil, 0, 0
+	o.gone = true
+	o.endLocked()
 	o.next = o.total
 }
 
-// Chunk is a piece of a task's output.
-type Chunk struct {
-	// Text is the output between Offset and Next, as valid UTF-8: each run of invalid bytes became
-	// U+FFFD. Where the read passed over bytes dropped to keep the output bounded (the middle of a
-	// long stream), a line in Text stands for them (see Skipped).
-	Text string
-	// Offset is where the read started in the stream (the requested offset, clamped to what
-	// exists); Next is where the following read continues.
-	Offset, Next int64
-	// Skipped counts the bytes between Offset and Next that were dropped to keep the output
-	// bounded; Text holds a line that says so where they were.
-	Skipped int64
-	// Pending counts the kept bytes after Next that this read left for the next one, because of
-	// its cap (OutputOptions.Max or Budget). Zero means the read returned all that exists now; a
-	// running task may still write more, and a character it has only partly written yet is not
-	// counted.
-	Pending int64
-	// Total is the length of the whole stream so far, dropped bytes included.
-	Total int64
-}
-
-// readAt returns the kept output from offset from (clamped to what exists) to the end, across the
-// dropped middle if the read reaches it (see Chunk), at most max bytes of it (max <= 0: no limit) and
-// no more than budget allows, and moves the incremental cursor to where it ends. If partial is true
-// (the task still runs), an incomplete UTF-8 sequence at the end is held back for the next read
-// rather than turned into U+FFFD.
-func (o *output) readAt(from int64, max int, partial bool, budget Budget) Chunk {
+// end ends the output: every writer is gone.
+func (o *output) end() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	c := o.readLocked(from, max, partial, budget)
-	o.next = c.Next
-	return c
+	o.endLocked()
 }
 
-// readNext is readAt from the incremental cursor.
-func (o *output) readNext(max int, partial bool, budget Budget) Chunk {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	c := o.readLocked(o.next, max, partial, budget)
-	o.next = c.Next
-	return c
-}
-
-// all returns the whole stream as it is kept, within budget: the head, a line that says how many bytes
-// were dropped (if any), and the tail. It moves the incremental cursor to the end.
-func (o *output) all(partial bool, budget Budget) (text string, dropped, total int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.gone {
-		return "", 0, o.total
+// endLocked writes the tail into the file after a line for what was left out, and closes the file.
+// Room is made within the budget by removing finished files, else by shortening the head. Where the
+// file cannot take the tail, the tail stays in memory.
+func (o *output) endLocked() {
+	if o.ended {
+		return
 	}
-	tailStart := o.total - int64(o.rlen)
-	head, tail := o.head, o.ringView()
-	gap := tailStart - int64(len(head))
+	o.ended = true
+	if o.file == nil {
+		return
+	}
+	defer func() {
+		o.fd.Close()
+		o.fd = nil
+		o.store.finish(o.file)
+	}()
+	if o.cut == "" || o.tail.n == 0 || o.store.isClosed() {
+		return
+	}
+	tail := o.tail.view()
+	need := int64(len(fileNotice(1<<62, o.cut)) + len(tail)) // room for the notice at its longest
+	got := o.store.grant(o.file, need)
+	if got+o.head < need-int64(len(tail))+1 {
+		// Not even the notice and a byte of tail fit, with the whole head given up (a budget far
+		// below the smallest the flags allow): the tail stays in memory.
+		o.store.refund(o.file, got)
+		return
+	}
+	if short := need - got; short > 0 {
+		// The head gives up its end to the tail.
+		shrink := min(short, o.head)
+		if o.fd.Truncate(o.head-shrink) != nil {
+			o.store.refund(o.file, got)
+			return
+		}
+		o.head -= shrink
+		got += shrink
+		if short -= shrink; short > 0 {
+			tail = tail[short:] // only a budget near the notice's length gets here
+		}
+	}
+	buf := append([]byte(fileNotice(o.total-int64(len(tail))-o.head, o.cut)), tail...)
+	if _, err := o.fd.WriteAt(buf, o.head); err != nil {
+		o.store.refund(o.file, got)
+		return
+	}
+	o.store.refund(o.file, got-int64(len(buf)))
+	o.tailAt, o.tailLen = o.head+int64(len(buf)-len(tail)), int64(len(tail))
+	o.tail = ring{}
+}
+
+// fileNotice is the line in a file where n bytes were left out, and why.
+func fileNotice(n int64, why string) string {
+	return fmt.Sprintf("\n[... %d bytes of output left out here: %s ...]\n", n, why)
+}
+
+// tailLength returns the tail's length, wherever it is.
+func (o *output) tailLength() int64 {
+	if o.tailAt >= 0 {
+		return o.tailLen
+	}
+	return int64(o.tail.n)
+}
+
+// tailStart returns where the tail starts in the stream (the stream's end while nothing is cut).
+func (o *output) tailStart() int64 {
+	if o.cut == "" {
+		return o.total
+	}
+	return o.total - o.tailLength()
+}
+
+// reader is what reads of the file go through: the descriptor it is being written through, or one
+// opened for the read.
+type reader struct {
+	f   *os.File
+	own bool
+}
+
+func (r reader) close() {
+	if r.own {
+		r.f.Close()
+	}
+}
+
+// readerLocked returns a reader of the file (nothing where the stream has no file).
+func (o *output) readerLocked() (reader, error) {
+	switch {
+	case o.file == nil:
+		return reader{}, nil
+	case o.fd != nil:
+		return reader{f: o.fd}, nil
+	}
+	f, err := o.store.open(o.file)
+	if err != nil {
+		return reader{}, err
+	}
+	return reader{f: f, own: true}, nil
+}
+
+// headBytes returns up to n bytes (n < 0: all) of the head from off, which must be in it.
+func (o *output) headBytes(r reader, off int64, n int) ([]byte, error) {
+	end := o.head
+	if n >= 0 {
+		end = min(end, off+int64(n))
+	}
+	if r.f == nil {
+		return o.mem[off:end], nil
+	}
+	return readAt(r.f, off, end-off)
+}
+
+// tailBytes returns up to n bytes (n < 0: all) of the tail from off, which must be in it.
+func (o *output) tailBytes(r reader, off int64, n int) ([]byte, error) {
+	start := o.tailStart()
 	end := o.total
-	if partial {
-		last := &tail
-		if len(tail) == 0 {
-			last = &head
+	if n >= 0 {
+		end = min(end, off+int64(n))
+	}
+	if o.tailAt < 0 {
+		return o.tail.view()[off-start : end-start], nil
+	}
+	return readAt(r.f, o.tailAt+off-start, end-off)
+}
+
+// readAt reads n bytes of f at off; a file shorter than reaper wrote it (a root task may truncate
+// it) gives what it has.
+func readAt(f *os.File, off, n int64) ([]byte, error) {
+	b := make([]byte, n)
+	k, err := f.ReadAt(b, off)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return b[:k], err
+}
+
+// hasFile reports whether the output has a file, made and not yet removed.
+func (o *output) hasFile() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.file != nil && !o.store.isGone(o.file)
+}
+
+// FileInfo says where a task's whole output is.
+type FileInfo struct {
+	// Path is the file; empty where the task has none (it printed nothing, or its file could not be
+	// made: NoFile says why).
+	Path string
+	// Cut says why the file lacks part of the output's middle, or will once the output ends (its
+	// tail is then added); empty when it holds every byte.
+	Cut string
+	// Missing counts the bytes of the middle that the file lacks.
+	Missing int64
+	// Removed is set once the file was removed to make room for newer output (see Options.OutputBudget).
+	Removed bool
+	// NoFile says why the output has no file, where it printed something.
+	NoFile string
+}
+
+// fileInfo describes the output's file.
+func (o *output) fileInfo() FileInfo {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var fi FileInfo
+	if o.file == nil {
+		if o.total > 0 {
+			fi.NoFile = o.noFile
 		}
-		k := incompleteSuffix(*last)
-		*last = (*last)[:len(*last)-k]
-		end -= int64(k)
+		return fi
 	}
-	text, dropped = budget.fit(head, tail, gap)
-	o.next = end
-	return text, dropped, o.total
+	fi.Path, fi.Cut, fi.Removed = o.file.path, o.cut, o.store.isGone(o.file)
+	if o.cut != "" {
+		fi.Missing = o.tailStart() - o.head
+	}
+	return fi
 }
 
-func (o *output) readLocked(from int64, max int, partial bool, budget Budget) Chunk {
-	from = min(max64(from, 0), o.total)
-	c := Chunk{Offset: from, Total: o.total}
-	front, gap, back := o.keptFrom(from)
-	// n1 and n2: how much of front and of back this read returns, within max and the budget.
-	room := len(front) + len(back)
-	if max > 0 {
-		room = min(room, max)
-	}
-	n1 := min(len(front), room)
-	n2 := min(len(back), room-n1)
-	if budget.on() {
-		var spent int
-		n1, spent = budget.prefix(front[:n1], budget.Max)
-		if n1 < len(front) {
-			n2 = 0
-		} else {
-			n2, _ = budget.prefix(back[:n2], budget.Max-spent)
-		}
-	}
-	// Hold back a character cut short where the read ends: at a cap, or at the end of a stream
-	// still being written. The end of the head before a gap is final: nothing will complete it.
-	switch {
-	case n2 > 0 && (n2 < len(back) || partial):
-		n2 -= incompleteSuffix(back[:n2])
-	case n2 == 0 && (n1 < len(front) || partial && gap == 0):
-		n1 -= incompleteSuffix(front[:n1])
-	}
-	if n1 == 0 && n2 == 0 {
-		// One character at least (or one invalid byte), or the reader never gets past it; only a
-		// character still being written is waited for.
-		switch {
-		case len(front) > 0 && (!partial || gap > 0 || utf8.FullRune(front)):
-			_, n1 = utf8.DecodeRune(front)
-		case len(front) == 0 && len(back) > 0 && (!partial || utf8.FullRune(back)):
-			_, n2 = utf8.DecodeRune(back)
-		}
-	}
-	last := front
-	if gap > 0 {
-		last = back
-	}
-	c.Pending = int64(len(front) - n1 + len(back) - n2)
-	if partial {
-		c.Pending = max64(c.Pending-int64(incompleteSuffix(last)), 0)
-	}
-	if n2 == 0 && (gap == 0 || len(back) > 0) {
-		c.Next = from + int64(n1)
-		c.Text = validText(front[:n1])
-		return c
-	}
-	// The read crosses the dropped middle (or reaches it, and nothing is kept beyond: the output was
-	// discarded): a line stands for it.
-	notice := dropNotice(gap)
-	if n1 == 0 {
-		notice = notice[1:] // no blank line before it at the start
-	}
-	c.Skipped = gap
-	c.Next = from + int64(n1) + gap + int64(n2)
-	c.Text = joinText(front[:n1], []byte(notice), back[:n2])
-	return c
-}
-
-// keptFrom returns the kept output from offset from on: front, then gap bytes that were dropped,
-// then back. Where nothing was dropped past from, gap is 0 and back is empty. Both may share the
-// buffers' memory: they are valid while o.mu is held.
-func (o *output) keptFrom(from int64) (front []byte, gap int64, back []byte) {
-	head := int64(len(o.head))
-	tailStart := o.total - int64(o.rlen)
-	switch {
-	case from >= tailStart:
-		return o.ringView()[from-tailStart:], 0, nil
-	case from < head && tailStart == head:
-		// Contiguous: the head, then the ring, in one slice, for characters that straddle them.
-		if o.rlen == 0 {
-			return o.head[from:], 0, nil
-		}
-		b := make([]byte, 0, head-from+int64(o.rlen))
-		b = append(b, o.head[from:]...)
-		return append(b, o.ringView()...), 0, nil
-	case from < head:
-		return o.head[from:], tailStart - head, o.ringView()
-	default: // from in the dropped middle
-		return nil, tailStart - from, o.ringView()
-	}
-}
-
-// ringView returns the ring's valid bytes in stream order, in the ring's own memory: it first
-// rotates the ring in place, if need be, so that they start at its beginning. A read of the tail
-// then copies it once, into the text it returns, and a finished task's ring is rotated at most once.
-func (o *output) ringView() []byte {
-	if o.rlen == 0 {
-		return nil
-	}
-	if start := (o.rpos - o.rlen + len(o.ring)) % len(o.ring); start != 0 {
-		slices.Reverse(o.ring[:start])
-		slices.Reverse(o.ring[start:])
-		slices.Reverse(o.ring)
-		o.rpos = o.rlen % len(o.ring)
-	}
-	return o.ring[:o.rlen]
-}
-
-// ringBytes returns the ring's valid bytes in stream order, starting skip bytes in, in a new slice.
-func (o *output) ringBytes(skip int) []byte {
-	if o.rlen == 0 || skip >= o.rlen {
-		return nil
-	}
-	start := (o.rpos - o.rlen + len(o.ring)) % len(o.ring)
-	start = (start + skip) % len(o.ring)
-	n := o.rlen - skip
-	out := make([]byte, 0, n)
-	first := min(n, len(o.ring)-start)
-	out = append(out, o.ring[start:start+first]...)
-	return append(out, o.ring[:n-first]...)
-}
-
-// incompleteSuffix returns the length of a UTF-8 sequence cut off at the end of b (0 to 3 bytes).
-func incompleteSuffix(b []byte) int {
-	for i := 1; i <= 3 && i <= len(b); i++ {
-		c := b[len(b)-i]
-		if c < 0x80 {
-			return 0 // ASCII: nothing pending
-		}
-		if utf8.RuneStart(c) {
-			if !utf8.FullRune(b[len(b)-i:]) {
-				return i
-			}
-			return 0
-		}
-	}
-	return 0
-}
-
-// validText converts output bytes to valid UTF-8: each run of invalid bytes becomes one U+FFFD.
-func validText(b []byte) string {
-	if utf8.Valid(b) { // far faster than ToValidUTF8's own scan, which finds nothing to replace
-		return string(b)
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
-}
-
-// size returns the length of the whole stream so far.
+// size returns the length of the whole stream so far, what was written once it was not kept
+// included.
 func (o *output) size() int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.total
-}
-
-// lastBytes returns up to n of the most recent bytes of the stream.
-func (o *output) lastBytes(n int) []byte {
-	if o.rlen == 0 {
-		return o.head[len(o.head)-min(n, len(o.head)):]
-	}
-	return o.ringBytes(max(0, o.rlen-n))
+	return o.total + o.after
 }
 
 // Progress describes a running foreground command.
@@ -322,7 +348,7 @@ func (o *output) progress(elapsed time.Duration) Progress {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	p := Progress{Elapsed: elapsed, Bytes: o.total, Lines: o.lines}
-	tail := o.lastBytes(4096)
+	tail := o.lastBytesLocked(4096)
 	tail = bytes.TrimRight(tail, "\n")
 	if i := bytes.LastIndexByte(tail, '\n'); i >= 0 {
 		tail = tail[i+1:]
@@ -333,4 +359,38 @@ func (o *output) progress(elapsed time.Duration) Progress {
 	}
 	p.LastLine = validText(tail)
 	return p
+}
+
+// lastBytesLocked returns up to n of the stream's most recent bytes that are kept.
+func (o *output) lastBytesLocked(n int) []byte {
+	if o.cut != "" {
+		v := o.tail.view()
+		if o.tailAt < 0 {
+			return v[max(0, len(v)-n):]
+		}
+	}
+	r, err := o.readerLocked()
+	if err != nil {
+		return nil
+	}
+	defer r.close()
+	if o.cut != "" {
+		b, _ := o.tailBytes(r, max(o.tailStart(), o.total-int64(n)), n)
+		return b
+	}
+	b, _ := o.headBytes(r, max(0, o.head-int64(n)), n)
+	return b
+}
+
+// sizeText writes n bytes in the largest binary unit that divides it.
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
