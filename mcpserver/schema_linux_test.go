@@ -21,15 +21,15 @@ func TestToolSchemasArePortable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Tools) != 4 {
-		t.Errorf("%d tools listed, want 4", len(res.Tools))
+	if len(res.Tools) != 5 {
+		t.Errorf("%d tools listed, want 5", len(res.Tools))
 	}
 	ws, err := mcptest.ConnectHTTP(t, url, mcptest.Options{Protocol: mcptest.Workspaces}).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ws.Tools) != 7 {
-		t.Errorf("%d tools listed to a client of 2026-07-28, want 7", len(ws.Tools))
+	if len(ws.Tools) != 8 {
+		t.Errorf("%d tools listed to a client of 2026-07-28, want 8", len(ws.Tools))
 	}
 	for _, tool := range append(res.Tools, ws.Tools...) {
 		if tool.InputSchema == nil || tool.OutputSchema == nil {
@@ -86,7 +86,7 @@ func TestToolSchemasKeepValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{"bash": {"command"}, "task_output": {"task_id"}, "task_stop": {"task_id"}, "task_list": nil}
+	want := map[string][]string{"bash": {"command"}, "task_output": {"task_id"}, "task_stop": {"task_id"}, "task_list": nil, "write_stdin": {"task_id"}}
 	for _, tool := range res.Tools {
 		b, _ := json.Marshal(tool.InputSchema)
 		var s struct {
