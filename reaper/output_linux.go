@@ -133,13 +133,14 @@ func (o *output) cutLocked(why string, size int) {
 }
 
 // discard ends a finished foreground command's output: its result has been returned, and what its
-// leftover processes write later is not kept, only counted.
+// leftover processes write later is not kept, only counted. A read of its file starts at its
+// beginning: the result held only its head and tail.
 func (o *output) discard() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.gone = true
 	o.endLocked()
-	o.next = o.total
+	o.next = 0
 }
 
 // end ends the output: every writer is gone.

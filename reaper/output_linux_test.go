@@ -187,6 +187,14 @@ func TestFinishedTaskReads(t *testing.T) {
 		t.Fatalf("no output id: %+v", res)
 	}
 	s.prune()
+	// A read without an offset starts at the file's beginning: the result was only head and tail.
+	var seq strings.Builder
+	for i := 1; i <= 1000; i++ {
+		seq.WriteString(strconv.Itoa(i) + "\n")
+	}
+	if _, c, err := s.Output(res.OutputID, OutputOptions{}); err != nil || c.Text != seq.String() {
+		t.Errorf("a read of a finished foreground command's file: %d bytes, %.20q (%v)", len(c.Text), c.Text, err)
+	}
 	info, c, err := s.Output(res.OutputID, OutputOptions{Tail: 2})
 	if err != nil || c.Text != "999\n1000\n" || info.Status != Completed || info.Background {
 		t.Errorf("tail 2 of a finished foreground command: %+v %+v %v", info, c, err)
