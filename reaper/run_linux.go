@@ -147,6 +147,10 @@ func (s *Session) promote(t *task) bool {
 func (s *Session) finalResult(t *task, notice string, budget Budget) Result {
 	res := s.result(t, notice, budget)
 	t.out.discard()
+	// Ending the output may have moved its tail into the file, shortening the head (a process the
+	// command left may hold its output open, so the output need not have ended before): describe
+	// the file as it now stays.
+	res.File = t.out.fileInfo()
 	if t.pump != nil {
 		t.pump.slow() // what leftover processes write is discarded: read it rarely (see pump)
 	}

@@ -177,6 +177,24 @@ func TestOutputOfFastExitIsComplete(t *testing.T) {
 	}
 }
 
+// TestForegroundFileOverBudget: a foreground command whose output outgrows the budget, with a
+// process it left holding its output open (so the output ends only once the result is built): the
+// result describes its file as it stays, head, a line for what was left out, and tail.
+func TestForegroundFileOverBudget(t *testing.T) {
+	r := newTestReaper(t, ContainProcess, Options{OutputBudget: 256 << 10}) // a tail of 64 KiB
+	s := newTestSession(t, r, SessionOptions{})
+	res := run(t, s, "sleep 5 & head -c 1000000 /dev/zero | tr '\\0' x; echo; echo end")
+	b, err := os.ReadFile(res.File.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notice := fileNotice(res.File.Missing, res.File.Cut)
+	if res.Total != 1000005 || res.File.Missing == 0 || int64(len(b)) != res.Total-res.File.Missing+int64(len(notice)) ||
+		!strings.Contains(string(b), notice) || !strings.HasSuffix(string(b), "x\nend\n") {
+		t.Errorf("the result says %d bytes with %d missing (%q); the file holds %d", res.Total, res.File.Missing, res.File.Cut, len(b))
+	}
+}
+
 func TestWorkingDirectory(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
