@@ -32,5 +32,8 @@
 // caller's. Cgroups that are already gone (ENOENT) are normal, not errors. Errors carry the path they
 // concern.
 //
+// Lock order. The package has one lock, Root.mu, a leaf: it serializes making a root's directories
+// with removing them, and nothing else is locked under it.
+//
 // The package is Linux-only; elsewhere it holds only [ValidateName].
 package cgroup

@@ -19,7 +19,7 @@ import (
 // that bound, completes over its own connection: the bound is lifted once a body has been read, and
 // never cancels a running call.
 func TestSlowBodyCutLongCallKept(t *testing.T) {
-	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: 200 * time.Millisecond, WorkDir: t.TempDir(), StateDir: t.TempDir()})
+	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir(), StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,9 @@ type Options struct {
 	// every call that names the workspace renews. Zero means DefaultIdleTimeout; stdio sessions end
 	// with their connection instead.
 	IdleTimeout time.Duration
-	// KeepAlive, if positive, pings the client of each session that ran a tool this often; a
-	// session whose client leaves KeepAliveMisses pings in a row unanswered ends (see keepalive).
+	// KeepAlive pings the client of each session that ran a tool this often; a session whose client
+	// leaves KeepAliveMisses pings in a row unanswered ends (see keepalive). Zero means off (the
+	// default).
 	// Workspaces (protocol 2026-07-28) have no connection to ping: their lease ends them.
 	KeepAlive time.Duration
 	// MaxOutput is how many characters of output a tool result holds unless the call asks for another
@@ -52,7 +53,8 @@ type Options struct {
 // lockedWriter.mu, and never holds one while taking the other. Both are leaves: no reaper call,
 // network call, file-system work or wait for a channel happens while Server.mu is held (so neither
 // the SDK's locks nor reaper's are taken under it), and lockedWriter.mu is held only across one write
-// to the output. Methods that need Server.mu held end in Locked.
+// to the output. Methods that need Server.mu held end in Locked. Callers may hold a lock of theirs
+// when they call Hurry (cmd/reaper's signals.mu).
 type Server struct {
 	// The fields up to mu are fixed at creation.
 	opts Options
@@ -79,7 +81,12 @@ func New(opts Options) (*Server, error) {
 	if opts.Reaper == nil {
 		return nil, errors.New("mcpserver: Options.Reaper is required")
 	}
-	if opts.IdleTimeout <= 0 {
+	// As in reaper.Options, a zero field means its default (off, for KeepAlive) and a negative value
+	// means nothing.
+	if opts.IdleTimeout < 0 || opts.KeepAlive < 0 || opts.MaxWorkspaces < 0 {
+		return nil, errors.New("mcpserver: Options.IdleTimeout, KeepAlive and MaxWorkspaces must not be negative")
+	}
+	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	if opts.Logger == nil {
@@ -88,7 +95,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	if opts.MaxWorkspaces <= 0 {
+	if opts.MaxWorkspaces == 0 {
 		opts.MaxWorkspaces = DefaultMaxWorkspaces
 	}
 	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session)}
@@ -177,6 +184,7 @@ func (s *Server) taskEnded(st *session, ti reaper.TaskInfo) {
 	s.goLocked(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
+		//lint:ignore SA1019 the one use of MCP logging: the task-end notification of 2025-11-25 clients (see above)
 		st.ss.Log(ctx, &mcp.LoggingMessageParams{
 			Level:  "info",
 			Logger: "reaper",

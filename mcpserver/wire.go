@@ -49,7 +49,8 @@ func encodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
 // name ambiguous, which leaves both out of wireResult's method set.
 type wireResult struct {
 	*mcp.CallToolResult `json:"-"`
-	noMarshal           `json:"-"`
+	//lint:ignore U1000 embedded for its effect on the method set, never read (see above)
+	noMarshal `json:"-"`
 
 	MetaField       metaOf      `json:"_meta,omitzero"`
 	ContentField    []textBlock `json:"content"`
@@ -79,8 +80,11 @@ func newWireResult(r *mcp.CallToolResult) *wireResult {
 }
 
 // noMarshal only hides CallToolResult.MarshalJSON (see wireResult); it is never called.
+//
+//lint:ignore U1000 its method's name makes wireResult's promoted MarshalJSON ambiguous
 type noMarshal struct{}
 
+//lint:ignore U1000 never called: its name hides CallToolResult's (see wireResult)
 func (noMarshal) MarshalJSON() ([]byte, error) { panic("noMarshal.MarshalJSON called") }
 
 // textBlock is mcp.TextContent as the SDK writes it when it has neither _meta nor annotations.

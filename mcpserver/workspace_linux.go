@@ -264,10 +264,10 @@ func (s *Server) workspaceClose(ctx context.Context, req *mcp.CallToolRequest, i
 func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ WorkspaceOpenInput) (*mcp.CallToolResult, WorkspaceListOutput, error) {
 	who := owner(req)
 	type entry struct {
-		st             *session
-		last           time.Time
-		busy           bool
-		opened, handle string
+		st     *session
+		last   time.Time
+		busy   bool
+		handle string
 	}
 	var mine []entry
 	s.mu.Lock()

@@ -19,7 +19,7 @@ import (
 // httptest server with hopts, and returns it and its URL.
 func serveWith(t *testing.T, opts Options, hopts HTTPOptions) (*Server, string) {
 	t.Helper()
-	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: 200 * time.Millisecond, WorkDir: t.TempDir()})
+	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +264,7 @@ func TestWorkspaceProgress(t *testing.T) {
 			defer mu.Unlock()
 			progress = append(progress, req.Params.Message)
 		},
+		//lint:ignore SA1019 a workspace must send no task-end notification, which 2025-11-25 clients get as a log message
 		LoggingMessageHandler: func(context.Context, *mcp.LoggingMessageRequest) { logged <- struct{}{} },
 	}})
 	w, _ := mcptest.OpenWorkspace(t, cs)

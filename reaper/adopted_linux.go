@@ -5,6 +5,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"golang.org/x/sys/unix"
 )
@@ -82,9 +83,9 @@ func (r *Reaper) adopters() []adopter {
 	return out
 }
 
-// killAdopted kills the escapees among the adopters' children (see above) with their descendants, and
-// logs what it killed and why it looked (when); it waits for them until deadline, or hurryWait after
-// ctx is done. Concurrent calls take turns.
+// killAdopted kills the escapees among the adopters' children (see above) with their descendants,
+// and logs what it killed and why it looked (when); it waits for them until deadline, or
+// kill.HurryWait after ctx is done. Concurrent calls take turns.
 func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Time) {
 	r.adoptMu.Lock()
 	defer r.adoptMu.Unlock()
@@ -122,7 +123,7 @@ func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Tim
 	if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
 		r.log.Warn("signal failed", "scope", "escapees", "error", err)
 	}
-	wctx, cancel := deathWait(ctx)
+	wctx, cancel := kill.DeathWait(ctx)
 	defer cancel()
 	left := w.WaitGone(wctx, hs, deadline)
 	rep := KillReport{Killed: len(hs), Walked: len(hs), Found: len(hs), Duration: time.Since(start)}

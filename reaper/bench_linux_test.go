@@ -16,6 +16,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // BenchmarkSpawnTrue measures spawn-to-exit of `true` through a session (cgroup containment: a leaf
@@ -81,44 +82,6 @@ func benchRoot(b *testing.B) cgroup.Options {
 	return cgroup.Options{Root: root}
 }
 
-// BenchmarkKill measures, for 1, 100 and 1000 sleeping processes in a session's slice, the hard kill of
-// a teardown (killer.slice: the strongest kill the kernel offers, then a wait until the slice is
-// empty), beside the floor measured in the same run on an identical slice: one write to cgroup.kill
-// and a poll until cgroup.events reads "populated 0". ratio is kill over floor.
-//
-//	go test -run '^$' -bench BenchmarkKill -benchtime 7x ./reaper
-func BenchmarkKill(b *testing.B) {
-	for _, n := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("procs=%d", n), func(b *testing.B) {
-			r := newTestReaper(b, ContainCgroup, Options{})
-			var floor, kill time.Duration
-			for i := range b.N {
-				b.StopTimer()
-				s := fullSession(b, r, fmt.Sprintf("floor-%d", i), n-1)
-				start := time.Now()
-				rawKill(b, s.slice.Path())
-				floor += time.Since(start)
-				s.Close(context.Background())
-
-				s = fullSession(b, r, fmt.Sprintf("kill-%d", i), n-1)
-				b.StartTimer()
-				start = time.Now()
-				left, err := r.killer.slice(context.Background(), s.slice, time.Now().Add(time.Minute))
-				kill += time.Since(start)
-				b.StopTimer()
-				if err != nil || len(left) > 0 {
-					b.Fatalf("killSlice: %v left, %v", left, err)
-				}
-				s.Close(context.Background())
-			}
-			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 / float64(b.N) }
-			b.ReportMetric(ms(floor), "floor-ms")
-			b.ReportMetric(ms(kill), "kill-ms")
-			b.ReportMetric(float64(kill)/float64(floor), "ratio")
-		})
-	}
-}
-
 // BenchmarkClose measures Session.Close of a session holding 10, 100 and 1000 sleeping processes
 // (SIGTERM ends them, so the polite phase suffices; then the /proc walks and the slice's removal),
 // beside the cgroup floor measured in the same run on an identical session: one write to the
@@ -138,14 +101,14 @@ func BenchmarkClose(b *testing.B) {
 }
 
 func benchClose(b *testing.B, n int, ns PIDNamespace) {
-	r := newTestReaper(b, ContainCgroup, Options{Grace: 5 * time.Second, PIDNamespace: ns})
+	r := newTestReaper(b, ContainCgroup, Options{Grace: new(5 * time.Second), PIDNamespace: ns})
 	var floor, closing time.Duration
 	for i := range b.N {
 		b.StopTimer()
 		s := fullSession(b, r, fmt.Sprintf("floor-%d", i), n)
 		slice := s.slice.Path()
 		start := time.Now()
-		rawKill(b, slice)
+		testutil.RawKill(b, slice)
 		floor += time.Since(start)
 		s.Close(context.Background())
 
@@ -210,26 +173,6 @@ func sleepers(b testing.TB, r *Reaper, id, script string, n int) *Session {
 	// cgroup.events notifications come at most every 10 ms; let the one for "populated 1" pass.
 	time.Sleep(20 * time.Millisecond)
 	return s
-}
-
-// rawKill is the floor: cgroup.kill, then poll on cgroup.events until "populated 0".
-func rawKill(b *testing.B, dir string) {
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
-		b.Fatal(err)
-	}
-	fd, err := unix.Open(filepath.Join(dir, "cgroup.events"), unix.O_RDONLY, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Close(fd)
-	buf := make([]byte, 64)
-	for {
-		n, _ := unix.Pread(fd, buf, 0)
-		if string(buf[:n]) == "populated 0\nfrozen 0\n" {
-			return
-		}
-		unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLPRI}}, 10000)
-	}
 }
 
 // BenchmarkWalk measures the /proc walk of a teardown on a host with about 2,000 and about 20,000

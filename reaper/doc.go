@@ -63,9 +63,27 @@
 // files take at most OutputBudget bytes together (see outstore_linux.go), and a Budget caps what a
 // result carries.
 //
-// That kill policy is the program's only one, and this package is the only one that signals, waits for
-// or identifies processes: package cgroup supplies cgroupfs (cgroup.kill, the freezer, waiting for a
-// slice to empty) and internal/proc the /proc walker and pidfd handles it uses.
+// The kill policy is the program's only one (internal/kill), and this package and the rooms it uses
+// are the only ones that signal, wait for or identify processes: package cgroup supplies cgroupfs
+// (cgroup.kill, the freezer, waiting for a slice to empty), internal/proc the /proc walker and pidfd
+// handles, internal/reap the wait4 loop, internal/pidns the sessions' inits, internal/instance the
+// records, the guard and the sweep.
+//
+// Lock order. Each mutex guards the fields that follow it (task.mu: those after it in task). Where
+// two are held at once they are taken in this order, never the other way:
+//
+//	Reaper.adoptMu     held across an escapee check (killAdopted)
+//	Reaper.mu          otherwise a leaf: no other lock, no file-system or process work under it
+//	Session.recordMu   held across a write of the session's record
+//	Session.mu         held while a task is spawned, so that Close never misses one being started
+//	task.mu
+//	pump.mu            held across each read of the task's pipe
+//	output.mu
+//
+// and below any of them, the locks of the packages reaper calls, which take none of reaper's:
+// pidns.Init's (a spawn through the session's init; its registered tasks), reap.Children's (held
+// across each fork), cgroup.Root's. Methods whose name ends in Locked need Session.mu held (or, for
+// output and pump, their own mu).
 //
 // The package is Linux-only; elsewhere it is empty.
 package reaper

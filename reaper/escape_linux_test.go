@@ -86,7 +86,7 @@ func threadFork() int {
 // runZoo starts a Reaper, runs the escapee zoo in a session, closes it, and reports what is left.
 func runZoo(opts Options) (helperResult, error) {
 	var res helperResult
-	opts.Grace = 300 * time.Millisecond
+	opts.Grace = new(300 * time.Millisecond)
 	r, err := New(opts)
 	if err != nil {
 		return res, err
@@ -108,7 +108,7 @@ func runZoo(opts Options) (helperResult, error) {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	if _, err := s.Run(context.Background(), zoo(dir), RunOptions{Timeout: time.Minute}); err != nil {
+	if _, err := s.Run(context.Background(), testutil.Zoo(dir), RunOptions{Timeout: time.Minute}); err != nil {
 		return res, err
 	}
 	rep, err := s.Close(context.Background())
@@ -137,7 +137,7 @@ func runHelper(t *testing.T, name string, env []string, argv ...string) helperRe
 }
 
 func TestJoinBeforeExecWhenClone3IsRefused(t *testing.T) {
-	root := testCgroupRoot(t)
+	root := testutil.CgroupRoot(t)
 	res := runHelper(t, "seccomp", []string{"RTEST_ROOT=" + root})
 	if res.Err != "" {
 		t.Fatalf("helper: %s", res.Err)

@@ -3,13 +3,11 @@ package reaper
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/testutil"
@@ -18,37 +16,17 @@ import (
 // modes are the containment modes every lifecycle test runs in.
 var modes = []Containment{ContainCgroup, ContainProcess}
 
-// testCgroupRoot returns a unique root below the cgroup2 mountpoint, removed at cleanup, or skips the
-// test where cgroup containment is impossible.
-func testCgroupRoot(t testing.TB) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: cgroup containment needs root to create cgroups (run the tests as root)")
-	}
-	info := cgroup.Detect(cgroup.Options{})
-	if !info.Usable() {
-		t.Skipf("skipped: cgroup containment needs a writable cgroup2 hierarchy: %s", info)
-	}
-	root := filepath.Join(info.Mountpoint, testutil.UniqueName("reaper-test-"))
-	t.Cleanup(func() {
-		if err := os.Remove(root); err != nil && !os.IsNotExist(err) {
-			t.Errorf("cleanup: remove %s: %v", root, err)
-		}
-	})
-	return root
-}
-
 // newTestReaper creates a Reaper for one test. In cgroup containment it uses a uniquely named root
 // below the cgroup2 mountpoint, removed at cleanup; the Reaper is closed at cleanup, which kills
 // everything it started even when the test failed.
 func newTestReaper(t testing.TB, mode Containment, opts Options) *Reaper {
 	t.Helper()
 	opts.Containment = mode
-	if opts.Grace == 0 {
-		opts.Grace = 300 * time.Millisecond
+	if opts.Grace == nil {
+		opts.Grace = new(300 * time.Millisecond)
 	}
 	if mode == ContainCgroup {
-		opts.Cgroup.Root = testCgroupRoot(t)
+		opts.Cgroup.Root = testutil.CgroupRoot(t)
 	}
 	r, err := New(opts)
 	if err != nil {

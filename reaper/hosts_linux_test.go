@@ -29,7 +29,7 @@ func readOnlyCgroupfs() []string {
 }
 
 func TestReadOnlyCgroupfsFallsBackToProcessContainment(t *testing.T) {
-	own := testCgroupRoot(t)
+	own := testutil.CgroupRoot(t)
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("skipped: needs unshare(1) from util-linux")
 	}
@@ -66,7 +66,7 @@ func TestReadOnlyCgroupfsFallsBackToProcessContainment(t *testing.T) {
 // TestExplicitRootThatFailsIsAnError: a root that was asked for and cannot be used is an error in
 // every mode, never a silent fallback to process containment.
 func TestExplicitRootThatFailsIsAnError(t *testing.T) {
-	base := testCgroupRoot(t)
+	base := testutil.CgroupRoot(t)
 	m := cgroup.Detect(cgroup.Options{}).Mountpoint
 	name := filepath.Base(base)
 	bad := map[string]string{
@@ -129,7 +129,7 @@ func cgroupV1Mount(t *testing.T) string {
 // before is the operator's and stays.
 func TestCloseRemovesTheRootItMade(t *testing.T) {
 	for _, existed := range []bool{false, true} {
-		root := testCgroupRoot(t)
+		root := testutil.CgroupRoot(t)
 		if existed {
 			if err := os.Mkdir(root, 0o755); err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/testutil"
 )
 
@@ -21,7 +22,7 @@ func TestSessionRecordAndInspect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			file := s.dir.Join(sessionFile)
+			file := s.dir.Join("session.json")
 			fi, err := os.Stat(file)
 			if err != nil {
 				t.Fatal(err)
@@ -34,13 +35,13 @@ func TestSessionRecordAndInspect(t *testing.T) {
 				t.Errorf("record %s", b)
 			}
 
-			opts := InspectOptions{StateDir: filepath.Dir(r.Instance().StateDir), NoCgroup: mode == ContainProcess}
+			opts := instance.InspectOptions{StateDir: filepath.Dir(r.Instance().StateDir), NoCgroup: mode == ContainProcess}
 			if mode == ContainCgroup {
 				opts.Cgroup.Root = filepath.Dir(r.Containment().Slice)
 			}
-			var in Inspection
+			var in instance.Inspection
 			testutil.Eventually(t, "the task's process listed as sleep", func() bool {
-				in, err = Inspect(opts)
+				in, err = instance.Inspect(opts)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -51,7 +52,7 @@ func TestSessionRecordAndInspect(t *testing.T) {
 				return len(ps) == 1 && strings.HasPrefix(ps[0].Command, "sleep 1000")
 			})
 			sv := in.Instances[0].Sessions[0]
-			if sv.ID != s.ID() || len(sv.Tasks) != 1 || sv.Tasks[0].ID != ti.ID || len(sv.Tasks[0].Command) != maxRecordedCommand {
+			if sv.ID != s.ID() || len(sv.Tasks) != 1 || sv.Tasks[0].ID != ti.ID || len(sv.Tasks[0].Command) != instance.MaxRecordedCommand {
 				t.Errorf("session: %+v", sv)
 			}
 			if p := sv.Processes[0]; p.Task != ti.ID || p.State == "" || mode == ContainCgroup && !strings.HasSuffix(p.Cgroup, "/"+s.name+"/l-1") {

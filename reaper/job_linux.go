@@ -35,7 +35,8 @@ type ExecOptions struct {
 	Stdin, Stdout, Stderr *os.File
 	// Foreground makes the program's process group the foreground process group of the terminal
 	// Stdin is, so that a terminal's Ctrl-C and job control reach it as they would without reaper.
-	// The caller checks that it owns the terminal's foreground (see TakeTerminal).
+	// The caller checks that it owns the terminal's foreground, and gives it back when the program
+	// has ended.
 	Foreground bool
 }
 
@@ -221,32 +222,4 @@ func (s *Session) Processes() []Proc {
 		}
 	}
 	return out
-}
-
-// Terminal is a terminal a job was given the foreground of, and the process group to give it back to.
-type Terminal struct {
-	fd   int
-	pgrp int
-}
-
-// ForegroundTerminal returns the terminal on f, if f is one whose foreground process group is pgrp
-// (the group reaper run was started in): a job may then take the foreground, as a shell's job does.
-// It reports false where f is no terminal, or reaper runs in the background of one.
-func ForegroundTerminal(f *os.File, pgrp int) (Terminal, bool) {
-	fd := int(f.Fd())
-	fg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
-	if err != nil || fg != pgrp {
-		return Terminal{}, false
-	}
-	return Terminal{fd: fd, pgrp: pgrp}, true
-}
-
-// Restore gives the terminal's foreground back to the process group that had it. This process is in
-// a background group of the terminal then, so the kernel would stop it with SIGTTOU unless that
-// signal is ignored: the caller ignores it first.
-func (t Terminal) Restore() error {
-	if err := unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.pgrp); err != nil && !errors.Is(err, unix.ENOTTY) {
-		return fmt.Errorf("give the terminal back to process group %d: %w", t.pgrp, err)
-	}
-	return nil
 }

@@ -113,7 +113,7 @@ func TestObserverAndTheOneEndLine(t *testing.T) {
 // with an error naming it and auto warns and runs without the limit; where it does, the limit is
 // written into the session's slice.
 func TestLimitsWhereTheHostHasNoController(t *testing.T) {
-	root := testCgroupRoot(t)
+	root := testutil.CgroupRoot(t)
 	info := cgroup.Detect(cgroup.Options{Root: root})
 	limits := cgroup.Limits{MemoryMax: 64 << 20}
 	if slices.Contains(info.Controllers, "memory") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/kill"
 )
 
 // Containment is how a Reaper keeps track of the processes a session starts.
@@ -52,7 +53,8 @@ type PIDNamespace int
 
 const (
 	// PIDNamespaceAuto uses PID namespaces where this process can make them (as root or with
-	// CAP_SYS_ADMIN, or through an unprivileged user namespace), and goes without where it cannot.
+	// CAP_SYS_ADMIN, or through an unprivileged user namespace), and goes without where it cannot, or
+	// where the namespace could not have a /proc of its own (tasks would see pids not theirs).
 	PIDNamespaceAuto PIDNamespace = iota
 	// PIDNamespaceOn requires them: New fails where they cannot be made.
 	PIDNamespaceOn
@@ -83,10 +85,10 @@ func ParsePIDNamespace(s string) (PIDNamespace, error) {
 	return 0, fmt.Errorf("unknown pid namespace setting %q (want auto, on or off)", s)
 }
 
-// Defaults used for zero fields of Options.
+// Defaults used for zero fields of Options (a nil Grace).
 const (
 	DefaultGrace        = 5 * time.Second
-	DefaultCloseTimeout = 10 * time.Second
+	DefaultCloseTimeout = kill.DefaultTimeout
 	DefaultMaxTasks     = 10
 	DefaultRetention    = time.Hour
 	// MaxCommandBytes is the largest command accepted: Linux limits one argument to 128 KiB.
@@ -96,6 +98,14 @@ const (
 // Options configures a Reaper. The zero value is ready to use: automatic containment under a child
 // "reaper" of the process's own cgroup, bash (or sh), a 5 s grace period, 10 background tasks per
 // session, 64 MiB of output files per session. [Reaper.Limits] reports the values in effect.
+//
+// Every setting means one thing wherever it is given (a flag, these Options, [Limits]): a value is
+// the value, and zero is "none" or "off" wherever a setting can be off. A zero field means the
+// setting's default: for the settings whose default is off (BackgroundTimeout, AutoBackground) zero
+// is that; Grace, whose default is not off but which can be, is a pointer, nil meaning the default
+// and a pointer to zero SIGKILL at once. Settings that cannot be off (CloseTimeout, MaxTasks,
+// OutputBudget, Retention) have no zero of their own: zero is their default. A negative value means
+// nothing and New refuses it.
 type Options struct {
 	// Containment chooses cgroup or process containment; zero means ContainAuto.
 	Containment Containment
@@ -109,8 +119,8 @@ type Options struct {
 	PIDNamespace PIDNamespace
 
 	// Grace is how long processes get between SIGTERM and the hard kill when a session closes or a
-	// task is stopped. Zero means DefaultGrace; a negative value skips SIGTERM.
-	Grace time.Duration
+	// task is stopped; zero means SIGKILL at once. Nil means DefaultGrace.
+	Grace *time.Duration
 	// CloseTimeout bounds the wait for processes to disappear after the hard kill; what is left then
 	// is reported, not waited for. Zero means DefaultCloseTimeout.
 	CloseTimeout time.Duration
@@ -133,13 +143,13 @@ type Options struct {
 	// sessions' records and a record of the instance that a later Reaper reads to sweep up after this
 	// one if it dies). It is made (mode 0700) if missing, and must be this process's user's alone:
 	// owned by it, writable by nobody else, below directories only root or it can change (sticky
-	// ones excepted); New refuses it otherwise. Empty means DefaultStateDir(). Reapers that share a
+	// ones excepted); New refuses it otherwise. Empty means instance.DefaultStateDir(). Reapers that share a
 	// slice root should share it.
 	StateDir string
 	// Announce, if set, receives the Instance record as one line of JSON once the Reaper is set up:
-	// a guard process (see StartGuard) reads it to know what to clean up if this process dies.
+	// a guard process (see instance.StartGuard) reads it to know what to clean up if this process dies.
 	Announce io.Writer
-	// NoSweep skips the sweep after dead instances (see Sweep) that New starts in the background.
+	// NoSweep skips the sweep after dead instances (see instance.Sweep) that New starts in the background.
 	NoSweep bool
 
 	// MaxTasks is the most background tasks a session may have running at once. As many finished
@@ -155,10 +165,10 @@ type Options struct {
 	// end. Zero means DefaultRetention.
 	Retention time.Duration
 	// BackgroundTimeout is a safety net: a background task still running after it is killed and
-	// marked timed_out. Zero means none.
+	// marked timed_out. Zero means none (the default).
 	BackgroundTimeout time.Duration
-	// AutoBackground, if positive, turns a foreground command still running after this long into a
-	// background task: the caller gets its id instead of waiting. Zero means off.
+	// AutoBackground turns a foreground command still running after this long into a background
+	// task: the caller gets its id instead of waiting. Zero means off (the default).
 	AutoBackground time.Duration
 
 	// SessionLimits are written into each session's slice when it is made (cgroup.Limits: memory,
@@ -175,8 +185,8 @@ type Options struct {
 	Observer Observer
 }
 
-// Limits are the bounds and periods a Reaper applies: its Options with every default filled in. Here
-// a zero duration means "none", never "the default".
+// Limits are the bounds and periods a Reaper applies: its Options with every default filled in. A
+// zero duration here means "none", as everywhere; never "the default".
 type Limits struct {
 	// Grace is the time between SIGTERM and the hard kill; zero means SIGKILL at once.
 	Grace time.Duration
@@ -195,29 +205,43 @@ type Limits struct {
 	AutoBackground time.Duration
 }
 
-// limits resolves the options' zero values and sentinels. It is the only place that does.
+// check refuses negative settings, which mean nothing (see Options).
+func (o Options) check() error {
+	for _, f := range []struct {
+		name string
+		neg  bool
+	}{
+		{"Grace", o.Grace != nil && *o.Grace < 0}, {"CloseTimeout", o.CloseTimeout < 0}, {"MaxTasks", o.MaxTasks < 0},
+		{"OutputBudget", o.OutputBudget < 0}, {"Retention", o.Retention < 0},
+		{"BackgroundTimeout", o.BackgroundTimeout < 0}, {"AutoBackground", o.AutoBackground < 0},
+	} {
+		if f.neg {
+			return fmt.Errorf("%w: Options.%s is negative (zero means the default)", ErrBadInput, f.name)
+		}
+	}
+	return nil
+}
+
+// limits resolves the options' zero values. It is the only place that does.
 func (o Options) limits() Limits {
 	l := Limits{
-		Grace: o.Grace, CloseTimeout: o.CloseTimeout, MaxTasks: o.MaxTasks, OutputBudget: o.OutputBudget,
-		Retention: o.Retention, BackgroundTimeout: max(o.BackgroundTimeout, 0), AutoBackground: max(o.AutoBackground, 0),
+		Grace: DefaultGrace, CloseTimeout: o.CloseTimeout, MaxTasks: o.MaxTasks, OutputBudget: o.OutputBudget,
+		Retention: o.Retention, BackgroundTimeout: o.BackgroundTimeout, AutoBackground: o.AutoBackground,
 	}
-	switch {
-	case l.Grace == 0:
-		l.Grace = DefaultGrace
-	case l.Grace < 0:
-		l.Grace = 0
+	if o.Grace != nil {
+		l.Grace = *o.Grace
 	}
-	if l.CloseTimeout <= 0 {
+	if l.CloseTimeout == 0 {
 		l.CloseTimeout = DefaultCloseTimeout
 	}
-	if l.MaxTasks <= 0 {
+	if l.MaxTasks == 0 {
 		l.MaxTasks = DefaultMaxTasks
 	}
-	if l.OutputBudget <= 0 {
+	if l.OutputBudget == 0 {
 		l.OutputBudget = DefaultOutputBudget
 	}
 	l.OutputTail = min(maxTail, l.OutputBudget/4)
-	if l.Retention <= 0 {
+	if l.Retention == 0 {
 		l.Retention = DefaultRetention
 	}
 	return l

@@ -89,6 +89,18 @@ func (r *Reaper) decidePIDNamespace() error {
 		r.info.PIDNamespace.Reason = err.Error()
 		return nil
 	}
+	if !m.Proc && r.opts.PIDNamespace == PIDNamespaceAuto {
+		// Tasks in a namespace whose /proc is the host's would see pids that are not theirs: $$ and
+		// $! name other processes in /proc, and ps lists processes they cannot signal. That breaks
+		// scripts; only an explicit on accepts it. This is the case in a container whose /proc has
+		// masked paths (the kernel then refuses a new proc mount without CAP_SYS_ADMIN in the
+		// container's user namespace); the container's own PID namespace still dies with reaper there
+		// when reaper is its PID 1.
+		r.nsThread.Stop()
+		r.nsThread = nil
+		r.info.PIDNamespace.Reason = "a PID namespace could be made but not a /proc of its own (" + m.Note + "); --pid-namespace=on uses it anyway"
+		return nil
+	}
 	r.info.PIDNamespace = PIDNamespaceInfo{On: true, UserNS: m.UserNS, Proc: m.Proc, Reason: m.Note}
 	return nil
 }
@@ -100,7 +112,7 @@ const initIdle = 10 * time.Second
 // initOptions are how the Reaper starts an init, born in cgroup if it is set.
 func (r *Reaper) initOptions(cg *os.File) pidns.Options {
 	return pidns.Options{
-		Path: selfPath(), Name: "reaper-init", UserNS: r.info.PIDNamespace.UserNS, Cgroup: cg, Stderr: os.Stderr,
+		Path: proc.Executable(), Name: "reaper-init", UserNS: r.info.PIDNamespace.UserNS, Cgroup: cg, Stderr: os.Stderr,
 		Forker: r.nsThread, Children: r.kids, Timeout: r.lim.CloseTimeout, Idle: r.nsIdle,
 	}
 }

@@ -7,41 +7,21 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
-// active guards the one process-wide resource a Reaper takes: the child table. A process can have
-// only one wait4(-1) loop, so only one Reaper may exist at a time. This is the package's only global
-// state, and it mirrors the kernel's.
-var active atomic.Bool
-
-// claim runs start as this process's one owner of its child table, and gives the table back if start
-// fails; the owner gives it back with active.Store(false) once its wait4 loop has ended.
-func claim[T any](start func() (T, error)) (T, error) {
-	if !active.CompareAndSwap(false, true) {
-		var zero T
-		return zero, errors.New("a Reaper or Guard is active in this process (there is one child table)")
-	}
-	v, err := start()
-	if err != nil {
-		active.Store(false)
-	}
-	return v, err
-}
-
 // Reaper owns every process the program starts. Create one with New, and Close it before exit.
-//
-// Lock order: Reaper.mu is a leaf; nothing else is locked while it is held, and no file-system or
-// process work is done under it.
+// The lock order is in the package documentation.
 type Reaper struct {
 	// The fields up to mu are fixed at creation.
 	opts     Options
@@ -62,7 +42,7 @@ type Reaper struct {
 	self     Instance      // what this Reaper recorded in its state directory
 	state    *safefs.Dir   // where instances keep their state directories (Options.StateDir)
 	dir      *safefs.Dir   // this Reaper's state directory in state, holding its sessions' directories
-	killer   killer
+	policy   kill.Policy
 	forker   *reap.Forker   // with Options.User: the thread tasks are forked from (no_new_privs)
 	nsThread *reap.Forker   // with PID namespaces: the thread inits are forked from (their parent-death signal)
 	nsIdle   time.Duration  // how long an init lives on in an empty namespace: initIdle (tests shorten it)
@@ -118,7 +98,10 @@ func (c ContainmentInfo) String() string {
 // New makes this process a child subreaper, starts the child reaper and decides the containment
 // mode. Only one Reaper may exist in a process at a time.
 func New(opts Options) (*Reaper, error) {
-	return claim(func() (*Reaper, error) { return newReaper(opts) })
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	return reap.Claim(func() (*Reaper, error) { return newReaper(opts) })
 }
 
 func newReaper(opts Options) (*Reaper, error) {
@@ -132,7 +115,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.obs = opts.Observer; r.obs == nil {
 		r.obs = nopObserver{}
 	}
-	r.killer = killer{log: r.log, method: cgroup.KillFile, timeout: r.lim.CloseTimeout}
+	r.policy = kill.Policy{Log: r.log, Method: cgroup.KillFile, Grace: r.lim.Grace, Timeout: r.lim.CloseTimeout}
 	// What New made before it failed is undone here, whichever step failed.
 	ok := false
 	defer func() {
@@ -160,7 +143,7 @@ func newReaper(opts Options) (*Reaper, error) {
 		return nil, fmt.Errorf("become child subreaper: %w", err)
 	}
 	st, _ := proc.NewWalker().Stat(r.pid)
-	r.name = instanceName(r.pid, st.Start)
+	r.name = instance.Name(r.pid, st.Start)
 	if err := r.contain(); err != nil {
 		return nil, err
 	}
@@ -172,10 +155,10 @@ func newReaper(opts Options) (*Reaper, error) {
 		Name: r.name, Pid: r.pid, Start: st.Start, Slice: r.info.Slice,
 		Containment: r.info.Mode.String(), PIDNamespace: r.info.PIDNamespace.On, Started: time.Now(),
 	}
-	if r.state, err = openStateDir(opts.StateDir); err != nil {
+	if r.state, err = instance.OpenStateDir(opts.StateDir); err != nil {
 		return nil, err
 	}
-	if r.dir, err = createState(r.state, &r.self); err != nil {
+	if r.dir, err = instance.Create(r.state, &r.self); err != nil {
 		return nil, err
 	}
 	if r.devnull, err = os.Open(os.DevNull); err != nil {
@@ -231,7 +214,7 @@ func (r *Reaper) dropState() error {
 	var err error
 	if r.dir != nil {
 		r.dir.Close()
-		err = r.state.RemoveAll(instancePrefix + r.name)
+		err = r.state.RemoveAll(instance.DirName(r.name))
 	}
 	r.state.Close()
 	return err
@@ -240,11 +223,11 @@ func (r *Reaper) dropState() error {
 // sweep cleans up after instances that died without doing it themselves, and logs what it found.
 func (r *Reaper) sweep() {
 	defer r.wg.Done()
-	opts := SweepOptions{Cgroup: r.opts.Cgroup, StateDir: r.state.Path(), Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log, NoCgroup: r.root == nil}
+	opts := instance.SweepOptions{Cgroup: r.opts.Cgroup, StateDir: r.state.Path(), Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log, NoCgroup: r.root == nil}
 	if r.root != nil {
 		opts.Cgroup.Root = r.root.Path()
 	}
-	rep, err := Sweep(opts)
+	rep, err := instance.Sweep(opts)
 	r.obs.Swept(rep)
 	for _, d := range rep.Dead {
 		attrs := []any{"instance", d.Name, "killed", len(d.Processes), "processes", d.Processes, "removed", d.Removed}
@@ -306,7 +289,7 @@ func (r *Reaper) contain() error {
 		return nil
 	}
 	r.root = root
-	r.killer.method = root.Info().Kill
+	r.policy.Method = root.Info().Kill
 	r.info.Mode = ContainCgroup
 	r.info.Cgroup = root.Info()
 	r.info.Slice = r.instance.Path()
@@ -327,7 +310,7 @@ func (r *Reaper) Instance() Instance { return r.self }
 // run anything cost nothing but a temporary directory. id must be 1 to 128 printable ASCII
 // characters without spaces; it names the session in logs and errors.
 func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
-	if err := checkID(id); err != nil {
+	if err := instance.CheckSessionID(id); err != nil {
 		return nil, err
 	}
 	dir := opts.WorkDir
@@ -337,7 +320,7 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	r.mu.Lock()
 	closing := r.closing
 	r.seq++
-	name := "s-" + strconv.Itoa(r.seq)
+	name := instance.SessionName(r.seq)
 	r.mu.Unlock()
 	if closing {
 		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
@@ -364,25 +347,11 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
 		abandon: make(chan struct{}), done: make(chan struct{}),
 	}
-	// The marker names the session by the Reaper and the slice, not by id: an MCP session id may
-	// be a credential, and the environment of a process is readable by more than its owner's client.
-	s.marker = EnvSession + "=" + r.name + "/" + s.name
+	s.marker = instance.SessionMarker(r.name, s.name)
 	r.sessions[s] = true
 	r.mu.Unlock()
 	s.record()
 	return s, nil
-}
-
-func checkID(id string) error {
-	if id == "" || len(id) > 128 {
-		return fmt.Errorf("session id must be 1 to 128 characters, got %d", len(id))
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] <= ' ' || id[i] > '~' {
-			return fmt.Errorf("session id %q: byte %q not allowed (printable ASCII without spaces)", id, id[i])
-		}
-	}
-	return nil
 }
 
 // forget drops a closed session.
@@ -412,7 +381,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 	defer close(r.done)
 	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
-	wctx, cancel := deathWait(ctx)
+	wctx, cancel := kill.DeathWait(ctx)
 	defer cancel()
 	r.killDescendants(wctx)
 	r.wg.Wait()
@@ -425,7 +394,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 	}
 	r.kids.Close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()
-	active.Store(false)
+	reap.Release()
 	r.closeErr = errors.Join(errs...)
 	return r.closeErr
 }
@@ -435,7 +404,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 // does not wait for sessions, and leaves the Reaper to be closed or abandoned.
 func (r *Reaper) KillAll() {
 	if r.instance != nil {
-		r.killer.slice(context.Background(), r.instance, time.Now().Add(r.lim.CloseTimeout))
+		r.policy.Slice(context.Background(), r.instance, time.Now().Add(r.lim.CloseTimeout))
 	}
 	r.killDescendants(context.Background())
 }
@@ -443,7 +412,7 @@ func (r *Reaper) KillAll() {
 // killDescendants kills whatever is still below this process once every session is closed (an
 // escapee whose marker was scrubbed, in process containment): nothing may outlive us.
 func (r *Reaper) killDescendants(ctx context.Context) {
-	if killed := r.killer.descendants(ctx, r.pid); len(killed) > 0 {
+	if killed := r.policy.Descendants(ctx, r.pid); len(killed) > 0 {
 		r.log.Info("killed processes no session claimed", "count", len(killed), "processes", killed)
 	}
 }
@@ -454,7 +423,7 @@ func (r *Reaper) dropInstance(ctx context.Context) error {
 	if r.instance == nil {
 		return nil
 	}
-	left, err := r.killer.slice(ctx, r.instance, time.Now().Add(r.lim.CloseTimeout))
+	left, err := r.policy.Slice(ctx, r.instance, time.Now().Add(r.lim.CloseTimeout))
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/safefs"
@@ -30,8 +31,7 @@ type SessionOptions struct {
 // Session runs the commands of one client and owns everything they start. Its methods are safe for
 // concurrent use.
 //
-// Lock order: Session.mu, then task.mu, then the child reaper's lock (held across each fork); and
-// Session.mu, then the locks of the session's init (pidns.Init), which take no lock of ours.
+// The lock order is in the package documentation.
 type Session struct {
 	// The fields up to mu are fixed at creation.
 	r         *Reaper
@@ -429,15 +429,19 @@ func (s *Session) watch(t *task, sp spawned) {
 // descend from it.
 func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
 	self, skip, _ := s.walkRoot()
-	return s.r.terminate(ctx, scope{
-		self:   self,
-		skip:   skip,
-		name:   "session " + s.id + ": task " + t.id,
-		slice:  t.leaf,
-		seeds:  map[int]uint64{t.pid: t.start},
-		groups: []*task{t},
-		marker: EnvTask + "=" + t.id,
+	rep, err := s.r.terminate(ctx, kill.Scope{
+		Self:   self,
+		Skip:   skip,
+		Name:   "session " + s.id + ": task " + t.id,
+		Slice:  t.leaf,
+		Seeds:  map[int]uint64{t.pid: t.start},
+		Groups: []kill.SignalGroup{t.signalGroup},
+		Marker: EnvTask + "=" + t.id,
 	})
+	if err != nil {
+		err = fmt.Errorf("session %s: task %s: %w", s.id, t.id, err)
+	}
+	return rep, err
 }
 
 // lookup finds a task of this session.
@@ -633,7 +637,7 @@ func (s *Session) CloseFor(ctx context.Context, reason string) (KillReport, erro
 func (s *Session) teardown(ctx context.Context) {
 	defer close(s.done)
 	start := time.Now()
-	// Every wait of the teardown for killed processes ends by then (see terminate).
+	// Every wait of the teardown for killed processes ends by then (see kill.Policy.Terminate).
 	waitEnd := start.Add(s.r.lim.Grace + s.r.lim.CloseTimeout)
 	s.mu.Lock()
 	tasks, sc := s.scopeLocked(waitEnd)
@@ -644,7 +648,7 @@ func (s *Session) teardown(ctx context.Context) {
 	var errs []error
 	// In process containment the walk runs even when no task is kept: finished tasks are cleared,
 	// but what they left (a setsid child, say) is found by its marker or as a known process.
-	if sc.slice != nil || s.r.root == nil && ran || len(sc.inits) > 0 {
+	if sc.Slice != nil || s.r.root == nil && ran || len(sc.Inits) > 0 {
 		rep, err := s.r.terminate(ctx, sc)
 		s.rep = rep
 		if err != nil {
@@ -652,10 +656,10 @@ func (s *Session) teardown(ctx context.Context) {
 		}
 	}
 	s.releaseTasks(ctx, tasks, waitEnd)
-	for _, in := range sc.inits {
+	for _, in := range sc.Inits {
 		in.Close()
 	}
-	for _, c := range []*cgroup.Slice{sc.slice, s.nsLeaf} {
+	for _, c := range []*cgroup.Slice{sc.Slice, s.nsLeaf} {
 		if c == nil {
 			continue
 		}
@@ -688,34 +692,34 @@ func (s *Session) teardown(ctx context.Context) {
 // scopeLocked returns the session's tasks, and the scope of its teardown: every task is being
 // killed, and seeds the walks with the processes the session remembers; with a PID namespace the walks
 // look below its init (every process there is the session's), and the hard kill kills the inits.
-func (s *Session) scopeLocked(waitEnd time.Time) ([]*task, scope) {
+func (s *Session) scopeLocked(waitEnd time.Time) ([]*task, kill.Scope) {
 	tasks := make([]*task, 0, len(s.tasks))
-	sc := scope{name: "session " + s.id, slice: s.slice, seeds: make(map[int]uint64, len(s.tasks)), marker: s.marker,
-		end: waitEnd, self: s.r.pid, skip: s.r.kids.Registered(), inits: slices.Clone(s.ended)}
+	sc := kill.Scope{Name: "session " + s.id, Slice: s.slice, Seeds: make(map[int]uint64, len(s.tasks)), Marker: s.marker,
+		End: waitEnd, Self: s.r.pid, Skip: s.r.kids.Registered(), Inits: slices.Clone(s.ended)}
 	for _, t := range s.tasks {
 		tasks = append(tasks, t)
 		if t.stopping(Killed) {
-			sc.seeds[t.pid] = t.start
-			sc.groups = append(sc.groups, t)
+			sc.Seeds[t.pid] = t.start
+			sc.Groups = append(sc.Groups, t.signalGroup)
 		}
 	}
 	for pid, start := range s.known {
-		sc.seeds[pid] = start
+		sc.Seeds[pid] = start
 	}
 	if s.ns != nil {
-		sc.inits = append(sc.inits, s.ns)
-		sc.self, sc.skip = s.ns.Pid(), s.ns.Registered()
-		sc.seeds[sc.self] = s.ns.StartTime()
-		sc.known = map[int]bool{sc.self: true}
+		sc.Inits = append(sc.Inits, s.ns)
+		sc.Self, sc.Skip = s.ns.Pid(), s.ns.Registered()
+		sc.Seeds[sc.Self] = s.ns.StartTime()
+		sc.Known = map[int]bool{sc.Self: true}
 	}
 	return tasks, sc
 }
 
 // releaseTasks waits for the watchers of the tasks' main processes (every one is dead or listed as
-// remaining), until end or hurryWait after ctx is done, then lets go of whatever will not exit and
+// remaining), until end or kill.HurryWait after ctx is done, then lets go of whatever will not exit and
 // stops every output pump.
 func (s *Session) releaseTasks(ctx context.Context, tasks []*task, end time.Time) {
-	wctx, cancel := deathWait(ctx)
+	wctx, cancel := kill.DeathWait(ctx)
 	defer cancel()
 	deadline := time.NewTimer(max(time.Until(end), 0))
 	defer deadline.Stop()

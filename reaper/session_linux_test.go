@@ -3,10 +3,8 @@ package reaper
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,20 +13,6 @@ import (
 
 	"github.com/cgreaper/reaper/internal/testutil"
 )
-
-// zoo returns a foreground command that starts one of every process that escapes a process group or
-// its parent, and returns once each has written its pid into dir/pids (and prints them).
-func zoo(dir string) string {
-	f := filepath.Join(dir, "pids")
-	return fmt.Sprintf(`: > %[1]s
-setsid sh -c 'echo $$ >> %[1]s; exec sleep 1000' &
-sh -c 'sh -c "echo \$\$ >> %[1]s; exec sleep 1000" &' &
-nohup sh -c 'echo $$ >> %[1]s; exec sleep 1000' >/dev/null 2>&1 &
-sh -c 'trap "" TERM; echo $$ >> %[1]s; exec sleep 1000' &
-sh -c 'echo $$ >> %[1]s; kill -STOP $$; exec sleep 1000' &
-sh -c 'echo $$ >> %[1]s; while :; do sleep 1000 & sleep 0.02; done' &
-`, f) + testutil.AwaitLines(f, 6)
-}
 
 func TestCloseLeavesNothing(t *testing.T) {
 	for _, mode := range modes {
@@ -43,7 +27,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 				}
 				all = append(all, taskPids(t, s, ti.ID, 1)...)
 			}
-			res := run(t, s, zoo(t.TempDir()))
+			res := run(t, s, testutil.Zoo(t.TempDir()))
 			all = append(all, s.pidsIn(t, res.Output)...)
 			if len(all) != 9 {
 				t.Fatalf("expected 9 pids, got %d from %q", len(all), res.Output)

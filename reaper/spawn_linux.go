@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
@@ -19,8 +20,8 @@ import (
 
 // Environment markers every task's processes inherit; the /proc walk looks for them.
 const (
-	EnvSession = "REAPER_SESSION"
-	EnvTask    = "REAPER_TASK"
+	EnvSession = instance.EnvSession
+	EnvTask    = instance.EnvTask
 )
 
 // findShell returns the shell commands run with: shell if set, else bash from PATH, else /bin/sh.

@@ -84,7 +84,7 @@ type task struct {
 	oomBase                  int64         // oom_kill of the leaf when the task started
 	done                     chan struct{} // closed when the task is terminal
 
-	// mu guards the fields that follow. Lock order: Session.mu, then task.mu.
+	// mu guards the fields that follow (lock order: see the package documentation).
 	mu         sync.Mutex
 	main       proc.Handle // the main process, with its pidfd until its exit is seen
 	background bool

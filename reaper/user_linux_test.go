@@ -51,7 +51,7 @@ func userHelper() int {
 	dir := os.Getenv("RTEST_DIR")
 	r, err := New(Options{
 		Containment: mode, Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}, User: &u, WorkDir: dir,
-		StateDir: dir, Grace: 300 * time.Millisecond, NoSweep: true,
+		StateDir: dir, Grace: new(300 * time.Millisecond), NoSweep: true,
 	})
 	if err != nil {
 		return reply(res, err)
@@ -114,7 +114,7 @@ func TestUser(t *testing.T) {
 			env := []string{"RTEST_USER=" + string(u), "RTEST_MODE=" + tc.mode.String(), "RTEST_DIR=" + dir,
 				"RTEST_PROCS=" + procs, "RTEST_SETUID=" + setuid}
 			if tc.mode == ContainCgroup {
-				env = append(env, "RTEST_ROOT="+testCgroupRoot(t))
+				env = append(env, "RTEST_ROOT="+testutil.CgroupRoot(t))
 			}
 			if tc.noClone3 {
 				env = append(env, "RTEST_NOCLONE3=1")

@@ -78,15 +78,15 @@ Flags:
 `
 
 // parseServe parses the serve command's arguments and environment.
-func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+func parseServe(args []string, getenv func(string) string) (serveConfig, error) {
 	var c serveConfig
-	fs := newFlagSet("serve", serveUsage, stderr)
+	fs := newFlagSet("serve")
 	fs.StringVar(&c.http, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "end an HTTP session with no request, or a workspace with no call that names it (its lease), for this `duration`, killing its processes")
 	fs.DurationVar(&c.keepalive, "keepalive", 0, fmt.Sprintf("ping clients this often and end a session whose client leaves %d pings in a row unanswered, each given this long (0: off)", mcpserver.KeepAliveMisses))
-	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends")
+	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends (0: SIGKILL at once)")
 	fs.DurationVar(&c.bgTimeout, "bg-timeout", 0, "kill background tasks that run longer than this (0: no limit)")
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
 	fs.IntVar(&c.maxOutput, "max-output", mcpserver.DefaultMaxOutput, fmt.Sprintf("most characters (Unicode code points) of a command's output a tool result holds, head and tail, unless the call asks for another number with max_output; at most %d", mcpserver.MaxOutput))
@@ -130,7 +130,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	case c.pidsMax < 0:
 		return c, errors.New("--pids-max must not be negative")
 	case c.adminToken != "" && c.adminTokenFile != "":
-		return c, errors.New("--admin-token and --admin-token-file: give one")
+		return c, errors.New("give only one of --admin-token and --admin-token-file")
 	}
 	if _, err := newLogger(io.Discard, c.logFormat, c.logLevel); err != nil {
 		return c, err
@@ -180,50 +180,9 @@ func (c serveConfig) adminTokenValue() (string, error) {
 	return "", fmt.Errorf("admin token file %s: empty first line", c.adminTokenFile)
 }
 
-// newFlagSet returns the flag set of the subcommand name, whose -help prints usage and then the
-// flags to stderr.
-func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parseFlags parses args into fs, refuses arguments after the flags unless operands is set, and then
-// sets the flags not given from the environment. -help returns flag.ErrHelp.
-func parseFlags(fs *flag.FlagSet, args []string, operands bool, getenv func(string) string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if !operands && fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return setFromEnv(fs, getenv)
-}
-
 // stateDirFlag defines --state-dir, which serve and sweep share.
 func stateDirFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "state-dir", "", "`directory` for instances' state, which only reaper's user may write (it is refused otherwise); made with mode 0700 if missing (default: /run/reaper for root, $XDG_RUNTIME_DIR/reaper for others, else reaper-<uid> in the temporary directory or /dev/shm); instances that share a cgroup root should share it, so that one sweeps up after another that died")
-}
-
-// setFromEnv sets every flag of fs not given on the command line from REAPER_<NAME> in the
-// environment (--idle-timeout from REAPER_IDLE_TIMEOUT).
-func setFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "REAPER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" && !set[f.Name] && envErr == nil {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
-			}
-		}
-	})
-	return envErr
 }
 
 // normalizeHTTPFlag lets --http take its address as the next argument or stand alone: "--http ADDR"
@@ -329,15 +288,6 @@ func endpointURL(asked string, got net.Addr) string {
 		port = p
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/mcp"
-}
-
-// graceOption maps the --grace flag, where 0 means SIGKILL at once, to reaper.Options.Grace, where
-// zero means the default and a negative value none.
-func graceOption(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 // tokenInArgs reports whether args give --token (in any of the flag package's spellings), as opposed

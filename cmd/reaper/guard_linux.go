@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/cgreaper/reaper/reaper"
+	"github.com/cgreaper/reaper/internal/instance"
 )
 
 // guardSpec says how a command runs under its guard.
@@ -21,7 +21,7 @@ type guardSpec struct {
 	crashed int
 }
 
-// guard runs a command (serve, run) as the guard of its server (see reaper.Guard): the server is this
+// guard runs a command (serve, run) as the guard of its server (see instance.Guard): the server is this
 // program again, with the same arguments, as its child. The guard forwards every signal that would end
 // it, waits for the server, cleans up whatever the server left, and exits with the server's status. It
 // logs in the format the command's --log-format and --log-level (or REAPER_LOG_*) ask for.
@@ -30,7 +30,7 @@ func guard(spec guardSpec, args []string, getenv func(string) string, stderr io.
 	log := earlyLogger(stderr, args, getenv).With("guard", os.Getpid())
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, handledSignals()...)
-	g, err := reaper.StartGuard(reaper.GuardOptions{
+	g, err := instance.StartGuard(instance.GuardOptions{
 		Argv:    append([]string{os.Args[0], command}, args...),
 		Setsid:  !spec.terminal,
 		Setpgid: spec.terminal,

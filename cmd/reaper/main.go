@@ -1,13 +1,16 @@
 // Command reaper runs shell commands for AI agents over MCP and guarantees that nothing a session
 // started outlives it.
+//
+// Lock order. The command has one lock, signals.mu, held while it cuts short the teardowns under way
+// (mcpserver.Server.Hurry, which takes Server.mu): signals.mu comes first, and nothing takes it with
+// another lock held.
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/cgreaper/reaper/internal/pidns"
+	"slices"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise the module version
@@ -27,15 +30,16 @@ Usage:
   reaper sweep [flags]   kill and remove what dead reaper instances left
   reaper ps [flags]      list instances, their sessions, tasks and processes (from cgroupfs and /proc)
   reaper version         print the version
-  reaper help            print this help
+  reaper help [COMMAND]  print this help, or a command's
 
-Run "reaper <command> --help" for a command's flags.
+Run "reaper COMMAND --help" for a command's flags; each can also be set from the environment
+as REAPER_<NAME> (--idle-timeout as REAPER_IDLE_TIMEOUT).
 `
 
 func main() {
 	// The init of a session's PID namespace is this program too: it must start with nothing else done.
-	if pidns.IsInit(os.Args) {
-		os.Exit(pidns.Main())
+	if code, ok := namespaceInit(os.Args); ok {
+		os.Exit(code)
 	}
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 }
@@ -44,15 +48,13 @@ func main() {
 func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return badUsage
 	}
 	switch args[0] {
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "reaper", versionString())
-		return 0
+		return versionCommand(args[1:], getenv, stdout, stderr)
 	case "help", "--help", "-help", "-h":
-		fmt.Fprint(stdout, usage)
-		return 0
+		return help(args[1:], getenv, stdin, stdout, stderr)
 	case "serve":
 		return serve(args[1:], getenv, stdin, stdout, stderr)
 	case "sweep":
@@ -60,8 +62,36 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	case "ps":
 		return ps(args[1:], getenv, stdout, stderr)
 	case "run":
-		return runCommand(args[1:], getenv, stderr)
+		return runCommand(args[1:], getenv, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "reaper: unknown command %q\n\n%s", args[0], usage)
-	return 2
+	return badUsage
+}
+
+const versionUsage = `Usage: reaper version
+
+Prints reaper's version and the Go version it was built with.
+`
+
+// versionCommand prints the version; it takes no argument but --help.
+func versionCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	err := parseFlags(newFlagSet("version"), args, false, getenv)
+	if code := parsed("version", versionUsage, err, stdout, stderr, badUsage); code >= 0 {
+		return code
+	}
+	fmt.Fprintln(stdout, "reaper", versionString())
+	return 0
+}
+
+// help prints the usage, or with the name of a command that command's help.
+func help(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stdout, usage)
+		return 0
+	case len(args) == 1 && slices.Contains([]string{"serve", "run", "sweep", "ps", "version"}, args[0]):
+		return run([]string{args[0], "--help"}, getenv, stdin, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "reaper help: unexpected argument %q\nUsage: reaper help [COMMAND]\n", args[len(args)-1])
+	return badUsage
 }

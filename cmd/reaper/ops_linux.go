@@ -49,7 +49,7 @@ func startOps(c serveConfig, log *slog.Logger, stderr io.Writer) (*ops, int) {
 		fmt.Fprintf(stderr, "reaper serve: --admin: %v\n", err)
 		return o, 1
 	}
-	o.metrics = metrics.New(metrics.Options{Version: versionString()})
+	o.metrics = newMetrics(versionString())
 	o.admin = admin.New(admin.Options{Token: token, Metrics: o.metrics.Handler(), Logger: log})
 	o.admin.Serve(ln)
 	o.url = strings.TrimSuffix(endpointURL(c.admin, ln.Addr()), "/mcp")
@@ -61,7 +61,7 @@ func (o *ops) reaperObserver() reaper.Observer {
 	if o.metrics == nil {
 		return nil
 	}
-	return o.metrics.ReaperObserver()
+	return reaperMetrics{o.metrics}
 }
 
 // mcpObserver is the MCP server's Observer: the metrics', or none.
@@ -69,7 +69,7 @@ func (o *ops) mcpObserver() mcpserver.Observer {
 	if o.metrics == nil {
 		return nil
 	}
-	return o.metrics.MCPObserver()
+	return mcpMetrics{o.metrics}
 }
 
 // ready records the containment as a metric, reads usage at each scrape, and makes /readyz answer
@@ -78,10 +78,8 @@ func (o *ops) ready(r *reaper.Reaper) {
 	if o.admin == nil {
 		return
 	}
-	ci := r.Containment()
-	o.metrics.SetContainment(ci)
-	o.metrics.WatchUsage(r.Usage)
-	o.admin.SetReady(true, readyText(ci))
+	watchReaper(o.metrics, r)
+	o.admin.SetReady(true, readyText(r.Containment()))
 }
 
 // readyText is /readyz's body: the containment mode and whether sessions get PID namespaces, why, and

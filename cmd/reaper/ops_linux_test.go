@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +27,7 @@ func TestParseBytes(t *testing.T) {
 
 func TestLimitFlags(t *testing.T) {
 	env := map[string]string{"REAPER_MEMORY_MAX": "256M", "REAPER_CPU_MAX": "1.5"}
-	c, err := parseServe([]string{"--pids-max", "100"}, func(k string) string { return env[k] }, io.Discard)
+	c, err := parseServe([]string{"--pids-max", "100"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +35,7 @@ func TestLimitFlags(t *testing.T) {
 		t.Errorf("limits %v %v %v", c.memoryMax, c.pidsMax, c.cpuMax)
 	}
 	for _, bad := range [][]string{{"--memory-max", "-5"}, {"--pids-max", "-1"}, {"--cpu-max", "-1"}, {"--cpu-max", "0.001"}, {"--cpu-max", "two"}} {
-		if _, err := parseServe(bad, func(string) string { return "" }, io.Discard); err == nil {
+		if _, err := parseServe(bad, func(string) string { return "" }); err == nil {
 			t.Errorf("parseServe(%q) accepted", bad)
 		}
 	}
@@ -44,7 +43,7 @@ func TestLimitFlags(t *testing.T) {
 
 func TestLogSettings(t *testing.T) {
 	for _, bad := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}} {
-		if _, err := parseServe(bad, func(string) string { return "" }, io.Discard); err == nil {
+		if _, err := parseServe(bad, func(string) string { return "" }); err == nil {
 			t.Errorf("parseServe(%q) accepted", bad)
 		}
 	}

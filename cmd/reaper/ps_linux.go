@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -35,28 +33,22 @@ Flags:
 func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var cgroupRoot, stateDir, containment string
 	var asJSON bool
-	fs := newFlagSet("ps", psUsage, stderr)
+	fs := newFlagSet("ps")
 	fs.StringVar(&cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup the instances' slices are under (default: a child \"reaper\" of this process's cgroup)")
 	stateDirFlag(fs, &stateDir)
 	fs.StringVar(&containment, "containment", "auto", "auto or cgroup: look at slices, state directories and /proc; process: state directories and /proc only")
 	fs.BoolVar(&asJSON, "json", false, "print the listing as JSON")
 	err := parseFlags(fs, args, false, getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
 	var mode reaper.Containment
 	if err == nil {
 		mode, err = reaper.ParseContainment(containment)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper ps: %v\n", err)
-		return 2
+	if code := parsed("ps", psUsage, err, stdout, stderr, badUsage); code >= 0 {
+		return code
 	}
-	in, err := reaper.Inspect(reaper.InspectOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, NoCgroup: mode == reaper.ContainProcess})
+	in, err := instance.Inspect(instance.InspectOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, NoCgroup: mode == reaper.ContainProcess})
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(in)
+		writeJSON(stdout, in)
 	} else {
 		printPs(stdout, in)
 	}
@@ -69,7 +61,7 @@ func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int
 
 // printPs writes the listing for people: one block per instance, sessions and their processes
 // indented below it.
-func printPs(w io.Writer, in reaper.Inspection) {
+func printPs(w io.Writer, in instance.Inspection) {
 	if len(in.Instances) == 0 {
 		where := in.StateDir
 		if in.Root != "" {
@@ -112,13 +104,13 @@ func printPs(w io.Writer, in reaper.Inspection) {
 }
 
 // printIgnored lists what was found and left alone because it is not what reaper makes.
-func printIgnored(w io.Writer, ignored []reaper.Ignored) {
+func printIgnored(w io.Writer, ignored []instance.Ignored) {
 	for _, ig := range ignored {
 		fmt.Fprintf(w, "ignored %s: %s\n", printable(ig.Path), printable(ig.Reason))
 	}
 }
 
-func printSession(w io.Writer, sv reaper.SessionView) {
+func printSession(w io.Writer, sv instance.SessionView) {
 	fmt.Fprintf(w, "  session %s", printable(sv.Name))
 	if sv.ID != "" {
 		fmt.Fprintf(w, " (%s)", printable(sv.ID))
@@ -126,7 +118,7 @@ func printSession(w io.Writer, sv reaper.SessionView) {
 	if !sv.Created.IsZero() {
 		fmt.Fprintf(w, "  age %v", time.Since(sv.Created).Round(time.Second))
 	}
-	fmt.Fprintf(w, "  %d tasks, %d processes", len(sv.Tasks), len(sv.Processes))
+	fmt.Fprintf(w, "  %s, %s", count(len(sv.Tasks), "task", "tasks"), count(len(sv.Processes), "process", "processes"))
 	if sv.Init != 0 {
 		fmt.Fprintf(w, "  init %d (its PID namespace)", sv.Init)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/httpguard"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
 )
@@ -21,24 +21,25 @@ import (
 // guard (see guard); started by the guard, it is the server.
 func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	closeOnExec()
-	if getenv(reaper.EnvGuardPid) == "" {
+	if getenv(instance.EnvGuardPid) == "" {
+		// The command line is checked before a server starts: help and usage errors start nothing.
+		_, err := parseServe(args, getenv)
+		if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
+			return code
+		}
 		return guard(guardSpec{command: "serve"}, args, getenv, stderr)
 	}
 	log := earlyLogger(stderr, args, getenv)
-	link, err := reaper.GuardedBy(getenv(reaper.EnvGuardPid), getenv(reaper.EnvGuardFD))
+	link, err := instance.GuardedBy(getenv(instance.EnvGuardPid), getenv(instance.EnvGuardFD))
 	sig := watchSignals(log, link)
 	defer sig.stop()
 	if err != nil {
 		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
 		return 1
 	}
-	c, err := parseServe(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-		return 2
+	c, err := parseServe(args, getenv)
+	if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
+		return code
 	}
 	tokens, err := c.tokens()
 	if err != nil {
@@ -116,7 +117,7 @@ func listen(c serveConfig, tokens map[string]string, stderr io.Writer) (net.List
 
 // newServer creates the Reaper and the MCP server on top of it. The Reaper announces itself to the
 // guard, if there is one.
-func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
+func newServer(c serveConfig, link instance.GuardLink, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
 	containment, _ := reaper.ParseContainment(c.containment)
 	pidNS, _ := reaper.ParsePIDNamespace(c.pidNS)
 	var u *reaper.User
@@ -132,7 +133,7 @@ func newServer(c serveConfig, link reaper.GuardLink, log *slog.Logger, o *ops) (
 		PIDNamespace:      pidNS,
 		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
 		StateDir:          c.stateDir,
-		Grace:             graceOption(c.grace),
+		Grace:             &c.grace,
 		BackgroundTimeout: c.bgTimeout,
 		MaxTasks:          c.maxTasks,
 		OutputBudget:      int64(c.outBudget),
@@ -236,7 +237,7 @@ func authText(tokens map[string]string) string {
 
 // companions are the processes that share the server's cgroup and move with it into a leaf: its
 // guard.
-func companions(link reaper.GuardLink) []int {
+func companions(link instance.GuardLink) []int {
 	if link.Pid == 0 {
 		return nil
 	}

@@ -27,23 +27,23 @@ func TestNormalizeHTTPFlag(t *testing.T) {
 
 func TestParseServeEnvironment(t *testing.T) {
 	env := map[string]string{"REAPER_GRACE": "2s", "REAPER_MAX_TASKS": "4", "REAPER_HTTP": "true", "REAPER_IDLE_TIMEOUT": "1m", "REAPER_OUTPUT_BUDGET": "8M"}
-	c, err := parseServe([]string{"--max-tasks", "6", "--max-output", "1000"}, func(k string) string { return env[k] }, io.Discard)
+	c, err := parseServe([]string{"--max-tasks", "6", "--max-output", "1000"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.grace != 2*time.Second || c.maxTasks != 6 || c.http != defaultHTTPAddr || c.idleTimeout != time.Minute || c.maxOutput != 1000 || c.outBudget != 8<<20 {
 		t.Errorf("config %+v: want grace and the output budget from the environment, max-tasks and max-output from the flags", c)
 	}
-	if c, _ := parseServe(nil, func(string) string { return "" }, io.Discard); c.maxOutput != 30000 || c.outBudget != 64<<20 {
+	if c, _ := parseServe(nil, func(string) string { return "" }); c.maxOutput != 30000 || c.outBudget != 64<<20 {
 		t.Errorf("defaults: max-output %d, output budget %d", c.maxOutput, c.outBudget)
 	}
 	for _, bad := range [][]string{{"--max-tasks", "0"}, {"--idle-timeout", "0s"}, {"--grace", "-1s"}, {"--containment", "vm"}, {"extra"},
 		{"--max-output", "0"}, {"--max-output", "2000000"}, {"--output-budget", "1K"}} {
-		if _, err := parseServe(bad, func(string) string { return "" }, io.Discard); err == nil {
+		if _, err := parseServe(bad, func(string) string { return "" }); err == nil {
 			t.Errorf("parseServe(%q) accepted", bad)
 		}
 	}
-	if _, err := parseServe(nil, func(k string) string { return map[string]string{"REAPER_KEEPALIVE": "often"}[k] }, io.Discard); err == nil ||
+	if _, err := parseServe(nil, func(k string) string { return map[string]string{"REAPER_KEEPALIVE": "often"}[k] }); err == nil ||
 		!strings.Contains(err.Error(), "REAPER_KEEPALIVE") {
 		t.Errorf("a bad environment value: %v", err)
 	}
@@ -127,7 +127,7 @@ func TestTokenOnCommandLine(t *testing.T) {
 				return tc.env
 			}
 			return ""
-		}, io.Discard)
+		})
 		if err != nil || c.tokenOnCommandLine != tc.want {
 			t.Errorf("%v with REAPER_TOKEN=%q: on the command line %v (%v), want %v", tc.args, tc.env, c.tokenOnCommandLine, err, tc.want)
 		}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -36,7 +37,7 @@ var ignoredSignals = []os.Signal{
 // guard dies, both are cancelled at once: reaper must be gone within a second.
 type signals struct {
 	log         *slog.Logger
-	guard       reaper.GuardLink
+	guard       instance.GuardLink
 	died        sync.Once     // guardDied runs once
 	guardGone   chan struct{} // closed when the guard has died
 	serving     context.Context
@@ -54,7 +55,7 @@ type signals struct {
 
 // watchSignals starts watching every signal that would end reaper by default. Call it first thing:
 // until then a log line written to a closed stderr kills the program.
-func watchSignals(log *slog.Logger, guard reaper.GuardLink) *signals {
+func watchSignals(log *slog.Logger, guard instance.GuardLink) *signals {
 	s := &signals{log: log, guard: guard, ch: make(chan os.Signal, 8), done: make(chan struct{}), watched: make(chan struct{}), guardGone: make(chan struct{})}
 	s.serving, s.stopServing = context.WithCancel(context.Background())
 	s.hurry, s.cancelHurry = context.WithCancel(context.Background())
@@ -95,7 +96,7 @@ func (s *signals) hurryUnderWay() {
 	}
 }
 
-func (s *signals) watch(log *slog.Logger, guard reaper.GuardLink) {
+func (s *signals) watch(log *slog.Logger, guard instance.GuardLink) {
 	defer close(s.done)
 	first := true
 	for {
@@ -111,7 +112,7 @@ func (s *signals) watch(log *slog.Logger, guard reaper.GuardLink) {
 				log.Info("signal ignored", "signal", sig.String())
 			}
 			continue
-		case sig == reaper.GuardSignal && guard.Gone():
+		case sig == instance.GuardSignal && guard.Gone():
 			s.guardDied()
 		case first:
 			log.Info("shutting down: every session's processes are being killed", "signal", sig.String())

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +8,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -31,30 +29,23 @@ Flags:
 func sweep(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var cgroupRoot, stateDir, containment string
 	var dryRun, asJSON bool
-	fs := newFlagSet("sweep", sweepUsage, stderr)
+	fs := newFlagSet("sweep")
 	fs.StringVar(&cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup the instances' slices are under (default: a child \"reaper\" of this process's cgroup)")
 	stateDirFlag(fs, &stateDir)
 	fs.StringVar(&containment, "containment", "auto", "auto or cgroup: look for slices and state directories; process: state directories only")
 	fs.BoolVar(&dryRun, "dry-run", false, "list what would be killed and removed, and do neither")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	err := parseFlags(fs, args, false, getenv)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+	var mode reaper.Containment
+	if err == nil {
+		mode, err = reaper.ParseContainment(containment)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper sweep: %v\n", err)
-		return 2
+	if code := parsed("sweep", sweepUsage, err, stdout, stderr, badUsage); code >= 0 {
+		return code
 	}
-	mode, err := reaper.ParseContainment(containment)
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper sweep: %v\n", err)
-		return 2
-	}
-	rep, err := reaper.Sweep(reaper.SweepOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, DryRun: dryRun, NoCgroup: mode == reaper.ContainProcess})
+	rep, err := instance.Sweep(instance.SweepOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, DryRun: dryRun, NoCgroup: mode == reaper.ContainProcess})
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(rep)
+		writeJSON(stdout, rep)
 	} else {
 		printSweep(stdout, rep, dryRun)
 	}
@@ -65,13 +56,13 @@ func sweep(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	return 0
 }
 
-func printSweep(w io.Writer, rep reaper.SweepReport, dryRun bool) {
+func printSweep(w io.Writer, rep instance.SweepReport, dryRun bool) {
 	kill, remove := "killed", "removed"
 	if dryRun {
 		kill, remove = "would kill", "would remove"
 	}
 	for _, d := range rep.Dead {
-		fmt.Fprintf(w, "dead instance %s: %s %d processes%s\n", printable(d.Name), kill, len(d.Processes), procList(d.Processes))
+		fmt.Fprintf(w, "dead instance %s: %s %s%s\n", printable(d.Name), kill, count(len(d.Processes), "process", "processes"), procList(d.Processes))
 		for _, p := range []string{d.Slice, d.StateDir} {
 			if p != "" && (dryRun || d.Removed) {
 				fmt.Fprintf(w, "  %s %s\n", remove, printable(p))
@@ -91,6 +82,14 @@ func printSweep(w io.Writer, rep reaper.SweepReport, dryRun bool) {
 	if len(rep.Dead) == 0 {
 		fmt.Fprintln(w, "no dead instances")
 	}
+}
+
+// count says n things: "1 process", "2 processes", "0 processes".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // procList names processes as "sleep (pid 812, 41s)", after a colon.

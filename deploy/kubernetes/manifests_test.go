@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 // kinds maps the apiVersion and kind of every object the manifests may hold to its API type. An
 // object of another kind fails the test: add its type here.
 var kinds = map[string]func() any{
+	"apps/v1/Deployment":          func() any { return new(appsv1.Deployment) },
 	"v1/Pod":                      func() any { return new(corev1.Pod) },
 	"v1/Secret":                   func() any { return new(corev1.Secret) },
 	"node.k8s.io/v1/RuntimeClass": func() any { return new(nodev1.RuntimeClass) },
@@ -190,32 +192,59 @@ func build(t *testing.T, dir string) []any {
 	return objs
 }
 
-// TestKustomizationsBuild builds every kustomization and checks the pod each one makes: reaper as
-// a native sidecar with its tokens from a Secret, httpGet probes on the admin endpoint, resources and a
-// security context, and the containment each variant is for.
+// TestKustomizationsBuild builds every kustomization and checks the Deployment each one makes: one
+// pod at a time, whose reaper is a native sidecar with its tokens from a Secret, httpGet probes on
+// the admin endpoint, resources and a security context, and the containment each variant is for.
 func TestKustomizationsBuild(t *testing.T) {
 	for _, dir := range kustomizations {
 		t.Run(dir, func(t *testing.T) {
-			var pod *corev1.Pod
+			var d *appsv1.Deployment
 			for _, obj := range build(t, dir) {
-				if p, ok := obj.(*corev1.Pod); ok {
-					pod = p
+				if o, ok := obj.(*appsv1.Deployment); ok {
+					d = o
 				}
 			}
-			if pod == nil {
-				t.Fatalf("kustomize build %s made no pod", dir)
+			if d == nil {
+				t.Fatalf("kustomize build %s made no Deployment", dir)
 			}
-			checkPod(t, dir, pod)
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+				t.Errorf("%s: want one replica, replaced by Recreate (two pods would be two agents on one workspace): %v, %q", dir, d.Spec.Replicas, d.Spec.Strategy.Type)
+			}
+			sel, labels := d.Spec.Selector, d.Spec.Template.Labels
+			if sel == nil || len(sel.MatchLabels) == 0 {
+				t.Errorf("%s: the Deployment has no selector", dir)
+			} else {
+				for k, v := range sel.MatchLabels {
+					if labels[k] != v {
+						t.Errorf("%s: the selector's %s=%s does not match the pod template's labels %v", dir, k, v, labels)
+					}
+				}
+			}
+			if dir == "overlays/writable-cgroup" && d.Spec.Template.Annotations["io.kubernetes.cri-o.cgroup2-mount-hierarchy-rw"] != "true" {
+				t.Errorf("%s: the pod template lacks CRI-O's writable-cgroup annotation: %v", dir, d.Spec.Template.Annotations)
+			}
+			checkPod(t, dir, &d.Spec.Template.Spec)
 		})
 	}
 }
 
-func checkPod(t *testing.T, dir string, pod *corev1.Pod) {
-	t.Helper()
-	if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Name != "reaper" {
-		t.Fatalf("%s: init containers %v, want the reaper sidecar", dir, pod.Spec.InitContainers)
+// TestRequiredVersionStated: the base says which Kubernetes its native sidecar needs.
+func TestRequiredVersionStated(t *testing.T) {
+	b, err := os.ReadFile("base/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
 	}
-	r := pod.Spec.InitContainers[0]
+	if !strings.Contains(string(b), "Kubernetes 1.29 or later") {
+		t.Error("base/deployment.yaml does not state that native sidecars need Kubernetes 1.29 or later")
+	}
+}
+
+func checkPod(t *testing.T, dir string, pod *corev1.PodSpec) {
+	t.Helper()
+	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Name != "reaper" {
+		t.Fatalf("%s: init containers %v, want the reaper sidecar", dir, pod.InitContainers)
+	}
+	r := pod.InitContainers[0]
 	if r.RestartPolicy == nil || *r.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("%s: the reaper init container is not a native sidecar (restartPolicy Always)", dir)
 	}
@@ -265,7 +294,7 @@ func checkPod(t *testing.T, dir string, pod *corev1.Pod) {
 	if !workspace || r.WorkingDir != "/workspace" {
 		t.Errorf("%s: reaper does not work in the shared /workspace volume", dir)
 	}
-	for _, c := range append(pod.Spec.Containers, r) {
+	for _, c := range append(pod.Containers, r) {
 		if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() {
 			t.Errorf("%s: container %s lacks resource requests or limits: %+v", dir, c.Name, c.Resources)
 		}
@@ -276,9 +305,13 @@ func checkPod(t *testing.T, dir string, pod *corev1.Pod) {
 	sc := r.SecurityContext
 	privileged := sc != nil && sc.Privileged != nil && *sc.Privileged
 	root := sc != nil && sc.RunAsUser != nil && *sc.RunAsUser == 0
+	// reaper as root must not run the agent's commands as root: --user with another user.
+	if user := flagValue(r.Args, "--user"); root && (user == "" || strings.HasPrefix(user, "0:") || user == "0" || user == "root") {
+		t.Errorf("%s: reaper runs as root and its tasks too (--user %q): %q", dir, user, cmd)
+	}
 	switch dir {
 	case "base":
-		if privileged || root || pod.Spec.SecurityContext == nil || pod.Spec.SecurityContext.RunAsNonRoot == nil || !*pod.Spec.SecurityContext.RunAsNonRoot {
+		if privileged || root || pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
 			t.Errorf("%s: the default pod should run reaper unprivileged as a non-root user", dir)
 		}
 	case "overlays/privileged":
@@ -286,10 +319,23 @@ func checkPod(t *testing.T, dir string, pod *corev1.Pod) {
 			t.Errorf("%s: reaper is not privileged root: %+v", dir, sc)
 		}
 	case "overlays/writable-cgroup":
-		if privileged || !root || pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != "cgroup-writable" {
-			t.Errorf("%s: want unprivileged root under the cgroup-writable runtime class: %+v, %v", dir, sc, pod.Spec.RuntimeClassName)
+		if privileged || !root || pod.RuntimeClassName == nil || *pod.RuntimeClassName != "cgroup-writable" {
+			t.Errorf("%s: want unprivileged root under the cgroup-writable runtime class: %+v, %v", dir, sc, pod.RuntimeClassName)
 		}
 	}
+}
+
+// flagValue returns the value args give the flag name ("--user x" or "--user=x"), or "".
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 // TestStrictDecodingFails shows that the checks above can fail: a field spelt in another case, a
@@ -300,7 +346,7 @@ func TestStrictDecodingFails(t *testing.T) {
 		"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  containers:\n    - name: a\n      image: b\n      restartpolicy: Always\n",
 		"apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec:\n  restartPolicy: Never\n  containers: [{name: a, image: b}]\n  livenessProbe: {}\n",
 		"apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n  name: y\nspec: {}\n",
-		"apiVersion: apps/v1\nkind: Deployment\n",
+		"apiVersion: batch/v1\nkind: CronJob\n",
 	} {
 		if _, err := decodeObject([]byte(doc)); err == nil {
 			t.Errorf("decoded without an error:\n%s", doc)

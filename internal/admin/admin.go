@@ -9,6 +9,8 @@
 // loopback only). Every request is bounded in time and size before it is answered
 // (httpguard.NewServer), a loopback listener answers only loopback Host names (DNS rebinding), and
 // cross-origin browser requests are refused.
+//
+// Lock order. The package has one lock, Server.mu, a leaf held for the readiness fields only.
 package admin
 
 import (

@@ -102,7 +102,7 @@ func TestLongHandlerKeepsItsConnection(t *testing.T) {
 			http.Error(w, "cancelled", http.StatusInternalServerError)
 			return
 		}
-		io.WriteString(w, string(b))
+		w.Write(b)
 	})
 	addr := start(t, slow, Options{BodyTimeout: 500 * time.Millisecond})
 	c, err := net.Dial("tcp", addr)

@@ -3,9 +3,8 @@ package metrics
 import (
 	"net/http"
 	"slices"
+	"time"
 
-	"github.com/cgreaper/reaper/mcpserver"
-	"github.com/cgreaper/reaper/reaper"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -15,6 +14,9 @@ import (
 type Options struct {
 	// Version is reported as the version label of reaper_build_info; empty means "unknown".
 	Version string
+	// TaskStatuses are the values reaper_tasks_ended_total's status label takes, shown at 0 from the
+	// start so that rate() sees the first; nil shows none before it happens.
+	TaskStatuses []string
 }
 
 // Metrics holds the registry and every metric. Create it with New; it is safe for concurrent use.
@@ -123,8 +125,8 @@ func New(opts Options) *Metrics {
 	for _, p := range []string{PhaseSIGTERM, PhaseCgroupKill, PhaseWalk} {
 		m.killed.WithLabelValues(p) // shown at 0 from the start, so that rate() sees the first kill
 	}
-	for _, s := range []reaper.Status{reaper.Completed, reaper.Failed, reaper.Killed, reaper.TimedOut} {
-		m.tasksEnded.WithLabelValues(string(s))
+	for _, s := range opts.TaskStatuses {
+		m.tasksEnded.WithLabelValues(s)
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), build,
@@ -134,75 +136,96 @@ func New(opts Options) *Metrics {
 	return m
 }
 
-// Handler serves the metrics in the Prometheus text format (or OpenMetrics, when asked for).
+// Handler serves the metrics in OpenMetrics 1.0 to a scraper whose Accept header asks for
+// application/openmetrics-text (Prometheus does by default), and in the Prometheus text format
+// 0.0.4 otherwise. No _created samples: they double the series of every counter and histogram for
+// scrapers that keep them as series.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
 }
 
-// SetContainment records the containment mode as reaper_containment_info.
-func (m *Metrics) SetContainment(ci reaper.ContainmentInfo) {
-	kill := "none"
-	if ci.Mode == reaper.ContainCgroup {
-		kill = ci.Cgroup.Kill.String()
-	}
+// SetContainment records the containment mode ("cgroup" or "process") and the strongest kill of a
+// slice ("none" in process containment) as reaper_containment_info.
+func (m *Metrics) SetContainment(mode, kill string) {
 	m.containment.Reset()
-	m.containment.WithLabelValues(ci.Mode.String(), kill).Set(1)
+	m.containment.WithLabelValues(mode, kill).Set(1)
 }
 
-// WatchUsage registers the gauges read at each scrape from usage (reaper.Reaper.Usage): live
-// sessions, and the processes and memory in their slices, as totals and as the largest session's,
-// never per session. It may be called once.
-func (m *Metrics) WatchUsage(usage func() reaper.Usage) {
+// Usage is what the live sessions hold at one moment (see WatchUsage).
+type Usage struct {
+	// Sessions is the number of live sessions.
+	Sessions int
+	// Counted reports that Processes is known (cgroup containment), MemoryCounted that Memory is.
+	Counted, MemoryCounted bool
+	// Processes and Memory have one entry per session: its processes, its memory in bytes.
+	Processes []int
+	Memory    []int64
+}
+
+// WatchUsage registers the gauges read at each scrape from usage: live sessions, and the processes
+// and memory in their slices, as totals and as the largest session's, never per session. It may be
+// called once.
+func (m *Metrics) WatchUsage(usage func() Usage) {
 	m.reg.MustRegister(usageCollector{usage})
 }
 
-// ReaperObserver returns the reaper.Observer that feeds the metrics.
-func (m *Metrics) ReaperObserver() reaper.Observer { return reaperObserver{m} }
-
-// MCPObserver returns the mcpserver.Observer that feeds the metrics.
-func (m *Metrics) MCPObserver() mcpserver.Observer { return mcpObserver{m} }
-
-type reaperObserver struct{ m *Metrics }
-
-func (o reaperObserver) SessionEnded(e reaper.SessionEnd) {
-	o.m.sessionsEnded.WithLabelValues(e.Reason).Inc()
-	o.m.sessionTeardown.Observe(e.Report.Duration.Seconds())
+// SessionEnded counts a session that ran a command and ended, for reason (one of a closed set of
+// short words: a label value), after a teardown that took teardown.
+func (m *Metrics) SessionEnded(reason string, teardown time.Duration) {
+	m.sessionsEnded.WithLabelValues(reason).Inc()
+	m.sessionTeardown.Observe(teardown.Seconds())
 }
 
-func (o reaperObserver) TaskEnded(e reaper.TaskEnd) {
-	o.m.tasksEnded.WithLabelValues(string(e.Status)).Inc()
-	if e.OOMKilled {
-		o.m.tasksOOM.Inc()
+// TaskEnded counts a command that ended with status (one of Options.TaskStatuses), and whether the
+// OOM killer killed a process of it.
+func (m *Metrics) TaskEnded(status string, oomKilled bool) {
+	m.tasksEnded.WithLabelValues(status).Inc()
+	if oomKilled {
+		m.tasksOOM.Inc()
 	}
 }
 
-func (o reaperObserver) Teardown(k reaper.KillReport) {
-	o.m.killed.WithLabelValues(PhaseSIGTERM).Add(float64(k.Terminated))
-	o.m.killed.WithLabelValues(PhaseCgroupKill).Add(float64(k.Killed - k.Walked))
-	o.m.killed.WithLabelValues(PhaseWalk).Add(float64(k.Walked))
-	o.m.escapees.Add(float64(k.Found))
-	o.m.remaining.Add(float64(len(k.Remaining)))
+// Kills is what one run of the kill policy ended, by phase (see the Phase constants).
+type Kills struct {
+	SIGTERM, CgroupKill, Walk int
+	// Escapees were found outside their slice by a walk of /proc; Remaining were still alive at the
+	// deadline.
+	Escapees, Remaining int
 }
 
-func (o reaperObserver) Swept(rep reaper.SweepReport) {
-	o.m.sweptInstances.Add(float64(len(rep.Dead)))
-	for _, d := range rep.Dead {
-		o.m.sweptProcesses.Add(float64(len(d.Processes)))
-	}
+// Killed counts what one run of the kill policy ended.
+func (m *Metrics) Killed(k Kills) {
+	m.killed.WithLabelValues(PhaseSIGTERM).Add(float64(k.SIGTERM))
+	m.killed.WithLabelValues(PhaseCgroupKill).Add(float64(k.CgroupKill))
+	m.killed.WithLabelValues(PhaseWalk).Add(float64(k.Walk))
+	m.escapees.Add(float64(k.Escapees))
+	m.remaining.Add(float64(k.Remaining))
 }
 
-type mcpObserver struct{ m *Metrics }
-
-func (o mcpObserver) Operation(op mcpserver.Operation) {
-	o.m.operations.WithLabelValues(op.Method, op.Tool, op.ErrorType, op.Transport, op.ProtocolVersion).Observe(op.Duration.Seconds())
+// Swept counts the dead instances the sweep at start-up found, and the processes of theirs it killed.
+func (m *Metrics) Swept(instances, processes int) {
+	m.sweptInstances.Add(float64(instances))
+	m.sweptProcesses.Add(float64(processes))
 }
 
-func (o mcpObserver) SessionEnded(si mcpserver.SessionInfo) {
-	o.m.sessions.WithLabelValues(si.Transport, si.ProtocolVersion).Observe(si.Duration.Seconds())
+// Operation is one MCP request or notification, with label values bounded by the server.
+type Operation struct {
+	Method, Tool, ErrorType, Transport, ProtocolVersion string
+	Duration                                            time.Duration
 }
 
-// usageCollector reads reaper.Usage at each scrape.
-type usageCollector struct{ usage func() reaper.Usage }
+// MCPOperation records an MCP request or notification.
+func (m *Metrics) MCPOperation(op Operation) {
+	m.operations.WithLabelValues(op.Method, op.Tool, op.ErrorType, op.Transport, op.ProtocolVersion).Observe(op.Duration.Seconds())
+}
+
+// MCPSessionEnded records an MCP session's duration.
+func (m *Metrics) MCPSessionEnded(transport, protocolVersion string, d time.Duration) {
+	m.sessions.WithLabelValues(transport, protocolVersion).Observe(d.Seconds())
+}
+
+// usageCollector reads Usage at each scrape.
+type usageCollector struct{ usage func() Usage }
 
 var (
 	sessionsActiveDesc = prometheus.NewDesc("reaper_sessions_active",

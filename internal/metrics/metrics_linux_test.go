@@ -1,15 +1,11 @@
 package metrics
 
 import (
-	"errors"
 	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cgreaper/reaper/mcpserver"
-	"github.com/cgreaper/reaper/reaper"
 )
 
 func scrape(t *testing.T, m *Metrics) string {
@@ -23,20 +19,19 @@ func scrape(t *testing.T, m *Metrics) string {
 	return string(b)
 }
 
-func TestObserversMoveTheMetrics(t *testing.T) {
-	m := New(Options{Version: "v1.2.3"})
-	usage := reaper.Usage{Sessions: 2, Counted: true, MemoryCounted: true, Processes: []int{3, 5}, Memory: []int64{100, 300}}
-	m.WatchUsage(func() reaper.Usage { return usage })
-	m.SetContainment(reaper.ContainmentInfo{Mode: reaper.ContainProcess})
+func TestEventsMoveTheMetrics(t *testing.T) {
+	m := New(Options{Version: "v1.2.3", TaskStatuses: []string{"completed", "failed"}})
+	usage := Usage{Sessions: 2, Counted: true, MemoryCounted: true, Processes: []int{3, 5}, Memory: []int64{100, 300}}
+	m.WatchUsage(func() Usage { return usage })
+	m.SetContainment("process", "none")
 
-	ro, mo := m.ReaperObserver(), m.MCPObserver()
-	ro.TaskEnded(reaper.TaskEnd{Status: reaper.Failed})
-	ro.TaskEnded(reaper.TaskEnd{Status: reaper.Failed, OOMKilled: true})
-	ro.Teardown(reaper.KillReport{Terminated: 2, Killed: 5, Walked: 2, Found: 3, Remaining: []reaper.Proc{{Pid: 9}}})
-	ro.SessionEnded(reaper.SessionEnd{Reason: "idle", Report: reaper.KillReport{Duration: 30 * time.Millisecond}, Err: errors.New("x")})
-	ro.Swept(reaper.SweepReport{Dead: []reaper.DeadInstance{{Processes: []reaper.Proc{{Pid: 1}, {Pid: 2}}}}})
-	mo.Operation(mcpserver.Operation{Method: "tools/call", Tool: "bash", Transport: "tcp", ProtocolVersion: "2025-11-25", Duration: 40 * time.Millisecond})
-	mo.SessionEnded(mcpserver.SessionInfo{Transport: "tcp", Duration: 3 * time.Second})
+	m.TaskEnded("failed", false)
+	m.TaskEnded("failed", true)
+	m.Killed(Kills{SIGTERM: 2, CgroupKill: 3, Walk: 2, Escapees: 3, Remaining: 1})
+	m.SessionEnded("idle", 30*time.Millisecond)
+	m.Swept(1, 2)
+	m.MCPOperation(Operation{Method: "tools/call", Tool: "bash", Transport: "tcp", ProtocolVersion: "2025-11-25", Duration: 40 * time.Millisecond})
+	m.MCPSessionEnded("tcp", "", 3*time.Second)
 
 	out := scrape(t, m)
 	for _, want := range []string{
@@ -74,8 +69,46 @@ func TestObserversMoveTheMetrics(t *testing.T) {
 	}
 
 	// In process containment nothing counts processes per slice: no sample rather than a false 0.
-	usage = reaper.Usage{Sessions: 1}
+	usage = Usage{Sessions: 1}
 	if out := scrape(t, m); strings.Contains(out, "reaper_session_processes ") || strings.Contains(out, "reaper_session_memory_bytes") {
 		t.Errorf("per-slice gauges without slices:\n%s", out)
+	}
+}
+
+// TestExpositionFormats: the handler answers in OpenMetrics when the scraper's Accept header asks for
+// it, as Prometheus's does, and in the Prometheus text format otherwise; both hold the same samples.
+func TestExpositionFormats(t *testing.T) {
+	m := New(Options{Version: "v1.2.3", TaskStatuses: []string{"failed"}})
+	m.TaskEnded("failed", false)
+	for _, tc := range []struct {
+		accept, contentType string
+		openMetrics         bool
+	}{
+		{"", "text/plain; version=0.0.4", false},
+		{"text/plain", "text/plain; version=0.0.4", false},
+		{"application/openmetrics-text; version=1.0.0; charset=utf-8", "application/openmetrics-text; version=1.0.0", true},
+		// What Prometheus 2.x and 3.x send by default: OpenMetrics first, the text format as a fallback.
+		{"application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.1",
+			"application/openmetrics-text; version=1.0.0", true},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		if tc.accept != "" {
+			req.Header.Set("Accept", tc.accept)
+		}
+		m.Handler().ServeHTTP(rec, req)
+		body := rec.Body.String()
+		if ct := rec.Header().Get("Content-Type"); rec.Code != 200 || !strings.HasPrefix(ct, tc.contentType) {
+			t.Errorf("Accept %q: %d, Content-Type %q, want %q", tc.accept, rec.Code, ct, tc.contentType)
+		}
+		// OpenMetrics names a counter's family without _total and ends with # EOF.
+		eof := strings.HasSuffix(body, "# EOF\n")
+		family := strings.Contains(body, "# TYPE reaper_tasks_ended counter\n")
+		if eof != tc.openMetrics || family != tc.openMetrics {
+			t.Errorf("Accept %q: OpenMetrics # EOF %v, counter family without _total %v; want %v\n%s", tc.accept, eof, family, tc.openMetrics, body)
+		}
+		if !strings.Contains(body, `reaper_tasks_ended_total{status="failed"} 1`) || strings.Contains(body, "_created") {
+			t.Errorf("Accept %q: the sample is missing, or _created samples are there:\n%s", tc.accept, body)
+		}
 	}
 }

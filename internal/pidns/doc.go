@@ -17,5 +17,11 @@
 // The init trusts nothing but the server: the socket is the only way to reach it, and no task inherits
 // it. The server bounds what it reads from the init all the same (a root task may ptrace its init).
 //
+// Lock order. On the server's side, Init.mu guards the Init's state and Init.sendMu one request's
+// messages on the socket; they are never held together, and neither is held while waiting for the
+// init. In the init, spawnMu (held while a request is handled, and by the idle exit) comes before
+// sendMu (one message at a time) and before its reap.Children's lock (held across each fork). The
+// package takes no lock of its callers'; a Reaper calls Init's methods with its Session.mu held.
+//
 // The package is Linux-only; elsewhere it is empty.
 package pidns

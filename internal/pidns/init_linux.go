@@ -83,8 +83,7 @@ func Main() int {
 			go in.exitWhenIdle(idle)
 		}
 	}
-	err = in.serve()
-	if err != nil && !errors.Is(err, io.EOF) {
+	if err := in.serve(); !errors.Is(err, io.EOF) { // serve returns only with an error: EOF when the server went
 		fmt.Fprintf(os.Stderr, "reaper: the init of a PID namespace stops: %v\n", err)
 		return 1
 	}

@@ -207,11 +207,7 @@ func TestInitDeath(t *testing.T) {
 		b, _ := os.ReadFile(file)
 		return bytes.Count(b, []byte{'\n'}) == 2
 	})
-	var all []proc.Stat
-	procs, _ := proc.NewWalker().Descendants(in.Pid())
-	for _, p := range procs {
-		all = append(all, p)
-	}
+	all, _ := proc.NewWalker().Descendants(in.Pid())
 	if len(all) != 2 {
 		t.Fatalf("the namespace holds %v, want the task and its setsid child", all)
 	}

@@ -17,7 +17,7 @@ var groups = []group{
 	{pkg: "./test/e2e", bench: "BenchmarkSessionStart", benchtime: "30x"},
 	{pkg: "./test/e2e", bench: "BenchmarkTaskOutput", benchtime: "10x"},
 	{pkg: "./reaper", bench: "BenchmarkClose", benchtime: "5x"},
-	{pkg: "./reaper", bench: "BenchmarkKill", benchtime: "5x"},
+	{pkg: "./internal/kill", bench: "BenchmarkKill", benchtime: "5x"},
 	{pkg: "./reaper", bench: "BenchmarkSpawnTrue", benchtime: "500x"},
 	{pkg: "./reaper", bench: "BenchmarkWalk", benchtime: "10x", maxRounds: 3},
 	{pkg: "./reaper", bench: "BenchmarkIdleSessionHeap", benchtime: "1x"},

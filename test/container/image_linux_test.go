@@ -1,11 +1,15 @@
 package container
 
 import (
+	"context"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cgreaper/reaper/internal/testutil"
 )
@@ -53,6 +57,92 @@ func TestCopyFromRecipe(t *testing.T) {
 	}
 	tag := "localhost/reaper-test-recipe:" + strings.ToLower(testutil.UniqueName(""))
 	buildAndRunVersion(t, tag, "reaper ", "build", "--pull=never", "-f", file, "-t", tag, dir)
+}
+
+// prebuiltRecipe is how deploy/Containerfile's comment and the README say to build the image from a
+// binary built first, word for word: TestPrebuiltRecipe checks that both still say it, and runs it.
+var prebuiltRecipe = []string{
+	"CGO_ENABLED=0 go build -trimpath -o bin/reaper ./cmd/reaper",
+	"podman build -f deploy/Containerfile --target prebuilt -t reaper .",
+}
+
+// TestPrebuiltRecipe runs prebuiltRecipe as a user would, each line through the shell in the root of
+// a copy of the repository, and then `reaper version` in the image it tagged. Nothing is changed but
+// what no registry here can give: the default BASE_IMAGE, Debian slim, is the suite's base image
+// tagged with that name in the suite's own storage, so the recipe's build finds it without a pull.
+func TestPrebuiltRecipe(t *testing.T) {
+	need(t)
+	pm := suite.pm
+	for _, doc := range []string{"deploy/Containerfile", "README.md"} {
+		b, err := os.ReadFile(filepath.Join(suite.repo, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range prebuiltRecipe {
+			if !regexp.MustCompile(`(?m)^(#   )?` + regexp.QuoteMeta(line) + `$`).Match(b) {
+				t.Errorf("%s no longer gives the line %q: update prebuiltRecipe to what it says", doc, line)
+			}
+		}
+	}
+	const debian = "docker.io/library/debian:bookworm-slim"
+	if b, _ := os.ReadFile(filepath.Join(suite.repo, "deploy", "Containerfile")); !strings.Contains(string(b), "ARG BASE_IMAGE="+debian+"\n") {
+		t.Fatalf("deploy/Containerfile's default BASE_IMAGE is no longer %s: update the test", debian)
+	}
+	if _, err := pm.run("tag", suite.base, debian); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pm.run("rmi", "-f", debian, "localhost/reaper:latest") })
+	checkout := copyRepository(t)
+	for _, line := range prebuiltRecipe {
+		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+		cmd := exec.CommandContext(ctx, "sh", "-c", line)
+		cmd.Dir, cmd.Env, cmd.WaitDelay = checkout, pm.env, 10*time.Second
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, out)
+		}
+	}
+	out, err := pm.run("run", "--rm", "--pull=never", "--network", "none", "--cgroup-parent", pm.cgroupParent, "reaper", "version")
+	if err != nil || !strings.HasPrefix(out, "reaper ") {
+		t.Errorf("reaper version in the recipe's image: %q, %v", out, err)
+	}
+}
+
+// copyRepository copies the repository's files, as a checkout has them (no .git, no bin/), into a
+// temporary directory and returns it.
+func copyRepository(t *testing.T) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(suite.repo, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(suite.repo, path)
+		switch {
+		case d.IsDir() && (rel == ".git" || rel == "bin"):
+			return filepath.SkipDir
+		case d.IsDir():
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		case !d.Type().IsRegular():
+			return nil // .git of a worktree is a file; links and the like are no part of a checkout
+		case rel == ".git":
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, info.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatalf("copying the repository: %v", err)
+	}
+	return dst
 }
 
 // TestBuildFromSource builds the image's default target, reaper compiled from source in the GO_IMAGE

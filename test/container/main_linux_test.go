@@ -124,7 +124,7 @@ func setup(dir string) error {
 		suite.noPods = "skipped: catatonit is not installed, and podman needs it for a pod's infra container " + installHint
 	}
 
-	suite.binary = filepath.Join(dir, "context", "reaper")
+	suite.binary = filepath.Join(dir, "context", "bin", "reaper") // where the prebuilt target copies it from
 	// The flags of the Containerfile's source stage, so that TestBuildFromSource finds the packages
 	// compiled in the build cache.
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)

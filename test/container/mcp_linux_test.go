@@ -1,9 +1,8 @@
 package container
 
 import (
-	"context"
-	"encoding/json"
 	"maps"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -11,60 +10,40 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The MCP client side: the go-sdk client on the host, talking to reaper in a container.
 
-// connectStdio starts cmd (a `podman run -i`) and connects the go-sdk client to it over stdio.
-// Cleanup closes the client.
+// connectStdio starts cmd (a `podman run -i`) and connects the go-sdk client to it over stdio, at
+// the go-sdk client's default revision. Cleanup closes the client.
 func connectStdio(t *testing.T, cmd *exec.Cmd) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "container-test", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect over stdio to %v: %v", cmd.Args, err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return mcptest.ConnectCommand(t, cmd, mcptest.Options{})
 }
 
-// connectHTTP connects the go-sdk client to url. Cleanup closes the client (DELETE).
+// connectHTTP connects the go-sdk client to url as a session (MCP 2025-11-25: the tools then need no
+// workspace handle). Cleanup closes the client (DELETE).
 func connectHTTP(t *testing.T, url string) *mcp.ClientSession {
 	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "container-test", Version: "1"}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
-	if err != nil {
-		t.Fatalf("connect to %s: %v", url, err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return connectHTTPWith(t, url, nil)
+}
+
+// connectHTTPWith is connectHTTP with the HTTP client hc (nil: the default one).
+func connectHTTPWith(t *testing.T, url string, hc *http.Client) *mcp.ClientSession {
+	t.Helper()
+	return mcptest.ConnectHTTP(t, url, mcptest.Options{HTTPClient: hc})
 }
 
 // callTool calls a tool and decodes its structured result into out, failing the test on a protocol
 // error or a tool error.
 func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("%s(%v): %v", name, args, err)
-	}
+	res := mcptest.CallInto(t, cs, name, args, out)
 	if res.IsError {
-		t.Fatalf("%s(%v): tool error: %v", name, args, res.Content)
-	}
-	b, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		t.Fatalf("%s: structured content %s: %v", name, b, err)
+		t.Fatalf("%s(%.200v): tool error: %s", name, args, mcptest.Text(res))
 	}
 }
 

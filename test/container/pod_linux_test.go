@@ -2,8 +2,8 @@ package container
 
 import (
 	"io"
+	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,9 +49,12 @@ func TestSidecarInPod(t *testing.T) {
 	// IP), allowed because an admin token comes from the environment, as the Secret gives it.
 	t.Run("probes as in the Kubernetes pod", func(t *testing.T) {
 		token := testutil.UniqueName("admin-token-")
-		port := strconv.Itoa(testutil.FreePort(t))
 		s := startSidecar(t, serveOpts{pod: pod, podman: []string{"-e", "REAPER_ADMIN_TOKEN=" + token},
-			reaper: []string{"--admin", ":" + port}})
+			reaper: []string{"--admin", ":0"}})
+		_, port, err := net.SplitHostPort(strings.TrimPrefix(s.admin, "http://"))
+		if err != nil {
+			t.Fatalf("reaper's start-up line names admin endpoint %q: %v", s.admin, err)
+		}
 		base := "http://127.0.0.1:" + port
 		probe := func(path, token string) (int, string) {
 			req, _ := http.NewRequest(http.MethodGet, base+path, nil)
@@ -91,7 +94,7 @@ func TestSidecarInPod(t *testing.T) {
 		name := testutil.UniqueName("reaper-ctest-")
 		t.Cleanup(func() { removeContainer(t, name, &container{}) })
 		out, err := suite.pm.run("run", "--name", name, "--pull=never", "--pod", pod, suite.image,
-			"serve", "--http", "127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)), "--admin", ":"+strconv.Itoa(testutil.FreePort(t)))
+			"serve", "--http", "127.0.0.1:0", "--admin", ":0")
 		if err == nil || !strings.Contains(out+err.Error(), "admin token") {
 			t.Errorf("reaper with --admin :PORT and no admin token: %v\n%s", err, out)
 		}

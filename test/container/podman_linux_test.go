@@ -34,6 +34,11 @@ type podman struct {
 //     needs CAP_SYS_RESOURCE (root here lacks it). nproc also stays at or below 32768: podman starts
 //     conmon, the containers' monitor, with that limit here, and runc cannot raise it (EPERM).
 //   - cgroupfs: no systemd here; events to a file under tmp_dir (no journald).
+//   - lock_type "file": the locks of containers and pods as files under tmp_dir. podman's default
+//     is one shared-memory segment for every rootful podman on the machine (/dev/shm/libpod_lock),
+//     whatever its storage: another user's `podman system renumber` frees every lock in it, and a
+//     podman configured with another num_locks cannot open it (ERANGE). Files under tmp_dir are the
+//     suite's alone.
 //   - tmp_dir, volume_path, network_config_dir: podman's state of containers and networks in the
 //     test's directory. static_dir (the container database) is left at its default, below graphroot:
 //     the cleanup process podman starts when a container exits is told the graphroot but not
@@ -45,6 +50,7 @@ default_ulimits = ["nofile=%[2]d:%[2]d", "nproc=%[3]d:%[3]d"]
 runtime = "runc"
 cgroup_manager = "cgroupfs"
 events_logger = "file"
+lock_type = "file"
 tmp_dir = "%[1]s/tmp"
 volume_path = "%[1]s/volumes"
 

@@ -64,7 +64,7 @@ exit 3`)
 		}
 		// The four, and whatever they run at that moment (the loop's sleep).
 		n := 0
-		if m := regexp.MustCompile(`reaper: killed (\d+) leftover processes: `).FindStringSubmatch(stderr); m != nil {
+		if m := regexp.MustCompile(`reaper run: killed (\d+) leftover process(?:es)?: `).FindStringSubmatch(stderr); m != nil {
 			n, _ = strconv.Atoi(m[1])
 		}
 		if n < 4 {

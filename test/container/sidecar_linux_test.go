@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +37,8 @@ const within = grace + 15*time.Second
 type sidecar struct {
 	container
 	url string
+	// admin is the admin endpoint's base URL (http://:PORT for --admin :0), if reaper serves one.
+	admin string
 	// containment is the mode reaper logged at start: "cgroup" or "process".
 	containment string
 	// before are the processes of its pid namespace once it served, by pid in the namespace.
@@ -50,11 +50,14 @@ type sidecar struct {
 
 // startSidecar runs reaper in a container with o and waits until it serves. Cleanup removes the
 // container and checks that no cgroup of it is left in any hierarchy.
+//
+// The container shares the host's network, where any other program may take a port: reaper listens
+// on port 0, and the test reads the port from reaper's own start-up line, so the endpoint it uses is
+// the one reaper holds.
 func startSidecar(t *testing.T, o serveOpts) *sidecar {
 	t.Helper()
 	pm := suite.pm
 	name := testutil.UniqueName("reaper-ctest-")
-	addr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
 	dir := t.TempDir()
 	args := []string{"run", "-d", "--name", name, "--pull=never", "-v", dir + ":" + shared}
 	if o.pod != "" {
@@ -62,47 +65,69 @@ func startSidecar(t *testing.T, o serveOpts) *sidecar {
 	} else {
 		args = append(args, "--network", "host", "--cgroup-parent", pm.cgroupParent)
 	}
-	args = append(append(args, o.podman...), suite.image, "serve", "--http", addr, "--grace", grace.String())
+	args = append(append(args, o.podman...), suite.image, "serve", "--http", "127.0.0.1:0", "--grace", grace.String())
 	args = append(args, o.reaper...)
 	var c container
 	t.Cleanup(func() { removeContainer(t, name, &c) })
 	if _, err := pm.run(args...); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-			break
-		}
-		if status, _, _ := pm.state(name); status != "running" || time.Now().After(deadline) {
-			t.Fatalf("reaper in %s does not listen on %s (container %s): %v\n%s", name, addr, status, err, logs(name))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	var err error
-	if c, err = pm.inspect(name); err != nil {
+	s := newSidecar(t, name, dir)
+	c = s.container
+	return s
+}
+
+// newSidecar waits until reaper in the running container name serves over HTTP, and returns it as
+// it is then. dir is the test's directory mounted at shared in the container.
+func newSidecar(t *testing.T, name, dir string) *sidecar {
+	t.Helper()
+	line := awaitLogLine(t, name, testutil.ServingHTTP)
+	c, err := suite.pm.inspect(name)
+	if err != nil {
 		t.Fatal(err)
 	}
 	c.dir = dir
-	s := &sidecar{container: c, url: "http://" + addr + "/mcp", before: c.procs()}
-	s.containment = containmentOf(t, logs(name))
+	s := &sidecar{container: c, url: line["url"], admin: line["admin"], before: c.procs()}
+	s.containment, _, _ = strings.Cut(line["containment"], " ")
+	if !strings.HasPrefix(s.url, "http://127.0.0.1:") || s.containment == "" {
+		t.Fatalf("reaper's start-up line names no loopback endpoint or no containment: %v\n%s", line, logs(name))
+	}
 	if dir := s.cgroupV2(); dir != "" {
 		s.cgroups = cgroupTree(dir)
 	}
 	return s
 }
 
-// containmentOf returns the containment mode reaper's log names in its first line.
-func containmentOf(t *testing.T, log string) string {
+// logWait bounds the wait for a container's log line: podman, conmon and the other tests load the
+// machine, and conmon writes the log after the container wrote it.
+const logWait = 2 * time.Minute
+
+// awaitLogLine polls the container name's log until it holds a line whose message is msg, and returns
+// that line's attributes. It fails the test, with the log, if the container stops running first or
+// the line does not come within logWait.
+func awaitLogLine(t *testing.T, name, msg string) map[string]string {
 	t.Helper()
-	_, rest, ok := strings.Cut(log, `containment="`)
-	if !ok {
-		t.Fatalf("reaper logged no containment:\n%s", log)
+	deadline := time.Now().Add(logWait)
+	for {
+		log := logs(name)
+		if attrs, ok := testutil.LogLine(log, msg); ok {
+			return attrs
+		}
+		status, code, err := suite.pm.state(name)
+		switch {
+		case err != nil:
+			t.Fatalf("waiting for %q in the log of container %s: %v\n%s", msg, name, err, log)
+		case status != "running":
+			// What it wrote before it stopped is all in the log once podman says it stopped.
+			if attrs, ok := testutil.LogLine(logs(name), msg); ok {
+				return attrs
+			}
+			t.Fatalf("container %s is %s (exit status %d) and never logged %q:\n%s", name, status, code, msg, log)
+		case time.Now().After(deadline):
+			t.Fatalf("container %s has not logged %q after %v:\n%s", name, msg, logWait, log)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	mode, _, _ := strings.Cut(rest, " ")
-	return mode
 }
 
 // cgroupV2 returns the host path of the container's own cgroup in the cgroup2 hierarchy (podman's

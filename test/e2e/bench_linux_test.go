@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/testutil"
-	reaperpkg "github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -58,13 +58,13 @@ func startLeanHTTP(b testing.TB) (string, *exec.Cmd) {
 }
 
 // benchPlace is place for a benchmark: a unique cgroup root as in every test, and a state directory
-// beside where reaper keeps it by default (reaper.DefaultStateDir: /run/reaper for root, a memory
+// beside where reaper keeps it by default (instance.DefaultStateDir: /run/reaper for root, a memory
 // file system), not in the test's temporary directory: each command rewrites its session's record
 // there, which costs more on a disk file system.
 func benchPlace(b *testing.B) placement {
 	b.Helper()
 	p := place(b, "")
-	dir, err := os.MkdirTemp(filepath.Dir(reaperpkg.DefaultStateDir()), "reaper-bench-")
+	dir, err := os.MkdirTemp(filepath.Dir(instance.DefaultStateDir()), "reaper-bench-")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -55,7 +55,10 @@ func TestChurn(t *testing.T) {
 	dir := t.TempDir()
 	var mu sync.Mutex
 	var all []testutil.Proc // every process the sessions' tasks recorded
-	var ended, abandoned atomic.Int64
+	// ended counts the DELETEs reaper answered; unanswered those the client gave up on (the go-sdk
+	// waits 5 s): on a loaded machine one may not reach reaper, whose idle timeout then ends the
+	// session instead.
+	var ended, abandoned, unanswered atomic.Int64
 	errs := make(chan error, churnSessions)
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -66,18 +69,19 @@ func TestChurn(t *testing.T) {
 			defer wg.Done()
 			for i := range work {
 				abandon := i%2 == 1
-				ps, err := churnSession(r.url, mark, filepath.Join(dir, strconv.Itoa(i)), abandon)
+				ps, deleted, err := churnSession(r.url, mark, filepath.Join(dir, strconv.Itoa(i)), abandon)
 				mu.Lock()
 				all = append(all, ps...)
 				mu.Unlock()
-				if err != nil {
+				switch {
+				case err != nil:
 					errs <- fmt.Errorf("session %d: %w", i, err)
-					continue
-				}
-				if abandon {
+				case abandon:
 					abandoned.Add(1)
-				} else {
+				case deleted:
 					ended.Add(1)
+				default:
+					unanswered.Add(1)
 				}
 			}
 		}()
@@ -98,8 +102,11 @@ func TestChurn(t *testing.T) {
 	testutil.Eventually(t, "no process carrying the churn's mark", func() bool { return len(marked(mark)) == 0 })
 	awaitNoSessionCgroups(t, p)
 	awaitSample(t, admin, "reaper_sessions_active", equal(0))
-	awaitSample(t, admin, `reaper_sessions_ended_total{reason="idle"}`, atLeast(churnSessions/2))
-	awaitSample(t, admin, `reaper_sessions_ended_total{reason="delete"}`, atLeast(churnSessions/2))
+	awaitSample(t, admin, `reaper_sessions_ended_total{reason="idle"}`, atLeast(float64(abandoned.Load())))
+	awaitSample(t, admin, `reaper_sessions_ended_total{reason="delete"}`, atLeast(float64(ended.Load())))
+	if n := unanswered.Load(); n > churnSessions/8 { // a few on a loaded machine; many is reaper's doing
+		t.Errorf("reaper answered only %d of %d DELETEs within the client's 5 s", ended.Load(), ended.Load()+n)
+	}
 
 	// What reaper holds settles once the teardowns' goroutines have returned.
 	var after usage
@@ -115,8 +122,8 @@ func TestChurn(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("%d sessions (%d ended by DELETE, %d abandoned to a %v idle timeout), %d at a time, in %v; %d recorded processes all dead",
-		churnSessions, ended.Load(), abandoned.Load(), churnIdle, churnConcurrency, took.Round(time.Second), len(all))
+	t.Logf("%d sessions (%d ended by DELETE, %d DELETEs given up on by the client, %d abandoned to a %v idle timeout), %d at a time, in %v; %d recorded processes all dead",
+		churnSessions, ended.Load(), unanswered.Load(), abandoned.Load(), churnIdle, churnConcurrency, took.Round(time.Second), len(all))
 	t.Logf("reaper's server before: %s; after: %s", before, after)
 	if !after.within(limit) {
 		t.Errorf("reaper holds more after the churn than the bound (%s): %s", limit, after)
@@ -130,18 +137,18 @@ func TestChurn(t *testing.T) {
 
 // churnSession runs one session: a foreground command, then a background task whose setsid child
 // and own shell record their pids in file; it holds the session for churnHold and then ends it by
-// DELETE or abandons it. It returns the processes recorded.
-func churnSession(url, mark, file string, abandon bool) (ps []testutil.Proc, err error) {
+// DELETE or abandons it. It returns the processes recorded, and whether reaper answered the DELETE.
+func churnSession(url, mark, file string, abandon bool) (ps []testutil.Proc, deleted bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	hc := newCuttableClient()
 	cs, err := mcptest.DialHTTP(ctx, url, mcptest.Options{HTTPClient: hc.Client})
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, false, fmt.Errorf("connect: %w", err)
 	}
 	defer func() {
-		cs.Close()
-		hc.CloseIdleConnections() // as the client's process would on exit
+		deleted = cs.Close() == nil && !abandon // Close sends the DELETE
+		hc.CloseIdleConnections()               // as the client's process would on exit
 	}()
 	call := func(args map[string]any) (bashResult, error) {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: args})
@@ -157,12 +164,12 @@ func churnSession(url, mark, file string, abandon bool) (ps []testutil.Proc, err
 		return out, nil
 	}
 	if out, err := call(map[string]any{"command": "echo foreground"}); err != nil || out.Output != "foreground\n" {
-		return nil, fmt.Errorf("foreground command: %q, %v", out.Output, err)
+		return nil, false, fmt.Errorf("foreground command: %q, %v", out.Output, err)
 	}
 	script := fmt.Sprintf(`%s setsid sh -c 'echo $$ >> %[2]s; exec sleep 1000' & echo $$ $(%[3]s) >> %[2]s; export %[1]s; exec sleep 1000`, mark, file, testutil.ShowNS)
 	task, err := call(map[string]any{"command": script, "run_in_background": true})
 	if err != nil {
-		return nil, fmt.Errorf("background task: %w", err)
+		return nil, false, fmt.Errorf("background task: %w", err)
 	}
 	// The client asks for the task's output while it waits, as an agent polling its task does.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -178,7 +185,7 @@ func churnSession(url, mark, file string, abandon bool) (ps []testutil.Proc, err
 				}
 				p, ok := testutil.ProcOf(pid)
 				if !ok {
-					return ps, fmt.Errorf("the task's process %d died before its session ended", pid)
+					return ps, false, fmt.Errorf("the task's process %d died before its session ended", pid)
 				}
 				ps = append(ps, p)
 			}
@@ -186,21 +193,21 @@ func churnSession(url, mark, file string, abandon bool) (ps []testutil.Proc, err
 		}
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "task_output", Arguments: map[string]any{"task_id": task.TaskID}})
 		if err != nil {
-			return nil, fmt.Errorf("task_output: %w", err)
+			return nil, false, fmt.Errorf("task_output: %w", err)
 		}
 		if res.IsError {
-			return nil, fmt.Errorf("task_output: %s", textOf(res))
+			return nil, false, fmt.Errorf("task_output: %s", textOf(res))
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(file)
-			return nil, fmt.Errorf("the task's processes did not start: pids %q; task_output: %s", b, textOf(res))
+			return nil, false, fmt.Errorf("the task's processes did not start: pids %q; task_output: %s", b, textOf(res))
 		}
 	}
 	time.Sleep(churnHold)
 	if abandon {
 		hc.cut() // the client vanishes: no DELETE reaches reaper, whose idle timeout must end the session
 	}
-	return ps, nil
+	return ps, false, nil // deleted is set as the session closes
 }
 
 // cuttableClient is an HTTP client whose connections can all be cut at once, after which it cannot

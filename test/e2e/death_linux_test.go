@@ -256,8 +256,11 @@ func TestClosedStderr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startHTTPWithStderr(t, pw, append(p.args(), "--grace", grace.String())...)
+	r := start(t, append([]string{"serve", "--http", "127.0.0.1:0", "--grace", grace.String()}, p.args()...), nil, pw)
 	pw.Close()
+	// The host reads reaper's first lines, the endpoint among them, and goes.
+	r.stderr = readUntil(t, pr, testutil.ServingHTTP)
+	r.awaitServing(t)
 	pr.Close() // the reader is gone: every later write to reaper's stderr fails with EPIPE
 	cs := connectHTTP(t, r.url, "")
 	file, ps := hostile(t, cs) // logs "session started"
@@ -455,15 +458,14 @@ func TestTasksInheritNoDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	pipe := "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
-	port := testutil.FreePort(t)
-	cmd := reaperCmd(append([]string{"serve", "--http", "127.0.0.1:" + strconv.Itoa(port)}, p.args()...)...)
+	cmd := reaperCmd(append([]string{"serve", "--http", "127.0.0.1:0"}, p.args()...)...)
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer null.Close()
 	cmd.ExtraFiles = []*os.File{null, null, pw} // fd 5 of the guard, inheritable (3 is the guard's own)
-	r := &reaperProc{cmd: cmd, stderr: &testutil.Buffer{}, done: make(chan struct{}), url: "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"}
+	r := &reaperProc{cmd: cmd, stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = r.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -474,7 +476,7 @@ func TestTasksInheritNoDescriptors(t *testing.T) {
 		close(r.done)
 	}()
 	t.Cleanup(func() { r.stop(t) })
-	waitListening(t, "127.0.0.1:"+strconv.Itoa(port))
+	r.awaitServing(t)
 	cs := connectHTTP(t, r.url, "")
 	out := bash(t, cs, `for f in /proc/$$/fd/*; do readlink "$f"; done; for f in /proc/$PPID/fd/*; do readlink "$f"; done`).Output
 	if strings.Contains(out, pipe) {

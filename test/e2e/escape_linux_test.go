@@ -90,6 +90,11 @@ func TestBuriedMarker(t *testing.T) {
 			bash(t, a, `ulimit -s 65536; big=$(head -c 100000 /dev/zero | tr '\0' x); set --; for i in $(seq 40); do set -- "$@" "B$i=$big"; done; `+
 				`env -i "$@" REAPER_TASK=$REAPER_TASK REAPER_SESSION=$REAPER_SESSION setsid -f /bin/sh -c 'echo $$ $(`+testutil.ShowNS+`) > `+f+`; exec sleep 1000'; `+testutil.AwaitLines(f, 1))
 			buried := pidFromFile(t, f)
+			// It wrote its pid before exec'ing sleep; read mid-exec, /proc/<pid>/environ is empty.
+			testutil.Eventually(t, "the buried process to exec sleep", func() bool {
+				comm, _ := os.ReadFile("/proc/" + strconv.Itoa(buried.Pid) + "/comm")
+				return string(comm) == "sleep\n"
+			})
 			env, _ := os.ReadFile("/proc/" + strconv.Itoa(buried.Pid) + "/environ")
 			if at := bytes.Index(env, []byte("REAPER_SESSION=")); at < 4_000_000 {
 				t.Fatalf("the marker is at byte %d of %d: not buried", at, len(env))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +73,7 @@ type reaperProc struct {
 	cmd    *exec.Cmd
 	stderr *testutil.Buffer
 	url    string // the MCP endpoint, for HTTP
+	admin  string // the admin endpoint's base URL, with --admin
 	done   chan struct{}
 	err    error // the exit error, once done is closed
 }
@@ -132,37 +132,90 @@ func cgroupArgs(t testing.TB) []string {
 	return place(t, "").args()
 }
 
-// startHTTP starts `reaper serve --http 127.0.0.1:PORT` with args and waits until it serves.
+// startHTTP starts `reaper serve --http 127.0.0.1:0` with args and waits until it serves.
 func startHTTP(t testing.TB, args ...string) *reaperProc {
 	t.Helper()
-	return startHTTPWithStderr(t, nil, args...)
+	p := start(t, append([]string{"serve", "--http", "127.0.0.1:0"}, args...), nil, nil)
+	p.awaitServing(t)
+	return p
 }
 
-// startHTTPWithStderr is startHTTP with reaper's stderr going to f instead of a buffer the test
-// reads.
-func startHTTPWithStderr(t testing.TB, f *os.File, args ...string) *reaperProc {
+// awaitServing waits until reaper's stderr holds its start-up line for HTTP, and takes the endpoints
+// from it. reaper chose the ports (it listens on port 0): another test's server may take any port a
+// test picks beforehand, but not one reaper holds. It fails the test if reaper exits first.
+func (p *reaperProc) awaitServing(t testing.TB) {
 	t.Helper()
-	port := testutil.FreePort(t)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := start(t, append([]string{"serve", "--http", addr}, args...), nil, f)
-	p.url = "http://" + addr + "/mcp"
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return p
+		if line, ok := testutil.LogLine(p.stderr.String(), testutil.ServingHTTP); ok {
+			p.url, p.admin = line["url"], line["admin"]
+			if p.url == "" {
+				t.Fatalf("reaper's start-up line names no endpoint: %v", line)
+			}
+			return
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("reaper exited: %v\n%s", p.err, p.stderr)
+			t.Fatalf("reaper exited before it served: %v\n%s", p.err, p.stderr)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("reaper did not listen on %s\n%s", addr, p.stderr)
+			t.Fatalf("reaper has not logged %q after a minute:\n%s", testutil.ServingHTTP, p.stderr)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// listeningPorts returns the TCP ports pid listens on, as /proc shows its sockets: the inodes of its
+// descriptors that are sockets, matched with the listening entries of its network namespace.
+func listeningPorts(t testing.TB, pid int) []string {
+	t.Helper()
+	inodes := map[string]bool{}
+	links, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, l := range links {
+		target, _ := os.Readlink(l)
+		if ino, ok := strings.CutPrefix(target, "socket:["); ok {
+			inodes[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	var ports []string
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] { // 0A: TCP_LISTEN
+				continue
+			}
+			_, hexPort, _ := strings.Cut(f[1], ":")
+			if port, err := strconv.ParseUint(hexPort, 16, 16); err == nil {
+				ports = append(ports, strconv.FormatUint(port, 10))
+			}
+		}
+	}
+	return ports
+}
+
+// readUntil reads r, a pipe reaper writes its log to, until a line with the message msg has come,
+// and returns what it read; it fails the test if none comes within a minute.
+func readUntil(t testing.TB, r *os.File, msg string) *testutil.Buffer {
+	t.Helper()
+	if err := r.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	var read testutil.Buffer
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		read.Write(append(sc.Bytes(), '\n'))
+		if _, ok := testutil.LogLine(sc.Text(), msg); ok {
+			return &read
+		}
+	}
+	t.Fatalf("reading reaper's log for %q: %v\n%s", msg, sc.Err(), &read)
+	return nil
 }
 
 // reaperCmd is the binary with args. Its WaitDelay bounds the wait for its output pipes after it
@@ -311,16 +364,31 @@ func startClient(t testing.TB, url string, env ...string) (*exec.Cmd, []testutil
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Process.Kill(); client.Wait() })
-	select {
-	case line := <-lineReader(out):
-		if !strings.HasPrefix(line, "PIDS ") {
-			t.Fatalf("client: %s", line)
-		}
-		return client, testutil.PidsIn(t, strings.TrimPrefix(line, "PIDS "))
-	case <-time.After(30 * time.Second):
-		t.Fatal("the client did not start its task")
+	line := helperLine(t, out, "the client's task")
+	if !strings.HasPrefix(line, "PIDS ") {
+		t.Fatalf("client: %s", line)
 	}
-	return nil, nil
+	return client, testutil.PidsIn(t, strings.TrimPrefix(line, "PIDS "))
+}
+
+// helperDeadline bounds what a client helper does before it reports: it always says something
+// (its result, or ERR and why) before the test stops waiting for it.
+const helperDeadline = 2 * time.Minute
+
+// helperLine returns the first line a client helper prints on out, its report on what: it fails
+// the test if the helper exits without one, or has said nothing a minute past its own deadline.
+func helperLine(t testing.TB, out io.Reader, what string) string {
+	t.Helper()
+	select {
+	case line, ok := <-lineReader(out):
+		if !ok {
+			t.Fatalf("%s: the helper exited without a word", what)
+		}
+		return line
+	case <-time.After(helperDeadline + time.Minute):
+		t.Fatalf("%s: the helper said nothing in %v, a minute past its own deadline", what, helperDeadline+time.Minute)
+	}
+	return ""
 }
 
 // adoptedByReaper reports whether pid's parent is the server, or the init of one of its sessions' PID

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -195,9 +196,9 @@ func TestExplicitCgroupRootThatFails(t *testing.T) {
 
 // TestLogsTheAddressAskedFor: --http 0.0.0.0:PORT is logged as such, not as the listener's [::].
 func TestLogsTheAddressAskedFor(t *testing.T) {
-	port := strconv.Itoa(testutil.FreePort(t))
-	p := start(t, []string{"serve", "--http", "0.0.0.0:" + port, "--token", testutil.UniqueName("t-"), "--containment", "process"}, nil, nil)
-	if want := `url=http://0.0.0.0:` + port + `/mcp`; !p.stderr.Await(want) {
-		t.Errorf("the start-up log lacks %s:\n%s", want, p.stderr)
+	p := start(t, []string{"serve", "--http", "0.0.0.0:0", "--token", testutil.UniqueName("t-"), "--containment", "process"}, nil, nil)
+	p.awaitServing(t)
+	if !regexp.MustCompile(`^http://0\.0\.0\.0:[1-9][0-9]*/mcp$`).MatchString(p.url) {
+		t.Errorf("the start-up line names %q, want http://0.0.0.0:PORT/mcp with the port reaper got:\n%s", p.url, p.stderr)
 	}
 }

@@ -20,10 +20,9 @@ import (
 // with the endpoint's base URL.
 func startAdmin(t testing.TB, args ...string) (*reaperProc, string) {
 	t.Helper()
-	addr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
-	p := startHTTP(t, append([]string{"--admin", addr}, args...)...)
-	awaitReady(t, "http://"+addr)
-	return p, "http://" + addr
+	p := startHTTP(t, append([]string{"--admin", "127.0.0.1:0"}, args...)...)
+	awaitReady(t, p.admin)
+	return p, p.admin
 }
 
 // awaitReady polls /readyz until it answers 200: the MCP listener opens before the admin endpoint's,
@@ -160,8 +159,7 @@ func TestReadyz(t *testing.T) {
 // TestAdminBeyondLoopback serves the admin endpoint on every interface with an admin token: probes
 // need nothing, /metrics needs the token; without a token reaper refuses to start.
 func TestAdminBeyondLoopback(t *testing.T) {
-	port := strconv.Itoa(testutil.FreePort(t))
-	p := start(t, []string{"serve", "--http", "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)), "--admin", "0.0.0.0:" + port}, nil, nil)
+	p := start(t, []string{"serve", "--http", "127.0.0.1:0", "--admin", "0.0.0.0:0"}, nil, nil)
 	select {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
@@ -173,8 +171,11 @@ func TestAdminBeyondLoopback(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "admin-token")
 	os.WriteFile(file, []byte("adm1n-s3cret\n"), 0o600)
-	p = startHTTP(t, append(cgroupArgs(t), "--admin", "0.0.0.0:"+port, "--admin-token-file", file)...)
-	base := "http://127.0.0.1:" + port
+	p = startHTTP(t, append(cgroupArgs(t), "--admin", "0.0.0.0:0", "--admin-token-file", file)...)
+	if !strings.HasPrefix(p.admin, "http://0.0.0.0:") {
+		t.Fatalf("reaper logged admin endpoint %q, want the address asked for, 0.0.0.0, with its port", p.admin)
+	}
+	base := "http://127.0.0.1:" + strings.TrimPrefix(p.admin, "http://0.0.0.0:")
 	awaitReady(t, base) // without the token
 	if code, body := testutil.Get(t, base+"/metrics", ""); code != 401 || strings.Contains(body, "reaper_") {
 		t.Errorf("/metrics without the token: %d %q", code, body)

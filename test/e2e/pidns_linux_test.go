@@ -19,25 +19,37 @@ import (
 // user (no CAP_SYS_ADMIN; user namespaces allowed here), the same with user namespaces disabled (a
 // seccomp filter answering CLONE_NEWUSER with ENOSPC, what user.max_user_namespaces=0 gives, without
 // changing that machine-wide setting), and root under a seccomp profile that refuses every namespace,
-// as Docker's default does without CAP_SYS_ADMIN.
+// as Docker's default does without CAP_SYS_ADMIN; and an unprivileged user whose /proc has a path
+// masked by a mount over it, as a container's has (/proc/kcore, /proc/timer_list and others), where
+// the kernel refuses the init a /proc of its own: auto then goes without, since tasks would see pids
+// that are not theirs, and on uses the namespace anyway and says so.
 func TestPIDNamespaceFallbacks(t *testing.T) {
 	tu := testutil.User(t)
 	cases := []struct {
 		name, seccomp string
 		user          bool
+		masked        bool   // /proc/timer_list has /dev/null mounted over it
+		args          string // beyond the defaults
 		want          string // the start line's pid_namespace
 		own           bool   // the shell's pid is its own namespace's
 		rootOwner     string // the owner of / as a task sees it: nobody where root is not mapped
 	}{
-		{"unprivileged user", "none", true, `pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace)"`, true, "65534"},
-		{"unprivileged user, user namespaces disabled", "userns", true,
+		{"unprivileged user", "none", true, false, "", `pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace)"`, true, "65534"},
+		{"unprivileged user, user namespaces disabled", "userns", true, false, "",
 			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: no space left on device)"`, false, "0"},
-		{"root under a container runtime's seccomp profile", "namespaces", false,
+		{"root under a container runtime's seccomp profile", "namespaces", false, false, "",
 			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: operation not permitted)"`, false, "0"},
+		{"unprivileged user, /proc masked as in a container", "none", true, true, "",
+			`pid_namespace="off (a PID namespace could be made but not a /proc of its own (mounting /proc: operation not permitted); --pid-namespace=on uses it anyway)"`, false, "0"},
+		{"unprivileged user, /proc masked, on", "none", true, true, " --pid-namespace on",
+			`pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace; /proc not remounted, tasks' ps shows the host's processes: mounting /proc: operation not permitted)"`, true, "65534"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := fallbackHelper(t, tu, c.user, c.seccomp, "serve --containment process")
+			cmd := fallbackHelper(t, tu, c.user, c.seccomp, "serve --containment process"+c.args)
+			if c.masked {
+				maskProc(t, cmd)
+			}
 			stderr := &testutil.Buffer{}
 			cmd.Stderr = stderr
 			cs := connectCommand(t, cmd)
@@ -96,6 +108,20 @@ func fallbackHelper(t *testing.T, tu testutil.TestUser, user bool, seccomp, args
 	cmd := testutil.Helper("seccomp-serve", env...)
 	cmd.Dir = state
 	return cmd
+}
+
+// maskProc makes cmd run in a mount namespace of its own in which /proc/timer_list has /dev/null mounted
+// over it, as container runtimes mask it: a /proc that is not fully visible, over which the kernel
+// lets no one without CAP_SYS_ADMIN in the initial user namespace mount another.
+func maskProc(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("skipped: needs unshare(1) from util-linux")
+	}
+	cmd.Args = append([]string{unshare, "--mount", "--propagation", "private", "/bin/sh", "-c",
+		`mount --bind /dev/null /proc/timer_list && exec "$@"`, "sh", cmd.Path}, cmd.Args[1:]...)
+	cmd.Path = unshare
 }
 
 func copyFile(from, to string) error {

@@ -112,3 +112,24 @@ func TestPsWhileTheServerIsStopped(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONListsNeverNull: `reaper sweep --dry-run --json` and `reaper ps --json` with nothing to
+// report print their lists as [], not null.
+func TestJSONListsNeverNull(t *testing.T) {
+	p := place(t, "process")
+	for _, args := range [][]string{{"sweep", "--dry-run", "--json"}, {"ps", "--json"}} {
+		out, code := runOnce(t, nil, append(args, p.args()...)...)
+		if code != 0 {
+			t.Fatalf("reaper %v: exit %d\n%s", args, code, out)
+		}
+		var top map[string]any
+		if err := json.Unmarshal([]byte(out), &top); err != nil {
+			t.Fatalf("reaper %v printed %s: %v", args, out, err)
+		}
+		for _, list := range map[string][]string{"sweep": {"dead", "live"}, "ps": {"instances"}}[args[0]] {
+			if v, ok := top[list].([]any); !ok || len(v) != 0 {
+				t.Errorf("reaper %v: %q is %v, want []\n%s", args, list, top[list], out)
+			}
+		}
+	}
+}

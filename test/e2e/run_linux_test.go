@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,7 +123,7 @@ func TestRunLeavesNothing(t *testing.T) {
 			if left := marked(mark); len(left) > 0 {
 				t.Errorf("left running: %v", left)
 			}
-			if !strings.Contains(res.stderr, "reaper: killed 3 leftover processes: ") {
+			if !strings.Contains(res.stderr, "reaper run: killed 3 leftover processes: ") {
 				t.Errorf("the summary does not name the three leftovers: %q", res.stderr)
 			}
 			var rep struct {
@@ -177,6 +179,44 @@ func TestRunExitStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunMessages: what reaper run says on stderr, whole: the command's name and the cause once, as
+// a shell says it; the right number; and on a timeout the leftovers without the command itself.
+func TestRunMessages(t *testing.T) {
+	p := place(t, "")
+	dir := t.TempDir()
+	missing, noexec := filepath.Join(dir, "missing"), filepath.Join(dir, "noexec")
+	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644)
+	proc := `sleep \(pid \d+, \d+s\)`
+	for _, tc := range []struct {
+		name   string
+		flags  []string
+		argv   []string
+		code   int
+		stderr string // a regular expression for all of it
+	}{
+		{"not found", nil, []string{missing}, 127, `reaper run: ` + regexp.QuoteMeta(missing) + `: command not found\n`},
+		{"not on PATH", nil, []string{"no-such-command-" + testutil.UniqueName("")}, 127, `reaper run: no-such-command-\w+: command not found\n`},
+		{"not executable", nil, []string{noexec}, 126, `reaper run: ` + regexp.QuoteMeta(noexec) + `: permission denied\n`},
+		{"one leftover", nil, []string{"sh", "-c", "sleep 1000 & " + awaitExec("sleep") + "; exit 0"}, 0, `reaper run: killed 1 leftover process: ` + proc + `\n`},
+		{"timeout", []string{"--timeout", "1s", "--grace", "1s"}, []string{"sh", "-c", "sleep 1000 & sleep 1001; exit 0"}, 124,
+			`reaper run: timed out after 1s\nreaper run: killed 2 leftover processes: ` + proc + `, ` + proc + `\n`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runJob(t, p, jobMark(), tc.flags, tc.argv...)
+			if res.code != tc.code || !regexp.MustCompile(`^`+tc.stderr+`$`).MatchString(res.stderr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", res.code, res.stderr, tc.code, tc.stderr)
+			}
+		})
+	}
+}
+
+// awaitExec returns shell code that waits, for up to 10 s, until the last background process ($!)
+// runs the program comm: a leftover the summary must name by its program may be killed before it
+// has left the shell's (or setsid's) fork for it otherwise.
+func awaitExec(comm string) string {
+	return `i=0; while [ $i -lt 1000 ] && [ "$(cat /proc/$!/comm 2>/dev/null)" != ` + comm + ` ]; do sleep 0.01; i=$((i+1)); done`
 }
 
 // TestRunSignals: a SIGTERM sent to reaper reaches the job; a job that ignores it, and forks a
@@ -395,4 +435,47 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 		t.Fatal(err)
 	}
 	return m, s
+}
+
+// TestRunAsNonRoot runs `reaper run` as a CI runner's non-root user (GitHub's hosted runners run jobs
+// as "runner"), who may not write cgroupfs: reaper says it uses process containment, and still
+// kills and names what the job leaves, a setsid'ed process included.
+func TestRunAsNonRoot(t *testing.T) {
+	tu := testutil.User(t) // first: removed after the job below has ended
+	dir, err := os.MkdirTemp("", "reaper-e2e-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755) // the test's own temporary directories are root's alone
+	binary := filepath.Join(dir, "reaper")
+	if b, err := os.ReadFile(staticBin); err != nil || os.WriteFile(binary, b, 0o755) != nil {
+		t.Fatalf("copying reaper for the user: %v", err)
+	}
+	state := filepath.Join(dir, "state")
+	os.Mkdir(state, 0o755)
+	os.Chown(state, tu.Uid, tu.Gid)
+	mark := jobMark()
+	t.Cleanup(func() { killMarked(mark) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "run", "--verbose", "--state-dir", state, "--", "sh", "-c", "setsid sleep 1000 & "+awaitExec("sleep")+"; exit 0")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + tu.Home, mark}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(tu.Uid), Gid: uint32(tu.Gid)}}
+	cmd.WaitDelay = 10 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("reaper run as %s: %v\n%s", tu.Name, err, &stderr)
+	}
+	if !strings.Contains(stderr.String(), "reaper run: containment process (") {
+		t.Errorf("reaper run as a non-root user does not say it uses process containment:\n%s", &stderr)
+	}
+	if !regexp.MustCompile(`(?m)^reaper run: killed 1 leftover process: sleep \(pid \d+`).MatchString(stderr.String()) {
+		t.Errorf("the summary does not name the setsid'ed sleep:\n%s", &stderr)
+	}
+	if left := marked(mark); len(left) > 0 {
+		t.Errorf("left running: %v", left)
+	}
 }

@@ -2,14 +2,13 @@ package e2e
 
 import (
 	"net"
+	"net/url"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // TestServiceManagerNotification runs the binary as systemd runs a Type=notify service: with
@@ -33,17 +32,21 @@ func TestServiceManagerNotification(t *testing.T) {
 		return string(buf[:n])
 	}
 	t.Setenv("NOTIFY_SOCKET", addr)
-	listen := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))
-	p := start(t, append([]string{"serve", "--http", listen}, cgroupArgs(t)...), nil, nil)
+	p := start(t, append([]string{"serve", "--http", "127.0.0.1:0"}, cgroupArgs(t)...), nil, nil)
 	if got := read(); got != "READY=1" {
 		t.Fatalf("first notification %q, want READY=1\n%s", got, p.stderr)
 	}
-	c, err := net.Dial("tcp", listen)
-	if err != nil {
-		t.Fatalf("READY=1 came before reaper listened: %v", err)
+	// reaper chose its port, and names it in a line it may log after READY=1: what it listens on at
+	// READY=1 is read from /proc, and must be the endpoint it then names.
+	ports := listeningPorts(t, serverOf(t, p.cmd.Process.Pid))
+	if len(ports) == 0 {
+		t.Fatal("READY=1 came before reaper listened: its server holds no listening TCP socket")
 	}
-	c.Close()
-	cs := connectHTTP(t, "http://"+listen+"/mcp", "")
+	p.awaitServing(t)
+	if u, err := url.Parse(p.url); err != nil || !slices.Contains(ports, u.Port()) {
+		t.Fatalf("reaper serves %s, but listened on %v at READY=1 (%v)", p.url, ports, err)
+	}
+	cs := connectHTTP(t, p.url, "")
 	if r := bash(t, cs, "echo ${NOTIFY_SOCKET-unset}"); r.Output != "unset\n" {
 		t.Errorf("a command sees NOTIFY_SOCKET: %q", r.Output)
 	}

@@ -22,7 +22,8 @@ var helpers = map[string]func() int{
 	// client connects to E2E_URL, starts escapees in a background task, prints their pids on one
 	// line and waits to be killed: a client that vanishes without a goodbye.
 	"client": func() int {
-		ctx := context.Background()
+		ctx, cancel := context.WithTimeout(context.Background(), helperDeadline)
+		defer cancel()
 		cs, err := mcptest.DialHTTP(ctx, os.Getenv("E2E_URL"), mcptest.Options{})
 		if err != nil {
 			fmt.Println("ERR", err)

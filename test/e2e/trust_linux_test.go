@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,30 +29,19 @@ const deadName = "r4194303-7"
 const maxRSS = 64 << 20
 
 // runBounded runs the binary with args (prefixed by wrap, if set) and fails the test if it does not
-// end within 20 s or is killed by a signal; it returns the output, the exit status and the peak RSS.
+// end within 20 s or is killed by a signal; it returns the output, the exit status and the peak RSS
+// of the process it started (the binary, which wrap's commands exec), measured by runPeak.
 func runBounded(t testing.TB, wrap []string, args ...string) (string, int, int64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	argv := append(append(wrap[:len(wrap):len(wrap)], bin), args...)
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.WaitDelay = 5 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("reaper %v did not end within 20 s\n%s", args, out.String())
+	run := runPeak(t, argv, 20*time.Second)
+	if run.timedOut {
+		t.Fatalf("reaper %v did not end within 20 s\n%s", args, run.out)
 	}
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatalf("reaper %v: %v", args, err)
+	if run.status.Signaled() {
+		t.Fatalf("reaper %v died of %v\n%s", args, run.status.Signal(), run.out)
 	}
-	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if ws.Signaled() {
-		t.Fatalf("reaper %v died of %v\n%s", args, ws.Signal(), out.String())
-	}
-	peak := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
-	return out.String(), ws.ExitStatus(), peak
+	return run.out, run.status.ExitStatus(), run.peak
 }
 
 // lookAndSweep runs `reaper ps`, `reaper ps --json`, `reaper sweep --dry-run --json` and `reaper
@@ -72,6 +58,9 @@ func lookAndSweep(t testing.TB, p placement, v *testutil.Victim, wrap ...string)
 		}
 		if peak > maxRSS && !raceEnabled { // the race detector multiplies memory use
 			t.Errorf("reaper %v peaked at %d MiB", args, peak>>20)
+		}
+		if peak == 0 {
+			t.Errorf("reaper %v: no peak memory measured at its exit", args)
 		}
 		if strings.Contains(out, v.Secret) {
 			t.Errorf("reaper %v printed the victim's secret:\n%s", args, out)

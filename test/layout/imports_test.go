@@ -14,47 +14,98 @@ import (
 
 const module = "github.com/cgreaper/reaper"
 
+// The module's packages stand in floors (layers, top first), and an import only ever goes down:
+//
+//	cmd/reaper                    flags, environment, signals, exit; the metrics adapters
+//	mcpserver, internal/job       front ends of a Reaper: MCP clients; reaper run's command line
+//	reaper                        sessions and tasks
+//	internal/instance             what an instance leaves on the machine: records, guard, sweep, ps
+//	internal/kill                 the kill policy
+//	internal/pidns                the init of a session's PID namespace (reaper's side in another process)
+//	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files
+//
+// and beside them, services that know none of the above: internal/admin over internal/httpguard,
+// internal/metrics (cmd/reaper adapts reaper's and mcpserver's Observer events to it from above).
+// Only the packages below reaper signal, identify or wait for processes or touch cgroupfs;
+// mcpserver holds no process or cgroup logic.
+var layers = [][]string{
+	{"cmd/reaper"},
+	{"mcpserver", "internal/job"},
+	{"reaper"},
+	{"internal/instance"},
+	{"internal/kill"},
+	{"internal/pidns", "internal/admin"},
+	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/httpguard", "internal/metrics"},
+}
+
 // allowed lists, for each package of the module, the packages of the module its non-test files may
-// import. Dependencies run one way: cmd -> mcpserver -> reaper -> cgroup, and reaper alone uses
-// internal/proc (process identification: only reaper's side signals or identifies processes),
-// internal/safefs (its own files, opened relative to directory descriptors), internal/reap (its wait
-// loop) and internal/pidns (the init of a session's PID namespace, reaper's side in another process,
-// which cmd dispatches to first thing).
-// cgroup imports nothing of ours; mcpserver holds no process or cgroup logic. internal/metrics
-// hears reaper and mcpserver through their Observer interfaces; internal/admin serves HTTP and knows
-// none of them; internal/httpguard bounds and checks HTTP requests for mcpserver and internal/admin.
+// import; every one of those is on a lower floor (TestLayers). The test packages and tools import
+// what they test; internal/testutil and internal/mcptest are for tests only.
 var allowed = map[string][]string{
 	"cgroup":             nil,
 	"internal/proc":      nil,
 	"internal/reap":      nil,
-	"internal/pidns":     {"internal/proc", "internal/reap"},
-	"internal/httpguard": nil,
 	"internal/safefs":    nil,
-	"internal/testutil":  {"internal/proc", "internal/pidns"},
-	"internal/mcptest":   {"internal/testutil"},
-	"reaper":             {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns"},
-	"mcpserver":          {"reaper", "internal/httpguard"},
-	"internal/metrics":   {"mcpserver", "reaper"},
+	"internal/httpguard": nil,
+	"internal/metrics":   nil,
+	"internal/pidns":     {"internal/proc", "internal/reap"},
 	"internal/admin":     {"internal/httpguard"},
-	"cmd/reaper":         {"mcpserver", "reaper", "cgroup", "internal/admin", "internal/metrics", "internal/httpguard", "internal/safefs", "internal/pidns"},
-	".ci/summary":        nil,
-	"test/bench":         nil,
-	"test/bench/lean":    nil,
-	"test/container":     nil,
-	"test/e2e":           nil,
-	"test/layout":        nil,
+	"internal/kill":      {"cgroup", "internal/proc", "internal/pidns"},
+	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill"},
+	"reaper":             {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/kill", "internal/instance"},
+	"mcpserver":          {"reaper", "internal/httpguard"},
+	"internal/job":       {"reaper", "internal/instance"},
+	"cmd/reaper": {"mcpserver", "internal/job", "reaper", "internal/instance", "internal/pidns", "internal/admin",
+		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
+	"internal/testutil": {"internal/proc", "internal/pidns"},
+	"internal/mcptest":  {"internal/testutil"},
+	".ci/summary":       nil,
+	"test/bench":        nil,
+	"test/bench/lean":   nil,
+	"test/container":    nil,
+	"test/e2e":          nil,
+	"test/layout":       nil,
+}
+
+// TestLayers checks the rules themselves: every import allowed goes to a lower floor, so that none
+// can run back up, and every package of the program stands on a floor.
+func TestLayers(t *testing.T) {
+	floor := map[string]int{}
+	for i, pkgs := range layers {
+		for _, p := range pkgs {
+			floor[p] = i
+		}
+	}
+	for pkg, imports := range allowed {
+		from, ok := floor[pkg]
+		if !ok {
+			if inventoried(pkg) {
+				t.Errorf("package %s stands on no floor: add it to layers", pkg)
+			}
+			continue
+		}
+		for _, imp := range imports {
+			if to, ok := floor[imp]; !ok || to <= from {
+				t.Errorf("%s may import %s, which is not on a lower floor", pkg, imp)
+			}
+		}
+	}
 }
 
 // forbiddenOutside lists packages outside the module (and their subpackages) that some of ours must
 // not import: the system call layer belongs where processes and cgroups are handled, and the
-// Prometheus client library in internal/metrics alone (reaper and mcpserver report through their
-// Observer interfaces).
+// Prometheus client library in internal/metrics alone (the others report through Observer
+// interfaces or the metrics' own methods).
 var forbiddenOutside = map[string][]string{
-	"mcpserver":      {"golang.org/x/sys/unix", "syscall", "github.com/containerd/cgroups/v3", "github.com/prometheus/procfs", clientGolang},
-	"reaper":         {clientGolang},
-	"cgroup":         {clientGolang},
-	"internal/proc":  {clientGolang},
-	"internal/admin": {clientGolang},
+	"mcpserver":         {"golang.org/x/sys/unix", "syscall", "github.com/containerd/cgroups/v3", "github.com/prometheus/procfs", clientGolang},
+	"reaper":            {clientGolang},
+	"cgroup":            {clientGolang},
+	"internal/proc":     {clientGolang},
+	"internal/admin":    {clientGolang},
+	"internal/kill":     {clientGolang},
+	"internal/instance": {clientGolang},
+	"internal/job":      {clientGolang},
+	"cmd/reaper":        {clientGolang},
 }
 
 const clientGolang = "github.com/prometheus/client_golang"
@@ -75,14 +126,16 @@ func TestImports(t *testing.T) {
 		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") && d.Name() != ".ci" || d.Name() == "testdata") {
 			return filepath.SkipDir
 		}
+		if d.IsDir() && path != root {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // a module of its own, with its packages
+			}
+		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, filepath.Dir(path))
 		rel = filepath.ToSlash(rel)
-		if _, err := os.Stat(filepath.Join(root, rel, "go.mod")); err == nil && rel != "." {
-			return nil // a module of its own
-		}
 		pkgs[rel] = true
 		test := strings.HasSuffix(path, "_test.go")
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
@@ -125,5 +178,41 @@ func check(t *testing.T, pkg, file, imp string, test bool) {
 	}
 	if !slices.Contains(allowed[pkg], ours) {
 		t.Errorf("%s/%s imports %s; %s may import only %v of this module", pkg, file, ours, pkg, allowed[pkg])
+	}
+}
+
+// TestPackageDocs: every package says what it is for, in a doc comment that opens with its name
+// ("Package kill is ...", "Command reaper ...").
+func TestPackageDocs(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pkg := range allowed {
+		files, _ := filepath.Glob(filepath.Join(root, pkg, "*.go"))
+		var doc, name string
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.PackageClauseOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name = af.Name.Name
+			if af.Doc != nil {
+				doc = af.Doc.Text()
+			}
+		}
+		if name == "" {
+			continue // test files only: their doc is the test's
+		}
+		want := "Package " + name + " "
+		if name == "main" {
+			want = "Command " + filepath.Base(pkg) + " "
+		}
+		if !strings.HasPrefix(doc, want) {
+			t.Errorf("%s has no package doc opening with %q", pkg, want)
+		}
 	}
 }

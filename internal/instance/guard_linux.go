@@ -1,4 +1,4 @@
-package reaper
+package instance
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
@@ -24,8 +25,8 @@ import (
 )
 
 // The environment of a guarded server: the guard's pid, and the descriptor on which the server
-// announces its Instance (Options.Announce). The server's caller reads them (see GuardedBy); they
-// start with REAPER_, so tasks never inherit them.
+// announces its Record (reaper's Options.Announce). The server's caller reads them (see
+// GuardedBy); they start with REAPER_, so tasks never inherit them.
 const (
 	EnvGuardPid = "REAPER_GUARD_PID"
 	EnvGuardFD  = "REAPER_GUARD_FD"
@@ -56,7 +57,7 @@ type GuardOptions struct {
 	// spares it all the same.
 	Setpgid bool
 	// CloseTimeout bounds each wait for killed processes to disappear; zero means
-	// DefaultCloseTimeout.
+	// kill.DefaultTimeout.
 	CloseTimeout time.Duration
 	// Logger receives what the guard cleans up. Nil discards.
 	Logger *slog.Logger
@@ -73,7 +74,7 @@ type GuardOptions struct {
 // the next instance's Sweep, or to `reaper sweep`.
 //
 // The guard holds no session, runs no command and speaks no protocol: it only waits. It learns what
-// the server holds from the Instance the server announces on a pipe only the two of them have, so no
+// the server holds from the Record the server announces on a pipe only the two of them have, so no
 // task can forge a message to it.
 type Guard struct {
 	opts GuardOptions
@@ -84,7 +85,7 @@ type Guard struct {
 	exited <-chan reap.Exit
 	// read is closed when the announcement reader has returned; inst is set before.
 	read chan struct{}
-	inst Instance
+	inst Record
 
 	// mu guards the field that follows.
 	mu    sync.Mutex
@@ -98,7 +99,7 @@ type GuardResult struct {
 	// Signal is the signal the server died of, or 0.
 	Signal syscall.Signal
 	// Instance is what the server announced (empty if it died before it could).
-	Instance Instance
+	Instance Record
 	// Killed are the processes the server left running, which the guard killed.
 	Killed []proc.Proc
 	// Err says what could not be cleaned up.
@@ -114,16 +115,19 @@ func StartGuard(opts GuardOptions) (*Guard, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("guard: no server command line")
 	}
-	return claim(func() (*Guard, error) { return startGuard(opts) })
+	if opts.CloseTimeout < 0 {
+		return nil, errors.New("guard: GuardOptions.CloseTimeout is negative (zero means the default)")
+	}
+	return reap.Claim(func() (*Guard, error) { return startGuard(opts) })
 }
 
 func startGuard(opts GuardOptions) (*Guard, error) {
 	runtime.LockOSThread() // never unlocked: the server's parent-death signal follows this thread
 	if opts.Path == "" {
-		opts.Path = selfPath()
+		opts.Path = proc.Executable()
 	}
-	if opts.CloseTimeout <= 0 {
-		opts.CloseTimeout = DefaultCloseTimeout
+	if opts.CloseTimeout == 0 {
+		opts.CloseTimeout = kill.DefaultTimeout
 	}
 	g := &Guard{opts: opts, log: opts.Logger, pidfd: -1, read: make(chan struct{})}
 	if g.log == nil {
@@ -158,21 +162,6 @@ func startGuard(opts GuardOptions) (*Guard, error) {
 	return g, nil
 }
 
-// selfPath returns the path of this program, or /proc/self/exe when that path no longer holds it (the
-// binary was replaced on disk by an upgrade): executing /proc/self/exe works even then, but the server
-// would be listed under the name "exe".
-func selfPath() string {
-	p, err := os.Executable()
-	if err != nil {
-		return "/proc/self/exe"
-	}
-	var a, b unix.Stat_t
-	if unix.Stat(p, &a) != nil || unix.Stat("/proc/self/exe", &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
-		return "/proc/self/exe"
-	}
-	return p
-}
-
 // stdFD returns fd if it is open, and "closed" for the child otherwise (a guard started with a
 // standard descriptor closed must not fail to start its server).
 func stdFD(fd int) uintptr {
@@ -182,14 +171,14 @@ func stdFD(fd int) uintptr {
 	return uintptr(fd)
 }
 
-// readAnnouncements keeps the last Instance the server announces, until the server's end closes the
+// readAnnouncements keeps the last Record the server announces, until the server's end closes the
 // pipe.
 func (g *Guard) readAnnouncements(r *os.File) {
 	defer close(g.read)
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		var in Instance
+		var in Record
 		if err := json.Unmarshal(sc.Bytes(), &in); err == nil {
 			g.inst = in
 		}
@@ -224,7 +213,7 @@ func (g *Guard) Wait() GuardResult {
 	if st.Status.Signaled() {
 		res.Signal = st.Status.Signal()
 	}
-	k := killer{log: g.log, method: cgroup.KillFile, timeout: g.opts.CloseTimeout}
+	k := kill.Policy{Log: g.log, Timeout: g.opts.CloseTimeout}
 	var errs []error
 	var slice *cgroup.Slice
 	if g.inst.Slice != "" {
@@ -236,14 +225,14 @@ func (g *Guard) Wait() GuardResult {
 			}
 			// cgroup.kill reaches what forks while it runs; the walk below reaches what left the
 			// slice.
-			if _, err := k.slice(context.Background(), s, time.Now().Add(g.opts.CloseTimeout)); err != nil {
+			if _, err := k.Slice(context.Background(), s, time.Now().Add(g.opts.CloseTimeout)); err != nil {
 				errs = append(errs, err)
 			}
 		} else if !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, err)
 		}
 	}
-	res.Killed = append(res.Killed, k.descendants(context.Background(), os.Getpid())...)
+	res.Killed = append(res.Killed, k.Descendants(context.Background(), os.Getpid())...)
 	if slice != nil {
 		errs = append(errs, slice.Remove())
 	}
@@ -258,16 +247,16 @@ func (g *Guard) Wait() GuardResult {
 	}
 	g.mu.Unlock()
 	g.kids.Close([]string{"/bin/sh", "-c", ":"})
-	active.Store(false)
+	reap.Release()
 	return res
 }
 
 // removeState removes an instance's state directory at path, as its guard does after it: relative to
-// the directory it is in, which must be this user's alone as a Reaper's is (see openStateDir), and
+// the directory it is in, which must be this user's alone as a Reaper's is (see OpenStateDir), and
 // only a name that is an instance's.
 func removeState(path string) error {
 	name, ok := strings.CutPrefix(filepath.Base(path), instancePrefix)
-	if _, _, valid := parseInstanceName(name); !ok || !valid {
+	if _, _, valid := parseName(name); !ok || !valid {
 		return fmt.Errorf("remove state directory %s: not an instance's", path)
 	}
 	base, err := safefs.OpenRoot(filepath.Dir(path))
@@ -282,7 +271,7 @@ func removeState(path string) error {
 type GuardLink struct {
 	// Pid is the guard's pid; zero when the server is not guarded.
 	Pid int
-	// Announce is where the server announces its Instance (Options.Announce).
+	// Announce is where the server announces its Record (reaper's Options.Announce).
 	Announce *os.File
 	// start is the guard's start time, which tells it apart from a process that reused its pid.
 	start uint64

@@ -1,4 +1,4 @@
-package reaper
+package instance
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 // InspectOptions configures Inspect. The zero value looks where a Reaper with zero Options keeps its
 // instances.
 type InspectOptions struct {
-	// Cgroup names the slice root to look under (see Options.Cgroup). Where it does not exist or
+	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist or
 	// cannot be used, only state directories and /proc are looked at.
 	Cgroup cgroup.Options
 	// StateDir is where instances keep their state directories; empty means DefaultStateDir().
@@ -43,7 +43,7 @@ type Inspection struct {
 
 // InstanceView is one instance as Inspect found it.
 type InstanceView struct {
-	Instance
+	Record
 	// Alive reports whether the instance's process still runs; a dead one's leftovers are what
 	// `reaper sweep` removes.
 	Alive bool `json:"alive"`
@@ -114,7 +114,7 @@ func Inspect(opts InspectOptions) (Inspection, error) {
 	byName := make(map[string]*InstanceView)
 	get := func(name string) *InstanceView {
 		if byName[name] == nil {
-			byName[name] = &InstanceView{Instance: Instance{Name: name}}
+			byName[name] = &InstanceView{Record: Record{Name: name}}
 		}
 		return byName[name]
 	}
@@ -149,7 +149,7 @@ func inspectSlices(in *Inspection, root *cgroup.Root, get func(string) *Instance
 	names, err := root.Slices()
 	for _, name := range names {
 		path := filepath.Join(root.Path(), name)
-		if _, _, ok := parseInstanceName(name); !ok {
+		if _, _, ok := parseName(name); !ok {
 			in.Ignored = append(in.Ignored, Ignored{path, "not an instance's slice (r<pid>-<start time>)"})
 			continue
 		}
@@ -170,7 +170,7 @@ func inspectStates(in *Inspection, state *safefs.Dir, root *cgroup.Root, get fun
 	for _, e := range entries {
 		path := state.Join(e.Name)
 		name, ok := strings.CutPrefix(e.Name, instancePrefix)
-		if _, _, valid := parseInstanceName(name); !ok || !valid {
+		if _, _, valid := parseName(name); !ok || !valid {
 			in.Ignored = append(in.Ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})
 			continue
 		}
@@ -187,7 +187,7 @@ func inspectStates(in *Inspection, state *safefs.Dir, root *cgroup.Root, get fun
 			continue
 		}
 		slice := iv.Slice
-		iv.Instance = rec
+		iv.Record = rec
 		iv.StateDir, iv.Slice = path, slice // what was found, not what the record says
 		if rec.Slice != "" && (root == nil || rec.Slice != filepath.Join(root.Path(), name)) {
 			in.Ignored = append(in.Ignored, Ignored{rec.Slice, "named by the record of instance " + name + ", but not below the root looked under: not read"})
@@ -199,9 +199,9 @@ func inspectStates(in *Inspection, state *safefs.Dir, root *cgroup.Root, get fun
 // inspect fills in the instance's liveness, its sessions (from its state directory and its slice)
 // and the processes in their slices.
 func (iv *InstanceView) inspect(w *proc.Walker) {
-	pid, start, _ := parseInstanceName(iv.Name)
+	pid, start, _ := parseName(iv.Name)
 	iv.Pid, iv.Start = pid, start
-	if iv.Alive = instanceAlive(w, iv.Name); iv.Alive {
+	if iv.Alive = alive(w, iv.Name); iv.Alive {
 		iv.State = proc.Describe(pid).State
 	}
 	sessions := make(map[string]*SessionView)
@@ -325,7 +325,7 @@ func markedProcesses(w *proc.Walker, instances map[string]*InstanceView) {
 			iv.Sessions = append(iv.Sessions, SessionView{Name: session, Tasks: []TaskView{}, Processes: []ProcessView{}})
 			i = len(iv.Sessions) - 1
 		}
-		iv.Sessions[i].Processes = append(iv.Sessions[i].Processes, describe(st.Pid, task, iv.Containment == ContainCgroup.String()))
+		iv.Sessions[i].Processes = append(iv.Sessions[i].Processes, describe(st.Pid, task, iv.Containment == containCgroup))
 	}
 	for _, iv := range instances {
 		for i := range iv.Sessions {

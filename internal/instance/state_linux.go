@@ -1,4 +1,4 @@
-package reaper
+package instance
 
 import (
 	"encoding/json"
@@ -16,11 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Instance describes one Reaper: what it records in its state directory when it starts, for its
-// guard, for a later instance that sweeps up after it if it dies, and for listings.
-type Instance struct {
-	// Name is "r<pid>-<start time>": the instance's slice and state directory are named after it,
-	// and its tasks' markers start with it.
+// Record describes one instance (a Reaper): what it records in its state directory when it starts,
+// for its guard, for a later instance that sweeps up after it if it dies, and for listings.
+type Record struct {
+	// Name is "r<pid>-<start time>" (see Name): the instance's slice and state directory are named
+	// after it, and its tasks' markers start with it.
 	Name string `json:"name"`
 	// Pid and Start identify the process that runs the instance.
 	Pid   int    `json:"pid"`
@@ -30,7 +30,7 @@ type Instance struct {
 	Slice string `json:"slice,omitempty"`
 	// StateDir is the instance's state directory (its sessions' small files).
 	StateDir string `json:"state_dir"`
-	// Containment is "cgroup" or "process".
+	// Containment is "cgroup" or "process" (reaper.Containment's String).
 	Containment string `json:"containment"`
 	// PIDNamespace reports whether each session has a PID namespace of its own.
 	PIDNamespace bool `json:"pid_namespace,omitempty"`
@@ -38,20 +38,29 @@ type Instance struct {
 	Started time.Time `json:"started"`
 }
 
-// instanceFile is the name of the Instance record in an instance's state directory.
+// The containment modes a Record names.
+const (
+	containCgroup  = "cgroup"
+	containProcess = "process"
+)
+
+// instanceFile is the name of the Record in an instance's state directory.
 const instanceFile = "instance.json"
 
 // instancePrefix starts the name of every instance's state directory.
 const instancePrefix = "reaper-"
 
-// instanceName names the instance run by the process pid that started at start (clock ticks).
-func instanceName(pid int, start uint64) string {
+// Name names the instance run by the process pid that started at start (clock ticks).
+func Name(pid int, start uint64) string {
 	return "r" + strconv.Itoa(pid) + "-" + strconv.FormatUint(start, 10)
 }
 
-// parseInstanceName returns the pid and start time in an instance's name, or ok false for a name no
-// instance has: only the exact form instanceName gives ("r12-34", no sign, no leading zero).
-func parseInstanceName(name string) (pid int, start uint64, ok bool) {
+// DirName is the name of the state directory of the instance name, in the state directory.
+func DirName(name string) string { return instancePrefix + name }
+
+// parseName returns the pid and start time in an instance's name, or ok false for a name no
+// instance has: only the exact form Name gives ("r12-34", no sign, no leading zero).
+func parseName(name string) (pid int, start uint64, ok bool) {
 	rest, ok := strings.CutPrefix(name, "r")
 	if !ok {
 		return 0, 0, false
@@ -62,7 +71,7 @@ func parseInstanceName(name string) (pid int, start uint64, ok bool) {
 	}
 	pid, err1 := strconv.Atoi(p)
 	start, err2 := strconv.ParseUint(s, 10, 64)
-	if err1 != nil || err2 != nil || pid <= 0 || pid > maxPid || instanceName(pid, start) != name {
+	if err1 != nil || err2 != nil || pid <= 0 || pid > maxPid || Name(pid, start) != name {
 		return 0, 0, false
 	}
 	return pid, start, true
@@ -71,10 +80,10 @@ func parseInstanceName(name string) (pid int, start uint64, ok bool) {
 // maxPid is the largest pid the kernel hands out (PID_MAX_LIMIT).
 const maxPid = 1 << 22
 
-// instanceAlive reports whether the instance of that name still runs: its process exists with the
-// start time in the name (a reused pid has another) and is not dying.
-func instanceAlive(w *proc.Walker, name string) bool {
-	pid, start, ok := parseInstanceName(name)
+// alive reports whether the instance of that name still runs: its process exists with the start
+// time in the name (a reused pid has another) and is not dying.
+func alive(w *proc.Walker, name string) bool {
+	pid, start, ok := parseName(name)
 	if !ok {
 		return false
 	}
@@ -82,7 +91,7 @@ func instanceAlive(w *proc.Walker, name string) bool {
 	return ok && st.Start == start && !st.Dead()
 }
 
-// DefaultStateDir is where instances keep their state directories when Options.StateDir is empty:
+// DefaultStateDir is where instances keep their state directories when none is given:
 // the first of stateDirs() that exists, or the first of them where none does. It makes nothing.
 func DefaultStateDir() string {
 	dirs := stateDirs()
@@ -109,13 +118,13 @@ func stateDirs() []string {
 	return append(dirs, filepath.Join(os.TempDir(), own), filepath.Join("/dev/shm", own))
 }
 
-// openStateDir opens the directory instances keep their state directories in: dir, made (mode 0700)
+// OpenStateDir opens the directory instances keep their state directories in: dir, made (mode 0700)
 // if it is missing, or where dir is empty the first of stateDirs() that can be made or opened.
 // Whatever it opens must be this user's and writable by nobody else (see safefs.OpenRoot): a
 // directory that is not is refused with an error naming it and why, never fallen back from. A
 // default is passed over only where it cannot be had at all (its parent is missing, read-only, not
 // writable, or open to others without the sticky bit: a Kubernetes emptyDir /tmp).
-func openStateDir(dir string) (*safefs.Dir, error) {
+func OpenStateDir(dir string) (*safefs.Dir, error) {
 	if dir != "" {
 		d, err := safefs.CreateRoot(dir)
 		if err != nil {
@@ -140,7 +149,7 @@ func openStateDir(dir string) (*safefs.Dir, error) {
 	return nil, fmt.Errorf("no usable state directory (give --state-dir): %w", errors.Join(errs...))
 }
 
-// lookStateDir opens the directory openStateDir would use, for a process that only looks (ps,
+// lookStateDir opens the directory OpenStateDir would use, for a process that only looks (ps,
 // sweep): dir, or the default that exists. It returns nil, nil where there is none.
 func lookStateDir(dir string) (*safefs.Dir, error) {
 	if dir == "" {
@@ -156,13 +165,13 @@ func lookStateDir(dir string) (*safefs.Dir, error) {
 	return d, nil
 }
 
-// maxInstanceRecord bounds an Instance record as read: a real one is a few hundred bytes.
+// maxInstanceRecord bounds a Record as read: a real one is a few hundred bytes.
 const maxInstanceRecord = 64 << 10
 
-// createState makes the instance's state directory in base and records the instance in it. The
+// Create makes the instance's state directory in base and records the instance in it. The
 // directory is returned open; in.StateDir is set to its path.
-func createState(base *safefs.Dir, in *Instance) (*safefs.Dir, error) {
-	name := instancePrefix + in.Name
+func Create(base *safefs.Dir, in *Record) (*safefs.Dir, error) {
+	name := DirName(in.Name)
 	if err := base.Mkdir(name); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
@@ -182,43 +191,46 @@ func createState(base *safefs.Dir, in *Instance) (*safefs.Dir, error) {
 	return dir, nil
 }
 
-// readInstance reads the Instance recorded in the state directory of the instance name.
-func readInstance(dir *safefs.Dir, name string) (Instance, error) {
+// readInstance reads the Record in the state directory of the instance name.
+func readInstance(dir *safefs.Dir, name string) (Record, error) {
 	b, err := dir.ReadFile(instanceFile, maxInstanceRecord)
 	if err != nil {
-		return Instance{}, err
+		return Record{}, err
 	}
 	in, err := parseInstance(b)
 	if err == nil && in.Name != name {
 		err = fmt.Errorf("it names instance %q", in.Name)
 	}
 	if err != nil {
-		return Instance{}, fmt.Errorf("%s: %w", dir.Join(instanceFile), err)
+		return Record{}, fmt.Errorf("%s: %w", dir.Join(instanceFile), err)
 	}
 	return in, nil
 }
 
-// parseInstance decodes an Instance record and checks that it is one reaper could have written: a
+// parseInstance decodes a Record and checks that it is one reaper could have written: a
 // valid instance name that agrees with its pid and start time, a known containment mode, and a slice
 // that is empty or a clean absolute path. A record is data, not authority: what it names is checked
 // again before anything is done to it.
-func parseInstance(b []byte) (Instance, error) {
-	var in Instance
+func parseInstance(b []byte) (Record, error) {
+	var in Record
 	if err := json.Unmarshal(b, &in); err != nil {
-		return Instance{}, err
+		return Record{}, err
 	}
-	pid, start, ok := parseInstanceName(in.Name)
+	pid, start, ok := parseName(in.Name)
 	switch {
 	case !ok:
-		return Instance{}, fmt.Errorf("%q is not an instance name", in.Name)
+		return Record{}, fmt.Errorf("%q is not an instance name", in.Name)
 	case pid != in.Pid || start != in.Start:
-		return Instance{}, fmt.Errorf("instance %s records pid %d and start %d", in.Name, in.Pid, in.Start)
-	case in.Containment != ContainCgroup.String() && in.Containment != ContainProcess.String():
-		return Instance{}, fmt.Errorf("instance %s: unknown containment %q", in.Name, in.Containment)
+		return Record{}, fmt.Errorf("instance %s records pid %d and start %d", in.Name, in.Pid, in.Start)
+	case in.Containment != containCgroup && in.Containment != containProcess:
+		return Record{}, fmt.Errorf("instance %s: unknown containment %q", in.Name, in.Containment)
 	case in.Slice != "" && (!filepath.IsAbs(in.Slice) || filepath.Clean(in.Slice) != in.Slice || len(in.Slice) > maxPath):
-		return Instance{}, fmt.Errorf("instance %s: slice %q is not a clean absolute path", in.Name, in.Slice)
+		return Record{}, fmt.Errorf("instance %s: slice %q is not a clean absolute path", in.Name, in.Slice)
 	case len(in.StateDir) > maxPath:
-		return Instance{}, fmt.Errorf("instance %s: state directory path too long", in.Name)
+		return Record{}, fmt.Errorf("instance %s: state directory path too long", in.Name)
 	}
 	return in, nil
 }
+
+// maxPath is the longest path the kernel resolves (PATH_MAX, its terminating NUL included).
+const maxPath = unix.PathMax

@@ -1,4 +1,4 @@
-package reaper
+package instance
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"golang.org/x/sys/unix"
@@ -22,7 +23,7 @@ import (
 // SweepOptions configures Sweep. The zero value looks where a Reaper with zero Options keeps its
 // instances, and kills what it finds.
 type SweepOptions struct {
-	// Cgroup names the slice root to look under (see Options.Cgroup). Where it does not exist or
+	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist or
 	// cannot be used, only state directories are looked at.
 	Cgroup cgroup.Options
 	// StateDir is where instances keep their state directories; empty means DefaultStateDir().
@@ -33,7 +34,7 @@ type SweepOptions struct {
 	DryRun bool
 	// Skip names an instance to leave alone whatever its state: the caller's own.
 	Skip string
-	// CloseTimeout bounds the wait for killed processes to disappear; zero means DefaultCloseTimeout.
+	// CloseTimeout bounds the wait for killed processes to disappear; zero means kill.DefaultTimeout.
 	CloseTimeout time.Duration
 	// Logger receives failures to signal. Nil discards.
 	Logger *slog.Logger
@@ -89,16 +90,19 @@ type DeadInstance struct {
 // The marker scan reads the environment of every process on the machine, and runs only when there is
 // a dead instance.
 func Sweep(opts SweepOptions) (SweepReport, error) {
+	if opts.CloseTimeout < 0 {
+		return SweepReport{}, errors.New("sweep: SweepOptions.CloseTimeout is negative (zero means the default)")
+	}
 	if opts.StateDir == "" {
 		opts.StateDir = DefaultStateDir()
 	}
-	if opts.CloseTimeout <= 0 {
-		opts.CloseTimeout = DefaultCloseTimeout
+	if opts.CloseTimeout == 0 {
+		opts.CloseTimeout = kill.DefaultTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	sw := &sweeper{opts: opts, w: proc.NewWalker(), k: killer{log: opts.Logger, method: cgroup.KillFile, timeout: opts.CloseTimeout}}
+	sw := &sweeper{opts: opts, w: proc.NewWalker(), k: kill.Policy{Log: opts.Logger, Timeout: opts.CloseTimeout}}
 	defer sw.close()
 	var rep SweepReport
 	dead, errs := sw.find(&rep)
@@ -125,7 +129,7 @@ func Sweep(opts SweepOptions) (SweepReport, error) {
 type sweeper struct {
 	opts  SweepOptions
 	w     *proc.Walker
-	k     killer
+	k     kill.Policy
 	root  *cgroup.Root
 	state *safefs.Dir // the state directory, when there is one to look in
 }
@@ -153,7 +157,7 @@ func (sw *sweeper) find(rep *SweepReport) (map[string]*DeadInstance, []error) {
 		if name == sw.opts.Skip {
 			return nil
 		}
-		if instanceAlive(sw.w, name) {
+		if alive(sw.w, name) {
 			rep.Live = append(rep.Live, name)
 			return nil
 		}
@@ -183,7 +187,7 @@ func (sw *sweeper) findSlices(rep *SweepReport, consider func(string) *DeadInsta
 	names, err := sw.root.Slices()
 	for _, name := range names {
 		path := filepath.Join(sw.root.Path(), name)
-		if _, _, ok := parseInstanceName(name); !ok {
+		if _, _, ok := parseName(name); !ok {
 			rep.Ignored = append(rep.Ignored, Ignored{path, "not an instance's slice (r<pid>-<start time>)"})
 			continue
 		}
@@ -205,7 +209,7 @@ func (sw *sweeper) findStates(rep *SweepReport, consider func(string) *DeadInsta
 	for _, e := range entries {
 		path := sw.state.Join(e.Name)
 		name, ok := strings.CutPrefix(e.Name, instancePrefix)
-		if _, _, valid := parseInstanceName(name); !ok || !valid {
+		if _, _, valid := parseName(name); !ok || !valid {
 			rep.Ignored = append(rep.Ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})
 			continue
 		}
@@ -265,7 +269,7 @@ func (sw *sweeper) killSlice(d *DeadInstance) error {
 	if sw.opts.DryRun {
 		return nil
 	}
-	left, err := sw.k.slice(context.Background(), s, time.Now().Add(sw.opts.CloseTimeout))
+	left, err := sw.k.Slice(context.Background(), s, time.Now().Add(sw.opts.CloseTimeout))
 	if len(left) > 0 && err == nil {
 		err = errors.New("processes remain in " + d.Slice)
 	}
@@ -326,7 +330,7 @@ func (sw *sweeper) remove(d *DeadInstance) {
 		errs = append(errs, d.slice.Remove())
 	}
 	if d.StateDir != "" {
-		errs = append(errs, sw.state.RemoveAll(instancePrefix+d.Name))
+		errs = append(errs, sw.state.RemoveAll(DirName(d.Name)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.Error = err.Error()

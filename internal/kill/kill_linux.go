@@ -1,4 +1,4 @@
-package reaper
+package kill
 
 import (
 	"context"
@@ -11,42 +11,65 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// killer kills slices and process trees; the Reaper and the guard share it.
-type killer struct {
-	log *slog.Logger
-	// method is the strongest kill the kernel offers for slices; KillFile falls back by itself where
-	// cgroup.kill turns out to be missing.
-	method cgroup.KillMethod
-	// timeout bounds each wait for killed processes to disappear.
-	timeout time.Duration
+// Policy kills slices and process trees: a Reaper's sessions and tasks (Terminate), the guard's
+// cleanup after its server, and the sweep after dead instances (Slice, Descendants) share it.
+// Its zero value kills with cgroup.kill, without a grace period, and waits DefaultTimeout.
+type Policy struct {
+	// Log receives failures to signal. Nil discards.
+	Log *slog.Logger
+	// Method is the strongest kill the kernel offers for slices (cgroup.Info.Kill); the zero value,
+	// KillFile, falls back by itself where cgroup.kill turns out to be missing.
+	Method cgroup.KillMethod
+	// Grace is how long Terminate gives processes between SIGTERM and the hard kill; zero means
+	// none (SIGKILL at once).
+	Grace time.Duration
+	// Timeout bounds each wait for killed processes to disappear; zero means DefaultTimeout.
+	Timeout time.Duration
 }
 
-// hurryWait bounds what is left of every wait for killed processes to disappear once the teardown
+// DefaultTimeout is the wait for killed processes to disappear when Policy.Timeout is zero.
+const DefaultTimeout = 10 * time.Second
+
+func (p Policy) log() *slog.Logger {
+	if p.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return p.Log
+}
+
+func (p Policy) timeout() time.Duration {
+	if p.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return p.Timeout
+}
+
+// HurryWait bounds what is left of every wait for killed processes to disappear once the teardown
 // has been hurried (its ctx cancelled: a second shutdown signal, the guard's death): what has not
 // died by then (in uninterruptible sleep) is reported, not waited for.
-const hurryWait = time.Second
+const HurryWait = time.Second
 
-// deathWait returns the context of a wait for killed processes to disappear: done hurryWait after
+// DeathWait returns the context of a wait for killed processes to disappear: done HurryWait after
 // ctx is. cancel releases it.
-func deathWait(ctx context.Context) (context.Context, context.CancelFunc) {
+func DeathWait(ctx context.Context) (context.Context, context.CancelFunc) {
 	wctx, cancel := context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(hurryWait, cancel) })
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(HurryWait, cancel) })
 	return wctx, func() {
 		stop()
 		cancel()
 	}
 }
 
-// slice kills every process in s with the strongest method the kernel offers and waits, until
+// Slice kills every process in s with the strongest method the kernel offers and waits, until
 // deadline or until ctx is done, for the slice to empty. It returns the pids still in it then.
 //
 // cgroup.kill reaches everything in one write, including what forks while it runs. Without it (a
 // kernel before 5.14, or a threaded cgroup) the slice is frozen so that nothing can fork, every
 // process is sent SIGKILL and the slice thawed; without a freezer too, SIGKILL sweeps re-read the
 // slice until no new pid appears.
-func (k killer) slice(ctx context.Context, s *cgroup.Slice, deadline time.Time) ([]int, error) {
+func (p Policy) Slice(ctx context.Context, s *cgroup.Slice, deadline time.Time) ([]int, error) {
 	var errs []error
-	method := k.method
+	method := p.Method
 	if method == cgroup.KillFile {
 		err := s.Kill()
 		if errors.Is(err, errors.ErrUnsupported) {
@@ -66,11 +89,11 @@ func (k killer) slice(ctx context.Context, s *cgroup.Slice, deadline time.Time) 
 			errs = append(errs, err)
 			method = cgroup.KillSignal
 		default:
-			errs = append(errs, k.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)), s.Thaw())
+			errs = append(errs, p.Sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)), s.Thaw())
 		}
 	}
 	if method == cgroup.KillSignal {
-		errs = append(errs, k.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
+		errs = append(errs, p.Sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
 	}
 	empty, err := s.WaitEmpty(ctx, deadline)
 	if err != nil {
@@ -83,12 +106,12 @@ func (k killer) slice(ctx context.Context, s *cgroup.Slice, deadline time.Time) 
 	return left, errors.Join(errs...)
 }
 
-// sweep signals every process in s that is not yet in signalled, re-reading the slice until a pass
+// Sweep signals every process in s that is not yet in signalled, re-reading the slice until a pass
 // finds no new pid or the deadline passes, and records what it signalled. After SIGTERM it also sends
 // SIGCONT, so that stopped processes can act on the SIGTERM. Each pid is pinned with a pidfd before the
 // slice is read again: a pid still listed then is the process the pidfd refers to, never a recycled
 // one. Failures to signal are logged.
-func (k killer) sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, deadline time.Time) error {
+func (p Policy) Sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, deadline time.Time) error {
 	for {
 		pids, err := s.Pids()
 		if err != nil {
@@ -123,7 +146,7 @@ func (k killer) sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, 
 				err = h.Signal(unix.SIGCONT)
 			}
 			if err != nil {
-				k.log.Warn("signal failed", "cgroup", s.Path(), "error", err)
+				p.log().Warn("signal failed", "cgroup", s.Path(), "error", err)
 			}
 		}
 		proc.CloseAll(hs)
@@ -133,10 +156,10 @@ func (k killer) sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, 
 	}
 }
 
-// descendants kills every live descendant of self (the processes a subreaper was left with), and
+// Descendants kills every live descendant of self (the processes a subreaper was left with), and
 // repeats until a pass finds nothing, for what forks while a pass runs; each pass waits for what it
-// killed until k.timeout passes or ctx is done. It returns what it killed.
-func (k killer) descendants(ctx context.Context, self int) []proc.Proc {
+// killed until the Timeout passes or ctx is done. It returns what it killed.
+func (p Policy) Descendants(ctx context.Context, self int) []proc.Proc {
 	w := proc.NewWalker()
 	var killed []proc.Proc
 	for pass := 0; pass < maxWalkPasses; pass++ {
@@ -149,9 +172,9 @@ func (k killer) descendants(ctx context.Context, self int) []proc.Proc {
 			killed = append(killed, proc.Describe(h.Pid))
 		}
 		if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
-			k.log.Warn("signal failed", "scope", "descendants", "error", err)
+			p.log().Warn("signal failed", "scope", "descendants", "error", err)
 		}
-		w.WaitGone(ctx, hs, time.Now().Add(k.timeout))
+		w.WaitGone(ctx, hs, time.Now().Add(p.timeout()))
 		proc.CloseAll(hs)
 	}
 	return killed

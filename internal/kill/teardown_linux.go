@@ -1,9 +1,10 @@
-package reaper
+package kill
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// KillReport says what a teardown (Session.Close, a task stop or timeout) did.
-type KillReport struct {
+// Report says what a teardown (a session's end, a task stop or timeout) did.
+type Report struct {
 	// Terminated counts processes that exited after SIGTERM, within the grace period.
 	Terminated int
 	// Killed counts processes ended by the hard kill (cgroup.kill or SIGKILL).
@@ -34,9 +35,9 @@ type KillReport struct {
 }
 
 // Total is the number of processes the teardown ended.
-func (r KillReport) Total() int { return r.Terminated + r.Killed }
+func (r Report) Total() int { return r.Terminated + r.Killed }
 
-func (r KillReport) String() string {
+func (r Report) String() string {
 	s := fmt.Sprintf("%d processes ended (%d by SIGTERM, %d killed; %d found by the /proc walk) in %v",
 		r.Total(), r.Terminated, r.Killed, r.Found, r.Duration.Round(time.Microsecond))
 	if len(r.Remaining) > 0 {
@@ -45,29 +46,35 @@ func (r KillReport) String() string {
 	return s
 }
 
-// scope is what a teardown ends: a slice (nil in process containment), processes known to belong
-// (pid -> start time), the tasks whose process groups are signalled as a whole, and the environment
-// marker its processes inherit.
-type scope struct {
-	name   string // "session S" or "session S: task T", for errors and logs
-	slice  *cgroup.Slice
-	seeds  map[int]uint64
-	groups []*task
-	marker string
-	// end, if set, is when every wait for killed processes ends (a session's teardown sets it to
-	// its start plus the grace period and CloseTimeout); zero means CloseTimeout after the hard kill
+// Scope is what a teardown ends: a slice (nil in process containment), processes known to belong
+// (pid -> start time), the process groups signalled as a whole, and the environment marker its
+// processes inherit.
+type Scope struct {
+	Name  string // "session S" or "session S: task T", for the log
+	Slice *cgroup.Slice
+	Seeds map[int]uint64
+	// Groups signal the tasks' process groups as a whole.
+	Groups []SignalGroup
+	Marker string
+	// End, if set, is when every wait for killed processes ends (a session's teardown sets it to
+	// its start plus the grace period and the Timeout); zero means the Timeout after the hard kill
 	// begins.
-	end time.Time
-	// self is the process the walks look below (the Reaper, or the session's init), and skip the task
-	// processes below it that are other scopes' (see proc.Query).
-	self int
-	skip map[int]bool
-	// known are processes the walks go through but never report or signal: the session's init.
-	known map[int]bool
-	// inits, for a session, are the inits of its PID namespaces: the hard kill kills them too, and once
-	// they have ended nothing of their namespaces is left.
-	inits []*pidns.Init
+	End time.Time
+	// Self is the process the walks look below (the Reaper, or the session's init), and Skip the
+	// task processes below it that are other scopes' (see proc.Query).
+	Self int
+	Skip map[int]bool
+	// Known are processes the walks go through but never report or signal: the session's init.
+	Known map[int]bool
+	// Inits, for a session, are the inits of its PID namespaces: the hard kill kills them too, and
+	// once they have ended nothing of their namespaces is left.
+	Inits []*pidns.Init
 }
+
+// SignalGroup sends each of sigs in turn to a task's process group, which holds most of its
+// processes (all but those that called setsid); it does nothing once the group can no longer be told
+// apart from a reused one. A failure is logged: the walks and the hard kill make up for it.
+type SignalGroup func(sigs ...unix.Signal) error
 
 // maxWalkPasses bounds the repeated /proc walk; each pass after the first only finds processes forked
 // by survivors while the previous one ran, and a fork bomb outside any slice must not hold us forever.
@@ -76,7 +83,7 @@ const maxWalkPasses = 16
 // sweepTime bounds a signal sweep over a slice that keeps forking.
 const sweepTime = 5 * time.Second
 
-// terminate ends every process of sc. It is the program's kill policy, in phases:
+// Terminate ends every process of sc. It is the program's kill policy, in phases:
 //
 //  1. A first walk of /proc, while the process tree is intact, finds processes outside the slice that
 //     descend from the scope's processes (by parent pid); without a slice, also those that carry the
@@ -94,46 +101,46 @@ const sweepTime = 5 * time.Second
 //     inits have ended there is nothing left to walk for: no process leaves its PID namespace.
 //  5. A bounded wait for those processes to exit; what is left is reported.
 //
-// Phases 3 to 5 share one deadline (sc.end, or CloseTimeout from the hard kill), and once ctx is
-// done they wait at most hurryWait more: what survives SIGKILL (uninterruptible sleep) is reported,
-// not waited for.
-func (r *Reaper) terminate(ctx context.Context, sc scope) (KillReport, error) {
+// Phases 3 to 5 share one deadline (sc.End, or the Timeout from the hard kill), and once ctx is
+// done they wait at most HurryWait more: what survives SIGKILL (uninterruptible sleep) is reported,
+// not waited for. The error says what failed, not in which scope: the caller, who knows, says that.
+func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 	t := &teardown{
-		r: r, sc: sc, w: proc.NewWalker(), start: time.Now(), skip: sc.skip,
+		p: p, log: p.log(), sc: sc, w: proc.NewWalker(), start: time.Now(), skip: sc.Skip,
 		seen: make(map[int]bool), termed: make(map[int]bool),
 	}
 	defer func() { proc.CloseAll(t.outside) }()
 	var cancel context.CancelFunc
-	t.wait, cancel = deathWait(ctx)
+	t.wait, cancel = DeathWait(ctx)
 	defer cancel()
 	t.findEscaped()
 	t.alive = t.outside
-	if r.lim.Grace > 0 {
+	if p.Grace > 0 {
 		t.polite(ctx)
 	}
-	if t.killEnd = sc.end; t.killEnd.IsZero() {
-		t.killEnd = time.Now().Add(r.lim.CloseTimeout)
+	if t.killEnd = sc.End; t.killEnd.IsZero() {
+		t.killEnd = time.Now().Add(p.timeout())
 	}
 	t.killSlice()
 	t.killNamespaces()
 	t.killEscaped()
 	t.await()
 	t.rep.Duration = time.Since(t.start)
-	r.obs.Teardown(t.rep)
 	if len(t.errs) > 0 {
-		return t.rep, fmt.Errorf("%s: %w", sc.name, errors.Join(t.errs...))
+		return t.rep, errors.Join(t.errs...)
 	}
 	return t.rep, nil
 }
 
-// teardown is one run of terminate.
+// teardown is one run of Terminate.
 type teardown struct {
-	r     *Reaper
-	sc    scope
+	p     Policy
+	log   *slog.Logger
+	sc    Scope
 	w     *proc.Walker
 	start time.Time
 	skip  map[int]bool // the Reaper's live task processes: other scopes' subtrees
-	rep   KillReport
+	rep   Report
 	errs  []error
 
 	seen    map[int]bool    // processes seen in the slice
@@ -141,7 +148,7 @@ type teardown struct {
 	emptied bool            // the slice emptied within the grace period
 	nsEnded bool            // the scope had inits, and they have all ended
 	killEnd time.Time       // phases 3 to 5 together wait at most until then for what they killed
-	wait    context.Context // done hurryWait after the teardown is hurried: the waits of phases 3 to 5 end
+	wait    context.Context // done HurryWait after the teardown is hurried: the waits of phases 3 to 5 end
 	outside []proc.Handle   // processes found outside the slice, verified; closed at the end
 	alive   []proc.Handle   // those not yet seen to exit
 }
@@ -152,9 +159,9 @@ type teardown struct {
 // dead and their ids may be reused by anyone.
 func (t *teardown) findEscaped() {
 	var trusted map[int]bool
-	marker := t.sc.marker
-	if t.sc.slice != nil {
-		tids, err := t.sc.slice.Threads()
+	marker := t.sc.Marker
+	if t.sc.Slice != nil {
+		tids, err := t.sc.Slice.Threads()
 		if err != nil {
 			t.errs = append(t.errs, err)
 		}
@@ -168,9 +175,9 @@ func (t *teardown) findEscaped() {
 	if known == nil {
 		known = make(map[int]bool)
 	}
-	maps.Copy(known, t.sc.known)
+	maps.Copy(known, t.sc.Known)
 	found, err := t.w.Find(proc.Query{
-		Self: t.sc.self, Seeds: t.sc.seeds, Trusted: trusted, Known: known, Skip: t.skip, Marker: marker,
+		Self: t.sc.Self, Seeds: t.sc.Seeds, Trusted: trusted, Known: known, Skip: t.skip, Marker: marker,
 	})
 	if err != nil {
 		t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
@@ -180,20 +187,20 @@ func (t *teardown) findEscaped() {
 
 // polite is phase 2.
 func (t *teardown) polite(ctx context.Context) {
-	graceEnd := t.start.Add(t.r.lim.Grace)
-	if t.sc.slice != nil {
+	graceEnd := t.start.Add(t.p.Grace)
+	if t.sc.Slice != nil {
 		// Listed before the group signals, which end most processes before the sweep can see them.
-		t.note(t.sc.slice.Pids())
+		t.note(t.sc.Slice.Pids())
 	}
-	for _, g := range t.sc.groups {
-		t.signalFailed(g.signalGroup(unix.SIGTERM, unix.SIGCONT))
+	for _, signalGroup := range t.sc.Groups {
+		t.signalFailed(signalGroup(unix.SIGTERM, unix.SIGCONT))
 	}
-	if t.sc.slice != nil {
+	if t.sc.Slice != nil {
 		t.sweep(unix.SIGTERM, t.termed, graceEnd)
 	}
 	t.signalFailed(proc.SignalAll(t.outside, unix.SIGTERM, unix.SIGCONT))
-	if t.sc.slice != nil {
-		empty, err := t.sc.slice.WaitEmpty(ctx, graceEnd)
+	if t.sc.Slice != nil {
+		empty, err := t.sc.Slice.WaitEmpty(ctx, graceEnd)
 		if err != nil {
 			t.errs = append(t.errs, err)
 		}
@@ -206,7 +213,7 @@ func (t *teardown) polite(ctx context.Context) {
 // killSlice is phase 3. Processes of the slice seen before the hard kill but not at it count as
 // ended by SIGTERM; those listed at it, as killed.
 func (t *teardown) killSlice() {
-	s := t.sc.slice
+	s := t.sc.Slice
 	if s == nil {
 		return
 	}
@@ -226,7 +233,7 @@ func (t *teardown) killSlice() {
 			return
 		}
 	}
-	left, err := t.r.killer.slice(t.wait, s, t.killEnd)
+	left, err := t.p.Slice(t.wait, s, t.killEnd)
 	if err != nil {
 		t.errs = append(t.errs, err)
 	}
@@ -248,16 +255,16 @@ func (t *teardown) note(pids []int, err error) {
 // killNamespaces is the end of phase 3: the inits' kill. An init that has not ended by the phases'
 // deadline is reported among the processes that remain.
 func (t *teardown) killNamespaces() {
-	if len(t.sc.inits) == 0 {
+	if len(t.sc.Inits) == 0 {
 		return
 	}
-	for _, in := range t.sc.inits {
+	for _, in := range t.sc.Inits {
 		if err := in.Kill(); err != nil {
 			t.errs = append(t.errs, err)
 		}
 	}
 	t.nsEnded = true
-	for _, in := range t.sc.inits {
+	for _, in := range t.sc.Inits {
 		if !in.Wait(t.wait, t.killEnd) {
 			t.nsEnded = false
 			t.rep.Remaining = append(t.rep.Remaining, proc.Describe(in.Pid()))
@@ -268,11 +275,11 @@ func (t *teardown) killNamespaces() {
 
 // killEscaped is phase 4. From here on only processes identified by start time seed the walks.
 func (t *teardown) killEscaped() {
-	handled := maps.Clone(t.sc.known)
+	handled := maps.Clone(t.sc.Known)
 	if handled == nil {
 		handled = make(map[int]bool, len(t.outside))
 	}
-	seeds := maps.Clone(t.sc.seeds)
+	seeds := maps.Clone(t.sc.Seeds)
 	if seeds == nil {
 		seeds = make(map[int]uint64)
 	}
@@ -281,8 +288,8 @@ func (t *teardown) killEscaped() {
 		seeds[h.Pid] = h.Start
 	}
 	if len(t.alive) > 0 {
-		for _, g := range t.sc.groups {
-			t.signalFailed(g.signalGroup(unix.SIGKILL))
+		for _, signalGroup := range t.sc.Groups {
+			t.signalFailed(signalGroup(unix.SIGKILL))
 		}
 	}
 	pending := t.alive
@@ -296,7 +303,7 @@ func (t *teardown) killEscaped() {
 		if t.nsEnded {
 			break // what was found lived in the namespaces, which are empty now
 		}
-		more, err := t.w.Find(proc.Query{Self: t.sc.self, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.marker})
+		more, err := t.w.Find(proc.Query{Self: t.sc.Self, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.Marker})
 		if err != nil {
 			t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
 			break
@@ -316,7 +323,7 @@ func (t *teardown) killEscaped() {
 
 // await is phase 5.
 func (t *teardown) await() {
-	timeout := t.r.lim.CloseTimeout
+	timeout := t.p.timeout()
 	alive := t.w.WaitGone(t.wait, t.alive, t.killEnd)
 	for _, h := range alive {
 		t.rep.Remaining = append(t.rep.Remaining, proc.Describe(h.Pid))
@@ -327,9 +334,9 @@ func (t *teardown) await() {
 }
 
 // sweep signals every process of the scope's slice not yet in signalled, re-reading the slice until a
-// pass finds no new pid or the deadline passes (see killer.sweep).
+// pass finds no new pid or the deadline passes (see Policy.Sweep).
 func (t *teardown) sweep(sig unix.Signal, signalled map[int]bool, deadline time.Time) {
-	if err := t.r.killer.sweep(t.sc.slice, sig, signalled, deadline); err != nil {
+	if err := t.p.Sweep(t.sc.Slice, sig, signalled, deadline); err != nil {
 		t.errs = append(t.errs, err)
 	}
 }
@@ -338,9 +345,6 @@ func (t *teardown) sweep(sig unix.Signal, signalled map[int]bool, deadline time.
 // that follow are what make up for it.
 func (t *teardown) signalFailed(err error) {
 	if err != nil {
-		t.r.log.Warn("signal failed", "scope", t.sc.name, "error", err)
+		t.log.Warn("signal failed", "scope", t.sc.Name, "error", err)
 	}
 }
-
-// Proc describes a process in reports: what outlived a kill, what a dead instance left.
-type Proc = proc.Proc

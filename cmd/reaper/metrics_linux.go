@@ -1,0 +1,73 @@
+package main
+
+import (
+	"github.com/cgreaper/reaper/internal/metrics"
+	"github.com/cgreaper/reaper/mcpserver"
+	"github.com/cgreaper/reaper/reaper"
+)
+
+// The adapters from the Reaper's and the MCP server's Observer events to the metrics, which know
+// neither: they live here, above all three.
+
+// newMetrics makes the metrics, with every task status shown from the start.
+func newMetrics(version string) *metrics.Metrics {
+	var statuses []string
+	for _, s := range []reaper.Status{reaper.Completed, reaper.Failed, reaper.Killed, reaper.TimedOut} {
+		statuses = append(statuses, string(s))
+	}
+	return metrics.New(metrics.Options{Version: version, TaskStatuses: statuses})
+}
+
+// reaperMetrics is the Reaper's Observer that feeds the metrics.
+type reaperMetrics struct{ m *metrics.Metrics }
+
+func (o reaperMetrics) SessionEnded(e reaper.SessionEnd) {
+	o.m.SessionEnded(e.Reason, e.Report.Duration)
+}
+
+func (o reaperMetrics) TaskEnded(e reaper.TaskEnd) { o.m.TaskEnded(string(e.Status), e.OOMKilled) }
+
+// Teardown counts the processes a teardown ended by phase: Killed includes Walked, which a walk of
+// /proc found outside the slice and killed; the rest died with the slice.
+func (o reaperMetrics) Teardown(k reaper.KillReport) {
+	o.m.Killed(metrics.Kills{
+		SIGTERM: k.Terminated, CgroupKill: k.Killed - k.Walked, Walk: k.Walked,
+		Escapees: k.Found, Remaining: len(k.Remaining),
+	})
+}
+
+func (o reaperMetrics) Swept(rep reaper.SweepReport) {
+	n := 0
+	for _, d := range rep.Dead {
+		n += len(d.Processes)
+	}
+	o.m.Swept(len(rep.Dead), n)
+}
+
+// mcpMetrics is the MCP server's Observer that feeds the metrics.
+type mcpMetrics struct{ m *metrics.Metrics }
+
+func (o mcpMetrics) Operation(op mcpserver.Operation) {
+	o.m.MCPOperation(metrics.Operation{
+		Method: op.Method, Tool: op.Tool, ErrorType: op.ErrorType, Transport: op.Transport,
+		ProtocolVersion: op.ProtocolVersion, Duration: op.Duration,
+	})
+}
+
+func (o mcpMetrics) SessionEnded(si mcpserver.SessionInfo) {
+	o.m.MCPSessionEnded(si.Transport, si.ProtocolVersion, si.Duration)
+}
+
+// watchReaper records the containment mode and reads the sessions' usage at each scrape.
+func watchReaper(m *metrics.Metrics, r *reaper.Reaper) {
+	ci := r.Containment()
+	kill := "none"
+	if ci.Mode == reaper.ContainCgroup {
+		kill = ci.Cgroup.Kill.String()
+	}
+	m.SetContainment(ci.Mode.String(), kill)
+	m.WatchUsage(func() metrics.Usage {
+		u := r.Usage()
+		return metrics.Usage{Sessions: u.Sessions, Counted: u.Counted, MemoryCounted: u.MemoryCounted, Processes: u.Processes, Memory: u.Memory}
+	})
+}

@@ -1,0 +1,293 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/reaper"
+)
+
+// Exit statuses of the job's own making; the rest are the command's (128+n for a death by signal n),
+// as with GNU timeout.
+const (
+	ExitLeftovers     = 123 // Config.FailOnLeftovers, and the command left processes running
+	ExitTimedOut      = 124 // Config.Timeout ended the job
+	ExitFailed        = 125 // reaper run itself failed
+	ExitNotExecutable = 126 // the command was found but could not be executed
+	ExitNotFound      = 127 // the command was not found
+)
+
+// ForwardedSignals are passed on to the job's process group; the caller delivers them on
+// Config.Signals.
+var ForwardedSignals = []os.Signal{
+	syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
+}
+
+// Config says what Run runs and how.
+type Config struct {
+	// Argv is the command and its arguments, run directly (no shell). Required.
+	Argv []string
+	// Options configures the Reaper the job's session runs in; its Grace is also the time the job
+	// gets after a forwarded INT or TERM. Announce is set from Guard.
+	Options reaper.Options
+	// Timeout ends the whole job (SIGTERM, the grace period, the kill) after this long; zero means no
+	// limit.
+	Timeout time.Duration
+	// Guard is the link to this process's guard (reaper run's server is guarded): the job is killed at
+	// once if the guard dies, and the job takes the terminal's foreground only from the guard's group.
+	Guard instance.GuardLink
+	// Signals delivers the signals this process receives: ForwardedSignals are passed on to the
+	// job's process group, and after INT or TERM (or another shutdown signal, passed on as TERM) the
+	// job has the grace period before everything is killed; a second one kills at once. Ignored
+	// reports those to drop (the caller's own: SIGPIPE and such).
+	Signals <-chan os.Signal
+	Ignored func(os.Signal) bool
+	// FailOnLeftovers makes a command that succeeded but left processes running exit
+	// ExitLeftovers.
+	FailOnLeftovers bool
+	// Verbose says on Stderr how processes are contained.
+	Verbose bool
+	// Stderr receives reaper run's own messages; Log what the Reaper does (nil discards).
+	Stderr io.Writer
+	Log    *slog.Logger
+}
+
+// Report is what happened to a job; `reaper run --report` writes it as JSON. Leftovers is nil when
+// the job did not start.
+type Report struct {
+	Command     []string      `json:"command"`
+	ExitCode    int           `json:"exit_code"`
+	TimedOut    bool          `json:"timed_out"`
+	Leftovers   []reaper.Proc `json:"leftovers"`
+	Duration    float64       `json:"duration_seconds"`
+	Containment string        `json:"containment"`
+	PIDNS       bool          `json:"pid_namespace"`
+	Error       string        `json:"error,omitempty"`
+}
+
+// Run runs the job to its end in a session of a new Reaper, tears down whatever it left, and reports
+// how it went; Report.ExitCode is the status reaper run exits with. The command's standard input,
+// output and error are this process's; on a terminal whose foreground is the guard's group it runs
+// in the foreground, and gets the terminal back at the end.
+func Run(c Config) Report {
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	j := &run{c: c, start: time.Now(), rep: Report{Command: c.Argv}}
+	if code := j.setUp(); code != 0 {
+		j.rep.ExitCode = code
+		return j.rep
+	}
+	code := j.wait()
+	j.rep.ExitCode = code
+	if code == 0 && len(j.rep.Leftovers) > 0 && c.FailOnLeftovers {
+		j.rep.ExitCode = ExitLeftovers
+	}
+	j.finish()
+	return j.rep
+}
+
+// run is one job's run.
+type run struct {
+	c     Config
+	start time.Time
+	r     *reaper.Reaper
+	s     *reaper.Session
+	job   *reaper.Job
+	term  terminal // the terminal the job has the foreground of, if fg
+	fg    bool
+	rep   Report
+}
+
+// setUp creates the Reaper, the session and the job, and returns a non-zero status on failure.
+func (j *run) setUp() int {
+	opts := j.c.Options
+	if opts.Logger == nil {
+		opts.Logger = j.c.Log
+	}
+	if j.c.Guard.Announce != nil {
+		opts.Announce = j.c.Guard.Announce
+		defer j.c.Guard.Announce.Close()
+	}
+	r, err := reaper.New(opts)
+	if err != nil {
+		fmt.Fprintf(j.c.Stderr, "reaper run: %v\n", err)
+		j.rep.Error = err.Error()
+		return ExitFailed
+	}
+	j.r = r
+	j.rep.Containment = r.Containment().Mode.String()
+	j.rep.PIDNS = r.Containment().PIDNamespace.On
+	if j.c.Verbose {
+		fmt.Fprintf(j.c.Stderr, "reaper run: containment %s; pid namespace %s\n", r.Containment(), r.Containment().PIDNamespace)
+	}
+	wd, _ := os.Getwd()
+	j.s, err = r.NewSession("run", reaper.SessionOptions{WorkDir: wd})
+	if err == nil {
+		j.term, j.fg = foregroundTerminal(os.Stdin, guardGroup(j.c.Guard))
+		j.job, err = j.s.Exec(reaper.ExecOptions{Argv: j.c.Argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: j.fg})
+	}
+	if err != nil {
+		j.rep.Error = err.Error()
+		j.r.Close(context.Background())
+		return j.execFailed(err)
+	}
+	return 0
+}
+
+// execFailed says why the command could not start, as a shell would for a program it cannot run,
+// and returns the exit status that says it.
+func (j *run) execFailed(err error) int {
+	name := j.c.Argv[0]
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, reaper.ErrNotFound):
+		fmt.Fprintf(j.c.Stderr, "reaper run: %s: command not found\n", name)
+		return ExitNotFound
+	case errors.Is(err, reaper.ErrNotExecutable) && errors.As(err, &errno):
+		fmt.Fprintf(j.c.Stderr, "reaper run: %s: %v\n", name, errno)
+		return ExitNotExecutable
+	case errors.Is(err, reaper.ErrNotExecutable):
+		fmt.Fprintf(j.c.Stderr, "reaper run: %s: cannot execute\n", name)
+		return ExitNotExecutable
+	}
+	fmt.Fprintf(j.c.Stderr, "reaper run: %v\n", err)
+	return ExitFailed
+}
+
+// guardGroup is the process group reaper run was started in: its guard's.
+func guardGroup(link instance.GuardLink) int {
+	pgrp, err := syscall.Getpgid(link.Pid)
+	if err != nil {
+		return -1
+	}
+	return pgrp
+}
+
+// wait runs the job to its end and tears the session down, and returns the job's exit status. Signals
+// are forwarded to the job; after INT or TERM (or another shutdown signal, forwarded as TERM) the job
+// has the grace period to exit before everything is killed; a second one kills at once, and so does
+// the guard's death. Config.Timeout ends the job with the grace period.
+func (j *run) wait() int {
+	done := make(chan int, 1)
+	waitCtx, stopWaiting := context.WithCancel(context.Background())
+	go func() {
+		code, _ := j.job.Wait(waitCtx)
+		done <- code
+	}()
+	var timeout, graceEnd <-chan time.Time
+	if j.c.Timeout > 0 {
+		t := time.NewTimer(j.c.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	hurry, cut := context.WithCancel(context.Background()) // cancelled: no grace period left
+	defer cut()
+	guardGone := make(chan struct{})
+	watched := make(chan struct{})
+	defer func() { <-watched }()
+	defer stopWaiting()
+	go func() {
+		defer close(watched)
+		if j.c.Guard.WaitGone(waitCtx) {
+			cut() // also for a teardown under way: the job may have ended already
+			close(guardGone)
+		}
+	}()
+	end := func() { // kill everything now
+		cut()
+		j.rep.Leftovers = j.othersThanCommand()
+		j.s.Close(hurry)
+	}
+	terms := 0
+	for {
+		select {
+		case code := <-done:
+			j.closeSession(hurry)
+			return code
+		case <-timeout:
+			timeout = nil
+			fmt.Fprintf(j.c.Stderr, "reaper run: timed out after %v\n", j.c.Timeout)
+			j.rep.TimedOut = true
+			j.rep.Leftovers = j.othersThanCommand()
+			j.s.Close(hurry) // SIGTERM, grace, kill: the whole job
+			<-done
+			return ExitTimedOut
+		case <-graceEnd:
+			graceEnd = nil
+			end()
+		case <-guardGone:
+			guardGone = nil
+			fmt.Fprintln(j.c.Stderr, "reaper run: its guard process was killed: killing the job")
+			end()
+		case sig := <-j.c.Signals:
+			s := sig.(syscall.Signal)
+			switch {
+			case j.c.Ignored != nil && j.c.Ignored(s):
+				continue
+			case s == instance.GuardSignal && j.c.Guard.Gone():
+				continue // the guard watcher above ends the job
+			case !slices.Contains(ForwardedSignals, os.Signal(s)):
+				s = syscall.SIGTERM // a shutdown signal the job would not expect: ask it to end
+			}
+			if err := j.job.Signal(s); err != nil {
+				j.c.Log.Warn("forwarding a signal failed", "signal", s.String(), "error", err)
+			}
+			if s != syscall.SIGINT && s != syscall.SIGTERM {
+				continue
+			}
+			terms++
+			if terms == 1 && j.r.Limits().Grace > 0 {
+				t := time.NewTimer(j.r.Limits().Grace)
+				defer t.Stop()
+				graceEnd = t.C
+				continue
+			}
+			end()
+		}
+	}
+}
+
+// othersThanCommand returns the session's processes but the command itself: what it started, which
+// is what a summary names as left over when the job is ended before the command exited.
+func (j *run) othersThanCommand() []reaper.Proc {
+	var out []reaper.Proc
+	for _, p := range j.s.Processes() {
+		if p.Pid != j.job.Pid() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// closeSession tears down what the job left, once it has exited: what is alive now is named in the
+// report, then it gets SIGTERM, the grace period and SIGKILL. hurry cuts the grace period short.
+func (j *run) closeSession(hurry context.Context) {
+	if j.rep.Leftovers == nil {
+		j.rep.Leftovers = j.s.Processes()
+	}
+	if _, err := j.s.Close(hurry); err != nil {
+		j.c.Log.Warn("tearing down the job's session", "error", err)
+	}
+}
+
+// finish gives the terminal back and closes the Reaper.
+func (j *run) finish() {
+	if j.fg {
+		if err := j.term.restore(); err != nil {
+			j.c.Log.Warn("giving the terminal back", "error", err)
+		}
+	}
+	if err := j.r.Close(context.Background()); err != nil {
+		j.c.Log.Warn("closing the reaper", "error", err)
+	}
+	j.rep.Duration = time.Since(j.start).Seconds()
+}
