@@ -313,14 +313,12 @@ func TestOutputReadsGetOn(t *testing.T) {
 // budget, and continues where it stopped; tail the last lines, of those that match with grep.
 func TestOutputLines(t *testing.T) {
 	o := newOutput(testStore(t, 1<<20), "x.out")
-	var want []string
 	for i := 1; i <= 1000; i++ {
 		line := "line " + strconv.Itoa(i)
 		if i%100 == 0 {
 			line += " ERROR"
 		}
 		o.Write([]byte(line + "\n"))
-		want = append(want, line)
 	}
 	o.Write([]byte("partial ERROR")) // no newline yet
 	errs := regexp.MustCompile(`ERROR`)

@@ -104,7 +104,8 @@ func inputPipe() (rd, wr *os.File, id proc.Input, err error) {
 		return nil, nil, id, fmt.Errorf("input pipe: %w", err)
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(p[0], &st); err == nil {
+	err = unix.Fstat(p[0], &st)
+	if err == nil {
 		err = unix.SetNonblock(p[1], true)
 	}
 	if err != nil {
