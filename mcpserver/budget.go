@@ -23,15 +23,27 @@ func jsonCost(r rune) int {
 	return utf8.RuneLen(r)
 }
 
-// outputBudget caps the output one result carries at limit bytes of JSON per copy (a result carries
-// it twice: as text and in the structured content). Output of control characters, six bytes each in
-// JSON, is cut to about a sixth of the limit; ordinary text only when it nearly fills the limit and
-// has many newlines, tabs or quotes (two bytes each). Without it a megabyte of control characters made
-// a 12 MB result, which the SDK copies three times more while it encodes it. A cap of one and a half
-// times the limit, which would spare ordinary text, measured 1.5-2 times the peak memory of 16
-// concurrent results of control characters (BenchmarkMemory in test/e2e).
-func outputBudget(limit int) reaper.Budget {
-	return reaper.Budget{Cost: jsonCost, Max: limit}
+// The output a result carries is counted in characters (Unicode code points), as the agents' own
+// shell tools count it: Claude Code's keeps 30,000 characters of a command's output. A result holds
+// the output twice, in its text and in its structured content (see wire.go): a client shows the model
+// one of them, so each copy is what the model reads.
+const (
+	// DefaultMaxOutput is the characters of output a result holds by default.
+	DefaultMaxOutput = 30000
+	// MaxOutput is the ceiling of a result's output, whatever a call or the server asks for: at most
+	// this many characters, costing at most this many bytes of JSON in each copy.
+	MaxOutput = 1 << 20
+)
+
+// outputBudget caps the output one result carries at chars characters (at most MaxOutput) and
+// MaxOutput bytes of JSON per copy. The second cap matters only for output that is expensive to
+// carry: control characters, six bytes each in JSON, are cut to about a sixth of it. Without it a
+// megabyte of control characters made a 12 MB result, which the SDK copies three times more while it
+// encodes it. A cap of one and a half times the limit, which would spare ordinary text, measured
+// 1.5-2 times the peak memory of 16 concurrent results of control characters (BenchmarkMemory in
+// test/e2e).
+func outputBudget(chars int) reaper.Budget {
+	return reaper.Budget{Chars: min(chars, MaxOutput), Cost: jsonCost, Max: MaxOutput}
 }
 
 // structured adapts a typed tool handler so that its output becomes the result's structured content

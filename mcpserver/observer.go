@@ -54,7 +54,7 @@ var knownMethods = []string{
 }
 
 // toolNames are this server's tools, in both protocol eras.
-var toolNames = []string{"bash", "task_output", "task_stop", "task_list", "workspace_open", "workspace_close", "workspace_list"}
+var toolNames = []string{"bash", "task_output", "task_stop", "task_list", "write_stdin", "workspace_open", "workspace_close", "workspace_list"}
 
 type nopObserver struct{}
 

@@ -12,68 +12,26 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestToolSchemasArePortable lists the tools as a client does and fails on any "type" that is not a
-// single string, anywhere in any input or output schema: a type list such as ["null","integer"]
-// makes one client drop the argument and others' validators warn.
+// TestToolSchemasArePortable lists the tools of both protocol eras as a client does and checks that
+// their schemas are portable (mcptest.CheckPortableSchemas).
 func TestToolSchemasArePortable(t *testing.T) {
 	_, url := serveWith(t, Options{}, HTTPOptions{})
 	res, err := mcptest.ConnectHTTP(t, url, mcptest.Options{}).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Tools) != 4 {
-		t.Errorf("%d tools listed, want 4", len(res.Tools))
+	if len(res.Tools) != 5 {
+		t.Errorf("%d tools listed, want 5", len(res.Tools))
 	}
 	ws, err := mcptest.ConnectHTTP(t, url, mcptest.Options{Protocol: mcptest.Workspaces}).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ws.Tools) != 7 {
-		t.Errorf("%d tools listed to a client of 2026-07-28, want 7", len(ws.Tools))
+	if len(ws.Tools) != 8 {
+		t.Errorf("%d tools listed to a client of 2026-07-28, want 8", len(ws.Tools))
 	}
 	for _, tool := range append(res.Tools, ws.Tools...) {
-		if tool.InputSchema == nil || tool.OutputSchema == nil {
-			t.Errorf("%s: input schema %v, output schema %v", tool.Name, tool.InputSchema, tool.OutputSchema)
-		}
-		for kind, schema := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
-			b, err := json.Marshal(schema)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var v any
-			if err := json.Unmarshal(b, &v); err != nil {
-				t.Fatal(err)
-			}
-			checkSingleTypes(t, fmt.Sprintf("%s %s schema #", tool.Name, kind), v)
-		}
-	}
-}
-
-// checkSingleTypes walks a JSON schema and reports every "type" that is not a string. Names under
-// properties (and the like) are property names, not keywords: their values are schemas.
-func checkSingleTypes(t *testing.T, path string, v any) {
-	switch v := v.(type) {
-	case map[string]any:
-		if typ, ok := v["type"]; ok {
-			if _, ok := typ.(string); !ok {
-				t.Errorf("%s: type %v is not a single type", path, typ)
-			}
-		}
-		for k, sub := range v {
-			switch k {
-			case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas":
-				m, _ := sub.(map[string]any)
-				for name, s := range m {
-					checkSingleTypes(t, path+"/"+k+"/"+name, s)
-				}
-			default:
-				checkSingleTypes(t, path+"/"+k, sub)
-			}
-		}
-	case []any:
-		for i, s := range v {
-			checkSingleTypes(t, fmt.Sprintf("%s/%d", path, i), s)
-		}
+		mcptest.CheckPortableSchemas(t, tool)
 	}
 }
 
@@ -86,7 +44,7 @@ func TestToolSchemasKeepValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{"bash": {"command"}, "task_output": {"task_id"}, "task_stop": {"task_id"}, "task_list": nil}
+	want := map[string][]string{"bash": {"command"}, "task_output": {"task_id"}, "task_stop": {"task_id"}, "task_list": nil, "write_stdin": {"task_id"}}
 	for _, tool := range res.Tools {
 		b, _ := json.Marshal(tool.InputSchema)
 		var s struct {

@@ -31,6 +31,9 @@ type Options struct {
 	// default).
 	// Workspaces (protocol 2026-07-28) have no connection to ping: their lease ends them.
 	KeepAlive time.Duration
+	// MaxOutput is how many characters of output a tool result holds unless the call asks for another
+	// number (max_output). Zero means DefaultMaxOutput; more than MaxOutput counts as MaxOutput.
+	MaxOutput int
 	// MaxWorkspaces bounds the workspaces (protocol 2026-07-28 over HTTP) one identity holds open
 	// at once; workspace_open refuses beyond it. Zero means DefaultMaxWorkspaces.
 	MaxWorkspaces int
@@ -58,8 +61,8 @@ type Server struct {
 	log  *slog.Logger
 	mcp  *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
 	ws   *mcp.Server // the workspace era: HTTP from 2026-07-28 on, stateless
-	// budget caps the output a tool result carries (see outputBudget).
-	budget reaper.Budget
+	// maxOutput is the characters of output a tool result holds by default (see outputBudget).
+	maxOutput int
 	// wg counts the goroutines the Server starts (see goLocked): session watchers, leases,
 	// keepalives, MCP session closers, DELETE teardowns and notifications.
 	wg sync.WaitGroup
@@ -72,7 +75,7 @@ type Server struct {
 	closing bool
 }
 
-// New returns a server with the bash, task_output, task_stop and task_list tools, and over HTTP from
+// New returns a server with the bash, task_output, task_stop, task_list and write_stdin tools, and over HTTP from
 // protocol 2026-07-28 on, workspace_open, workspace_close and workspace_list.
 func New(opts Options) (*Server, error) {
 	if opts.Reaper == nil {
@@ -97,16 +100,19 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session)}
 	lim := opts.Reaper.Limits()
-	s.budget = outputBudget(lim.OutputLimit)
+	s.maxOutput = min(opts.MaxOutput, MaxOutput)
+	if s.maxOutput <= 0 {
+		s.maxOutput = DefaultMaxOutput
+	}
 	impl := &mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: opts.Version}
 	s.mcp = mcp.NewServer(impl, &mcp.ServerOptions{
-		Instructions: instructions(lim, opts.IdleTimeout),
+		Instructions: instructions(lim, s.maxOutput, opts.IdleTimeout),
 		Logger:       sdkLogger(opts.Logger), // no KeepAlive: the Server's own (see keepalive)
 	})
 	s.addTools(lim)
 	s.mcp.AddReceivingMiddleware(s.middleware()...)
 	s.ws = mcp.NewServer(impl, &mcp.ServerOptions{
-		Instructions: workspaceInstructions(lim, opts.IdleTimeout, opts.MaxWorkspaces),
+		Instructions: workspaceInstructions(lim, s.maxOutput, opts.IdleTimeout, opts.MaxWorkspaces),
 		Logger:       sdkLogger(opts.Logger),
 	})
 	s.addWorkspaceTools(lim)

@@ -24,11 +24,18 @@ type BashInput struct {
 	Timeout         *int   `json:"timeout,omitempty" jsonschema:"milliseconds before the command and everything it started are killed; default 120000, at most 600000"`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"start the command as a background task and return its task_id at once"`
 	Description     string `json:"description,omitempty" jsonschema:"a short description of what the command does, at most 1024 bytes"`
+	MaxOutput       *int   `json:"max_output,omitempty" jsonschema:"the most characters of output the result holds (its head and tail; the whole output is in output_file either way); default: the server's (see the tool's description), at most 1048576"`
+	Stdin           bool   `json:"stdin,omitempty" jsonschema:"with run_in_background: keep the task's standard input open (a pipe) so that write_stdin can write to it; without it, and without tty, input is /dev/null"`
+	TTY             bool   `json:"tty,omitempty" jsonschema:"run the command on a terminal (its input, output and controlling terminal), for programs that need one: password prompts, REPLs, full-screen tools, anything that checks isatty; with run_in_background, write_stdin types into it. Output then has \r\n line ends and the terminal echoes what is typed"`
+	Rows            *int   `json:"rows,omitempty" jsonschema:"with tty: the terminal's height in lines; default 24"`
+	Cols            *int   `json:"cols,omitempty" jsonschema:"with tty: the terminal's width in characters; default 80"`
 }
 
 // BashOutput is the bash tool's structured result.
 type BashOutput struct {
-	// Output is stdout and stderr, interleaved as written. Empty for a background start.
+	// Output is stdout and stderr, interleaved as written, at most max_output characters: all of
+	// it, or its head and tail with a line between them for what was left out. Empty for a
+	// background start.
 	Output string `json:"output"`
 	// Status is completed, failed, timed_out, killed, or running (a background task).
 	Status   string `json:"status"`
@@ -37,21 +44,43 @@ type BashOutput struct {
 	// OOMKilled is set when the kernel's OOM killer killed a process of the command: the session's
 	// memory limit was reached.
 	OOMKilled bool `json:"oom_killed,omitempty"`
-	// DroppedBytes were cut from the middle of a long output; its head and tail are kept.
+	// DroppedChars, DroppedLines and DroppedBytes count what was left out of output between its head
+	// and tail: read it from output_file.
+	DroppedChars int64 `json:"dropped_chars,omitempty"`
+	DroppedLines int64 `json:"dropped_lines,omitempty"`
 	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
+	// OutputBytes and OutputLines measure the whole output.
+	OutputBytes int64 `json:"output_bytes,omitempty"`
+	OutputLines int64 `json:"output_lines,omitempty"`
+	// OutputFile holds the whole output (set when there was any); task_output reads it by
+	// OutputTaskID (offset, grep, tail).
+	OutputFile   string `json:"output_file,omitempty"`
+	OutputTaskID string `json:"output_task_id,omitempty"`
+	// FileMissingBytes is set when output_file lacks part of the middle of a larger output: the
+	// session's output files reached their budget.
+	FileMissingBytes int64 `json:"file_missing_bytes,omitempty"`
 	// Cwd is the session's working directory after the command.
 	Cwd string `json:"cwd"`
+	// Notice tells of something else to know: the working directory was removed, say, and where the
+	// next command runs.
+	Notice string `json:"notice,omitempty"`
 	// TaskID is set for background tasks (and commands moved to the background).
 	TaskID string `json:"task_id,omitempty"`
+	// Input is "pipe" or "tty" for a background task started with stdin or tty.
+	Input string `json:"input,omitempty"`
 	// Leftover counts processes the command left running in the session.
 	Leftover int `json:"leftover_processes,omitempty"`
 }
 
 // TaskOutputInput is the task_output tool's arguments.
 type TaskOutputInput struct {
-	TaskID  string `json:"task_id" jsonschema:"the id bash returned for a background task"`
-	Block   bool   `json:"block,omitempty" jsonschema:"wait until the task ends (or the timeout passes) before returning"`
-	Timeout *int   `json:"timeout,omitempty" jsonschema:"milliseconds to wait when block is true; default 30000, at most 600000"`
+	TaskID    string `json:"task_id" jsonschema:"the id bash returned for a background task (task_id), or for a foreground command's output file (output_task_id)"`
+	Block     bool   `json:"block,omitempty" jsonschema:"wait until the task ends (or the timeout passes) before returning"`
+	Timeout   *int   `json:"timeout,omitempty" jsonschema:"milliseconds to wait when block is true; default 30000, at most 600000"`
+	Offset    *int64 `json:"offset,omitempty" jsonschema:"read from this byte offset of the output (as next and output_bytes count it) instead of from where the previous read ended"`
+	MaxOutput *int   `json:"max_output,omitempty" jsonschema:"the most characters of output to return; default: the server's (see the tool's description), at most 1048576"`
+	Grep      string `json:"grep,omitempty" jsonschema:"return only the lines that match this regular expression (RE2 syntax, such as (?i)error|warn), from where the previous read ended or from offset"`
+	Tail      *int   `json:"tail,omitempty" jsonschema:"return the last this many lines of the output (with grep: of the lines that match), at most 100000"`
 }
 
 // TaskOutput is the task_output tool's structured result.
@@ -61,19 +90,53 @@ type TaskOutput struct {
 	ExitCode *int   `json:"exit_code,omitempty"`
 	// OOMKilled is set when the kernel's OOM killer killed a process of the task.
 	OOMKilled bool `json:"oom_killed,omitempty"`
-	// Output is what the task wrote since the previous read: all of it kept, up to the output limit,
-	// unless PendingBytes says otherwise.
+	// WaitingForInput is set while a process of the task is blocked reading its input: answer it
+	// with write_stdin.
+	WaitingForInput bool `json:"waiting_for_input,omitempty"`
+	// Output is the output read: what the task wrote since the previous read (or from offset), at
+	// most max_output characters, unless PendingBytes says more is there; with grep, the lines that
+	// matched; with tail, the last lines.
 	Output string `json:"output"`
-	// Offset and Next delimit Output in the task's output stream. SkippedBytes of them were dropped
-	// to keep the output bounded (the middle of a long output), and a line in Output stands for them.
+	// Offset and Next delimit what was read in the task's output, in bytes. SkippedBytes of them
+	// were not kept (the middle of an output larger than the session's output budget), and a line in
+	// Output stands for them.
 	Offset       int64 `json:"offset"`
 	Next         int64 `json:"next"`
 	SkippedBytes int64 `json:"skipped_bytes,omitempty"`
-	// PendingBytes is output the task already wrote that did not fit in this result: the next
-	// task_output call returns it.
+	// PendingBytes is output after next that this result did not hold (with grep: did not search):
+	// the next task_output call continues there.
 	PendingBytes int64 `json:"pending_bytes,omitempty"`
+	// Lines counts the lines returned, with grep or tail.
+	Lines int `json:"lines,omitempty"`
+	// OutputBytes is the length of the task's whole output so far.
+	OutputBytes int64 `json:"output_bytes"`
+	// OutputFile holds the task's whole output (see BashOutput.FileMissingBytes for when it lacks its
+	// middle).
+	OutputFile       string `json:"output_file,omitempty"`
+	FileMissingBytes int64  `json:"file_missing_bytes,omitempty"`
+	// Input is "pipe" or "tty" for a task started with stdin or tty.
+	Input string `json:"input,omitempty"`
 	// Processes is the number of the task's processes still alive.
 	Processes int `json:"processes"`
+}
+
+// WriteStdinInput is the write_stdin tool's arguments; the names follow Codex's tool of that name.
+type WriteStdinInput struct {
+	TaskID     string `json:"task_id" jsonschema:"the id of a background task started with stdin or tty"`
+	Chars      string `json:"chars,omitempty" jsonschema:"what to type: text, with \n for Enter, and control characters as JSON escapes: \u0003 Ctrl-C, \u0004 Ctrl-D, \u001b Escape, \u001a Ctrl-Z; empty only waits and reads; at most 65536 bytes"`
+	CloseStdin bool   `json:"close_stdin,omitempty" jsonschema:"after writing, close the input of a task started with stdin (its end of input); on a tty send \u0004 instead"`
+	WaitMS     *int   `json:"wait_ms,omitempty" jsonschema:"milliseconds to wait for the answer; default 1000, at most 30000; it returns earlier when the task ends or waits for input again"`
+	MaxOutput  *int   `json:"max_output,omitempty" jsonschema:"the most characters of output to return; default: the server's, at most 1048576"`
+	Rows       *int   `json:"rows,omitempty" jsonschema:"resize the task's terminal to this many lines first (tty only)"`
+	Cols       *int   `json:"cols,omitempty" jsonschema:"resize the task's terminal to this many characters wide first (tty only)"`
+}
+
+// WriteStdinOutput is the write_stdin tool's structured result: what task_output returns, and how
+// much of the input the task took.
+type WriteStdinOutput struct {
+	TaskOutput
+	// Written is how many bytes of chars the task took.
+	Written int `json:"written"`
 }
 
 // TaskStopInput is the task_stop tool's arguments.
@@ -110,6 +173,12 @@ type TaskEntry struct {
 	Ended       string `json:"ended,omitempty"`
 	Processes   int    `json:"processes"`
 	OutputBytes int64  `json:"output_bytes"`
+	// OutputFile holds the task's whole output.
+	OutputFile string `json:"output_file,omitempty"`
+	// Input is "pipe" or "tty" for a task started with stdin or tty; WaitingForInput is set while
+	// it is blocked reading that input.
+	Input           string `json:"input,omitempty"`
+	WaitingForInput bool   `json:"waiting_for_input,omitempty"`
 }
 
 // LeftoverEntry describes processes a finished foreground command left running.
@@ -126,51 +195,79 @@ type scope struct {
 	ends string // when it ends, after "killed when the session ends"
 }
 
-// taskTools describes the bash, task_output, task_stop and task_list tools for sc, without their
-// schemas, which depend on the protocol era.
-func taskTools(l reaper.Limits, sc scope) (bash, output, stop, list *mcp.Tool) {
-	bash = &mcp.Tool{
+// tools are the tools that act on a session, described for one protocol era, without their schemas.
+type tools struct {
+	bash, output, stop, list, input *mcp.Tool
+}
+
+func (t tools) all() []*mcp.Tool { return []*mcp.Tool{t.bash, t.output, t.stop, t.list, t.input} }
+
+// taskTools describes the bash, task_output, task_stop, task_list and write_stdin tools for sc, with
+// maxOutput characters of output per result by default.
+func taskTools(l reaper.Limits, maxOutput int, sc scope) tools {
+	var t tools
+	t.bash = &mcp.Tool{
 		Name: "bash",
 		Description: fmt.Sprintf(`Run a shell command (bash -c) in %[1]s and return its output and exit code.
-The working directory persists between commands of %[2]s; environment variables do not.
-Foreground commands return as soon as the command itself exits, even if it left processes running (such as "server &"); those stay in %[2]s.
-Limits: timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed. Output is kept up to %[3]s per command (head and tail; the middle of longer output is dropped and counted; control characters count six bytes each).
-With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling), stop it with task_stop, see all with task_list. At most %[4]d background tasks run at once%[5]s.
-Everything %[1]s starts, background tasks and escaped or detached processes included, is killed when %[2]s ends%[6]s.`,
-			sc.in, sc.the, byteString(int64(l.OutputLimit)), l.MaxTasks, bgTimeoutText(l.BackgroundTimeout), sc.ends),
+The working directory persists between commands of %[2]s (also when a command ends with exec, sets its own EXIT trap, or removes its directory: the result then says where the next command runs); environment variables do not.
+Foreground commands return as soon as the command itself exits, even if it left processes running (such as "server &"); those stay in %[2]s. Timeout defaults to 120000 ms, at most 600000 ms; on timeout the command and everything it started are killed.
+Output: a result holds at most max_output characters of it (default %[3]d, at most 1048576): all of it, or its head and tail with a line that says how many characters and lines were left out between them. The whole output of every command, foreground or background, is kept in a file (output_file): read any part of it with task_output, task_id = output_task_id (offset, grep, tail), instead of running the command again. %[4]s
+Input is /dev/null unless asked. For interactive programs (a REPL such as python3 -i, a prompt or confirmation, an installer, a debugger) start a background task with stdin=true (a pipe) or tty=true (a terminal: for programs that insist on one, such as password prompts, or that change what they print without one) and answer it with write_stdin; task_output and task_list say when it waits for input. tty also works in the foreground, for output that needs a terminal.
+With run_in_background the command becomes a task: you get its task_id at once; read its output with task_output (block=true waits for it to end, instead of polling; grep and tail for logs), stop it with task_stop, see all with task_list. At most %[5]d background tasks run at once%[6]s.
+Everything %[1]s starts, background tasks and escaped or detached processes included, is killed when %[2]s ends%[7]s.`,
+			sc.in, sc.the, maxOutput, budgetText(l, sc.the), l.MaxTasks, bgTimeoutText(l.BackgroundTimeout), sc.ends),
 		Annotations: &mcp.ToolAnnotations{Title: "Run a shell command", OpenWorldHint: ptr(true)},
 	}
-	output = &mcp.Tool{
-		Name:        "task_output",
-		Description: "Return a background task's status, exit code once it has ended, and the output it wrote since the previous read: everything kept, up to the output limit, unless the result would be too large, in which case pending_bytes says how much more a next call returns. With block=true wait until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished task is cleared once its output has been read to the end.",
-		Annotations: &mcp.ToolAnnotations{Title: "Read a background task's output", ReadOnlyHint: true},
+	t.output = &mcp.Tool{
+		Name: "task_output",
+		Description: fmt.Sprintf(`Read a task's output: a background task's (task_id), or a foreground command's whole output (its output_task_id). Returns the task's status, its exit code once it has ended, whether it is waiting for input, and output, at most max_output characters (default %d, at most 1048576):
+- by default, what it wrote since the previous read; pending_bytes says how much more the next call returns;
+- with offset, from that byte offset instead (offset, next, pending_bytes and output_bytes count bytes; max_output counts characters);
+- with grep, only the lines that match a regular expression (RE2 syntax, such as (?i)error|warn), from the previous read or offset on: for logs, call it again to follow them;
+- with tail, the last N lines (with grep: the last N that match).
+With block=true it waits until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished background task leaves task_list once its output has been read to the end; its file stays readable until newer output needs the room.`, maxOutput),
+		Annotations: &mcp.ToolAnnotations{Title: "Read a task's output", ReadOnlyHint: true},
 	}
-	stop = &mcp.Tool{
+	t.stop = &mcp.Tool{
 		Name:        "task_stop",
 		Description: fmt.Sprintf("Stop a background task: its whole process tree (children, detached and escaped ones included) gets %s. Returns its final status.", graceText(l.Grace)),
 		Annotations: &mcp.ToolAnnotations{Title: "Stop a background task", DestructiveHint: ptr(true), IdempotentHint: true},
 	}
-	list = &mcp.Tool{
+	t.list = &mcp.Tool{
 		Name:        "task_list",
-		Description: fmt.Sprintf("List %s's background tasks (id, command, status, exit code, times, live process count) and any processes left running by finished foreground commands.", sc.the),
+		Description: fmt.Sprintf("List %s's background tasks (id, command, status, exit code, times, live process count, output file, whether it waits for input) and any processes left running by finished foreground commands.", sc.the),
 		Annotations: &mcp.ToolAnnotations{Title: "List background tasks", ReadOnlyHint: true},
 	}
-	return bash, output, stop, list
+	t.input = &mcp.Tool{
+		Name: "write_stdin",
+		Description: fmt.Sprintf(`Type into a background task started with stdin=true or tty=true, and return the output that follows: drive a REPL (python3 -i), answer a prompt (read -p, a confirmation, a password on a tty), an installer, a debugger.
+chars is written as it is: end a line with \n (Enter); control characters are JSON escapes: \u0003 Ctrl-C, \u0004 Ctrl-D, \u001b Escape, \u001a Ctrl-Z. On a tty they act as keys do (Ctrl-C interrupts the program in the foreground, Ctrl-D at the start of a line ends its input) and the terminal echoes what is typed; on a pipe they are plain bytes, and close_stdin ends the input. Empty chars only waits and reads.
+It then waits up to wait_ms (default 1000, at most 30000) and returns early when the task ends, or when the task waits for input again and its output has been quiet for 60 ms. It returns what the task wrote since the previous read (at most max_output characters, default %d), its status and waiting_for_input; rows and cols resize a tty.`, maxOutput),
+		Annotations: &mcp.ToolAnnotations{Title: "Write to a task's input", OpenWorldHint: ptr(true)},
+	}
+	return t
+}
+
+// budgetText says what happens to output files at the session's budget.
+func budgetText(l reaper.Limits, the string) string {
+	return fmt.Sprintf("The output files of %s share %s (reaper's state, usually memory): when they fill it, the oldest finished commands' files are removed first, and a command whose own output does not fit keeps its head and its last %s, with a line in the file for the middle left out.", the, byteString(l.OutputBudget), byteString(l.OutputTail))
 }
 
 // addTools adds the tools of the session era (a session is the connection, or an HTTP session) to
 // the session server.
 func (s *Server) addTools(l reaper.Limits) {
-	bash, output, stop, list := taskTools(l, scope{in: "this session", the: "the session",
+	t := taskTools(l, s.maxOutput, scope{in: "this session", the: "the session",
 		ends: fmt.Sprintf(" (over HTTP, also after %v without requests)", s.opts.IdleTimeout)})
-	bash.InputSchema, bash.OutputSchema = schemaFor[BashInput](), schemaFor[BashOutput]()
-	output.InputSchema, output.OutputSchema = schemaFor[TaskOutputInput](), schemaFor[TaskOutput]()
-	stop.InputSchema, stop.OutputSchema = schemaFor[TaskStopInput](), schemaFor[TaskStopOutput]()
-	list.InputSchema, list.OutputSchema = schemaFor[TaskListInput](), schemaFor[TaskListOutput]()
-	mcp.AddTool(s.mcp, bash, structured(inSession(s, s.bash)))
-	mcp.AddTool(s.mcp, output, structured(inSession(s, s.taskOutput)))
-	mcp.AddTool(s.mcp, stop, structured(inSession(s, s.taskStop)))
-	mcp.AddTool(s.mcp, list, structured(inSession(s, s.taskList)))
+	t.bash.InputSchema, t.bash.OutputSchema = schemaFor[BashInput](), schemaFor[BashOutput]()
+	t.output.InputSchema, t.output.OutputSchema = schemaFor[TaskOutputInput](), schemaFor[TaskOutput]()
+	t.stop.InputSchema, t.stop.OutputSchema = schemaFor[TaskStopInput](), schemaFor[TaskStopOutput]()
+	t.list.InputSchema, t.list.OutputSchema = schemaFor[TaskListInput](), schemaFor[TaskListOutput]()
+	t.input.InputSchema, t.input.OutputSchema = schemaFor[WriteStdinInput](), schemaFor[WriteStdinOutput]()
+	mcp.AddTool(s.mcp, t.bash, structured(inSession(s, s.bash)))
+	mcp.AddTool(s.mcp, t.output, structured(inSession(s, s.taskOutput)))
+	mcp.AddTool(s.mcp, t.stop, structured(inSession(s, s.taskStop)))
+	mcp.AddTool(s.mcp, t.list, structured(inSession(s, s.taskList)))
+	mcp.AddTool(s.mcp, t.input, structured(inSession(s, s.writeStdin)))
 }
 
 // inSession adapts a tool handler that acts on a session to the session era: the session is the one
@@ -184,148 +281,6 @@ func inSession[In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequ
 		}
 		return h(ctx, req, st, in)
 	}
-}
-
-func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, st *session, in BashInput) (*mcp.CallToolResult, BashOutput, error) {
-	timeout, err := millis("timeout", in.Timeout, defaultBashTimeoutMS)
-	if err != nil {
-		return nil, BashOutput{}, err
-	}
-	if in.RunInBackground {
-		ti, err := st.rs.Start(in.Command, in.Description)
-		if err != nil {
-			return nil, BashOutput{}, err
-		}
-		out := BashOutput{Status: string(ti.Status), TaskID: ti.ID, Cwd: st.rs.Cwd()}
-		return text(fmt.Sprintf("Started background task %s. Read its output with task_output (block=true waits for it to end); stop it with task_stop.", ti.ID)), out, nil
-	}
-	opts := reaper.RunOptions{Timeout: timeout, Description: in.Description, Budget: s.budget}
-	if token := req.Params.GetProgressToken(); token != nil {
-		opts.OnProgress = func(p reaper.Progress) {
-			msg := fmt.Sprintf("%d lines, %v", p.Lines, p.Elapsed.Round(time.Second))
-			if p.LastLine != "" {
-				msg += ": " + p.LastLine
-			}
-			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-				ProgressToken: token, Progress: p.Elapsed.Seconds(), Message: msg,
-			})
-		}
-	}
-	res, err := st.rs.Run(ctx, in.Command, opts)
-	if err != nil && res.Status == "" {
-		return nil, BashOutput{}, err
-	}
-	txt := bashText(res, timeout, s.memoryMax())
-	out := BashOutput{
-		// The text starts with the output: both share one copy of it.
-		Output: txt[:len(res.Output)], Status: string(res.Status), TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
-		DroppedBytes: res.Dropped, Cwd: res.Cwd, TaskID: res.TaskID, Leftover: res.Leftover,
-	}
-	if res.Status.Terminal() {
-		out.ExitCode = ptr(res.ExitCode)
-	}
-	return text(txt), out, nil
-}
-
-// memoryMax is the per-session memory limit in effect, in bytes; zero for none.
-func (s *Server) memoryMax() int64 { return s.opts.Reaper.Containment().Limits.MemoryMax }
-
-// oomText tells the agent that the OOM killer struck, and why.
-func oomText(memoryMax int64) string {
-	if memoryMax > 0 {
-		return fmt.Sprintf("killed by the out-of-memory killer: this session's processes together reached its memory limit of %s", byteString(memoryMax))
-	}
-	return "killed by the out-of-memory killer"
-}
-
-// byteString writes n in the largest binary unit that divides it.
-func byteString(n int64) string {
-	for _, u := range []struct {
-		shift uint
-		name  string
-	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
-		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
-			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
-		}
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
-
-// bashText is the human-readable result of a foreground command: the output, then what else the
-// agent should know, in brackets. It starts with res.Output.
-func bashText(res reaper.Result, timeout time.Duration, memoryMax int64) string {
-	var b strings.Builder
-	b.Grow(len(res.Output) + 256)
-	b.WriteString(res.Output)
-	if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
-		b.WriteByte('\n')
-	}
-	note := func(format string, args ...any) { fmt.Fprintf(&b, "["+format+"]\n", args...) }
-	if res.Notice != "" {
-		note("%s", res.Notice)
-	}
-	switch {
-	case res.TaskID != "":
-		note("still running: moved to the background as task %s; follow it with task_output", res.TaskID)
-	case res.TimedOut:
-		note("timed out after %v: the command and everything it started were killed", timeout)
-	case res.Status == reaper.Killed:
-		note("killed")
-	default:
-		note("exit code %d", res.ExitCode)
-	}
-	if res.OOMKilled {
-		note("%s", oomText(memoryMax))
-	}
-	if res.Dropped > 0 {
-		note("output too long: %d bytes dropped from the middle", res.Dropped)
-	}
-	if res.Leftover > 0 {
-		note("%d process(es) started by this command still run in this session (see task_list); they are killed when the session ends", res.Leftover)
-	}
-	note("cwd: %s", res.Cwd)
-	return b.String()
-}
-
-func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, st *session, in TaskOutputInput) (*mcp.CallToolResult, TaskOutput, error) {
-	wait, err := millis("timeout", in.Timeout, defaultWaitMS)
-	if err != nil {
-		return nil, TaskOutput{}, err
-	}
-	if in.Block {
-		if _, err := st.rs.Wait(ctx, in.TaskID, wait); err != nil && !errors.Is(err, context.Canceled) {
-			return nil, TaskOutput{}, err
-		}
-	}
-	ti, c, err := st.rs.Output(in.TaskID, reaper.OutputOptions{Budget: s.budget})
-	if err != nil {
-		return nil, TaskOutput{}, err
-	}
-	out := TaskOutput{
-		TaskID: ti.ID, Status: string(ti.Status), OOMKilled: ti.OOMKilled, Output: c.Text, Offset: c.Offset, Next: c.Next,
-		SkippedBytes: c.Skipped, PendingBytes: c.Pending, Processes: ti.Processes,
-	}
-	var b strings.Builder
-	b.Grow(len(c.Text) + 256)
-	b.WriteString(c.Text) // a line in it stands for skipped bytes
-	if c.Text != "" && !strings.HasSuffix(c.Text, "\n") {
-		b.WriteByte('\n')
-	}
-	if c.Pending > 0 {
-		fmt.Fprintf(&b, "[%d more bytes pending: call task_output again]\n", c.Pending)
-	}
-	if ti.Status.Terminal() {
-		out.ExitCode = ptr(ti.ExitCode)
-		fmt.Fprintf(&b, "[task %s %s, exit code %d]\n", ti.ID, ti.Status, ti.ExitCode)
-		if ti.OOMKilled {
-			fmt.Fprintf(&b, "[%s]\n", oomText(s.memoryMax()))
-		}
-	} else {
-		fmt.Fprintf(&b, "[task %s running for %v, %d process(es)]\n", ti.ID, time.Since(ti.Started).Round(time.Second), ti.Processes)
-	}
-	txt := b.String()
-	out.Output = txt[:len(c.Text)] // the text starts with the output: both share one copy of it
-	return text(txt), out, nil
 }
 
 func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, st *session, in TaskStopInput) (*mcp.CallToolResult, TaskStopOutput, error) {
@@ -352,6 +307,7 @@ func (s *Server) taskList(ctx context.Context, req *mcp.CallToolRequest, st *ses
 		e := TaskEntry{
 			TaskID: t.ID, Command: t.Command, Description: t.Description, Status: string(t.Status),
 			Started: t.Started.UTC().Format(time.RFC3339), Processes: t.Processes, OutputBytes: t.OutputBytes,
+			OutputFile: t.File.Path, Input: t.Input, WaitingForInput: t.WaitingForInput,
 		}
 		if t.Status.Terminal() {
 			e.ExitCode = ptr(t.ExitCode)
@@ -359,6 +315,12 @@ func (s *Server) taskList(ctx context.Context, req *mcp.CallToolRequest, st *ses
 		}
 		out.Tasks = append(out.Tasks, e)
 		fmt.Fprintf(&b, "%s  %-9s  %d proc  %s\n", t.ID, t.Status, t.Processes, oneLine(t.Command))
+		if t.WaitingForInput {
+			fmt.Fprintf(&b, "    waiting for input on its %s: answer with write_stdin\n", inputName(t.Input))
+		}
+		if t.File.Path != "" && !t.File.Removed {
+			fmt.Fprintf(&b, "    output (%d bytes): %s\n", t.OutputBytes, t.File.Path)
+		}
 	}
 	for _, lo := range l.Leftovers {
 		out.Leftovers = append(out.Leftovers, LeftoverEntry{TaskID: lo.TaskID, Command: lo.Command, Pids: append([]int{}, lo.Pids...)})
@@ -410,8 +372,8 @@ func graceText(grace time.Duration) string {
 	return fmt.Sprintf("SIGTERM, then SIGKILL after %v", grace)
 }
 
-func instructions(l reaper.Limits, idle time.Duration) string {
-	return fmt.Sprintf("reaper runs shell commands for this session with the bash tool, in the foreground or as background tasks (task_output, task_stop, task_list). "+
+func instructions(l reaper.Limits, maxOutput int, idle time.Duration) string {
+	return fmt.Sprintf("reaper runs shell commands for this session with the bash tool, in the foreground or as background tasks (task_output, task_stop, task_list), and drives interactive programs on a pipe or a terminal (bash with stdin or tty, then write_stdin). "+
 		"Every process the session starts is killed when the session ends (over HTTP, also after %v without requests), including detached ones; do not rely on anything outliving the session. "+
-		"At most %d background tasks run at once; output is kept up to %s per command.", idle, l.MaxTasks, byteString(int64(l.OutputLimit)))
+		"At most %d background tasks run at once. A result holds at most %d characters of output (max_output changes it); the whole output of every command is kept in a file that task_output reads (offset, grep, tail), within %s for the session.", idle, l.MaxTasks, maxOutput, byteString(l.OutputBudget))
 }

@@ -62,6 +62,14 @@ type WorkspaceTaskStopInput struct {
 
 func (w WorkspaceTaskStopInput) args() TaskStopInput { return w.TaskStopInput }
 
+// WorkspaceWriteStdinInput is the write_stdin tool's arguments in a workspace.
+type WorkspaceWriteStdinInput struct {
+	WorkspaceInput
+	WriteStdinInput
+}
+
+func (w WorkspaceWriteStdinInput) args() WriteStdinInput { return w.WriteStdinInput }
+
 // WorkspaceTaskListInput is the task_list tool's arguments in a workspace.
 type WorkspaceTaskListInput struct {
 	WorkspaceInput
@@ -109,28 +117,30 @@ type WorkspaceEntry struct {
 }
 
 // workspaceTools are the tools that act on a workspace, whose handle they require.
-var workspaceTools = []string{"bash", "task_output", "task_stop", "task_list", "workspace_close"}
+var workspaceTools = []string{"bash", "task_output", "task_stop", "task_list", "write_stdin", "workspace_close"}
 
 // addWorkspaceTools adds the tools of the workspace era to the workspace server.
 func (s *Server) addWorkspaceTools(l reaper.Limits) {
 	lease := s.opts.IdleTimeout
 	sc := scope{in: "the workspace", the: "the workspace",
 		ends: fmt.Sprintf(" (workspace_close, %v without a call that names it, or the server's end)", lease)}
-	bash, output, stop, list := taskTools(l, sc)
-	for _, t := range []*mcp.Tool{bash, output, stop, list} {
-		t.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + t.Description
+	t := taskTools(l, s.maxOutput, sc)
+	for _, tool := range t.all() {
+		tool.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + tool.Description
 	}
-	bash.InputSchema, bash.OutputSchema = schemaFor[WorkspaceBashInput](), schemaFor[BashOutput]()
-	output.InputSchema, output.OutputSchema = schemaFor[WorkspaceTaskOutputInput](), schemaFor[TaskOutput]()
-	stop.InputSchema, stop.OutputSchema = schemaFor[WorkspaceTaskStopInput](), schemaFor[TaskStopOutput]()
-	list.InputSchema, list.OutputSchema = schemaFor[WorkspaceTaskListInput](), schemaFor[TaskListOutput]()
-	mcp.AddTool(s.ws, bash, structured(inWorkspace[WorkspaceBashInput](s, s.bash)))
-	mcp.AddTool(s.ws, output, structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)))
-	mcp.AddTool(s.ws, stop, structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)))
-	mcp.AddTool(s.ws, list, structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)))
+	t.bash.InputSchema, t.bash.OutputSchema = schemaFor[WorkspaceBashInput](), schemaFor[BashOutput]()
+	t.output.InputSchema, t.output.OutputSchema = schemaFor[WorkspaceTaskOutputInput](), schemaFor[TaskOutput]()
+	t.stop.InputSchema, t.stop.OutputSchema = schemaFor[WorkspaceTaskStopInput](), schemaFor[TaskStopOutput]()
+	t.list.InputSchema, t.list.OutputSchema = schemaFor[WorkspaceTaskListInput](), schemaFor[TaskListOutput]()
+	t.input.InputSchema, t.input.OutputSchema = schemaFor[WorkspaceWriteStdinInput](), schemaFor[WriteStdinOutput]()
+	mcp.AddTool(s.ws, t.bash, structured(inWorkspace[WorkspaceBashInput](s, s.bash)))
+	mcp.AddTool(s.ws, t.output, structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)))
+	mcp.AddTool(s.ws, t.stop, structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)))
+	mcp.AddTool(s.ws, t.list, structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)))
+	mcp.AddTool(s.ws, t.input, structured(inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin)))
 	mcp.AddTool(s.ws, &mcp.Tool{
 		Name: "workspace_open",
-		Description: fmt.Sprintf(`Open a workspace and return its handle: pass it as workspace to bash, task_output, task_stop, task_list and workspace_close.
+		Description: fmt.Sprintf(`Open a workspace and return its handle: pass it as workspace to bash, task_output, task_stop, task_list, write_stdin and workspace_close.
 A workspace keeps a working directory and background tasks across calls, as a shell session does. Its lease is %v: every call that names it renews the lease, and a call in progress holds it; unused for that long, it expires. When it is closed (workspace_close), expires, or the server stops, everything it started is killed, background tasks and escaped or detached processes included.
 A workspace belongs to the identity that opened it: with bearer tokens, the token's identity; without, the server listens on loopback only and every client is the same local identity. At most %d workspaces are open at once per identity.
 No notifications come between calls: wait for a background task with task_output block=true.`, lease, s.opts.MaxWorkspaces),
@@ -211,7 +221,7 @@ func (s *Server) workspaceOpen(ctx context.Context, req *mcp.CallToolRequest, _ 
 		Workspace: st.key.id, LeaseSeconds: int(s.opts.IdleTimeout / time.Second), Cwd: st.rs.Cwd(),
 		ExpiresAt: time.Now().Add(s.opts.IdleTimeout).UTC().Format(time.RFC3339),
 	}
-	return text(fmt.Sprintf("Opened workspace %s (lease %v, renewed by every call that names it). Pass it as workspace to bash, task_output, task_stop, task_list and workspace_close.", out.Workspace, s.opts.IdleTimeout)), out, nil
+	return text(fmt.Sprintf("Opened workspace %s (lease %v, renewed by every call that names it). Pass it as workspace to bash, task_output, task_stop, task_list, write_stdin and workspace_close.", out.Workspace, s.opts.IdleTimeout)), out, nil
 }
 
 // openWorkspacesLocked counts the workspaces of identity who that are opening or live.
@@ -319,8 +329,8 @@ func namesWorkspace(args json.RawMessage) bool {
 }
 
 // workspaceInstructions are the workspace server's instructions to the agent.
-func workspaceInstructions(l reaper.Limits, lease time.Duration, most int) string {
-	return fmt.Sprintf("reaper runs shell commands in workspaces. Call workspace_open first and pass the handle it returns as workspace to bash (foreground or background), task_output, task_stop and task_list; close it with workspace_close when done. "+
+func workspaceInstructions(l reaper.Limits, maxOutput int, lease time.Duration, most int) string {
+	return fmt.Sprintf("reaper runs shell commands in workspaces. Call workspace_open first and pass the handle it returns as workspace to bash (foreground or background, with stdin or tty for interactive programs), task_output, task_stop, task_list and write_stdin; close it with workspace_close when done. "+
 		"A workspace's lease is %v, renewed by every call that names it; when it is closed, expires or the server stops, every process it started is killed, detached ones included: do not rely on anything outliving it. "+
-		"At most %d workspaces per identity and %d background tasks per workspace run at once; output is kept up to %s per command.", lease, most, l.MaxTasks, byteString(int64(l.OutputLimit)))
+		"At most %d workspaces per identity and %d background tasks per workspace run at once. A result holds at most %d characters of output (max_output changes it); the whole output of every command is kept in a file that task_output reads (offset, grep, tail), within %s per workspace.", lease, most, l.MaxTasks, maxOutput, byteString(l.OutputBudget))
 }

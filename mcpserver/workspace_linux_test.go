@@ -42,6 +42,7 @@ func taskCalls() map[string]map[string]any {
 		"task_output":     {"task_id": "t-1"},
 		"task_stop":       {"task_id": "t-1"},
 		"task_list":       {},
+		"write_stdin":     {"task_id": "t-1", "chars": "x"},
 		"workspace_close": {},
 	}
 }
@@ -66,8 +67,8 @@ func TestBothErasOnOneEndpoint(t *testing.T) {
 		tools    []string
 		required string // what bash requires
 	}{
-		{old, []string{"bash", "task_list", "task_output", "task_stop"}, "command"},
-		{cur, []string{"bash", "task_list", "task_output", "task_stop", "workspace_close", "workspace_list", "workspace_open"}, "command workspace"},
+		{old, []string{"bash", "task_list", "task_output", "task_stop", "write_stdin"}, "command"},
+		{cur, []string{"bash", "task_list", "task_output", "task_stop", "workspace_close", "workspace_list", "workspace_open", "write_stdin"}, "command workspace"},
 	} {
 		res, err := tc.cs.ListTools(context.Background(), nil)
 		if err != nil {

@@ -53,7 +53,7 @@ func TestFinishedTasksAreBounded(t *testing.T) {
 			t.Errorf("kept %s, want the newest: %v", ti.ID, ids[5:])
 		}
 	}
-	if _, _, err := s.Output(ids[0], OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
+	if _, err := s.lookup(ids[0]); !errors.Is(err, ErrUnknownTask) {
 		t.Errorf("the oldest finished task is still there: %v", err)
 	}
 	if _, c, err := s.Output(ids[7], OutputOptions{}); err != nil || c.Text != "7\n" {

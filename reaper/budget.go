@@ -6,72 +6,120 @@ import (
 	"unicode/utf8"
 )
 
-// Budget caps the output one call returns by what it costs the caller to carry, rather than by its
-// length alone. Output that is cheap to carry is unaffected; output whose characters are expensive
-// (control characters, which JSON escapes as six bytes each) is cut further, from the middle for a
-// foreground command's whole output, at the end for an incremental read, and the cut is counted like
-// any other drop. The zero Budget caps nothing.
+// Budget caps the output one call returns: in characters, what a model reads, and in what it costs
+// the caller to carry, which a character's length alone does not say (control characters, which
+// JSON escapes as six bytes each, cost more). A foreground command's whole output is cut from the
+// middle (about half of each cap to its start, the rest to its end), an incremental read at its end,
+// and the cut is counted like any other drop. The zero Budget caps nothing.
+//
+// Characters are Unicode code points of the output read as UTF-8; a byte that is not part of valid
+// UTF-8 counts as one (a run of them becomes one U+FFFD in the text returned).
 type Budget struct {
-	// Cost prices one character of output. A byte that is not part of valid UTF-8 is priced as
-	// utf8.RuneError, which is what it becomes (a run of them becomes one).
+	// Chars is the most characters the returned output may hold; zero means no cap.
+	Chars int
+	// Cost prices one character of output; it must be at least the character's length in UTF-8. A
+	// byte that is not part of valid UTF-8 is priced as utf8.RuneError, which is what it becomes.
 	Cost func(r rune) int
-	// Max is the most the returned output may cost; zero means no cap.
+	// Max is the most the returned output may cost; zero (or a nil Cost) means no cap.
 	Max int
 }
 
-func (b Budget) on() bool { return b.Max > 0 && b.Cost != nil }
+func (b Budget) on() bool { return b.Chars > 0 || b.costly() }
 
-// cost returns what p costs.
-func (b Budget) cost(p []byte) int {
-	n := 0
-	for len(p) > 0 {
-		r, size := utf8.DecodeRune(p)
-		n += b.Cost(r)
-		p = p[size:]
+func (b Budget) costly() bool { return b.Max > 0 && b.Cost != nil }
+
+// window returns the most bytes of output a read within the budget can return (a character is at most
+// 4 bytes long and costs at least its length), or -1 for no cap: what a read need look at.
+func (b Budget) window() int {
+	w := -1
+	if b.Chars > 0 {
+		w = 4 * b.Chars
 	}
-	return n
+	if b.costly() && (w < 0 || b.Max < w) {
+		w = b.Max
+	}
+	if w >= 0 {
+		w = max(w, utf8.UTFMax) // room for one character whole: a read returns one at least
+	}
+	return w
 }
 
-// prefix returns the length of the longest prefix of p, cut between characters, that costs at most
-// max, and its cost.
-func (b Budget) prefix(p []byte, max int) (n, cost int) {
+// spend is what part of a budget a piece of output takes.
+type spend struct{ chars, cost int }
+
+// half returns about half of what is left, for the head of a cut; the tail gets the rest.
+func (b Budget) half() spend { return spend{chars: b.Chars / 2, cost: b.Max / 2} }
+
+// all returns the whole budget.
+func (b Budget) all() spend { return spend{chars: b.Chars, cost: b.Max} }
+
+// rest returns what is left of the whole budget once used is spent.
+func (b Budget) rest(used spend) spend {
+	return spend{chars: b.Chars - used.chars, cost: b.Max - used.cost}
+}
+
+// fits reports whether a character of cost c fits beside used within left.
+func (b Budget) fits(used, left spend, c int) bool {
+	if b.Chars > 0 && used.chars+1 > left.chars {
+		return false
+	}
+	return !b.costly() || used.cost+c <= left.cost
+}
+
+func (b Budget) price(r rune) int {
+	if b.Cost == nil {
+		return 0
+	}
+	return b.Cost(r)
+}
+
+// prefix returns the length of the longest prefix of p, cut between characters, that fits in left,
+// and what it takes.
+func (b Budget) prefix(p []byte, left spend) (n int, used spend) {
+	if !b.on() {
+		return len(p), spend{chars: utf8.RuneCount(p)}
+	}
 	for n < len(p) {
 		r, size := utf8.DecodeRune(p[n:])
-		c := b.Cost(r)
-		if cost+c > max {
+		c := b.price(r)
+		if !b.fits(used, left, c) {
 			break
 		}
-		cost += c
+		used.chars++
+		used.cost += c
 		n += size
 	}
-	return n, cost
+	return n, used
 }
 
-// suffix returns the length of the longest suffix of p, cut between characters, that costs at most
-// max, and its cost.
-func (b Budget) suffix(p []byte, max int) (n, cost int) {
+// suffix returns the length of the longest suffix of p, cut between characters, that fits in left,
+// and what it takes.
+func (b Budget) suffix(p []byte, left spend) (n int, used spend) {
+	if !b.on() {
+		return len(p), spend{chars: utf8.RuneCount(p)}
+	}
 	for n < len(p) {
 		r, size := utf8.DecodeLastRune(p[:len(p)-n])
-		c := b.Cost(r)
-		if cost+c > max {
+		c := b.price(r)
+		if !b.fits(used, left, c) {
 			break
 		}
-		cost += c
+		used.chars++
+		used.cost += c
 		n += size
 	}
-	return n, cost
+	return n, used
 }
 
-// fit returns the kept output, head and tail with gap bytes dropped between them (gap is 0 where they
-// are contiguous), as text within the budget: if it costs more, about half the budget goes to its
-// start and the rest to its end, and what lies between is dropped. dropped counts every byte
-// between the two, gap included.
-func (b Budget) fit(head, tail []byte, gap int64) (text string, dropped int64) {
-	if !b.on() || b.cost(head)+b.cost(tail) <= b.Max {
-		if gap > 0 {
-			return joinText(head, []byte(dropNotice(gap)), tail), gap
+// fit returns the parts of head and tail (with gap bytes dropped between them; 0 where they are
+// contiguous) that the output within the budget keeps: all of both if they fit, else about half the
+// budget's worth of the start and the rest's worth of the end. dropped counts every byte between
+// front and back, gap included.
+func (b Budget) fit(head, tail []byte, gap int64) (front, back []byte, dropped int64) {
+	if n, used := b.prefix(head, b.all()); n == len(head) {
+		if m, _ := b.prefix(tail, b.rest(used)); m == len(tail) {
+			return head, tail, gap
 		}
-		return joinText(head, tail), 0
 	}
 	if gap == 0 {
 		// One stream: cut it as one (a character may straddle head and tail).
@@ -79,16 +127,14 @@ func (b Budget) fit(head, tail []byte, gap int64) (text string, dropped int64) {
 		kept = append(append(kept, head...), tail...)
 		head, tail = kept, nil
 	}
-	n1, c1 := b.prefix(head, b.Max/2)
+	n1, used := b.prefix(head, b.half())
 	front, rest := head[:n1], head[n1:]
 	if len(tail) > 0 {
-		n2, _ := b.suffix(tail, b.Max-c1)
-		dropped = gap + int64(len(rest)) + int64(len(tail)-n2)
-		return joinText(front, []byte(dropNotice(dropped)), tail[len(tail)-n2:]), dropped
+		n2, _ := b.suffix(tail, b.rest(used))
+		return front, tail[len(tail)-n2:], gap + int64(len(rest)) + int64(len(tail)-n2)
 	}
-	n2, _ := b.suffix(rest, b.Max-c1)
-	dropped = int64(len(rest) - n2)
-	return joinText(front, []byte(dropNotice(dropped)), rest[len(rest)-n2:]), dropped
+	n2, _ := b.suffix(rest, b.rest(used))
+	return front, rest[len(rest)-n2:], int64(len(rest) - n2)
 }
 
 // joinText returns the parts, joined, as valid UTF-8 (see validText), copying them once. A character
@@ -112,5 +158,5 @@ func joinText(parts ...[]byte) string {
 
 // dropNotice is the line that stands in the output for n dropped bytes.
 func dropNotice(n int64) string {
-	return fmt.Sprintf("\n[... %d bytes of output dropped ...]\n", n)
+	return fmt.Sprintf("\n[... %d bytes of output left out here ...]\n", n)
 }

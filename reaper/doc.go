@@ -59,8 +59,9 @@
 // catches every way out, with or without nsdelegate.
 //
 // Every input is bounded: commands (MaxCommandBytes), descriptions (MaxDescriptionBytes), task ids;
-// a session keeps at most MaxTasks running and MaxTasks finished background tasks, each with at most
-// OutputLimit bytes of output, and a Budget caps what a result carries.
+// a session keeps at most MaxTasks running and MaxTasks finished background tasks, its tasks' output
+// files take at most OutputBudget bytes together (see outstore_linux.go), and a Budget caps what a
+// result carries.
 //
 // The kill policy is the program's only one (internal/kill), and this package and the rooms it uses
 // are the only ones that signal, wait for or identify processes: package cgroup supplies cgroupfs

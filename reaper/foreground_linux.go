@@ -3,6 +3,8 @@ package reaper
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/proc"
@@ -20,8 +22,11 @@ type RunOptions struct {
 	OnProgress func(Progress)
 	// ProgressInterval is the period of OnProgress; zero means one second.
 	ProgressInterval time.Duration
-	// Budget caps what the returned Output costs the caller (see Budget); more of its middle is
-	// dropped when it costs more. The zero value caps nothing beyond Options.OutputLimit.
+	// TTY, if set, runs the command on a pseudo-terminal of this size (see StartOptions.TTY) instead
+	// of with /dev/null as its input and a pipe as its output.
+	TTY *TermSize
+	// Budget caps the returned Output (see Budget): its middle is left out when it is longer. The
+	// zero value caps nothing: the whole output, as kept, comes back.
 	Budget Budget
 }
 
@@ -30,12 +35,15 @@ type Result struct {
 	// TaskID is set when the command was moved to the background (Options.AutoBackground): it is
 	// still running, and the other fields describe it so far.
 	TaskID string
-	// Output is the command's combined stdout and stderr as valid UTF-8. If the output exceeded the
-	// limit, its head and tail are kept and Dropped says how many bytes between them were lost.
-	Output  string
-	Dropped int64
-	// Total is the length of the whole output, dropped bytes included.
-	Total    int64
+	// Output is the command's combined stdout and stderr as valid UTF-8, within RunOptions.Budget:
+	// all of it, or its head and tail with a line between them that says what was left out (see
+	// Whole: Dropped, DroppedChars, DroppedLines; Total, Chars and Lines count the whole output).
+	Output string
+	Whole
+	// File is where the whole output is (see FileInfo), and OutputID the task id task_output reads
+	// it by (set where there is a file).
+	File     FileInfo
+	OutputID string
 	Status   Status
 	ExitCode int
 	TimedOut bool
@@ -58,7 +66,7 @@ type Result struct {
 // main process wrote. On timeout, or when ctx is done, the command's whole tree is killed; the
 // result says so (and with ctx, the error is ctx's).
 func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (Result, error) {
-	t, notice, err := s.start(command, opts.Description, false)
+	t, notice, err := s.start(command, launch{description: opts.Description, tty: opts.TTY})
 	if err != nil {
 		return Result{}, err
 	}
@@ -139,6 +147,10 @@ func (s *Session) promote(t *task) bool {
 func (s *Session) finalResult(t *task, notice string, budget Budget) Result {
 	res := s.result(t, notice, budget)
 	t.out.discard()
+	// Ending the output may have moved its tail into the file, shortening the head (a process the
+	// command left may hold its output open, so the output need not have ended before): describe
+	// the file as it now stays.
+	res.File = t.out.fileInfo()
 	if t.pump != nil {
 		t.pump.slow() // what leftover processes write is discarded: read it rarely (see pump)
 	}
@@ -147,12 +159,23 @@ func (s *Session) finalResult(t *task, notice string, budget Budget) Result {
 
 // result describes a foreground task now; its output counts as read.
 func (s *Session) result(t *task, notice string, budget Budget) Result {
-	text, dropped, total := t.out.all(!t.currentStatus().Terminal(), budget)
+	wh, err := t.out.all(!t.currentStatus().Terminal(), budget)
+	if err != nil {
+		// The file could not be read back (a root task may have replaced it): the result says so
+		// and keeps everything else, its exit status first.
+		wh.Text = fmt.Sprintf("[the output could not be read back from its file: %v]\n", err)
+	}
 	info := t.info(0)
 	res := Result{
-		Output: text, Dropped: dropped, Total: total,
+		Output: wh.Text, Whole: wh, File: t.out.fileInfo(),
 		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut, OOMKilled: info.OOMKilled,
 		Cwd: s.Cwd(), Duration: time.Since(t.started), Notice: notice,
+	}
+	if info.Status.Terminal() && t.cwdNotice != "" { // watch set it before the end
+		res.Notice = strings.TrimPrefix(res.Notice+"; "+t.cwdNotice, "; ")
+	}
+	if res.File.Path != "" {
+		res.OutputID = t.id
 	}
 	if info.Status.Terminal() {
 		if t.leaf != nil {
@@ -172,7 +195,12 @@ func (s *Session) result(t *task, notice string, budget Budget) Result {
 
 // Start runs command as a background task and returns at once.
 func (s *Session) Start(command, description string) (TaskInfo, error) {
-	t, _, err := s.start(command, description, true)
+	return s.StartWith(command, StartOptions{Description: description})
+}
+
+// StartWith is Start with options: an open input, a terminal.
+func (s *Session) StartWith(command string, opts StartOptions) (TaskInfo, error) {
+	t, _, err := s.start(command, launch{description: opts.Description, background: true, stdin: opts.Stdin, tty: opts.TTY})
 	if err != nil {
 		return TaskInfo{}, err
 	}
@@ -199,35 +227,52 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (T
 
 // OutputOptions selects what Output returns. The zero value reads what is new since the previous read.
 type OutputOptions struct {
-	// Offset, if set, reads from this position of the stream instead of continuing where the
+	// Offset, if set, reads from this byte position of the stream instead of continuing where the
 	// previous read ended. Reads continue from where this one ends.
 	Offset *int64
-	// Max caps the bytes returned; zero means no cap beyond the buffer itself.
-	Max int
-	// Budget caps what the returned text costs the caller (see Budget): the read ends earlier and
-	// the next one continues there.
+	// Budget caps the returned text (see Budget): the read ends earlier and the next one continues
+	// there.
 	Budget Budget
+	// Grep, if set, returns only the lines that it matches (see outscan_linux.go for the bounds of
+	// one read's search).
+	Grep *regexp.Regexp
+	// Tail, if positive, returns the last Tail lines of the output (of those Grep matches, if set)
+	// instead of reading from an offset; the cursor moves to the end.
+	Tail int
 }
 
-// Output returns the task's output that is new since the previous read (or from opts.Offset), and
-// the task's state. Reading a finished task's output to its end lets the task be cleared.
+// Output returns the task's output that is new since the previous read (or from opts.Offset, or its
+// last lines), and the task's state. Reading a finished task's output to its end lets the task be
+// cleared. A cleared task whose output file the session keeps (a foreground command's, say) can still
+// be read; its info is as it ended.
 func (s *Session) Output(id string, opts OutputOptions) (TaskInfo, Chunk, error) {
-	t, err := s.lookup(id)
+	t, cleared, err := s.lookupOutput(id)
 	if err != nil {
 		return TaskInfo{}, Chunk{}, err
 	}
 	if t.out == nil {
 		return TaskInfo{}, Chunk{}, fmt.Errorf("session %s: task %s writes to its own files, not to reaper", s.id, id)
 	}
-	info := s.info(t)
+	var info TaskInfo
+	if cleared {
+		info = t.info(0)
+	} else {
+		info = s.info(t)
+	}
 	partial := !info.Status.Terminal()
 	var c Chunk
-	if opts.Offset != nil {
-		c = t.out.readAt(*opts.Offset, opts.Max, partial, opts.Budget)
-	} else {
-		c = t.out.readNext(opts.Max, partial, opts.Budget)
+	switch {
+	case opts.Tail > 0:
+		c, err = t.out.tailLines(opts.Tail, partial, opts.Grep, opts.Budget)
+	case opts.Grep != nil:
+		c, err = t.out.grepAt(opts.Offset, partial, opts.Grep, opts.Budget)
+	default:
+		c, err = t.out.readAt(opts.Offset, partial, opts.Budget)
 	}
-	if !partial && c.Next == c.Total {
+	if err != nil {
+		return info, c, fmt.Errorf("session %s: task %s: %w", s.id, id, err)
+	}
+	if !partial && c.Next == c.Total && !cleared {
 		t.mu.Lock()
 		t.readToEnd = true
 		t.mu.Unlock()

@@ -43,6 +43,7 @@ func (s *Session) List() Listing {
 		byTask = s.processesByTask(tasks)
 	}
 	var l Listing
+	w := proc.NewWalker()
 	for _, t := range tasks {
 		var pids []int
 		if t.leaf != nil {
@@ -52,7 +53,11 @@ func (s *Session) List() Listing {
 			delete(byTask, t.id)
 		}
 		if t.isBackground() {
-			l.Tasks = append(l.Tasks, t.info(len(pids)))
+			ti := t.info(len(pids))
+			if t.in != nil && ti.Status == Running {
+				ti.WaitingForInput = len(s.waitingForInput(w, t, pids)) > 0
+			}
+			l.Tasks = append(l.Tasks, ti)
 		} else if t.currentStatus().Terminal() && len(pids) > 0 {
 			l.Leftovers = append(l.Leftovers, Leftover{TaskID: t.id, Command: t.command, Pids: pids})
 		}

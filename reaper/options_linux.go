@@ -91,22 +91,20 @@ const (
 	DefaultCloseTimeout = kill.DefaultTimeout
 	DefaultMaxTasks     = 10
 	DefaultRetention    = time.Hour
-	// DefaultOutputLimit is the number of output bytes kept per task.
-	DefaultOutputLimit = 1 << 20
 	// MaxCommandBytes is the largest command accepted: Linux limits one argument to 128 KiB.
 	MaxCommandBytes = 100 << 10
 )
 
 // Options configures a Reaper. The zero value is ready to use: automatic containment under a child
 // "reaper" of the process's own cgroup, bash (or sh), a 5 s grace period, 10 background tasks per
-// session, 1 MiB of output per task. [Reaper.Limits] reports the values in effect.
+// session, 64 MiB of output files per session. [Reaper.Limits] reports the values in effect.
 //
 // Every setting means one thing wherever it is given (a flag, these Options, [Limits]): a value is
 // the value, and zero is "none" or "off" wherever a setting can be off. A zero field means the
 // setting's default: for the settings whose default is off (BackgroundTimeout, AutoBackground) zero
 // is that; Grace, whose default is not off but which can be, is a pointer, nil meaning the default
 // and a pointer to zero SIGKILL at once. Settings that cannot be off (CloseTimeout, MaxTasks,
-// OutputLimit, Retention) have no zero of their own: zero is their default. A negative value means
+// OutputBudget, Retention) have no zero of their own: zero is their default. A negative value means
 // nothing and New refuses it.
 type Options struct {
 	// Containment chooses cgroup or process containment; zero means ContainAuto.
@@ -158,9 +156,11 @@ type Options struct {
 	// ones are kept for their output (until it is read to the end, or Retention passes); past
 	// that the oldest are cleared. Zero means DefaultMaxTasks.
 	MaxTasks int
-	// OutputLimit is how many bytes of output are kept per task (head and tail). Zero means
-	// DefaultOutputLimit.
-	OutputLimit int
+	// OutputBudget is the disk space, in bytes, that the files holding a session's output may take
+	// together (see outstore_linux.go: what is removed or cut when they reach it). The state
+	// directory is usually a tmpfs, which is memory: every session may take this much. Zero means
+	// DefaultOutputBudget.
+	OutputBudget int64
 	// Retention is how long a finished background task is kept when its output is not read to the
 	// end. Zero means DefaultRetention.
 	Retention time.Duration
@@ -194,8 +194,9 @@ type Limits struct {
 	CloseTimeout time.Duration
 	// MaxTasks is the most running background tasks per session, and the most finished ones kept.
 	MaxTasks int
-	// OutputLimit is the output kept per task, in bytes.
-	OutputLimit int
+	// OutputBudget is the disk space a session's output files may take, in bytes; OutputTail is the
+	// most of its last output that a task whose file the budget cut keeps.
+	OutputBudget, OutputTail int64
 	// Retention is how long an unread finished background task is kept.
 	Retention time.Duration
 	// BackgroundTimeout kills background tasks running longer; zero means none.
@@ -211,7 +212,7 @@ func (o Options) check() error {
 		neg  bool
 	}{
 		{"Grace", o.Grace != nil && *o.Grace < 0}, {"CloseTimeout", o.CloseTimeout < 0}, {"MaxTasks", o.MaxTasks < 0},
-		{"OutputLimit", o.OutputLimit < 0}, {"Retention", o.Retention < 0},
+		{"OutputBudget", o.OutputBudget < 0}, {"Retention", o.Retention < 0},
 		{"BackgroundTimeout", o.BackgroundTimeout < 0}, {"AutoBackground", o.AutoBackground < 0},
 	} {
 		if f.neg {
@@ -224,7 +225,7 @@ func (o Options) check() error {
 // limits resolves the options' zero values. It is the only place that does.
 func (o Options) limits() Limits {
 	l := Limits{
-		Grace: DefaultGrace, CloseTimeout: o.CloseTimeout, MaxTasks: o.MaxTasks, OutputLimit: o.OutputLimit,
+		Grace: DefaultGrace, CloseTimeout: o.CloseTimeout, MaxTasks: o.MaxTasks, OutputBudget: o.OutputBudget,
 		Retention: o.Retention, BackgroundTimeout: o.BackgroundTimeout, AutoBackground: o.AutoBackground,
 	}
 	if o.Grace != nil {
@@ -236,9 +237,10 @@ func (o Options) limits() Limits {
 	if l.MaxTasks == 0 {
 		l.MaxTasks = DefaultMaxTasks
 	}
-	if l.OutputLimit == 0 {
-		l.OutputLimit = DefaultOutputLimit
+	if l.OutputBudget == 0 {
+		l.OutputBudget = DefaultOutputBudget
 	}
+	l.OutputTail = min(maxTail, l.OutputBudget/4)
 	if l.Retention == 0 {
 		l.Retention = DefaultRetention
 	}

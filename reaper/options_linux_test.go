@@ -10,7 +10,7 @@ import (
 // is refused before anything is made.
 func TestSettingsMeanOneThing(t *testing.T) {
 	def := Options{}.limits()
-	if def != (Limits{Grace: DefaultGrace, CloseTimeout: DefaultCloseTimeout, MaxTasks: DefaultMaxTasks, OutputLimit: DefaultOutputLimit, Retention: DefaultRetention}) {
+	if def != (Limits{Grace: DefaultGrace, CloseTimeout: DefaultCloseTimeout, MaxTasks: DefaultMaxTasks, OutputBudget: DefaultOutputBudget, OutputTail: maxTail, Retention: DefaultRetention}) {
 		t.Errorf("the zero Options resolve to %+v", def)
 	}
 	if l := (Options{Grace: new(time.Duration(0))}).limits(); l.Grace != 0 {
@@ -20,7 +20,7 @@ func TestSettingsMeanOneThing(t *testing.T) {
 		t.Errorf("set values resolve to %+v", l)
 	}
 	for _, opts := range []Options{
-		{Grace: new(-time.Second)}, {CloseTimeout: -1}, {MaxTasks: -1}, {OutputLimit: -1}, {Retention: -1},
+		{Grace: new(-time.Second)}, {CloseTimeout: -1}, {MaxTasks: -1}, {OutputBudget: -1}, {Retention: -1},
 		{BackgroundTimeout: -1}, {AutoBackground: -1},
 	} {
 		if r, err := New(opts); !errors.Is(err, ErrBadInput) {

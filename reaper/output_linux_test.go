@@ -11,21 +11,31 @@ import (
 )
 
 func TestOutputEdgeCases(t *testing.T) {
-	r := newTestReaper(t, ContainCgroup, Options{OutputLimit: 1 << 20})
+	r := newTestReaper(t, ContainCgroup, Options{})
 	s := newTestSession(t, r, SessionOptions{})
 
-	// One 10 MB line: no line limit, bounded result, head and tail kept.
-	res := run(t, s, "printf start; head -c 10000000 /dev/zero | tr '\\0' a; printf end")
-	if res.Total != 10000008 || res.Dropped != 10000008-(1<<20) {
-		t.Errorf("10 MB line: total %d dropped %d", res.Total, res.Dropped)
+	// One 10 MB line: no line limit, whole in the file, head and tail in the result.
+	res, err := s.Run(context.Background(), "printf start; head -c 10000000 /dev/zero | tr '\\0' a; printf end", RunOptions{Timeout: time.Minute, Budget: Budget{Chars: 30000}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.HasPrefix(res.Output, "startaaa") || !strings.HasSuffix(res.Output, "aaaend") || len(res.Output) > 1<<20+100 {
+	if res.Total != 10000008 || res.DroppedChars != 10000008-30000 || res.Lines != 0 {
+		t.Errorf("10 MB line: total %d, %d characters dropped, %d lines", res.Total, res.DroppedChars, res.Lines)
+	}
+	if !strings.HasPrefix(res.Output, "startaaa") || !strings.HasSuffix(res.Output, "aaaend") || utf8.RuneCountInString(res.Output) > 30000+100 {
 		t.Errorf("10 MB line came back as %d bytes starting %q", len(res.Output), res.Output[:min(20, len(res.Output))])
+	}
+	if fi, err := os.Stat(res.File.Path); err != nil || fi.Size() != 10000008 || res.OutputID == "" {
+		t.Errorf("the output file %s: %v, %v (id %q)", res.File.Path, fi, err, res.OutputID)
 	}
 	// Binary and invalid UTF-8 come back as valid text.
 	res = run(t, s, "head -c 200000 /dev/urandom; printf '\\377\\376 tail'")
 	if !utf8.ValidString(res.Output) || res.Total != 200007 || !strings.HasSuffix(res.Output, "\uFFFD tail") {
 		t.Errorf("binary output: valid=%v total=%d end=%q", utf8.ValidString(res.Output), res.Total, res.Output[max(0, len(res.Output)-12):])
+	}
+	// A command that prints nothing has no file.
+	if res = run(t, s, "true"); res.File.Path != "" || res.OutputID != "" {
+		t.Errorf("true: %+v", res.File)
 	}
 }
 
@@ -98,13 +108,16 @@ func TestFloodStaysBounded(t *testing.T) {
 		}
 	}
 	t.Logf("RSS %d MiB before, peak %d MiB during 10 x 1 GiB of output", base>>20, peak>>20)
-	// Ten 1 MiB buffers and ten 32 KiB read buffers; allow generous slack for the race detector
-	// and the runtime.
+	// Ten 1 MiB tails (the files took the session's budget) and ten 32 KiB read buffers; allow
+	// generous slack for the race detector and the runtime.
 	if grow := peak - base; grow > 150<<20 {
 		t.Errorf("memory grew by %d MiB during the flood", grow>>20)
 	}
-	if _, c, _ := s.Output(ids[0], OutputOptions{}); len(c.Text) > 1<<20+64 {
+	if _, c, _ := s.Output(ids[0], OutputOptions{Budget: Budget{Chars: 30000}}); len(c.Text) > 30000+100 {
 		t.Errorf("a flood task returned %d bytes", len(c.Text))
+	}
+	if s.outputs.used > s.outputs.budget {
+		t.Errorf("the output files take %d bytes, over the budget of %d", s.outputs.used, s.outputs.budget)
 	}
 }
 
@@ -124,40 +137,12 @@ func rss(t testing.TB) int64 {
 	return 0
 }
 
-// TestFinishedTaskReads: a finished task's output, up to the output limit, comes back in one read
-// within a budget of the limit: its head, a line for the dropped middle, its tail. Under a smaller
-// budget each read says how much is pending, and the reads that follow return the rest, each from
-// where the previous ended, nothing lost or repeated.
+// TestFinishedTaskReads: a finished task's output comes back whole from its file, in reads within a
+// budget, each from where the previous ended, nothing lost or repeated; a foreground command's file
+// stays readable by its id once the command is cleared.
 func TestFinishedTaskReads(t *testing.T) {
-	const limit = 1 << 20
-	r := newTestReaper(t, ContainCgroup, Options{OutputLimit: limit})
+	r := newTestReaper(t, ContainCgroup, Options{})
 	s := newTestSession(t, r, SessionOptions{})
-	finished := func(command string) string {
-		t.Helper()
-		ti, err := s.Start(command, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ti, err = s.Wait(context.Background(), ti.ID, time.Minute); err != nil || !ti.Status.Terminal() {
-			t.Fatalf("task %+v did not end: %v", ti, err)
-		}
-		return ti.ID
-	}
-
-	// 2 MB: one read returns the 1 MiB kept, and nothing is pending.
-	id := finished("head -c 2000000 /dev/zero | tr '\\0' '~'")
-	ti, c, err := s.Output(id, OutputOptions{Budget: Budget{Cost: jsonish, Max: limit}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ti.Status != Completed || strings.Count(c.Text, "~") != limit || c.Skipped != 2000000-limit ||
-		c.Offset != 0 || c.Next != 2000000 || c.Pending != 0 || !strings.Contains(c.Text, dropNotice(c.Skipped)) {
-		t.Errorf("one read of a finished 2 MB task: %s, %d '~', offset %d, next %d, skipped %d, pending %d",
-			ti.Status, strings.Count(c.Text, "~"), c.Offset, c.Next, c.Skipped, c.Pending)
-	}
-
-	// Numbered lines, read under a budget of 100,000: every read but the last says what is pending,
-	// and together they are the head and the tail of the stream, each byte once.
 	// Made here, not by running seq: the Reaper's wait loop, which the session's init keeps in wait4,
 	// would take an exec.Cmd's exit status.
 	var want []byte
@@ -165,46 +150,53 @@ func TestFinishedTaskReads(t *testing.T) {
 		want = strconv.AppendInt(want, int64(i), 10)
 		want = append(want, '\n')
 	}
-	id = finished("seq 400000")
+	ti, err := s.Start("seq 400000", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti, err = s.Wait(context.Background(), ti.ID, time.Minute); err != nil || !ti.Status.Terminal() {
+		t.Fatalf("task %+v did not end: %v", ti, err)
+	}
 	var got strings.Builder
-	var next, skipped int64
+	var next int64
 	reads := 0
 	for {
 		reads++
-		_, c, err := s.Output(id, OutputOptions{Budget: Budget{Cost: jsonish, Max: 100000}})
+		_, c, err := s.Output(ti.ID, OutputOptions{Budget: Budget{Chars: 100000, Cost: jsonish, Max: 1 << 20}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Offset != next || c.Next <= c.Offset || c.Total != int64(len(want)) {
-			t.Fatalf("read %d after %d: offset %d next %d total %d", reads, next, c.Offset, c.Next, c.Total)
+		if c.Offset != next || c.Next <= c.Offset || c.Total != int64(len(want)) || c.Skipped != 0 {
+			t.Fatalf("read %d after %d: offset %d next %d total %d skipped %d", reads, next, c.Offset, c.Next, c.Total, c.Skipped)
 		}
-		text := c.Text
-		if c.Skipped > 0 {
-			notice := dropNotice(c.Skipped)
-			if strings.HasPrefix(text, notice[1:]) {
-				notice = notice[1:] // a read that starts in the dropped middle
-			}
-			before, after, ok := strings.Cut(text, notice)
-			if !ok {
-				t.Fatalf("read %d skipped %d bytes and has no line for them: %.80q", reads, c.Skipped, text)
-			}
-			text = before + after
-			skipped += c.Skipped
-		}
-		got.WriteString(text)
+		got.WriteString(c.Text)
 		next = c.Next
 		if c.Pending == 0 {
 			break
 		}
-		if c.Pending != c.Total-c.Next-(int64(len(want))-limit-skipped) {
-			t.Errorf("read %d: %d bytes pending, want %d", reads, c.Pending, c.Total-c.Next-(int64(len(want))-limit-skipped))
+		if c.Pending != c.Total-c.Next {
+			t.Errorf("read %d: %d bytes pending, want %d", reads, c.Pending, c.Total-c.Next)
 		}
 	}
-	if next != int64(len(want)) || skipped != int64(len(want))-limit || got.String() != string(want[:limit/2])+string(want[len(want)-limit/2:]) {
-		t.Errorf("%d reads ended at %d of %d, skipped %d, and gave %d bytes that are not the head and tail kept",
-			reads, next, len(want), skipped, got.Len())
+	if got.String() != string(want) || reads != (len(want)+99999)/100000 {
+		t.Errorf("%d reads gave %d bytes of the %d written", reads, got.Len(), len(want))
 	}
-	if reads < 10 {
-		t.Errorf("1 MiB under a budget of 100,000 took %d reads", reads)
+	// A foreground command: its file by its id, once the command is gone from the session's tasks.
+	res := run(t, s, "seq 1000")
+	if res.OutputID == "" {
+		t.Fatalf("no output id: %+v", res)
+	}
+	s.prune()
+	// A read without an offset starts at the file's beginning: the result was only head and tail.
+	var seq strings.Builder
+	for i := 1; i <= 1000; i++ {
+		seq.WriteString(strconv.Itoa(i) + "\n")
+	}
+	if _, c, err := s.Output(res.OutputID, OutputOptions{}); err != nil || c.Text != seq.String() {
+		t.Errorf("a read of a finished foreground command's file: %d bytes, %.20q (%v)", len(c.Text), c.Text, err)
+	}
+	info, c, err := s.Output(res.OutputID, OutputOptions{Tail: 2})
+	if err != nil || c.Text != "999\n1000\n" || info.Status != Completed || info.Background {
+		t.Errorf("tail 2 of a finished foreground command: %+v %+v %v", info, c, err)
 	}
 }

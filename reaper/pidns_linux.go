@@ -217,7 +217,8 @@ func (r *Reaper) forkInit(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		return spawned{}, err
 	}
 	req := pidns.Request{
-		Argv: spec.argv, Env: spec.env, Dir: spec.dir, FDs: fds, Setpgid: true, Foreground: spec.foreground, Ctty: 0,
+		Argv: spec.argv, Env: spec.env, Dir: spec.dir, FDs: fds, Foreground: spec.foreground, Ctty: 0,
+		Setpgid: !spec.tty, Setsid: spec.tty, Setctty: spec.tty, // Ctty 0: the terminal is its stdin
 	}
 	if r.opts.User != nil {
 		req.Credential = r.opts.User.credential()

@@ -176,6 +176,20 @@ func (p *pump) drain() {
 	p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
 }
 
+// ttyEnd bounds how long a terminal task's end waits for its output's end (see Session.watch): what a
+// process left holding the terminal keeps it open, so this much is waited for then.
+const ttyEnd = 250 * time.Millisecond
+
+// waitEnd waits, at most d, for the pump to reach the end of its input.
+func (p *pump) waitEnd(d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+	case <-timer.C:
+	}
+}
+
 // slow makes the pump empty the pipe only every idlePeriod from now on (see pump); it does not wait.
 func (p *pump) slow() {
 	p.mu.Lock()

@@ -32,6 +32,7 @@ type Reaper struct {
 	devnull  *os.File
 	shell    string
 	dupCwd   bool // the shell names cwdFD itself (see shellScript)
+	bash     bool // the shell is bash (see shellScript)
 	env      []string
 	workDir  string
 	info     ContainmentInfo
@@ -126,7 +127,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.shell, err = findShell(opts.Shell); err != nil {
 		return nil, err
 	}
-	r.dupCwd = namesHighFDs(r.shell)
+	r.dupCwd, r.bash = namesHighFDs(r.shell), shellName(r.shell) == "bash"
 	if r.workDir = opts.WorkDir; r.workDir == "" {
 		if r.workDir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("working directory: %w", err)
@@ -342,7 +343,7 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
 	}
 	s := &Session{
-		r: r, id: id, name: name, dir: sdir, created: time.Now(),
+		r: r, id: id, name: name, dir: sdir, outputs: newOutputStore(sdir, r.lim, r.log), created: time.Now(),
 		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
 		abandon: make(chan struct{}), done: make(chan struct{}),
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -35,9 +36,10 @@ type Session struct {
 	// The fields up to mu are fixed at creation.
 	r         *Reaper
 	id        string
-	name      string      // the slice's name, unique within the Reaper
-	marker    string      // EnvSession=<reaper name>/<session name>, inherited by every task
-	dir       *safefs.Dir // the session's directory in the Reaper's: its record; closed by the teardown
+	name      string       // the slice's name, unique within the Reaper
+	marker    string       // EnvSession=<reaper name>/<session name>, inherited by every task
+	dir       *safefs.Dir  // the session's directory in the Reaper's: its record; closed by the teardown
+	outputs   *outputStore // its tasks' output files, in dir
 	onTaskEnd func(TaskInfo)
 	workDir   string // the first working directory, where a vanished one is reset to
 	created   time.Time
@@ -58,6 +60,7 @@ type Session struct {
 	leaves  int             // leaves created so far, for their names
 	tasks   map[string]*task
 	recent  map[string]string // foreground commands by task id, to name their leftovers in List
+	kept    []*task           // tasks cleared from tasks whose output file task_output still reads, oldest first
 	pumps   map[*pump]bool    // every task's output pump still running, pruned tasks' too: Close stops them all
 	ran     bool              // a task was started; in process containment Close walks /proc even when none is kept
 	known   map[int]uint64    // process containment: processes seen in the session (pid -> start time), which seed Close's walk
@@ -82,31 +85,51 @@ func (s *Session) Cwd() string {
 	return s.cwd
 }
 
+// StartOptions configures a background task. The zero value starts it with /dev/null as its input.
+type StartOptions struct {
+	// Description is kept with the task and shown in listings.
+	Description string
+	// Stdin keeps the task's standard input open, a pipe, for WriteInput.
+	Stdin bool
+	// TTY, if set, runs the task on a pseudo-terminal of this size (see term_linux.go): its standard
+	// input, output and error, and its controlling terminal; WriteInput types into it.
+	TTY *TermSize
+}
+
+// launch is what start needs to know of a task beyond its command.
+type launch struct {
+	description string
+	background  bool
+	stdin       bool
+	tty         *TermSize
+}
+
 // start spawns command as a new task. The caller holds no lock.
-func (s *Session) start(command, description string, background bool) (*task, string, error) {
+func (s *Session) start(command string, l launch) (*task, string, error) {
 	if err := checkCommand(command); err != nil {
 		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 	}
-	if err := checkDescription(description); err != nil {
+	if err := checkDescription(l.description); err != nil {
 		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 	}
 	listed := command
-	if !background {
+	if !l.background {
 		listed = shorten(command, maxListedCommand)
 	}
 	s.prune()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.admitLocked(background); err != nil {
+	if err := s.admitLocked(l.background); err != nil {
 		return nil, "", err
 	}
 	notice := s.checkCwdLocked()
+	id := newID("t-")
 	t := &task{
-		id: newID("t-"), command: listed, description: description, started: time.Now(),
-		background: background, status: Running, done: make(chan struct{}),
-		out: newOutput(s.r.lim.OutputLimit),
+		id: id, command: listed, description: l.description, started: time.Now(),
+		background: l.background, status: Running, done: make(chan struct{}),
+		out: newOutput(s.outputs, id+".out"),
 	}
-	sp, err := s.launchLocked(t, command)
+	sp, err := s.launchLocked(t, command, l)
 	if err != nil {
 		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 	}
@@ -120,6 +143,10 @@ func (s *Session) start(command, description string, background bool) (*task, st
 	go func() {
 		defer s.wg.Done()
 		t.pump.run()
+		t.out.end() // every writer is gone: the file is complete
+		if t.in != nil {
+			t.in.close() // and no process reads the input
+		}
 		s.mu.Lock()
 		delete(s.pumps, t.pump)
 		s.mu.Unlock()
@@ -140,58 +167,63 @@ func (s *Session) admitLocked(background bool) error {
 	return nil
 }
 
-// checkCwdLocked resets a working directory that no longer exists, and says so.
+// checkCwdLocked moves the session from a working directory that no longer exists (a command removed
+// it, or another process did) to the nearest directory above it that exists, and says so. It stats
+// the directories, as root: it never opens them.
 func (s *Session) checkCwdLocked() (notice string) {
-	if fi, err := os.Stat(s.cwd); err != nil || !fi.IsDir() {
-		notice = fmt.Sprintf("working directory %s no longer exists; reset to %s", s.cwd, s.workDir)
-		s.cwd = s.workDir
+	gone := s.cwd
+	for dir := gone; ; dir = filepath.Dir(dir) {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			if dir == gone {
+				return ""
+			}
+			s.cwd = dir
+			break
+		}
+		if dir == "/" || !filepath.IsAbs(dir) {
+			s.cwd = s.workDir
+			break
+		}
 	}
-	return notice
+	return fmt.Sprintf("the working directory %s no longer exists; the next command runs in %s", gone, s.cwd)
 }
 
-// launchLocked gives t its leaf (creating the session's slice on its first command), its output pipe
-// and its process. On failure it undoes what it did.
-func (s *Session) launchLocked(t *task, command string) (spawned, error) {
+// launchLocked gives t its leaf (creating the session's slice on its first command), its output
+// pipe or terminal, its input and its process. On failure it undoes what it did.
+func (s *Session) launchLocked(t *task, command string, l launch) (spawned, error) {
 	if s.r.root != nil {
 		if err := s.placeLocked(t); err != nil {
 			return spawned{}, err
 		}
 	}
-	pr, pw, err := os.Pipe()
-	if err == nil {
-		if t.pump, err = newPump(pr, t.out); err != nil {
-			pr.Close()
-			pw.Close()
-		}
-	}
+	io, err := s.r.taskFiles(t, l)
 	if err != nil {
 		s.releaseLeafLocked(t.leaf)
-		return spawned{}, fmt.Errorf("output pipe: %w", err)
+		return spawned{}, err
 	}
+	defer io.closeChild()
 	var cwdW *os.File
 	if !t.background {
 		if t.cwd, cwdW, err = s.r.cwdPipe(); err != nil {
-			pw.Close()
-			t.pump.f.Close()
+			io.closeOurs()
 			s.releaseLeafLocked(t.leaf)
 			return spawned{}, fmt.Errorf("working-directory pipe: %w", err)
 		}
+		defer cwdW.Close()
 	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
 	sp, err := s.spawnLocked(spawnSpec{
-		argv:   []string{s.r.shell, "-c", shellScript(command, cwdW != nil, s.r.dupCwd)},
+		argv:   []string{s.r.shell, "-c", shellScript(command, cwdW != nil, s.r.dupCwd, s.r.bash)},
 		env:    env,
 		dir:    s.cwd,
-		stdout: pw,
+		stdin:  io.stdin,
+		stdout: io.stdout,
 		cwd:    cwdW,
 		leaf:   t.leaf,
+		tty:    l.tty != nil,
 	})
-	pw.Close()
-	if cwdW != nil {
-		cwdW.Close()
-	}
 	if err != nil {
-		t.pump.f.Close()
+		io.closeOurs()
 		t.closeCwd()
 		s.releaseLeafLocked(t.leaf)
 		return spawned{}, err
@@ -199,6 +231,70 @@ func (s *Session) launchLocked(t *task, command string) (spawned, error) {
 	t.pid, t.start = sp.pid, sp.start
 	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
 	return sp, nil
+}
+
+// taskIO are a task's standard files: the child's ends, which the spawn passes on, and reaper's,
+// which t keeps (its pump, its input).
+type taskIO struct {
+	stdin, stdout *os.File // the child's; stdin nil: /dev/null
+	t             *task
+}
+
+// taskFiles makes t's output pipe, or its terminal, and its input pipe if it has one, and t's pump.
+func (r *Reaper) taskFiles(t *task, l launch) (taskIO, error) {
+	io := taskIO{t: t}
+	var ours *os.File
+	var err error
+	switch {
+	case l.tty != nil:
+		var id proc.Input
+		if ours, io.stdout, id, err = r.openTerminal(*l.tty); err != nil {
+			return io, err
+		}
+		io.stdin = io.stdout
+		t.in = &taskInput{tty: true, w: ours, id: id}
+	default:
+		if ours, io.stdout, err = os.Pipe(); err != nil {
+			return io, fmt.Errorf("output pipe: %w", err)
+		}
+		if l.stdin {
+			var w *os.File
+			var id proc.Input
+			if io.stdin, w, id, err = inputPipe(); err != nil {
+				ours.Close()
+				io.stdout.Close()
+				return io, err
+			}
+			t.in = &taskInput{w: w, id: id}
+		}
+	}
+	if t.pump, err = newPump(ours, t.out); err != nil {
+		ours.Close()
+		io.closeChild()
+		io.closeOurs()
+		return io, fmt.Errorf("output pipe: %w", err)
+	}
+	return io, nil
+}
+
+// closeChild closes the child's ends, which this process no longer needs once the child has them.
+func (io taskIO) closeChild() {
+	if io.stdin != nil && io.stdin != io.stdout {
+		io.stdin.Close()
+	}
+	if io.stdout != nil {
+		io.stdout.Close()
+	}
+}
+
+// closeOurs closes this process's ends, when the task could not be started.
+func (io taskIO) closeOurs() {
+	if io.t.pump != nil {
+		io.t.pump.f.Close()
+	}
+	if in := io.t.in; in != nil && !in.tty {
+		in.w.Close()
+	}
 }
 
 // placeLocked gives t a leaf of the session's slice, creating the slice (with the session limits) on
@@ -294,6 +390,11 @@ func (s *Session) watch(t *task, sp spawned) {
 	}
 	t.exited()
 	if t.pump != nil {
+		if t.in != nil && t.in.tty {
+			// A terminal hands what was written to it on to its master side asynchronously (a
+			// kernel worker): wait, briefly, for the output's end, when nothing else holds it.
+			t.pump.waitEnd(ttyEnd)
+		}
 		// Everything the main process wrote is in the pipe now; take it before declaring the end.
 		t.pump.drain()
 	}
@@ -303,6 +404,7 @@ func (s *Session) watch(t *task, sp spawned) {
 		if dir, ok := readCwd(t.cwd); ok {
 			s.mu.Lock()
 			s.cwd = dir
+			t.cwdNotice = s.checkCwdLocked() // the command may have removed its own directory
 			s.mu.Unlock()
 		}
 	}
@@ -352,8 +454,45 @@ func (s *Session) lookup(id string) (*task, error) {
 	if t, ok := s.tasks[id]; ok {
 		return t, nil
 	}
-	return nil, fmt.Errorf("session %s: %w %q (finished tasks are cleared once their output was read to the end, after %v, or when %d more have finished)",
+	return nil, s.unknownTask(id)
+}
+
+func (s *Session) unknownTask(id string) error {
+	return fmt.Errorf("session %s: %w %q (finished tasks are cleared once their output was read to the end, after %v, or when %d more have finished; their output files stay readable until the session's output budget needs the room)",
 		s.id, ErrUnknownTask, id, s.r.lim.Retention, s.r.lim.MaxTasks)
+}
+
+// lookupOutput finds a task of this session whose output can be read: a task it has, or one it
+// cleared whose output file it keeps (its leaf, if it had one, may serve another task by now: only
+// its output is read).
+func (s *Session) lookupOutput(id string) (t *task, cleared bool, err error) {
+	if err := checkTaskID(id); err != nil {
+		return nil, false, fmt.Errorf("session %s: %w", s.id, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tasks[id]; ok {
+		return t, false, nil
+	}
+	for _, t := range s.kept {
+		if t.id == id {
+			return t, true, nil
+		}
+	}
+	return nil, false, s.unknownTask(id)
+}
+
+// clearLocked drops t from the session's tasks, keeping it for reads of its output file if it has
+// one, at most maxOutputFiles of them, oldest dropped first.
+func (s *Session) clearLocked(t *task) {
+	delete(s.tasks, t.id)
+	if !t.out.hasFile() {
+		return
+	}
+	if len(s.kept) >= maxOutputFiles {
+		s.kept = slices.Delete(s.kept, 0, len(s.kept)-maxOutputFiles+1)
+	}
+	s.kept = append(s.kept, t)
 }
 
 // processes lists the task's live processes.
@@ -373,8 +512,14 @@ func (s *Session) processes(t *task) []int {
 	return pids
 }
 
+// info describes t with its live processes, and whether one waits for input.
 func (s *Session) info(t *task) TaskInfo {
-	return t.info(len(s.processes(t)))
+	pids := s.processes(t)
+	ti := t.info(len(pids))
+	if t.in != nil && ti.Status == Running {
+		ti.WaitingForInput = len(s.waitingForInput(proc.NewWalker(), t, pids)) > 0
+	}
+	return ti
 }
 
 // prune clears finished tasks that are no longer needed: background tasks whose output was read to
@@ -385,7 +530,7 @@ func (s *Session) info(t *task) TaskInfo {
 func (s *Session) prune() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, t := range s.tasks {
+	for _, t := range s.tasks {
 		t.mu.Lock()
 		done := t.status.Terminal() && (!t.background || t.readToEnd || time.Since(t.ended) > s.r.lim.Retention)
 		t.mu.Unlock()
@@ -398,7 +543,7 @@ func (s *Session) prune() {
 		if t.leaf == nil && !t.background {
 			s.rememberLocked(t)
 		}
-		delete(s.tasks, id)
+		s.clearLocked(t)
 	}
 	s.pruneFinishedLocked()
 }
@@ -498,6 +643,7 @@ func (s *Session) teardown(ctx context.Context) {
 	tasks, sc := s.scopeLocked(waitEnd)
 	ran := s.ran
 	s.mu.Unlock()
+	s.outputs.close() // no file is made or completed from now on: the directory goes with them
 
 	var errs []error
 	// In process containment the walk runs even when no task is kept: finished tasks are cleared,

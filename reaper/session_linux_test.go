@@ -113,7 +113,7 @@ func TestCloseWithFinishedAndRunningTasks(t *testing.T) {
 			}
 			testutil.AssertDead(t, pids)
 			for _, id := range []string{done.ID, live.ID} {
-				ti, _, err := s.Output(id, OutputOptions{})
+				ti, err := s.Wait(context.Background(), id, time.Second)
 				if err != nil {
 					t.Fatalf("task %s after Close: %v", id, err)
 				}
@@ -161,6 +161,24 @@ func TestOutputOfFastExitIsComplete(t *testing.T) {
 	}
 }
 
+// TestForegroundFileOverBudget: a foreground command whose output outgrows the budget, with a
+// process it left holding its output open (so the output ends only once the result is built): the
+// result describes its file as it stays, head, a line for what was left out, and tail.
+func TestForegroundFileOverBudget(t *testing.T) {
+	r := newTestReaper(t, ContainProcess, Options{OutputBudget: 256 << 10}) // a tail of 64 KiB
+	s := newTestSession(t, r, SessionOptions{})
+	res := run(t, s, "sleep 5 & head -c 1000000 /dev/zero | tr '\\0' x; echo; echo end")
+	b, err := os.ReadFile(res.File.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notice := fileNotice(res.File.Missing, res.File.Cut)
+	if res.Total != 1000005 || res.File.Missing == 0 || int64(len(b)) != res.Total-res.File.Missing+int64(len(notice)) ||
+		!strings.Contains(string(b), notice) || !strings.HasSuffix(string(b), "x\nend\n") {
+		t.Errorf("the result says %d bytes with %d missing (%q); the file holds %d", res.Total, res.File.Missing, res.File.Cut, len(b))
+	}
+}
+
 func TestWorkingDirectory(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -184,9 +202,10 @@ func TestWorkingDirectory(t *testing.T) {
 				{"cd ../e; (cd /; pwd)", base + "/e", 0},                                             // a subshell's cd
 				// A command that writes its own records into the pipe: too long to be a path, not
 				// absolute, something after the last record, garbage then the trap's own.
-				{`cd /; trap - EXIT; { head -c 60000 /dev/zero | tr '\0' /; printf '\n\0'; } >/dev/fd/97`, base + "/e", 0},
-				{`trap - EXIT; printf 'relative\n\0' >/dev/fd/97`, base + "/e", 0},
-				{`trap - EXIT; printf '/tmp\n\0/etc\n' >/dev/fd/97`, base + "/e", 0},
+				// (builtin: reaper's own trap function would put its recording back.)
+				{`cd /; builtin trap - EXIT; { head -c 60000 /dev/zero | tr '\0' /; printf '\n\0'; } >/dev/fd/97`, base + "/e", 0},
+				{`builtin trap - EXIT; printf 'relative\n\0' >/dev/fd/97`, base + "/e", 0},
+				{`builtin trap - EXIT; printf '/tmp\n\0/etc\n' >/dev/fd/97`, base + "/e", 0},
 				{`head -c 5000 /dev/urandom >/dev/fd/97; printf '\0/etc\n\0' >/dev/fd/97`, base + "/e", 0},
 				{"pwd", base + "/e", 0},
 			} {
@@ -207,7 +226,7 @@ func TestWorkingDirectory(t *testing.T) {
 			if res := run(t, s, "echo ${REAPER_TEST_VAR:-unset}"); res.Output != "unset\n" {
 				t.Errorf("environment persisted: %q", res.Output)
 			}
-			// A directory that vanishes is reset, and the caller is told.
+			// A directory that vanishes is left for the nearest one above it, and the caller is told.
 			os.RemoveAll(base + "/e")
 			res := run(t, s, "pwd")
 			if res.Output != base+"\n" || !strings.Contains(res.Notice, "no longer exists") {
@@ -304,7 +323,7 @@ func TestTaskLifecycle(t *testing.T) {
 				t.Errorf("output %q, %v", c.Text, err)
 			}
 			s.List() // prunes
-			if _, _, err := s.Output(quick.ID, OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
+			if _, err := s.lookup(quick.ID); !errors.Is(err, ErrUnknownTask) {
 				t.Errorf("a task read to the end was not cleared: %v", err)
 			}
 			// OnTaskEnd runs after the task became terminal, so give it a moment.
@@ -441,8 +460,12 @@ func TestRetentionClearsUnreadTasks(t *testing.T) {
 		t.Fatalf("a task that just ended is not listed: %+v", l)
 	}
 	testutil.Eventually(t, "the unread task to be cleared after its retention", func() bool { return len(s.List().Tasks) == 0 })
-	if _, _, err := s.Output(ti.ID, OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
-		t.Errorf("Output after retention: %v", err)
+	if _, err := s.lookup(ti.ID); !errors.Is(err, ErrUnknownTask) {
+		t.Errorf("the task after retention: %v", err)
+	}
+	// Its output file stays readable.
+	if _, c, err := s.Output(ti.ID, OutputOptions{}); err != nil || c.Text != "never read\n" {
+		t.Errorf("Output after retention: %+v, %v", c, err)
 	}
 }
 
@@ -485,7 +508,10 @@ func TestCloseReturnsWhileAPipeIsHeld(t *testing.T) {
 
 // TestWorkingDirectoryEachShell: the working directory persists whichever way the shell reaches the
 // pipe: bash writes to the descriptor itself, dash (which can name no descriptor above 9) opens it
-// again through /dev/fd.
+// again through /dev/fd. With bash it survives a command that ends with exec, one that sets its own
+// EXIT trap (whose handler still runs, with the exit status as $?), errexit in such a command, and
+// one that removes its own directory (the result says where the next command runs); with dash those
+// commands run as they would, and the directory stays where it was.
 func TestWorkingDirectoryEachShell(t *testing.T) {
 	for _, shell := range []string{"bash", "dash"} {
 		t.Run(shell, func(t *testing.T) {
@@ -494,14 +520,52 @@ func TestWorkingDirectoryEachShell(t *testing.T) {
 				t.Skipf("skipped: no %s here", shell)
 			}
 			r := newTestReaper(t, ContainProcess, Options{Shell: path})
-			if r.dupCwd != (shell == "bash") {
-				t.Errorf("%s: dupCwd %v", shell, r.dupCwd)
+			if r.dupCwd != (shell == "bash") || r.bash != (shell == "bash") {
+				t.Errorf("%s: dupCwd %v, bash %v", shell, r.dupCwd, r.bash)
 			}
 			s := newTestSession(t, r, SessionOptions{})
 			dir := t.TempDir()
+			for _, d := range []string{"a", "b", "c", "d", "e/f"} {
+				os.MkdirAll(dir+"/"+d, 0o755)
+			}
 			run(t, s, "cd "+dir)
 			if res := run(t, s, "pwd"); res.Output != dir+"\n" || s.Cwd() != dir {
 				t.Errorf("%s: after cd %s: %q, session %q", shell, dir, res.Output, s.Cwd())
+			}
+			bash := shell == "bash"
+			for _, tc := range []struct {
+				command, output string
+				code            int
+				cwd             string // with bash; dash stays where it was, unless always
+				always          bool
+			}{
+				{"cd D/a && exec sh -c 'echo replaced; exit 6'", "replaced\n", 6, "a", false},
+				{"cd D/b; trap 'echo bye $?' EXIT; (exit 3)", "bye 3\n", 3, "b", false},
+				{"cd D/c; trap 'echo bye; exit 4' INT EXIT", "bye\n", 4, "c", false},
+				{"set -e; cd D/d; trap 'echo h $?' EXIT; false; echo no", "h 1\n", 1, "d", false},
+				{"cd D/a; trap '' EXIT; trap - EXIT; trap", "", 0, "a", false}, // prints the recording with bash
+				{"cd D/b; (trap 'echo sub' EXIT; cd /); pwd", "sub\n" + dir + "/b\n", 0, "b", true},
+			} {
+				before := s.Cwd()
+				res := run(t, s, strings.ReplaceAll(tc.command, "D/", dir+"/"))
+				if bash && strings.HasSuffix(tc.command, "; trap") {
+					res.Output = strings.TrimPrefix(res.Output, "trap -- '__reaper_cwd && :' EXIT\n")
+				}
+				want := before
+				if bash || tc.always {
+					want = dir + "/" + tc.cwd
+				}
+				if res.Output != tc.output || res.ExitCode != tc.code || res.Cwd != want {
+					t.Errorf("%s: %q: output %q, exit %d, cwd %s; want %q, %d, %s", shell, tc.command, res.Output, res.ExitCode, res.Cwd, tc.output, tc.code, want)
+				}
+			}
+			run(t, s, "cd "+dir+"/e/f")
+			res := run(t, s, "cd .. && mkdir g && cd g && rm -rf "+dir+"/e")
+			if res.ExitCode != 0 || res.Cwd != dir || !strings.Contains(res.Notice, dir+"/e/g no longer exists; the next command runs in "+dir) {
+				t.Errorf("%s: a command that removed its directory: %+v", shell, res)
+			}
+			if res := run(t, s, "pwd"); res.Output != dir+"\n" || res.Notice != "" {
+				t.Errorf("%s: the next command: %+v", shell, res)
 			}
 		})
 	}

@@ -60,14 +60,24 @@ func baseEnv(env []string) []string {
 // the script, `exit 3`, a failed `cd`, errexit (see cwd_linux.go). The prefix shares the command's
 // first line so that the shell's line numbers stay right. Nothing is written to the command's output,
 // so no marker can be confused with what the command prints, and a top-level `&` backgrounds only its
-// own part of the command. Subshells and background jobs do not inherit the trap. A command that
-// replaces the shell (exec) or is killed leaves the directory unchanged.
+// own part of the command. Subshells and background jobs do not inherit the trap. A command that is
+// killed leaves the directory unchanged.
 //
 // A shell that can name descriptors above 9 (bash, zsh, ksh, busybox ash: dup set) writes to the
 // descriptor itself, which is non-blocking: if the command's processes filled the pipe, the write
 // fails and the directory stays as it was, rather than hold the shell's exit. Others (dash, which is
 // often /bin/sh) open it again through /dev/fd, and that open blocks as any pipe does.
-func shellScript(command string, cwd, dup bool) string {
+//
+// With bash, two ways a command would lose its directory are covered, each only where the command's
+// text names it, so that other commands pay nothing: a command that replaces the shell (`exec
+// prog`) never runs the EXIT trap, so a DEBUG trap records the directory before each command whose
+// text holds "exec"; and a command that sets its own EXIT trap replaces reaper's, so `trap` becomes a
+// function that runs the builtin and then puts the recording in front of the EXIT trap, whatever it
+// is now, keeping $? for it (see trapWrapper). What still loses the directory: an exec or a trap the
+// text does not spell (eval "ex""ec prog", `command trap ...`, a sourced file), `set -T` with a DEBUG
+// trap of the command's own, and, with dash, any exec or EXIT trap: dash has no DEBUG trap and no
+// function may be named trap.
+func shellScript(command string, cwd, dup, bash bool) string {
 	if !cwd {
 		return command
 	}
@@ -75,17 +85,51 @@ func shellScript(command string, cwd, dup bool) string {
 	if !dup {
 		target = ">>/dev/fd/" + strconv.Itoa(cwdFD)
 	}
-	return `trap '{ pwd; printf "\0"; } 2>/dev/null ` + target + `' EXIT; ` + command
+	record := `{ pwd; printf "\0"; } 2>/dev/null ` + target
+	if !bash {
+		return `trap '` + record + `' EXIT; ` + command
+	}
+	var b strings.Builder
+	if strings.Contains(command, "exec") {
+		b.WriteString(`trap '[[ $BASH_COMMAND == *exec* ]] && ` + record + ` || :' DEBUG; `)
+	}
+	if strings.Contains(command, "trap") {
+		b.WriteString(trapWrapper(record))
+	} else {
+		b.WriteString(`trap '` + record + `' EXIT; `)
+	}
+	b.WriteString(command)
+	return b.String()
+}
+
+// trapWrapper defines __reaper_cwd, which records the directory and returns the status it was called
+// with, and a function trap that runs the builtin and then, in the shell itself (not a subshell, whose
+// directory is not the command's), makes the EXIT trap start with "__reaper_cwd && :", followed by
+// whatever the builtin left there. The && keeps errexit from ending the trap when the status is not
+// zero (a command in an && list other than the last is exempt), and $? is the exit status still when
+// the command's own handler starts. `trap -p EXIT` shows the recording in front of the handler.
+func trapWrapper(record string) string {
+	const call = `__reaper_cwd && :`
+	return `__reaper_cwd() { local s=$?; ` + record + `; return $s; }; ` +
+		`trap() { builtin trap "$@"; local r=$? t; [ "$BASHPID" = "$$" ] || return $r; t=$(builtin trap -p EXIT); ` +
+		`if [ -z "$t" ]; then builtin trap '` + call + `' EXIT; else eval "set -- $t"; ` +
+		`case $3 in '` + call + `'|'` + call + `; '*) ;; *) builtin trap -- "` + call + `; $3" EXIT;; esac; fi; return $r; }; ` +
+		`builtin trap '` + call + `' EXIT; `
+}
+
+// shellName returns the name of the program the path shell leads to.
+func shellName(shell string) string {
+	if real, err := filepath.EvalSymlinks(shell); err == nil {
+		shell = real
+	}
+	return filepath.Base(shell)
 }
 
 // namesHighFDs reports whether shell can name a descriptor above 9 in a redirection (>&97): bash,
 // zsh, the ksh family and busybox's ash can; dash cannot. Decided by the name of the program the
 // path leads to.
 func namesHighFDs(shell string) bool {
-	if real, err := filepath.EvalSymlinks(shell); err == nil {
-		shell = real
-	}
-	switch filepath.Base(shell) {
+	switch shellName(shell) {
 	case "bash", "rbash", "zsh", "ksh", "ksh93", "mksh", "busybox":
 		return true
 	}
@@ -118,6 +162,9 @@ type spawnSpec struct {
 	// foreground makes the child's process group the foreground process group of the terminal on
 	// stdin, from the child before it executes anything, as a shell does for a job.
 	foreground bool
+	// tty starts the child in a session of its own whose controlling terminal is the one on stdin
+	// (setsid, TIOCSCTTY): its process group is its pid, as with Setpgid.
+	tty bool
 	// extra, if set, is the child's descriptor 3.
 	extra *os.File
 	// cwd, if set, is the child's descriptor cwdFD: the write end of the pipe its shell's EXIT trap
@@ -194,7 +241,7 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		return r.forkInit(spec, intoCgroup)
 	}
 	pidfd := -1
-	sys := &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
+	sys := &syscall.SysProcAttr{Setpgid: !spec.tty, Setsid: spec.tty, Setctty: spec.tty, PidFD: &pidfd}
 	if r.opts.User != nil {
 		sys.Credential = r.opts.User.credential()
 	}

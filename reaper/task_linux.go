@@ -57,6 +57,16 @@ type TaskInfo struct {
 	Processes int
 	// OutputBytes is the length of the task's output stream so far, dropped bytes included.
 	OutputBytes int64
+	// File is where the task's whole output is (see FileInfo).
+	File FileInfo
+	// Input is "pipe" or "tty" for a task whose standard input is open (StartOptions), "" for
+	// /dev/null.
+	Input string
+	// WaitingForInput is set while a process of the running task is blocked reading its input (the
+	// terminal's foreground process group, on a terminal): it waits for WriteInput. It is told from
+	// /proc (see proc.Walker.WaitsFor): a process that waits in select(2) or poll(2) on more than
+	// its input, or in an event loop, is not seen waiting.
+	WaitingForInput bool
 }
 
 // task is one command run by a session. The fields before mu are fixed once the task is started.
@@ -68,7 +78,9 @@ type task struct {
 	leaf                     *cgroup.Slice
 	out                      *output
 	pump                     *pump
+	in                       *taskInput    // its open standard input; nil: /dev/null
 	cwd                      *os.File      // read end of the working-directory pipe (foreground tasks); closed by watch
+	cwdNotice                string        // set by watch before done is closed: what became of the directory
 	oomBase                  int64         // oom_kill of the leaf when the task started
 	done                     chan struct{} // closed when the task is terminal
 
@@ -182,7 +194,14 @@ func (t *task) info(processes int) TaskInfo {
 		OOMKilled: t.oom, Processes: processes,
 	}
 	if t.out != nil {
-		ti.OutputBytes = t.out.size()
+		ti.OutputBytes, ti.File = t.out.size(), t.out.fileInfo()
+	}
+	switch {
+	case t.in == nil:
+	case t.in.tty:
+		ti.Input = "tty"
+	default:
+		ti.Input = "pipe"
 	}
 	return ti
 }

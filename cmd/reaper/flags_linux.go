@@ -30,6 +30,8 @@ type serveConfig struct {
 	grace       time.Duration
 	bgTimeout   time.Duration
 	maxTasks    int
+	maxOutput   int
+	outBudget   byteSize
 	maxWS       int
 	containment string
 	pidNS       string
@@ -87,6 +89,9 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends (0: SIGKILL at once)")
 	fs.DurationVar(&c.bgTimeout, "bg-timeout", 0, "kill background tasks that run longer than this (0: no limit)")
 	fs.IntVar(&c.maxTasks, "max-tasks", reaper.DefaultMaxTasks, "most background tasks running at once per session")
+	fs.IntVar(&c.maxOutput, "max-output", mcpserver.DefaultMaxOutput, fmt.Sprintf("most characters (Unicode code points) of a command's output a tool result holds, head and tail, unless the call asks for another number with max_output; at most %d", mcpserver.MaxOutput))
+	c.outBudget = reaper.DefaultOutputBudget
+	fs.Var(&c.outBudget, "output-budget", "disk space (`size`: bytes, or with K, M, G as powers of 1024) the files that keep a session's whole output may take together, in the state directory (usually a tmpfs: memory); at the limit the oldest finished commands' files go first, then a command's own output keeps its head and tail")
 	fs.IntVar(&c.maxWS, "max-workspaces", mcpserver.DefaultMaxWorkspaces, "most workspaces (MCP 2026-07-28 over HTTP) open at once per identity")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	pidNamespaceFlag(fs, &c.pidNS, "session")
@@ -118,6 +123,10 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 		return c, errors.New("--max-tasks must be at least 1")
 	case c.maxWS < 1:
 		return c, errors.New("--max-workspaces must be at least 1")
+	case c.maxOutput < 1 || c.maxOutput > mcpserver.MaxOutput:
+		return c, fmt.Errorf("--max-output must be between 1 and %d characters", mcpserver.MaxOutput)
+	case c.outBudget < minOutputBudget:
+		return c, fmt.Errorf("--output-budget must be at least %s", byteText(minOutputBudget))
 	case c.pidsMax < 0:
 		return c, errors.New("--pids-max must not be negative")
 	case c.adminToken != "" && c.adminTokenFile != "":
@@ -133,6 +142,20 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 		return c, err
 	}
 	return c, nil
+}
+
+// minOutputBudget is the smallest --output-budget: room for a head, a line and a tail.
+const minOutputBudget = 64 << 10
+
+// byteText writes n bytes as --output-budget reads them.
+func byteText(n int64) string {
+	if n%(1<<20) == 0 {
+		return strconv.FormatInt(n>>20, 10) + "M"
+	}
+	if n%(1<<10) == 0 {
+		return strconv.FormatInt(n>>10, 10) + "K"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // pidNamespaceFlag defines --pid-namespace, which serve and run share; what names what gets one (a

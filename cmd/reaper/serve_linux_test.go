@@ -26,15 +26,19 @@ func TestNormalizeHTTPFlag(t *testing.T) {
 }
 
 func TestParseServeEnvironment(t *testing.T) {
-	env := map[string]string{"REAPER_GRACE": "2s", "REAPER_MAX_TASKS": "4", "REAPER_HTTP": "true", "REAPER_IDLE_TIMEOUT": "1m"}
-	c, err := parseServe([]string{"--max-tasks", "6"}, func(k string) string { return env[k] })
+	env := map[string]string{"REAPER_GRACE": "2s", "REAPER_MAX_TASKS": "4", "REAPER_HTTP": "true", "REAPER_IDLE_TIMEOUT": "1m", "REAPER_OUTPUT_BUDGET": "8M"}
+	c, err := parseServe([]string{"--max-tasks", "6", "--max-output", "1000"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.grace != 2*time.Second || c.maxTasks != 6 || c.http != defaultHTTPAddr || c.idleTimeout != time.Minute {
-		t.Errorf("config %+v: want grace from the environment, max-tasks from the flag", c)
+	if c.grace != 2*time.Second || c.maxTasks != 6 || c.http != defaultHTTPAddr || c.idleTimeout != time.Minute || c.maxOutput != 1000 || c.outBudget != 8<<20 {
+		t.Errorf("config %+v: want grace and the output budget from the environment, max-tasks and max-output from the flags", c)
 	}
-	for _, bad := range [][]string{{"--max-tasks", "0"}, {"--idle-timeout", "0s"}, {"--grace", "-1s"}, {"--containment", "vm"}, {"extra"}} {
+	if c, _ := parseServe(nil, func(string) string { return "" }); c.maxOutput != 30000 || c.outBudget != 64<<20 {
+		t.Errorf("defaults: max-output %d, output budget %d", c.maxOutput, c.outBudget)
+	}
+	for _, bad := range [][]string{{"--max-tasks", "0"}, {"--idle-timeout", "0s"}, {"--grace", "-1s"}, {"--containment", "vm"}, {"extra"},
+		{"--max-output", "0"}, {"--max-output", "2000000"}, {"--output-budget", "1K"}} {
 		if _, err := parseServe(bad, func(string) string { return "" }); err == nil {
 			t.Errorf("parseServe(%q) accepted", bad)
 		}

@@ -180,13 +180,58 @@ func Text(res *mcp.CallToolResult) string {
 
 // BashResult is the bash tool's structured output, as a client reads it.
 type BashResult struct {
-	Output   string `json:"output"`
-	Status   string `json:"status"`
-	ExitCode *int   `json:"exit_code"`
-	TimedOut bool   `json:"timed_out"`
-	Cwd      string `json:"cwd"`
-	TaskID   string `json:"task_id"`
-	Leftover int    `json:"leftover_processes"`
+	Output           string `json:"output"`
+	Status           string `json:"status"`
+	ExitCode         *int   `json:"exit_code"`
+	TimedOut         bool   `json:"timed_out"`
+	Cwd              string `json:"cwd"`
+	Notice           string `json:"notice"`
+	TaskID           string `json:"task_id"`
+	Input            string `json:"input"`
+	Leftover         int    `json:"leftover_processes"`
+	DroppedChars     int64  `json:"dropped_chars"`
+	DroppedLines     int64  `json:"dropped_lines"`
+	OutputBytes      int64  `json:"output_bytes"`
+	OutputLines      int64  `json:"output_lines"`
+	OutputFile       string `json:"output_file"`
+	OutputTaskID     string `json:"output_task_id"`
+	FileMissingBytes int64  `json:"file_missing_bytes"`
+}
+
+// OutputResult is task_output's structured output (and write_stdin's, with Written), as a client
+// reads it.
+type OutputResult struct {
+	TaskID          string `json:"task_id"`
+	Status          string `json:"status"`
+	ExitCode        *int   `json:"exit_code"`
+	WaitingForInput bool   `json:"waiting_for_input"`
+	Output          string `json:"output"`
+	Offset          int64  `json:"offset"`
+	Next            int64  `json:"next"`
+	PendingBytes    int64  `json:"pending_bytes"`
+	Lines           int    `json:"lines"`
+	OutputBytes     int64  `json:"output_bytes"`
+	OutputFile      string `json:"output_file"`
+	Input           string `json:"input"`
+	Processes       int    `json:"processes"`
+	Written         int    `json:"written"`
+}
+
+// WriteStdin types chars into a task's input (with the extra arguments given as name, value pairs),
+// fails the test on a tool error and returns the decoded result.
+func WriteStdin(t testing.TB, c Caller, id, chars string, extra ...any) OutputResult {
+	t.Helper()
+	args := map[string]any{"task_id": id, "chars": chars}
+	for i := 0; i+1 < len(extra); i += 2 {
+		args[extra[i].(string)] = extra[i+1]
+	}
+	res := Call(t, c, "write_stdin", args)
+	if res.IsError {
+		t.Fatalf("write_stdin %s %q: tool error: %s", id, chars, Text(res))
+	}
+	var out OutputResult
+	Decode(t, res, &out)
+	return out
 }
 
 // Bash runs command, with the extra arguments given as name, value pairs, fails the test on a tool

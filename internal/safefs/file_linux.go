@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -18,33 +19,75 @@ import (
 // max bytes. Only then is it opened for reading, and refused if that open found another file. A file
 // that grows past max while it is read is refused too.
 func (d *Dir) ReadFile(name string, max int64) ([]byte, error) {
+	f, size, err := d.openChecked(name, max)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAll(int(f.Fd()), f.Name(), size, max)
+}
+
+// OpenFile opens the regular file name in d for reading, checked as ReadFile checks it (at most max
+// bytes when it is opened; max < 0: any size). The file is the caller's to read and close.
+func (d *Dir) OpenFile(name string, max int64) (*os.File, error) {
+	f, _, err := d.openChecked(name, max)
+	return f, err
+}
+
+// openChecked opens name for reading after the checks of ReadFile, and returns its size.
+func (d *Dir) openChecked(name string, max int64) (*os.File, int64, error) {
 	p := d.Join(name)
 	pfd, err := openat(d.fd(), name, unix.O_PATH, 0)
 	if err != nil {
-		return nil, pathError("open", p, err)
+		return nil, 0, pathError("open", p, err)
 	}
 	var want unix.Stat_t
 	err = unix.Fstat(pfd, &want)
 	unix.Close(pfd)
 	if err != nil {
-		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
+		return nil, 0, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
 	if err := checkFile(&want, p, d.uid, max); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	fd, err := openat(d.fd(), name, unix.O_RDONLY, 0)
 	if err != nil {
-		return nil, pathError("open", p, err)
+		return nil, 0, pathError("open", p, err)
 	}
-	defer unix.Close(fd)
 	var got unix.Stat_t
 	if err := unix.Fstat(fd, &got); err != nil {
-		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
+		unix.Close(fd)
+		return nil, 0, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
 	if got.Dev != want.Dev || got.Ino != want.Ino {
-		return nil, &fs.PathError{Op: "open", Path: p, Err: errors.New("replaced while it was opened")}
+		unix.Close(fd)
+		return nil, 0, &fs.PathError{Op: "open", Path: p, Err: errors.New("replaced while it was opened")}
 	}
-	return readAll(fd, p, got.Size, max)
+	return blockingFile(fd, p), got.Size, nil
+}
+
+// CreateFile makes the file name in d, which must not exist (O_CREAT|O_EXCL: nothing that exists is
+// opened, a link included), with mode perm, open for reading and writing. The file is the caller's to
+// write and close.
+func (d *Dir) CreateFile(name string, perm uint32) (*os.File, error) {
+	p := d.Join(name)
+	fd, err := openat(d.fd(), name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, perm)
+	if err != nil {
+		return nil, pathError("create", p, err)
+	}
+	if err := unix.Fchmod(fd, perm); err != nil { // the umask's bits back
+		unix.Close(fd)
+		unix.Unlinkat(d.fd(), name, 0)
+		return nil, &fs.PathError{Op: "chmod", Path: p, Err: err}
+	}
+	return blockingFile(fd, p), nil
+}
+
+// blockingFile wraps fd, opened O_NONBLOCK (which means nothing for a regular file), as a file of
+// blocking reads and writes that the runtime's poller does not try to take.
+func blockingFile(fd int, p string) *os.File {
+	unix.SetNonblock(fd, false)
+	return os.NewFile(uintptr(fd), p)
 }
 
 // readAll reads fd to its end, refusing more than max bytes.

@@ -176,6 +176,54 @@ func TestReadFile(t *testing.T) {
 	}
 }
 
+// TestCreateFile: CreateFile makes a new file with the mode asked for, and refuses whatever already
+// stands at the name (a link to a victim, a FIFO, a file), at once, without writing through it;
+// OpenFile reads it back, checked as ReadFile checks.
+func TestCreateFile(t *testing.T) {
+	d := open(t)
+	f, err := d.CreateFile("out", 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("hello"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if fi, err := os.Stat(d.Join("out")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the file made: %v, %v", fi, err)
+	}
+	r, err := d.OpenFile("out", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 10)
+	if n, _ := r.ReadAt(b, 0); string(b[:n]) != "hello" {
+		t.Errorf("read back %q", b[:n])
+	}
+	r.Close()
+	if _, err := d.OpenFile("out", 4); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("OpenFile with a cap of 4: %v", err)
+	}
+	v, check := victim(t)
+	os.Symlink(v, d.Join("link"))
+	unix.Mkfifo(d.Join("fifo"), 0o600)
+	for _, name := range []string{"out", "link", "fifo"} {
+		within(t, "CreateFile", func() {
+			if f, err := d.CreateFile(name, 0o600); !errors.Is(err, os.ErrExist) {
+				t.Errorf("CreateFile over %s: %v, %v", name, f, err)
+			}
+		})
+	}
+	within(t, "OpenFile", func() {
+		for _, name := range []string{"link", "fifo"} {
+			if _, err := d.OpenFile(name, -1); err == nil {
+				t.Errorf("OpenFile opened %s", name)
+			}
+		}
+	})
+	check()
+}
+
 // TestWriteFileReplacesWhatIsThere: WriteFile never writes through what stands at the name (a link to
 // a victim, a FIFO): it replaces it, and the victim is unchanged.
 func TestWriteFileReplacesWhatIsThere(t *testing.T) {

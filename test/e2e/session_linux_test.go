@@ -75,12 +75,14 @@ func TestToolsAndSchemas(t *testing.T) {
 		"task_output": {"task_id"},
 		"task_stop":   {"task_id"},
 		"task_list":   nil,
+		"write_stdin": {"task_id"},
 	}
 	props := map[string][]string{
-		"bash":        {"command", "description", "run_in_background", "timeout"},
-		"task_output": {"block", "task_id", "timeout"},
+		"bash":        {"cols", "command", "description", "max_output", "rows", "run_in_background", "stdin", "timeout", "tty"},
+		"task_output": {"block", "grep", "max_output", "offset", "tail", "task_id", "timeout"},
 		"task_stop":   {"task_id"},
 		"task_list":   nil,
+		"write_stdin": {"chars", "close_stdin", "cols", "max_output", "rows", "task_id", "wait_ms"},
 	}
 	if len(res.Tools) != len(want) {
 		t.Errorf("%d tools, want %d", len(res.Tools), len(want))
@@ -101,19 +103,22 @@ func TestToolsAndSchemas(t *testing.T) {
 		if schema.Type != "object" || !slices.Equal(schema.Required, want[tool.Name]) || !slices.Equal(names, props[tool.Name]) {
 			t.Errorf("%s: schema %s; want required %v, properties %v", tool.Name, b, want[tool.Name], props[tool.Name])
 		}
-		if tool.OutputSchema == nil {
-			t.Errorf("%s has no output schema", tool.Name)
-		}
+		mcptest.CheckPortableSchemas(t, tool)
 	}
-	var bashTool *mcp.Tool
+	// What each description must tell a model: when to use the tool, and what its limits are.
+	tells := map[string][]string{
+		"bash": {"600000", "120000", "max_output characters of it (default 30000", "64 MiB", "output_file", "write_stdin",
+			"stdin=true", "tty=true", "At most 10 background tasks", "killed when the session ends"},
+		"task_output": {"output_task_id", "offset", "grep", "tail", "block=true", "instead of polling", "waiting for input"},
+		"task_stop":   {"whole process tree"},
+		"task_list":   {"output file", "waits for input"},
+		"write_stdin": {"stdin=true or tty=true", "python3 -i", "password", `\u0003 Ctrl-C`, `\u0004 Ctrl-D`, "close_stdin", "wait_ms"},
+	}
 	for _, tool := range res.Tools {
-		if tool.Name == "bash" {
-			bashTool = tool
-		}
-	}
-	for _, want := range []string{"600000", "120000", "1 MiB", "At most 10 background tasks", "killed when the session ends"} {
-		if bashTool == nil || !strings.Contains(bashTool.Description, want) {
-			t.Errorf("the bash tool's description does not tell agents %q", want)
+		for _, want := range tells[tool.Name] {
+			if !strings.Contains(tool.Description, want) {
+				t.Errorf("the %s tool's description does not tell agents %q", tool.Name, want)
+			}
 		}
 	}
 }

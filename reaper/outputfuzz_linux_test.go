@@ -1,40 +1,44 @@
 package reaper
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 )
 
-// FuzzOutput writes a stream in arbitrary pieces into an output of arbitrary size, reading it
-// incrementally after each piece (in reads of at most max bytes, with or without a budget that prices
-// control characters at six bytes), then whole. Every text is valid UTF-8; the reads cover the stream
-// exactly, each from where the previous one ended, skipped bytes included and marked; a read says
-// truly whether kept bytes are pending, an uncapped read of the finished stream leaves none, and a
-// reader always gets past a character; and where nothing had to be dropped, no character of the
-// stream is lost, split or repeated.
+// FuzzOutput writes a stream in arbitrary pieces into an output whose file has an arbitrary budget,
+// reading it incrementally after each piece (within a budget of at most chars characters, or one that
+// prices control characters at six bytes), then whole, after the output ended too. Every text is
+// valid UTF-8; the reads cover the stream exactly, each from where the previous one ended, skipped
+// bytes included and marked; a read says truly whether kept bytes are pending, an uncapped read of
+// the finished stream leaves none, and a reader always gets past a character; the file never exceeds
+// its budget; and where nothing had to be cut, no character of the stream is lost, split or repeated,
+// and the file holds the stream.
 func FuzzOutput(f *testing.F) {
 	f.Add([]byte("héllo wörld\n"), []byte{1, 2, 3}, uint16(64), uint8(0), false)
 	f.Add([]byte("a\xff\xfeb\xe2\x82"), []byte{2}, uint16(4), uint8(1), false)
 	f.Add([]byte("😀😀😀\x00\x01\x02"), []byte{1, 1, 1, 1, 5}, uint16(8), uint8(3), true)
 	f.Add([]byte(strings.Repeat("\x1b[31mred\n", 40)), []byte{7, 13}, uint16(30), uint8(0), true)
-	f.Fuzz(func(t *testing.T, stream, cuts []byte, size uint16, max uint8, costly bool) {
-		limit := int(size%512) + 2
-		o := newOutput(limit)
-		var budget Budget
+	st := testStore(f, 1<<20)
+	n := 0
+	f.Fuzz(func(t *testing.T, stream, cuts []byte, size uint16, chars uint8, costly bool) {
+		st.budget, st.tail, st.used, st.done = int64(size%512)+8, int(size%512+8)/4, 0, nil
+		n++
+		o := newOutput(st, "f"+strconv.Itoa(n)+".out")
+		defer st.dir.Remove(o.name)
+		budget := Budget{Chars: int(chars)}
 		if costly {
-			budget = Budget{Max: limit, Cost: func(r rune) int {
-				if r < 0x20 {
-					return 6
-				}
-				return utf8.RuneLen(r)
-			}}
+			budget = Budget{Max: int(size%512) + 2, Cost: jsonish}
 		}
 		var got strings.Builder
 		var next int64
 		read := func(partial bool) {
 			for range len(stream) + 2 {
-				c := o.readNext(int(max), partial, budget)
+				c, err := o.readAt(nil, partial, budget)
+				if err != nil {
+					t.Fatal(err)
+				}
 				if !utf8.ValidString(c.Text) {
 					t.Fatalf("invalid UTF-8 in %q", c.Text)
 				}
@@ -44,7 +48,7 @@ func FuzzOutput(f *testing.F) {
 				if !partial && (c.Pending == 0) != (c.Next == c.Total) {
 					t.Fatalf("a read of the finished stream said %d bytes pending and ended at %d of %d: %+v", c.Pending, c.Next, c.Total, c)
 				}
-				if !partial && max == 0 && !costly && c.Pending != 0 {
+				if !partial && !budget.on() && c.Pending != 0 {
 					t.Fatalf("an uncapped read of the finished stream left %d bytes pending: %+v", c.Pending, c)
 				}
 				if c.Skipped > 0 && !strings.Contains(c.Text, dropNotice(c.Skipped)[1:]) {
@@ -77,18 +81,26 @@ func FuzzOutput(f *testing.F) {
 		if next != int64(len(stream)) {
 			t.Fatalf("the reads ended at %d of %d bytes", next, len(stream))
 		}
+		cut := o.fileInfo().Cut != ""
 		valid := strings.ToValidUTF8(string(stream), "\uFFFD")
-		if len(stream) <= limit && !costly {
-			if strip(got.String()) != strip(valid) {
-				t.Errorf("incremental reads gave %q for %q", got.String(), stream)
+		if !cut && !budget.on() && strip(got.String()) != strip(valid) {
+			t.Errorf("incremental reads gave %q for %q", got.String(), stream)
+		}
+		o.end()
+		for _, b := range []Budget{budget, {}} {
+			wh, err := o.all(false, b)
+			if err != nil || !utf8.ValidString(wh.Text) || wh.Total != int64(len(stream)) || wh.Dropped < 0 || wh.Dropped > wh.Total {
+				t.Fatalf("all() = %+v, %v for %d bytes", wh, err, len(stream))
+			}
+			if !cut && !b.on() && (wh.Text != valid || wh.Dropped != 0) {
+				t.Errorf("all() = %q, %d dropped; want %q", wh.Text, wh.Dropped, valid)
 			}
 		}
-		text, dropped, total := o.all(false, budget)
-		if !utf8.ValidString(text) || total != int64(len(stream)) || dropped < 0 || dropped > total {
-			t.Fatalf("all() = %q, %d, %d for %d bytes", text, dropped, total, len(stream))
+		if st.used > st.budget {
+			t.Errorf("the file takes %d bytes of a budget of %d", st.used, st.budget)
 		}
-		if len(stream) <= limit && !costly && (text != valid || dropped != 0) {
-			t.Errorf("all() = %q, %d dropped; want %q", text, dropped, valid)
+		if fi := o.fileInfo(); fi.Path != "" && !cut && fileOf(t, o) != string(stream) {
+			t.Errorf("the file does not hold the stream")
 		}
 		if p := o.progress(0); !utf8.ValidString(p.LastLine) || strings.Contains(p.LastLine, "\n") {
 			t.Errorf("progress line %q", p.LastLine)

@@ -1,0 +1,190 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cgreaper/reaper/reaper"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, st *session, in BashInput) (*mcp.CallToolResult, BashOutput, error) {
+	timeout, err := millis("timeout", in.Timeout, defaultBashTimeoutMS)
+	if err != nil {
+		return nil, BashOutput{}, err
+	}
+	budget, err := s.budgetFor(in.MaxOutput)
+	if err != nil {
+		return nil, BashOutput{}, err
+	}
+	tty, err := termSize(in.TTY, in.Rows, in.Cols)
+	if err != nil {
+		return nil, BashOutput{}, err
+	}
+	if in.RunInBackground {
+		return s.bashBackground(st, in, tty)
+	}
+	if in.Stdin {
+		return nil, BashOutput{}, fmt.Errorf("stdin needs run_in_background: a foreground command cannot be written to while the call runs (start it in the background and use write_stdin)")
+	}
+	opts := reaper.RunOptions{Timeout: timeout, Description: in.Description, Budget: budget, TTY: tty}
+	if token := req.Params.GetProgressToken(); token != nil {
+		opts.OnProgress = func(p reaper.Progress) {
+			msg := fmt.Sprintf("%d lines, %v", p.Lines, p.Elapsed.Round(time.Second))
+			if p.LastLine != "" {
+				msg += ": " + p.LastLine
+			}
+			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: token, Progress: p.Elapsed.Seconds(), Message: msg,
+			})
+		}
+	}
+	res, err := st.rs.Run(ctx, in.Command, opts)
+	if err != nil && res.Status == "" {
+		return nil, BashOutput{}, err
+	}
+	txt := bashText(res, timeout, s.memoryMax())
+	out := BashOutput{
+		// The text starts with the output: both share one copy of it.
+		Output: txt[:len(res.Output)], Status: string(res.Status), TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
+		DroppedChars: res.DroppedChars, DroppedLines: res.DroppedLines, DroppedBytes: res.Dropped,
+		OutputBytes: res.Total, OutputLines: res.Lines, OutputFile: res.File.Path, OutputTaskID: res.OutputID,
+		FileMissingBytes: res.File.Missing, Cwd: res.Cwd, Notice: res.Notice, TaskID: res.TaskID, Leftover: res.Leftover,
+	}
+	if res.Status.Terminal() {
+		out.ExitCode = ptr(res.ExitCode)
+	}
+	return text(txt), out, nil
+}
+
+// bashBackground starts a background task.
+func (s *Server) bashBackground(st *session, in BashInput, tty *reaper.TermSize) (*mcp.CallToolResult, BashOutput, error) {
+	ti, err := st.rs.StartWith(in.Command, reaper.StartOptions{Description: in.Description, Stdin: in.Stdin, TTY: tty})
+	if err != nil {
+		return nil, BashOutput{}, err
+	}
+	out := BashOutput{Status: string(ti.Status), TaskID: ti.ID, Cwd: st.rs.Cwd(), Input: ti.Input}
+	msg := fmt.Sprintf("Started background task %s. Read its output with task_output (block=true waits for it to end); stop it with task_stop.", ti.ID)
+	if ti.Input != "" {
+		msg += fmt.Sprintf(" Its input is a %s: type into it with write_stdin.", map[string]string{"pipe": "pipe", "tty": "terminal"}[ti.Input])
+	}
+	return text(msg), out, nil
+}
+
+// budgetFor returns the budget of a result of at most v characters of output (nil: the server's
+// default), and refuses a v below 1; above MaxOutput it counts as MaxOutput.
+func (s *Server) budgetFor(v *int) (reaper.Budget, error) {
+	n := s.maxOutput
+	if v != nil {
+		if *v < 1 {
+			return reaper.Budget{}, fmt.Errorf("max_output must be at least 1 character (at most %d), got %d", MaxOutput, *v)
+		}
+		n = *v
+	}
+	return outputBudget(n), nil
+}
+
+// maxTermSide bounds a terminal's rows and columns.
+const maxTermSide = 1000
+
+// termSize returns the terminal a call asks for (nil for none), checking its size.
+func termSize(tty bool, rows, cols *int) (*reaper.TermSize, error) {
+	if !tty {
+		if rows != nil || cols != nil {
+			return nil, fmt.Errorf("rows and cols size a terminal: they need tty")
+		}
+		return nil, nil
+	}
+	size := reaper.TermSize{Rows: reaper.DefaultRows, Cols: reaper.DefaultCols}
+	for _, side := range []struct {
+		name string
+		v    *int
+		to   *uint16
+	}{{"rows", rows, &size.Rows}, {"cols", cols, &size.Cols}} {
+		if side.v == nil {
+			continue
+		}
+		if *side.v < 1 || *side.v > maxTermSide {
+			return nil, fmt.Errorf("%s must be between 1 and %d, got %d", side.name, maxTermSide, *side.v)
+		}
+		*side.to = uint16(*side.v)
+	}
+	return &size, nil
+}
+
+// memoryMax is the per-session memory limit in effect, in bytes; zero for none.
+func (s *Server) memoryMax() int64 { return s.opts.Reaper.Containment().Limits.MemoryMax }
+
+// oomText tells the agent that the OOM killer struck, and why.
+func oomText(memoryMax int64) string {
+	if memoryMax > 0 {
+		return fmt.Sprintf("killed by the out-of-memory killer: this session's processes together reached its memory limit of %s", byteString(memoryMax))
+	}
+	return "killed by the out-of-memory killer"
+}
+
+// byteString writes n in the largest binary unit that divides it.
+func byteString(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// bashText is the human-readable result of a foreground command: the output, then what else the
+// agent should know, in brackets. It starts with res.Output.
+func bashText(res reaper.Result, timeout time.Duration, memoryMax int64) string {
+	var b strings.Builder
+	b.Grow(len(res.Output) + 512)
+	b.WriteString(res.Output)
+	if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
+		b.WriteByte('\n')
+	}
+	note := func(format string, args ...any) { fmt.Fprintf(&b, "["+format+"]\n", args...) }
+	switch {
+	case res.TaskID != "":
+		note("still running: moved to the background as task %s; follow it with task_output", res.TaskID)
+	case res.TimedOut:
+		note("timed out after %v: the command and everything it started were killed", timeout)
+	case res.Status == reaper.Killed:
+		note("killed")
+	default:
+		note("exit code %d", res.ExitCode)
+	}
+	if res.OOMKilled {
+		note("%s", oomText(memoryMax))
+	}
+	if res.Dropped > 0 {
+		note("%s", cutText(res))
+	}
+	if res.File.Missing > 0 {
+		note("output_file lacks %d bytes of the middle: %s; it keeps the head and the last part", res.File.Missing, res.File.Cut)
+	}
+	if res.File.NoFile != "" {
+		note("the whole output is not kept: %s", res.File.NoFile)
+	}
+	if res.Leftover > 0 {
+		note("%d process(es) started by this command still run in this session (see task_list); they are killed when the session ends", res.Leftover)
+	}
+	if res.Notice != "" {
+		note("%s", res.Notice)
+	}
+	note("cwd: %s", res.Cwd)
+	return b.String()
+}
+
+// cutText says what a result left out of a command's output, and where the whole output is.
+func cutText(res reaper.Result) string {
+	s := fmt.Sprintf("output cut: %d characters (%d of %d lines) left out of the middle", res.DroppedChars, res.DroppedLines, res.Lines)
+	if res.File.Path == "" || res.File.Removed {
+		return s
+	}
+	return s + fmt.Sprintf("; the whole output (%d bytes) is in %s: read parts with task_output task_id=%s and offset, grep or tail", res.Total, res.File.Path, res.OutputID)
+}

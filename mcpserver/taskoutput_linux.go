@@ -1,0 +1,138 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cgreaper/reaper/reaper"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Bounds of task_output's line reads.
+const (
+	// maxGrepBytes bounds a grep pattern: RE2 compiles in time linear in it, and matches in time
+	// linear in the text.
+	maxGrepBytes = 4096
+	// maxTail bounds tail.
+	maxTail = 100000
+)
+
+func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, st *session, in TaskOutputInput) (*mcp.CallToolResult, TaskOutput, error) {
+	wait, err := millis("timeout", in.Timeout, defaultWaitMS)
+	if err != nil {
+		return nil, TaskOutput{}, err
+	}
+	opts, err := s.readOptions(in)
+	if err != nil {
+		return nil, TaskOutput{}, err
+	}
+	if in.Block {
+		if _, err := st.rs.Wait(ctx, in.TaskID, wait); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, reaper.ErrUnknownTask) {
+			return nil, TaskOutput{}, err
+		}
+	}
+	ti, c, err := st.rs.Output(in.TaskID, opts)
+	if err != nil {
+		return nil, TaskOutput{}, err
+	}
+	out, txt := s.outputResult(ti, c, in.Grep != "" || in.Tail != nil)
+	return text(txt), out, nil
+}
+
+// readOptions checks task_output's arguments and makes them a read: the grep pattern compiled once.
+func (s *Server) readOptions(in TaskOutputInput) (reaper.OutputOptions, error) {
+	budget, err := s.budgetFor(in.MaxOutput)
+	if err != nil {
+		return reaper.OutputOptions{}, err
+	}
+	opts := reaper.OutputOptions{Budget: budget, Offset: in.Offset}
+	if in.Offset != nil && *in.Offset < 0 {
+		return opts, fmt.Errorf("offset must not be negative, got %d", *in.Offset)
+	}
+	if in.Tail != nil {
+		if *in.Tail < 1 || *in.Tail > maxTail {
+			return opts, fmt.Errorf("tail must be between 1 and %d lines, got %d", maxTail, *in.Tail)
+		}
+		if in.Offset != nil {
+			return opts, fmt.Errorf("tail reads the end of the output: it takes no offset")
+		}
+		opts.Tail = *in.Tail
+	}
+	if in.Grep != "" {
+		if len(in.Grep) > maxGrepBytes {
+			return opts, fmt.Errorf("grep: a pattern of %d bytes, the limit is %d", len(in.Grep), maxGrepBytes)
+		}
+		re, err := regexp.Compile(in.Grep)
+		if err != nil {
+			return opts, fmt.Errorf("grep: not a regular expression in RE2 syntax (https://github.com/google/re2/wiki/Syntax): %v", err)
+		}
+		opts.Grep = re
+	}
+	return opts, nil
+}
+
+// outputResult is a read of a task's output as task_output and write_stdin return it: the structured
+// result, and the text, which starts with the output (both share one copy of it).
+func (s *Server) outputResult(ti reaper.TaskInfo, c reaper.Chunk, lines bool) (TaskOutput, string) {
+	out := TaskOutput{
+		TaskID: ti.ID, Status: string(ti.Status), OOMKilled: ti.OOMKilled, WaitingForInput: ti.WaitingForInput,
+		Offset: c.Offset, Next: c.Next, SkippedBytes: c.Skipped, PendingBytes: c.Pending, Lines: c.Lines,
+		OutputBytes: c.Total, OutputFile: ti.File.Path, FileMissingBytes: ti.File.Missing, Input: ti.Input,
+		Processes: ti.Processes,
+	}
+	var b strings.Builder
+	b.Grow(len(c.Text) + 512)
+	b.WriteString(c.Text) // a line in it stands for skipped bytes
+	if c.Text != "" && !strings.HasSuffix(c.Text, "\n") {
+		b.WriteByte('\n')
+	}
+	note := func(format string, args ...any) { fmt.Fprintf(&b, "["+format+"]\n", args...) }
+	switch {
+	case lines && c.Pending > 0:
+		note("%d line(s); %d more bytes after byte %d not searched or not returned: call task_output again to continue there", c.Lines, c.Pending, c.Next)
+	case lines:
+		note("%d line(s)", c.Lines)
+	case c.Pending > 0:
+		note("%d more bytes pending: call task_output again", c.Pending)
+	}
+	if ti.Status.Terminal() {
+		out.ExitCode = ptr(ti.ExitCode)
+		note("task %s %s, exit code %d", ti.ID, ti.Status, ti.ExitCode)
+		if ti.OOMKilled {
+			note("%s", oomText(s.memoryMax()))
+		}
+	} else {
+		note("task %s running for %v, %d process(es)%s", ti.ID, time.Since(ti.Started).Round(time.Second), ti.Processes, inputText(ti))
+	}
+	if ti.File.Missing > 0 {
+		note("its output file lacks %d bytes of the middle: %s", ti.File.Missing, ti.File.Cut)
+	}
+	if ti.File.Path != "" && !ti.File.Removed {
+		note("whole output (%d bytes): %s", c.Total, ti.File.Path)
+	}
+	txt := b.String()
+	out.Output = txt[:len(c.Text)]
+	return out, txt
+}
+
+// inputText says, after a running task's status, what its input is and whether it waits for it.
+func inputText(ti reaper.TaskInfo) string {
+	switch {
+	case ti.WaitingForInput:
+		return fmt.Sprintf("; waiting for input on its %s: answer with write_stdin", inputName(ti.Input))
+	case ti.Input != "":
+		return fmt.Sprintf("; its input is a %s (write_stdin)", inputName(ti.Input))
+	}
+	return ""
+}
+
+func inputName(kind string) string {
+	if kind == "tty" {
+		return "terminal"
+	}
+	return kind
+}

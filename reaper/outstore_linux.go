@@ -1,0 +1,184 @@
+package reaper
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/cgreaper/reaper/internal/safefs"
+)
+
+// A session keeps the whole output of each of its tasks, foreground and background, in a file of its
+// own in the session's directory, "<task id>.out": reaper's state (root's, mode 0700, whatever user
+// the tasks run as), which no task can write, so that nothing a task does steers what reaper writes or
+// reads there (see docs/security.md). The files are made on a task's first output (a command that
+// prints nothing has none), written through the descriptor reaper made them with (never reopened for
+// writing), and read through it or, once written, through a descriptor opened with safefs's checks.
+// They go with the session's directory when the session ends, and with a dead instance's state when
+// the next start sweeps it.
+//
+// The session's files share one disk budget (Options.OutputBudget): the state directory is usually a
+// tmpfs, which is memory. A write that would exceed it first removes the files of finished tasks,
+// oldest first (their results have been returned: what they said about the file no longer holds, and
+// task_output says so); when the files of tasks still being written fill the budget alone, the task
+// whose write does not fit is cut: its file keeps what it has (the head), its most recent output is
+// kept in memory (the tail, up to tailKeep bytes), and once the task's output ends, the file gets a
+// line that says how much was left out, then that tail, room made for both within the budget by
+// removing finished files or, failing that, the end of its own head. A write to the file that fails
+// (a full disk) cuts the same way. Nothing of this fails a task or loses its exit status: a task whose
+// file cannot even be made keeps its head and tail in memory instead, as its result says.
+
+// DefaultOutputBudget is the disk space a session's output files may take by default.
+const DefaultOutputBudget = 64 << 20
+
+// maxTail is the most of a cut task's most recent output kept (in memory while the task writes, then
+// in its file): at least what a result's tail shows at the largest max_output of characters most
+// commands print.
+const maxTail = 1 << 20
+
+// maxOutputFiles bounds the finished tasks' files a session keeps, whatever their size.
+const maxOutputFiles = 256
+
+// errOutputRemoved is the cause of a failed read of a file that made room for newer output.
+var errOutputRemoved = errors.New("removed to stay within the session's output budget")
+
+// outputStore is a session's output files and the disk budget they share. Its methods are safe for
+// concurrent use; its lock is a leaf (lock order: task.mu, then output.mu, then outputStore.mu).
+type outputStore struct {
+	// The fields up to mu are fixed at creation.
+	dir    *safefs.Dir // the session's directory; nil keeps every output in memory
+	budget int64
+	tail   int // the tail a cut output keeps
+	log    *slog.Logger
+
+	// mu guards the fields that follow, and every outputFile's.
+	mu     sync.Mutex
+	closed bool          // the session is ending: no file is made from now on
+	used   int64         // the bytes of every file that is not removed
+	done   []*outputFile // the files of outputs that ended, oldest first: what makes room
+}
+
+// outputFile is one task's file.
+type outputFile struct {
+	name string // in the session's directory
+	path string // for results and listings
+
+	// Guarded by outputStore.mu.
+	size int64 // bytes counted against the budget
+	gone bool  // removed to make room, or the session ended
+}
+
+// newOutputStore returns the store of files in dir within l's OutputBudget.
+func newOutputStore(dir *safefs.Dir, l Limits, log *slog.Logger) *outputStore {
+	return &outputStore{dir: dir, budget: l.OutputBudget, tail: int(l.OutputTail), log: log}
+}
+
+// create makes the file name, open for reading and writing, mode 0600.
+func (st *outputStore) create(name string) (*outputFile, *os.File, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.dir == nil {
+		return nil, nil, errors.New("output is kept in memory only")
+	}
+	if st.closed {
+		return nil, nil, fmt.Errorf("session ending: no output file is made")
+	}
+	f, err := st.dir.CreateFile(name, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &outputFile{name: name, path: st.dir.Join(name)}, f, nil
+}
+
+// grant lets f grow by up to n bytes, removing finished files to make room, and returns how many it
+// may write: n, or what is left of the budget.
+func (st *outputStore) grant(f *outputFile, n int64) int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if over := st.used + n - st.budget; over > 0 {
+		st.evictLocked(over)
+	}
+	k := max(min(n, st.budget-st.used), 0)
+	st.used += k
+	f.size += k
+	return k
+}
+
+// refund gives back n bytes that f was granted and did not write, or let go of.
+func (st *outputStore) refund(f *outputFile, n int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.used -= n
+	f.size -= n
+}
+
+// finish records that f is written to its end: it may be removed to make room from now on.
+func (st *outputStore) finish(f *outputFile) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if f.gone {
+		return
+	}
+	st.done = append(st.done, f)
+	if len(st.done) > maxOutputFiles {
+		st.removeLocked(st.done[0])
+		st.done = st.done[1:]
+	}
+}
+
+// evictLocked removes finished files, oldest first, until need bytes are free or none is left.
+func (st *outputStore) evictLocked(need int64) {
+	for need > 0 && len(st.done) > 0 {
+		f := st.done[0]
+		st.done = st.done[1:]
+		need -= f.size
+		st.removeLocked(f)
+	}
+}
+
+func (st *outputStore) removeLocked(f *outputFile) {
+	if err := st.dir.Remove(f.name); err != nil {
+		st.log.Warn("removing an output file to make room failed", "path", f.path, "error", err)
+	}
+	st.used -= f.size
+	f.size, f.gone = 0, true
+}
+
+// open opens a finished file for reading, unless it was removed.
+func (st *outputStore) open(f *outputFile) (*os.File, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return nil, fmt.Errorf("output file %s: the session is ending", f.path)
+	}
+	if f.gone {
+		return nil, fmt.Errorf("output file %s: %w", f.path, errOutputRemoved)
+	}
+	return st.dir.OpenFile(f.name, -1)
+}
+
+// isClosed reports whether the session is ending.
+func (st *outputStore) isClosed() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.closed
+}
+
+// isGone reports whether f was removed.
+func (st *outputStore) isGone(f *outputFile) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return f.gone
+}
+
+// close stops the store making files: the session's teardown removes its directory, with them.
+func (st *outputStore) close() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.closed = true
+	for _, f := range st.done {
+		f.gone = true
+	}
+}
