@@ -28,7 +28,7 @@ func TestFlagsAndVariables(t *testing.T) {
 	ops := read(t, "docs/operations.md")
 	table := ops[strings.Index(ops, "## Flags and environment"):strings.Index(ops, "## Bounds")]
 	inTable := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| (.*?) \\|").FindAllStringSubmatch(table, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\| (.*?) \|`).FindAllStringSubmatch(table, -1) {
 		for _, f := range regexp.MustCompile("`--([a-z][a-z-]*)").FindAllStringSubmatch(m[1], -1) {
 			inTable[f[1]] = true
 			if !flags[f[1]] {
