@@ -53,7 +53,8 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		MaxRequestBodyBytes: MaxRequestBytes,
 		Logger:              sdkLogger(s.log),
 	})
-	workspaces := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.ws }, &mcp.StreamableHTTPOptions{
+	ws := s.workspaceServer()
+	workspaces := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ws }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		MaxRequestBodyBytes: MaxRequestBytes,
 		// In 2026-07-28 a client that closes its response stream cancels the call: a vanished

@@ -60,7 +60,10 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	mcp  *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
-	ws   *mcp.Server // the workspace era: HTTP from 2026-07-28 on, stateless
+	// ws is the workspace era (HTTP from 2026-07-28 on, stateless), made by the first HTTPHandler:
+	// stdio never serves it, and its tools' schemas cost about 2 ms of a stdio server's start.
+	ws     *mcp.Server
+	wsOnce sync.Once
 	// maxOutput is the characters of output a tool result holds by default (see outputBudget).
 	maxOutput int
 	// wg counts the goroutines the Server starts (see goLocked): session watchers, leases,
@@ -104,20 +107,32 @@ func New(opts Options) (*Server, error) {
 	if s.maxOutput <= 0 {
 		s.maxOutput = DefaultMaxOutput
 	}
-	impl := &mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: opts.Version}
-	s.mcp = mcp.NewServer(impl, &mcp.ServerOptions{
+	s.mcp = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
 		Instructions: instructions(lim, s.maxOutput, opts.IdleTimeout),
 		Logger:       sdkLogger(opts.Logger), // no KeepAlive: the Server's own (see keepalive)
 	})
 	s.addTools(lim)
 	s.mcp.AddReceivingMiddleware(s.middleware()...)
-	s.ws = mcp.NewServer(impl, &mcp.ServerOptions{
-		Instructions: workspaceInstructions(lim, s.maxOutput, opts.IdleTimeout, opts.MaxWorkspaces),
-		Logger:       sdkLogger(opts.Logger),
-	})
-	s.addWorkspaceTools(lim)
-	s.ws.AddReceivingMiddleware(s.workspaceMiddleware()...)
 	return s, nil
+}
+
+// implementation is how both servers name themselves to clients.
+func (s *Server) implementation() *mcp.Implementation {
+	return &mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: s.opts.Version}
+}
+
+// workspaceServer returns the server of the workspace era, making it on the first call.
+func (s *Server) workspaceServer() *mcp.Server {
+	s.wsOnce.Do(func() {
+		lim := s.opts.Reaper.Limits()
+		s.ws = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
+			Instructions: workspaceInstructions(lim, s.maxOutput, s.opts.IdleTimeout, s.opts.MaxWorkspaces),
+			Logger:       sdkLogger(s.opts.Logger),
+		})
+		s.addWorkspaceTools(lim)
+		s.ws.AddReceivingMiddleware(s.workspaceMiddleware()...)
+	})
+	return s.ws
 }
 
 // goLocked runs f in a goroutine that Close waits for, unless the Server is closing, and reports
@@ -221,7 +236,12 @@ func (s *Server) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	for _, srv := range []*mcp.Server{s.mcp, s.ws} {
+	servers := []*mcp.Server{s.mcp}
+	s.wsOnce.Do(func() {}) // no workspace server is made from now on
+	if s.ws != nil {
+		servers = append(servers, s.ws)
+	}
+	for _, srv := range servers {
 		for ss := range srv.Sessions() {
 			ss.Close()
 		}

@@ -100,6 +100,14 @@ func BenchmarkClose(b *testing.B) {
 	}
 }
 
+// BenchmarkCloseLarge is BenchmarkClose with 10,000 processes, reaper's default mode only: how the
+// teardown grows past 1000 (issue 23). Filling a session takes seconds: run it once a round.
+//
+//	go test -run '^$' -bench BenchmarkCloseLarge -benchtime 1x ./reaper
+func BenchmarkCloseLarge(b *testing.B) {
+	b.Run("procs=10000/pidns=on", func(b *testing.B) { benchClose(b, 10000, PIDNamespaceOn) })
+}
+
 func benchClose(b *testing.B, n int, ns PIDNamespace) {
 	r := newTestReaper(b, ContainCgroup, Options{Grace: new(5 * time.Second), PIDNamespace: ns})
 	var floor, closing time.Duration

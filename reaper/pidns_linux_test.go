@@ -302,3 +302,63 @@ func TestIdleInitRestarts(t *testing.T) {
 		t.Errorf("an idle init's end was logged as a death:\n%s", log.String())
 	}
 }
+
+// TestProbeInitServesFirstSession: in process containment the init the start-up probe started is
+// the first session's (it saves that session an init's start); the second session starts its own; a
+// Reaper that no session used ends it on Close. In cgroup containment it is not kept.
+func TestProbeInitServesFirstSession(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := nsReaper(t, mode, Options{})
+			spare := r.spare.Load()
+			if r.root != nil {
+				if spare != nil {
+					t.Error("the probe's init was kept in cgroup containment, where moving it costs more than a new one")
+				}
+				return
+			}
+			if spare == nil {
+				t.Fatal("the probe's init was not kept")
+			}
+			a := newTestSession(t, r, SessionOptions{})
+			if in := a.mustInit(t); in != spare {
+				t.Errorf("the first session's init is pid %d, not the probe's %d", in.Pid(), spare.Pid())
+			}
+			if r.spare.Load() != nil {
+				t.Error("the probe's init is still offered after a session took it")
+			}
+			if r.root != nil {
+				pids, err := a.nsLeaf.Pids()
+				if err != nil || len(pids) != 1 || pids[0] != spare.Pid() {
+					t.Errorf("the session's init leaf %s holds %v (%v), want the init %d alone", a.nsLeaf.Path(), pids, err, spare.Pid())
+				}
+			}
+			b := newTestSession(t, r, SessionOptions{})
+			if in := b.mustInit(t); in == spare {
+				t.Error("the second session got the first session's init")
+			}
+		})
+	}
+	t.Run("unused", func(t *testing.T) {
+		r, err := New(Options{Containment: ContainProcess, WorkDir: t.TempDir(), StateDir: t.TempDir(), NoSweep: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spare := r.spare.Load()
+		if spare == nil {
+			r.Close(context.Background())
+			t.Skipf("skipped: no PID namespaces here: %s", r.Containment().PIDNamespace)
+		}
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-spare.Done():
+		default:
+			t.Errorf("the probe's init %d is still served after Close", spare.Pid())
+		}
+		if testutil.Running(testutil.Proc{Pid: spare.Pid(), Start: spare.StartTime()}) {
+			t.Errorf("the probe's init %d still runs after Close", spare.Pid())
+		}
+	})
+}

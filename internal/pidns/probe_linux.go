@@ -23,26 +23,41 @@ type Mode struct {
 // (EPERM or ENOSYS), or user namespaces disabled (ENOSPC when user.max_user_namespaces is 0, EPERM
 // where the distribution restricts them).
 func Probe(opts Options) (Mode, error) {
-	opts.Cgroup = nil
-	opts.UserNS = false
-	m, direct := try(opts)
-	if direct == nil {
-		return m, nil
+	m, in, err := ProbeKeep(opts)
+	if in != nil {
+		end(in, opts)
 	}
-	opts.UserNS = true
-	m, err := try(opts)
-	if err == nil {
-		return m, nil
-	}
-	return Mode{}, fmt.Errorf("creating PID and mount namespaces: %w; through a user namespace: %w", cause(direct), cause(err))
+	return m, err
 }
 
-// try starts an init and ends it, waiting for it to be gone.
-func try(opts Options) (Mode, error) {
-	in, err := Start(opts)
-	if err != nil {
-		return Mode{}, err
+// ProbeKeep is Probe, except that the init that answered is returned alive instead of ended, so
+// that a first session can use it rather than start another (about 6 ms): an init forks nothing
+// until it is asked to, so it can still be moved into the session's cgroup first. Like any init it
+// exits by itself once its namespace has been empty for opts.Idle; its owner ends it (Kill, Wait,
+// Close) if no session takes it.
+func ProbeKeep(opts Options) (Mode, *Init, error) {
+	opts.Cgroup = nil
+	opts.UserNS = false
+	in, direct := Start(opts)
+	if direct == nil {
+		return mode(in, opts), in, nil
 	}
+	opts.UserNS = true
+	in, err := Start(opts)
+	if err == nil {
+		return mode(in, opts), in, nil
+	}
+	return Mode{}, nil, fmt.Errorf("creating PID and mount namespaces: %w; through a user namespace: %w", cause(direct), cause(err))
+}
+
+// mode is what a started init says of the namespaces made as opts asked.
+func mode(in *Init, opts Options) Mode {
+	proc, note := in.Proc()
+	return Mode{UserNS: opts.UserNS, Proc: proc, Note: note}
+}
+
+// end ends an init, waiting (bounded by opts.Timeout) for it to be gone.
+func end(in *Init, opts Options) {
 	in.Kill()
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -50,8 +65,6 @@ func try(opts Options) (Mode, error) {
 	}
 	in.Wait(context.Background(), time.Now().Add(timeout))
 	in.Close()
-	proc, note := in.Proc()
-	return Mode{UserNS: opts.UserNS, Proc: proc, Note: note}, nil
 }
 
 // cause is what is worth saying of a failed Start: its innermost error.

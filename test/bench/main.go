@@ -1,5 +1,5 @@
 // Command bench runs reaper's benchmarks beside their baselines and prints one table: each figure, its
-// baseline measured in the same run, their ratio, and the goal issue 14 sets for it.
+// baseline measured in the same run, their ratio, and the goal issue 23 (after issue 14) sets for it.
 //
 //	go run ./test/bench                                  # as root, from the repository; about 15 minutes
 //	go run ./test/bench -rounds 1 -only 'RoundTrip|Output'

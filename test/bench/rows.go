@@ -17,6 +17,7 @@ var groups = []group{
 	{pkg: "./test/e2e", bench: "BenchmarkSessionStart", benchtime: "30x"},
 	{pkg: "./test/e2e", bench: "BenchmarkTaskOutput", benchtime: "10x"},
 	{pkg: "./reaper", bench: "BenchmarkClose", benchtime: "5x"},
+	{pkg: "./reaper", bench: "BenchmarkCloseLarge", benchtime: "1x", maxRounds: 3},
 	{pkg: "./internal/kill", bench: "BenchmarkKill", benchtime: "5x"},
 	{pkg: "./reaper", bench: "BenchmarkSpawnTrue", benchtime: "500x"},
 	{pkg: "./reaper", bench: "BenchmarkWalk", benchtime: "10x", maxRounds: 3},
@@ -27,7 +28,7 @@ var groups = []group{
 }
 
 // row is one line of the table: a figure of reaper's beside its baseline, two metrics of one
-// benchmark, with the goal issue 14 sets for it, if any.
+// benchmark, with the goal issue 23 (after issue 14) sets for it, if any.
 type row struct {
 	bench        string // the benchmark's full name, without the -GOMAXPROCS suffix
 	what         string
@@ -74,7 +75,7 @@ var rows = func() []row {
 	nsModes := [][2]string{{"on", ""}, {"off", " (--pid-namespace=off)"}}
 	for _, t := range []string{"stdio", "http"} {
 		for _, ns := range nsModes {
-			g, m := ratioAtMost(1.0)
+			g, m := ratioAtMost(0.97)
 			bench := "BenchmarkRoundTrip/" + t + "/pidns=" + ns[0]
 			add(row{bench: bench, what: "`echo hi` round trip, " + t + ns[1], figure: "reaper-µs", base: "lean-µs", unit: "µs", baseline: lean}, g, m)
 			cpu(bench)
@@ -82,14 +83,20 @@ var rows = func() []row {
 	}
 	for _, t := range []string{"stdio", "http"} {
 		for _, size := range [][2]string{{"24KB", "24 KB"}, {"1MB", "1 MB"}} {
-			g, m := ratioAtMost(1.05)
+			g, m := ratioAtMost(1.15)
+			if size[0] == "1MB" {
+				g, m = "", nil // issue 23 sets no goal for 1 MB
+			}
 			add(row{bench: "BenchmarkOutput/" + t + "/" + size[0], what: size[1] + " output round trip, " + t, figure: "reaper-µs", base: "lean-µs", unit: "µs", baseline: lean}, g, m)
 			cpu("BenchmarkOutput/" + t + "/" + size[0])
 		}
 	}
 	for _, h := range [][2]string{{"host", ""}, {"crowded", ", 2000 more processes on the machine"}} {
 		for _, ns := range nsModes {
-			g, m := ratioAtMost(1.2)
+			g, m := ratioAtMost(1.4) // issue 23: 1.4× without a PID namespace, 1.6× with one
+			if ns[0] == "on" {
+				g, m = ratioAtMost(1.6)
+			}
 			bench := "BenchmarkSessionStart/" + h[0] + "/pidns=" + ns[0]
 			add(row{bench: bench, what: "session start + first call + close, stdio" + h[1] + ns[1], figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean}, g, m)
 			for _, p := range [][2]string{{"connect", "start + initialize"}, {"call", "first call"}, {"close", "close, until the server exited"}} {
@@ -100,16 +107,29 @@ var rows = func() []row {
 	info(row{bench: "BenchmarkSessionStart/host/pidns=on", what: "the init of a session's PID namespace: resident memory (Pss; Rss beside)", figure: "init-pss-KiB", base: "init-rss-KiB", unit: "KiB", baseline: "its Rss"})
 	g, m := figureAtMost(10, "≤ 10 calls (one per task)")
 	add(row{bench: "BenchmarkTaskOutput/ten", what: "reading ten finished 24 KB tasks: calls", figure: "reaper-calls", base: "lean-calls", unit: "calls", baseline: lean}, g, m)
-	info(row{bench: "BenchmarkTaskOutput/ten", what: "reading ten finished 24 KB tasks: time", figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean})
+	g, m = ratioAtMost(1.0)
+	add(row{bench: "BenchmarkTaskOutput/ten", what: "reading ten finished 24 KB tasks: time", figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean}, g, m)
 	g, m = figureAtMost(1, "1 call")
 	add(row{bench: "BenchmarkTaskOutput/1MB", what: "reading a finished 1 MB task: calls", figure: "reaper-calls", base: "lean-calls", unit: "calls", baseline: lean}, g, m)
 	info(row{bench: "BenchmarkTaskOutput/1MB", what: "reading a finished 1 MB task: time", figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean})
 	g, m = figureAtMost(1, "1 call")
 	add(row{bench: "BenchmarkTaskOutput/2MB", what: "reading a finished 2 MB task (1 MiB kept): calls", figure: "reaper-calls", base: "lean-calls", unit: "calls", baseline: lean}, g, m)
-	for _, n := range []string{"10", "100", "1000"} {
+	for _, n := range []string{"10", "100", "1000", "10000"} {
 		for _, ns := range nsModes {
+			if n == "10000" && ns[0] == "off" {
+				continue
+			}
+			bench := "BenchmarkClose"
+			if n == "10000" {
+				bench = "BenchmarkCloseLarge"
+			}
+			row := row{bench: bench + "/procs=" + n + "/pidns=" + ns[0], what: "Session.Close, " + n + " processes" + ns[1], figure: "close-ms", base: "floor-ms", unit: "ms", baseline: floor}
+			if n != "1000" {
+				info(row) // issue 23 sets its goal at 1000
+				continue
+			}
 			g, m := ratioAtMost(1.2)
-			add(row{bench: "BenchmarkClose/procs=" + n + "/pidns=" + ns[0], what: "Session.Close, " + n + " processes" + ns[1], figure: "close-ms", base: "floor-ms", unit: "ms", baseline: floor}, g, m)
+			add(row, g, m)
 		}
 	}
 	for _, n := range [][2]string{{"1", "1 process"}, {"100", "100 processes"}, {"1000", "1000 processes"}} {
@@ -158,6 +178,8 @@ var growths = []growth{
 	{"/proc walk, process containment", "BenchmarkWalk/procs=2000/tree", "BenchmarkWalk/procs=20000/tree", "walk-ms", "10× the processes"},
 	{"Session.Close", "BenchmarkClose/procs=100/pidns=on", "BenchmarkClose/procs=1000/pidns=on", "close-ms", "10× the processes"},
 	{"cgroup.kill floor", "BenchmarkClose/procs=100/pidns=on", "BenchmarkClose/procs=1000/pidns=on", "floor-ms", "10× the processes"},
+	{"Session.Close", "BenchmarkClose/procs=1000/pidns=on", "BenchmarkCloseLarge/procs=10000/pidns=on", "close-ms", "10× the processes"},
+	{"cgroup.kill floor", "BenchmarkClose/procs=1000/pidns=on", "BenchmarkCloseLarge/procs=10000/pidns=on", "floor-ms", "10× the processes"},
 	{"stdio session close, reaper", "BenchmarkSessionStart/host/pidns=on", "BenchmarkSessionStart/crowded/pidns=on", "reaper-close-ms", "2000 more processes on the machine"},
 	{"stdio session close, lean server", "BenchmarkSessionStart/host/pidns=on", "BenchmarkSessionStart/crowded/pidns=on", "lean-close-ms", "2000 more processes on the machine"},
 }
