@@ -75,9 +75,6 @@ func printSweep(w io.Writer, rep instance.SweepReport, dryRun bool) {
 	for _, name := range rep.Live {
 		fmt.Fprintf(w, "live instance %s: left alone\n", printable(name))
 	}
-	for _, path := range rep.Foreign {
-		fmt.Fprintf(w, "%s holds processes of another pid namespace: left alone\n", printable(path))
-	}
 	printIgnored(w, rep.Ignored)
 	if len(rep.Dead) == 0 {
 		fmt.Fprintln(w, "no dead instances")

@@ -46,9 +46,6 @@ type SweepReport struct {
 	Dead []DeadInstance `json:"dead"`
 	// Live are the instances found running and left alone.
 	Live []string `json:"live"`
-	// Foreign are slices that hold processes of another pid namespace (their pids read as 0): their
-	// owner may be alive there, so they are left alone.
-	Foreign []string `json:"foreign,omitempty"`
 	// Ignored are what was found and not acted on because it is not what reaper makes, and why: a
 	// cgroup below the root or an entry in the state directory that is not an instance's, a record
 	// that does not hold, a slice that is a mount point or holds the caller's cgroup, a slice that a
