@@ -21,8 +21,10 @@ func startInput(t testing.TB, s *Session, command string, opts StartOptions) str
 	return ti.ID
 }
 
-// waitingFor polls until the task waits for input, and returns all it printed so far.
-func waitingFor(t testing.TB, s *Session, id, what string) string {
+// waitingFor polls until the task waits for input with suffix (its prompt) at the end of what it
+// printed, and returns all it printed so far. Both, because the task may block in its read before
+// reaper's pump has read the prompt it wrote just before.
+func waitingFor(t testing.TB, s *Session, id, what, suffix string) string {
 	t.Helper()
 	var text string
 	testutil.Eventually(t, what, func() bool {
@@ -31,7 +33,7 @@ func waitingFor(t testing.TB, s *Session, id, what string) string {
 			t.Fatal(err)
 		}
 		text = c.Text
-		return ti.WaitingForInput
+		return ti.WaitingForInput && strings.HasSuffix(text, suffix)
 	})
 	return text
 }
@@ -64,7 +66,7 @@ func TestTerminalTask(t *testing.T) {
 				id := startInput(t, s, `python3 -c 'import getpass, os, sys
 print("tty", sys.stdin.isatty(), os.isatty(1), os.get_terminal_size())
 print("got", len(getpass.getpass("password: ")))'`, StartOptions{TTY: &TermSize{Rows: 30, Cols: 100}})
-				before := waitingFor(t, s, id, "the password prompt")
+				before := waitingFor(t, s, id, "the password prompt", "password: ")
 				if !strings.Contains(before, "tty True True os.terminal_size(columns=100, lines=30)") || !strings.HasSuffix(before, "password: ") {
 					t.Fatalf("before the answer: %q", before)
 				}
@@ -87,7 +89,7 @@ func TestTerminalInterrupt(t *testing.T) {
 	r := newTestReaper(t, ContainCgroup, Options{})
 	s := newTestSession(t, r, SessionOptions{})
 	id := startInput(t, s, "PS1='$ ' bash --norc --noprofile -i", StartOptions{TTY: &TermSize{Rows: 24, Cols: 80}})
-	waitingFor(t, s, id, "the shell's prompt")
+	waitingFor(t, s, id, "the shell's prompt", "$ ")
 	if _, err := s.WriteInput(context.Background(), id, []byte("while :; do sleep 0.05; done\n"), InputOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestPipeInput(t *testing.T) {
 	r := newTestReaper(t, ContainProcess, Options{})
 	s := newTestSession(t, r, SessionOptions{})
 	id := startInput(t, s, `read a; echo "first $a"; read b; echo "second $b"; cat; echo end`, StartOptions{Stdin: true})
-	waitingFor(t, s, id, "the first read")
+	waitingFor(t, s, id, "the first read", "")
 	if out := answer(t, s, id, "one\n"); out != "first one\n" {
 		t.Errorf("after the first line: %q", out)
 	}

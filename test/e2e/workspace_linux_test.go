@@ -126,7 +126,7 @@ func TestWorkspacesOverStdio(t *testing.T) {
 				names = append(names, tool.Name)
 			}
 			slices.Sort(names)
-			if !slices.Equal(names, []string{"bash", "task_list", "task_output", "task_stop"}) {
+			if !slices.Equal(names, []string{"bash", "task_list", "task_output", "task_stop", "write_stdin"}) {
 				t.Errorf("tools over stdio: %v", names)
 			}
 			ps := append(mcptest.Leftovers(t, cs), mcptest.Escapees(t, cs)...)
