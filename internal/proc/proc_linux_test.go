@@ -314,7 +314,14 @@ func TestCommandLineBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	got := CommandLine(cmd.Process.Pid)
+	// Start returns once the exec is past its point of no return, which is before the kernel has
+	// set up the new command line: until then it reads as empty.
+	var got string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if got = CommandLine(cmd.Process.Pid); strings.HasPrefix(got, "/bin/sh") {
+			break
+		}
+	}
 	if len(got) != maxCmdline || !strings.HasPrefix(got, "/bin/sh -c read x sh aaa") || !strings.HasSuffix(got, "aaa...") {
 		t.Errorf("CommandLine of 1 MiB of arguments: %d bytes: %.30q...%q", len(got), got, got[max(0, len(got)-10):])
 	}

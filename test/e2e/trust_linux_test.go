@@ -552,13 +552,15 @@ func instanceState(t testing.TB, p placement, r *reaperProc) string {
 func abuseCwdPipe(t testing.TB, cs *mcp.ClientSession) {
 	t.Helper()
 	// The pipe the working directory comes back through: garbage, a fake record, a full
-	// pipe, a closed descriptor. A full pipe loses the record, and the directory stays; a fake
+	// pipe, a closed descriptor. A full pipe loses the record, and the directory stays (the pipe
+	// is filled in the foreground, through the shell's own non-blocking descriptor, so that it is
+	// full when the shell exits, however slow the machine); a fake
 	// record is followed by the shell's own, since clearing the EXIT trap puts reaper's back (and a
 	// task may choose its next directory anyway); closing the descriptor after the exec's record
 	// loses what the command did after it.
 	bash(t, cs, "cd /tmp")
 	for _, c := range []struct{ command, want string }{
-		{`head -c 70000 /dev/urandom >/dev/fd/97 2>/dev/null & sleep 0.2; cd /`, "/tmp"},
+		{`head -c 70000 /dev/urandom >&97 2>/dev/null; cd /`, "/tmp"},
 		{`printf '/etc\n\0' >/dev/fd/97; trap - EXIT`, "/tmp"},
 		{`cd /etc; exec 97>&-; cd /usr`, "/etc"},
 	} {
