@@ -21,7 +21,8 @@ const module = "github.com/cgreaper/reaper"
 //	reaper                        sessions and tasks
 //	internal/instance             what an instance leaves on the machine: records, guard, sweep, ps
 //	internal/kill                 the kill policy
-//	internal/pidns                the init of a session's PID namespace (reaper's side in another process)
+//	internal/pidns, internal/tty  the init of a session's PID namespace (reaper's side in another
+//	                              process); a task's terminal or input pipe
 //	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
@@ -34,7 +35,7 @@ var layers = [][]string{
 	{"reaper"},
 	{"internal/instance"},
 	{"internal/kill"},
-	{"internal/pidns", "internal/admin"},
+	{"internal/pidns", "internal/tty", "internal/admin"},
 	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/httpguard", "internal/metrics"},
 }
 
@@ -49,10 +50,11 @@ var allowed = map[string][]string{
 	"internal/httpguard": nil,
 	"internal/metrics":   nil,
 	"internal/pidns":     {"internal/proc", "internal/reap"},
+	"internal/tty":       {"internal/proc"},
 	"internal/admin":     {"internal/httpguard"},
 	"internal/kill":      {"cgroup", "internal/proc", "internal/pidns"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill"},
-	"reaper":             {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/kill", "internal/instance"},
+	"reaper":             {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance"},
 	"mcpserver":          {"reaper", "internal/httpguard"},
 	"internal/job":       {"reaper", "internal/instance"},
 	"cmd/reaper": {"mcpserver", "internal/job", "reaper", "internal/instance", "internal/pidns", "internal/admin",
