@@ -23,7 +23,7 @@ const module = "github.com/cgreaper/reaper"
 //	internal/kill                 the kill policy
 //	internal/pidns, internal/tty  the init of a session's PID namespace (reaper's side in another
 //	                              process); a task's terminal or input pipe
-//	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files
+//	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
 // internal/metrics (cmd/reaper adapts reaper's and mcpserver's Observer events to it from above).
@@ -36,7 +36,7 @@ var layers = [][]string{
 	{"internal/instance"},
 	{"internal/kill"},
 	{"internal/pidns", "internal/tty", "internal/admin"},
-	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/httpguard", "internal/metrics"},
+	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics"},
 }
 
 // allowed lists, for each package of the module, the packages of the module its non-test files may
@@ -47,6 +47,7 @@ var allowed = map[string][]string{
 	"internal/proc":      nil,
 	"internal/reap":      nil,
 	"internal/safefs":    nil,
+	"internal/textfit":   nil,
 	"internal/httpguard": nil,
 	"internal/metrics":   nil,
 	"internal/pidns":     {"internal/proc", "internal/reap"},
@@ -54,9 +55,10 @@ var allowed = map[string][]string{
 	"internal/admin":     {"internal/httpguard"},
 	"internal/kill":      {"cgroup", "internal/proc", "internal/pidns"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill"},
-	"reaper":             {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance"},
-	"mcpserver":          {"reaper", "internal/httpguard"},
-	"internal/job":       {"reaper", "internal/instance"},
+	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
+		"internal/textfit"},
+	"mcpserver":    {"reaper", "internal/httpguard"},
+	"internal/job": {"reaper", "internal/instance"},
 	"cmd/reaper": {"mcpserver", "internal/job", "reaper", "internal/instance", "internal/pidns", "internal/admin",
 		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
 	"internal/testutil": {"internal/proc", "internal/pidns"},
