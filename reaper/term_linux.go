@@ -6,14 +6,14 @@ import "github.com/cgreaper/reaper/internal/tty"
 // (Session.WriteInput): a pipe, or a pseudo-terminal that is its standard input, output and error
 // and its controlling terminal (a foreground command may have one too, for programs that insist on
 // one). Reaper opens the terminal itself (internal/tty: /dev/ptmx, then the other side with
-// TIOCGPTPEER, never by a path) and keeps its master side: the task's output is read from it by the same bounded pump as a
-// pipe's, and input is written to it with a deadline, so a task that stops reading its terminal holds
-// up a write for that long at most, never a call beyond it, the session's end or reaper's exit. The
-// task starts in a session of its own with the terminal as its controlling one (setsid, TIOCSCTTY),
-// through the session's init where it has a PID namespace: its process group is its pid, so the kill
-// policy reaches it as any task's. A hangup of the terminal spares nothing: whatever ignores SIGHUP or
-// left the terminal's session dies by the session's kill (its cgroup, its walk, its namespace), as
-// every process of a task does.
+// TIOCGPTPEER, never by a path) and keeps its master side: the task's output is read from it by the
+// same bounded pump as a pipe's, and input is written to it with a deadline, so a task that stops
+// reading its terminal holds up a write for that long at most, never a call beyond it, the
+// session's end or reaper's exit. The task starts in a session of its own with the terminal as its
+// controlling one (setsid, TIOCSCTTY), through the session's init where it has a PID namespace: its
+// process group is its pid, so the kill policy reaches it as any task's. A hangup of the terminal
+// spares nothing: whatever ignores SIGHUP or left the terminal's session dies by the session's kill
+// (its cgroup, its walk, its namespace), as every process of a task does.
 
 // TermSize is the size of a task's terminal, in characters.
 type TermSize = tty.Size
