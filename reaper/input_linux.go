@@ -2,11 +2,11 @@ package reaper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/tty"
 )
 
 // InputOptions configures a write to a task's input. The zero value writes, leaves the input open
@@ -31,7 +31,7 @@ type InputOptions struct {
 const DefaultInputTimeout = 5 * time.Second
 
 // ErrInputStalled is returned when a task did not take all of an input within the write's timeout.
-var ErrInputStalled = errors.New("the task is not reading its input")
+var ErrInputStalled = tty.ErrStalled
 
 // WriteInput writes data to the standard input of a running task that has one open (StartOptions),
 // and returns how many bytes the task took; then it waits for the answer, if opts says so. A task
@@ -48,11 +48,11 @@ func (s *Session) WriteInput(ctx context.Context, id string, data []byte, opts I
 	if t.in == nil {
 		return 0, fmt.Errorf("session %s: task %s: %w: its input is /dev/null; start it with stdin or tty to write to it", s.id, id, ErrBadInput)
 	}
-	if opts.Close && t.in.tty {
+	if opts.Close && t.in.TTY() {
 		return 0, fmt.Errorf("session %s: task %s: %w: a terminal cannot be closed: send Ctrl-D (\\u0004) at the start of a line for the end of input", s.id, id, ErrBadInput)
 	}
 	if opts.Size != nil {
-		if err := t.in.resize(*opts.Size); err != nil {
+		if err := t.in.Resize(*opts.Size); err != nil {
 			return 0, fmt.Errorf("session %s: task %s: resize: %w", s.id, id, err)
 		}
 	}
@@ -64,12 +64,12 @@ func (s *Session) WriteInput(ctx context.Context, id string, data []byte, opts I
 	if opts.Wait > 0 {
 		before = s.probe(t)
 	}
-	n, err := t.in.write(data, d)
+	n, err := t.in.Write(data, d)
 	if err != nil {
 		return n, fmt.Errorf("session %s: task %s: %w", s.id, id, err)
 	}
 	if opts.Close {
-		t.in.close()
+		t.in.Close()
 	}
 	if opts.Wait > 0 {
 		return n, s.settle(ctx, t, before, len(data) > 0, opts.Wait)
@@ -152,7 +152,7 @@ func (s *Session) waitingForInput(w *proc.Walker, t *task, pids []int) []int {
 	if t.in == nil {
 		return nil
 	}
-	fg := t.in.foregroundGroup()
+	fg := t.in.ForegroundGroup()
 	var out []int
 	for i, pid := range pids {
 		if i == maxInputCheck {
@@ -163,7 +163,7 @@ func (s *Session) waitingForInput(w *proc.Walker, t *task, pids []int) []int {
 				continue
 			}
 		}
-		if w.WaitsFor(pid, t.in.id) {
+		if w.WaitsFor(pid, t.in.ID()) {
 			out = append(out, pid)
 		}
 	}

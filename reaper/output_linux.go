@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/textfit"
 )
 
 // output is a task's combined stdout and stderr: the whole stream in the task's file (see
@@ -26,20 +28,20 @@ type output struct {
 
 	// mu guards the fields that follow, and every read and write of the file.
 	mu      sync.Mutex
-	file    *outputFile // set once the file is made
-	fd      *os.File    // the file, open for writing until the output ends
-	mem     []byte      // the head, where there is no file
-	memCap  int         // how much of the head mem keeps
-	noFile  string      // why there is no file ("" where there is one, or none was needed yet)
-	head    int64       // the head's length
-	cut     string      // why the head stopped growing ("" while it grows)
-	tail    ring        // the tail, from the cut until it goes to the file
-	tailAt  int64       // where the tail starts in the file, once it is there; -1 before
-	tailLen int64       // the tail's length once it is in the file
-	total   int64       // bytes written to the stream so far
-	lines   int64       // newlines written so far
-	chars   int64       // characters written so far (see countChars)
-	last    [3]byte     // the stream's last bytes, for a character still being written
+	file    *outputFile  // set once the file is made
+	fd      *os.File     // the file, open for writing until the output ends
+	mem     []byte       // the head, where there is no file
+	memCap  int          // how much of the head mem keeps
+	noFile  string       // why there is no file ("" where there is one, or none was needed yet)
+	head    int64        // the head's length
+	cut     string       // why the head stopped growing ("" while it grows)
+	tail    textfit.Ring // the tail, from the cut until it goes to the file
+	tailAt  int64        // where the tail starts in the file, once it is there; -1 before
+	tailLen int64        // the tail's length once it is in the file
+	total   int64        // bytes written to the stream so far
+	lines   int64        // newlines written so far
+	chars   int64        // characters written so far (see textfit.CountChars)
+	last    [3]byte      // the stream's last bytes, for a character still being written
 	lastN   int
 	next    int64 // the cursor of incremental reads: where the previous read ended
 	ended   bool  // the output ended: the file is complete and closed, the tail in it
@@ -71,12 +73,12 @@ func (o *output) Write(p []byte) (int, error) {
 	}
 	o.total += int64(n)
 	o.lines += int64(bytes.Count(p, []byte{'\n'}))
-	o.chars += countChars(p)
+	o.chars += textfit.CountChars(p)
 	o.keepLast(p)
 	if o.cut == "" {
 		p = o.writeHeadLocked(p)
 	}
-	o.tail.write(p)
+	o.tail.Write(p)
 	return n, nil
 }
 
@@ -129,7 +131,7 @@ func (o *output) writeHeadLocked(p []byte) []byte {
 // cutLocked stops the head from growing: the tail keeps the last size bytes from now on.
 func (o *output) cutLocked(why string, size int) {
 	o.cut = why
-	o.tail = newRing(size)
+	o.tail = textfit.NewRing(size)
 }
 
 // discard ends a finished foreground command's output: its result has been returned, and what its
@@ -166,10 +168,10 @@ func (o *output) endLocked() {
 		o.fd = nil
 		o.store.finish(o.file)
 	}()
-	if o.cut == "" || o.tail.n == 0 || o.store.isClosed() {
+	if o.cut == "" || o.tail.Len() == 0 || o.store.isClosed() {
 		return
 	}
-	tail := o.tail.view()
+	tail := o.tail.View()
 	need := int64(len(fileNotice(1<<62, o.cut)) + len(tail)) // room for the notice at its longest
 	got := o.store.grant(o.file, need)
 	if got+o.head < need-int64(len(tail))+1 {
@@ -198,7 +200,7 @@ func (o *output) endLocked() {
 	}
 	o.store.refund(o.file, got-int64(len(buf)))
 	o.tailAt, o.tailLen = o.head+int64(len(buf)-len(tail)), int64(len(tail))
-	o.tail = ring{}
+	o.tail = textfit.Ring{}
 }
 
 // fileNotice is the line in a file where n bytes were left out, and why.
@@ -211,7 +213,7 @@ func (o *output) tailLength() int64 {
 	if o.tailAt >= 0 {
 		return o.tailLen
 	}
-	return int64(o.tail.n)
+	return int64(o.tail.Len())
 }
 
 // tailStart returns where the tail starts in the stream (the stream's end while nothing is cut).
@@ -270,7 +272,7 @@ func (o *output) tailBytes(r reader, off int64, n int) ([]byte, error) {
 		end = min(end, off+int64(n))
 	}
 	if o.tailAt < 0 {
-		return o.tail.view()[off-start : end-start], nil
+		return o.tail.View()[off-start : end-start], nil
 	}
 	return readAt(r.f, o.tailAt+off-start, end-off)
 }
@@ -356,16 +358,16 @@ func (o *output) progress(elapsed time.Duration) Progress {
 	}
 	if len(tail) > 200 {
 		tail = tail[:200]
-		tail = tail[:len(tail)-incompleteSuffix(tail)]
+		tail = tail[:len(tail)-textfit.IncompleteSuffix(tail)]
 	}
-	p.LastLine = validText(tail)
+	p.LastLine = textfit.ValidText(tail)
 	return p
 }
 
 // lastBytesLocked returns up to n of the stream's most recent bytes that are kept.
 func (o *output) lastBytesLocked(n int) []byte {
 	if o.cut != "" {
-		v := o.tail.view()
+		v := o.tail.View()
 		if o.tailAt < 0 {
 			return v[max(0, len(v)-n):]
 		}

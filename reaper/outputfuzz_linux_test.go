@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/cgreaper/reaper/internal/textfit"
 )
 
 // FuzzOutput writes a stream in arbitrary pieces into an output whose file has an arbitrary budget,
@@ -48,10 +50,10 @@ func FuzzOutput(f *testing.F) {
 				if !partial && (c.Pending == 0) != (c.Next == c.Total) {
 					t.Fatalf("a read of the finished stream said %d bytes pending and ended at %d of %d: %+v", c.Pending, c.Next, c.Total, c)
 				}
-				if !partial && !budget.on() && c.Pending != 0 {
+				if !partial && !budget.On() && c.Pending != 0 {
 					t.Fatalf("an uncapped read of the finished stream left %d bytes pending: %+v", c.Pending, c)
 				}
-				if c.Skipped > 0 && !strings.Contains(c.Text, dropNotice(c.Skipped)[1:]) {
+				if c.Skipped > 0 && !strings.Contains(c.Text, textfit.DropNotice(c.Skipped)[1:]) {
 					t.Fatalf("%d bytes skipped and no line says so: %+v", c.Skipped, c)
 				}
 				if c.Skipped == 0 {
@@ -83,7 +85,7 @@ func FuzzOutput(f *testing.F) {
 		}
 		cut := o.fileInfo().Cut != ""
 		valid := strings.ToValidUTF8(string(stream), "\uFFFD")
-		if !cut && !budget.on() && strip(got.String()) != strip(valid) {
+		if !cut && !budget.On() && strip(got.String()) != strip(valid) {
 			t.Errorf("incremental reads gave %q for %q", got.String(), stream)
 		}
 		o.end()
@@ -92,7 +94,7 @@ func FuzzOutput(f *testing.F) {
 			if err != nil || !utf8.ValidString(wh.Text) || wh.Total != int64(len(stream)) || wh.Dropped < 0 || wh.Dropped > wh.Total {
 				t.Fatalf("all() = %+v, %v for %d bytes", wh, err, len(stream))
 			}
-			if !cut && !b.on() && (wh.Text != valid || wh.Dropped != 0) {
+			if !cut && !b.On() && (wh.Text != valid || wh.Dropped != 0) {
 				t.Errorf("all() = %q, %d dropped; want %q", wh.Text, wh.Dropped, valid)
 			}
 		}

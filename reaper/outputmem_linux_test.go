@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cgreaper/reaper/internal/safefs"
+	"github.com/cgreaper/reaper/internal/textfit"
 )
 
 // testStore returns a store of output files in a directory of the test's, within budget bytes
@@ -109,7 +110,7 @@ func TestOutputBudgetCut(t *testing.T) {
 	}
 	// A read from the head crosses the gap with a line for it.
 	c := read(t, o, offset(budget-10), true, Budget{})
-	if c.Skipped != fi.Missing || !strings.Contains(c.Text, dropNotice(fi.Missing)) || c.Next != total {
+	if c.Skipped != fi.Missing || !strings.Contains(c.Text, textfit.DropNotice(fi.Missing)) || c.Next != total {
 		t.Fatalf("read across the gap: skipped %d, next %d", c.Skipped, c.Next)
 	}
 	o.end()
@@ -128,7 +129,7 @@ func TestOutputBudgetCut(t *testing.T) {
 		c := read(t, o, offset(from), false, Budget{})
 		got := c.Text
 		if c.Skipped > 0 {
-			got = strings.Replace(got, strings.TrimPrefix(dropNotice(c.Skipped), map[bool]string{true: "\n"}[from >= int64(len(head))]), "", 1)
+			got = strings.Replace(got, strings.TrimPrefix(textfit.DropNotice(c.Skipped), map[bool]string{true: "\n"}[from >= int64(len(head))]), "", 1)
 		}
 		kept := want.String()[:len(head)] + want.String()[total-16<<10:]
 		start := from

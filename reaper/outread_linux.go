@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/cgreaper/reaper/internal/textfit"
 )
 
 // Chunk is a piece of a task's output.
@@ -105,24 +107,24 @@ func (o *output) readLocked(from int64, partial bool, budget Budget) (Chunk, err
 		return c, err
 	}
 	defer r.close()
-	w, err := o.keptFrom(r, from, budget.window())
+	w, err := o.keptFrom(r, from, budget.Window())
 	if err != nil {
 		return c, err
 	}
 	front, back := w.front, w.back
 	// n1 and n2: how much of front and of back this read returns, within the budget.
-	n1, used := budget.prefix(front, budget.all())
+	n1, used := budget.Prefix(front, budget.All())
 	n2 := 0
 	if n1 == len(front) && !w.more {
-		n2, _ = budget.prefix(back, budget.rest(used))
+		n2, _ = budget.Prefix(back, budget.Rest(used))
 	}
 	// Hold back a character cut short where the read ends: at a cap, or at the end of a stream
 	// still being written. The end of the head before a gap is final: nothing will complete it.
 	switch {
 	case n2 > 0 && (n2 < len(back) || partial):
-		n2 -= incompleteSuffix(back[:n2])
+		n2 -= textfit.IncompleteSuffix(back[:n2])
 	case n2 == 0 && (n1 < len(front) || w.more || partial && w.gap == 0):
-		n1 -= incompleteSuffix(front[:n1])
+		n1 -= textfit.IncompleteSuffix(front[:n1])
 	}
 	if n1 == 0 && n2 == 0 {
 		// One character at least (or one invalid byte), or the reader never gets past it; only a
@@ -136,21 +138,21 @@ func (o *output) readLocked(from int64, partial bool, budget Budget) (Chunk, err
 	}
 	if n2 == 0 && (w.gap == 0 || len(back) > 0) {
 		c.Next = from + int64(n1)
-		c.Text = validText(front[:n1])
+		c.Text = textfit.ValidText(front[:n1])
 	} else {
 		// The read crosses the part not kept (or reaches it, and nothing is kept beyond: the output
 		// was discarded): a line stands for it.
-		notice := dropNotice(w.gap)
+		notice := textfit.DropNotice(w.gap)
 		if n1 == 0 {
 			notice = notice[1:] // no blank line before it at the start
 		}
 		c.Skipped = w.gap
 		c.Next = from + int64(n1) + w.gap + int64(n2)
-		c.Text = joinText(front[:n1], []byte(notice), back[:n2])
+		c.Text = textfit.JoinText(front[:n1], []byte(notice), back[:n2])
 	}
 	c.Pending = o.keptAfter(c.Next)
 	if partial {
-		c.Pending = max(c.Pending-int64(incompleteSuffix(o.last[:o.lastN])), 0)
+		c.Pending = max(c.Pending-int64(textfit.IncompleteSuffix(o.last[:o.lastN])), 0)
 	}
 	return c, nil
 }
@@ -178,7 +180,7 @@ func (o *output) all(partial bool, budget Budget) (Whole, error) {
 		return wh, err
 	}
 	defer r.close()
-	head, tail, gap, err := o.ends(r, budget.window())
+	head, tail, gap, err := o.ends(r, budget.Window())
 	if err != nil {
 		return wh, err
 	}
@@ -188,19 +190,19 @@ func (o *output) all(partial bool, budget Budget) (Whole, error) {
 		if len(tail) == 0 {
 			last = &head
 		}
-		k := incompleteSuffix(*last)
+		k := textfit.IncompleteSuffix(*last)
 		*last = (*last)[:len(*last)-k]
 		end -= int64(k)
 	}
-	front, back, dropped := budget.fit(head, tail, gap)
+	front, back, dropped := budget.Fit(head, tail, gap)
 	wh.Dropped = dropped
 	if dropped > 0 {
-		kept := countChars(front) + countChars(back)
+		kept := textfit.CountChars(front) + textfit.CountChars(back)
 		nl := int64(bytes.Count(front, []byte{'\n'}) + bytes.Count(back, []byte{'\n'}))
 		wh.DroppedChars, wh.DroppedLines = max(o.chars-kept, 0), max(o.lines-nl, 0)
-		wh.Text = joinText(front, []byte(cutNotice(wh)), back)
+		wh.Text = textfit.JoinText(front, []byte(cutNotice(wh)), back)
 	} else {
-		wh.Text = joinText(front, back)
+		wh.Text = textfit.JoinText(front, back)
 	}
 	o.next = end
 	return wh, nil

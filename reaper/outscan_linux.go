@@ -3,6 +3,8 @@ package reaper
 import (
 	"bytes"
 	"regexp"
+
+	"github.com/cgreaper/reaper/internal/textfit"
 )
 
 // Line reads: task_output's grep (lines that match a regular expression) and tail (the last lines).
@@ -98,13 +100,13 @@ func (o *output) grepAt(at *int64, partial bool, re *regexp.Regexp, budget Budge
 	}
 	defer r.close()
 	var out []byte
-	left := budget.all()
+	left := budget.All()
 	stop, skipped, err := o.scan(r, from, partial, func(l scanLine) bool {
 		if !re.Match(l.text) {
 			return true
 		}
 		text := append(l.text, '\n')
-		n, used := budget.prefix(text, left)
+		n, used := budget.Prefix(text, left)
 		if n < len(text) && len(out) > 0 {
 			return false // the next read starts with this line
 		}
@@ -112,14 +114,14 @@ func (o *output) grepAt(at *int64, partial bool, re *regexp.Regexp, budget Budge
 		if n < len(text) {
 			out = append(out, '\n')
 		}
-		left = spend{chars: left.chars - used.chars, cost: left.cost - used.cost}
+		left = textfit.Spend{Chars: left.Chars - used.Chars, Cost: left.Cost - used.Cost}
 		c.Lines++
 		return true
 	})
 	if err != nil {
 		return c, err
 	}
-	c.Text, c.Next, c.Skipped = validText(out), stop, skipped
+	c.Text, c.Next, c.Skipped = textfit.ValidText(out), stop, skipped
 	c.Pending = o.keptAfter(stop)
 	o.next = stop
 	return c, nil
@@ -133,7 +135,7 @@ func (o *output) tailLines(n int, partial bool, re *regexp.Regexp, budget Budget
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	span := int64(maxScan)
-	if w := budget.window(); re == nil && w >= 0 {
+	if w := budget.Window(); re == nil && w >= 0 {
 		span = min(span, int64(w)+1) // one byte more: the newline before the first line
 	}
 	from := o.backFrom(span)
@@ -145,7 +147,7 @@ func (o *output) tailLines(n int, partial bool, re *regexp.Regexp, budget Budget
 	defer r.close()
 	var lines [][]byte
 	var held int // bytes in lines
-	limit := budget.window()
+	limit := budget.Window()
 	first := from > 0
 	stop, skipped, err := o.scan(r, from, partial, func(l scanLine) bool {
 		if first {
@@ -178,10 +180,10 @@ func (o *output) tailLines(n int, partial bool, re *regexp.Regexp, budget Budget
 // fitLast returns, as text, the last of lines that fit in budget, and how many: a last line that
 // alone does not fit keeps its end.
 func fitLast(lines [][]byte, budget Budget) (string, int) {
-	left := budget.all()
+	left := budget.All()
 	i := len(lines)
 	for i > 0 {
-		n, used := budget.suffix(lines[i-1], left)
+		n, used := budget.Suffix(lines[i-1], left)
 		if n < len(lines[i-1]) {
 			if i == len(lines) && n > 0 {
 				lines[i-1] = lines[i-1][len(lines[i-1])-n:]
@@ -189,10 +191,10 @@ func fitLast(lines [][]byte, budget Budget) (string, int) {
 			}
 			break
 		}
-		left = spend{chars: left.chars - used.chars, cost: left.cost - used.cost}
+		left = textfit.Spend{Chars: left.Chars - used.Chars, Cost: left.Cost - used.Cost}
 		i--
 	}
-	return validText(bytes.Join(lines[i:], nil)), len(lines) - i
+	return textfit.ValidText(bytes.Join(lines[i:], nil)), len(lines) - i
 }
 
 // backFrom returns the stream position from which about n kept bytes remain.

@@ -16,6 +16,7 @@ import (
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/safefs"
+	"github.com/cgreaper/reaper/internal/tty"
 )
 
 // SessionOptions configures one session. The zero value is ready to use.
@@ -145,7 +146,7 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 		t.pump.run()
 		t.out.end() // every writer is gone: the file is complete
 		if t.in != nil {
-			t.in.close() // and no process reads the input
+			t.in.Close() // and no process reads the input
 		}
 		s.mu.Lock()
 		delete(s.pumps, t.pump)
@@ -248,11 +249,11 @@ func (r *Reaper) taskFiles(t *task, l launch) (taskIO, error) {
 	switch {
 	case l.tty != nil:
 		var id proc.Input
-		if ours, io.stdout, id, err = r.openTerminal(*l.tty); err != nil {
+		if ours, io.stdout, id, err = tty.Open(*l.tty, r.terminalOwner()); err != nil {
 			return io, err
 		}
 		io.stdin = io.stdout
-		t.in = &taskInput{tty: true, w: ours, id: id}
+		t.in = tty.NewTerminal(ours, id)
 	default:
 		if ours, io.stdout, err = os.Pipe(); err != nil {
 			return io, fmt.Errorf("output pipe: %w", err)
@@ -260,12 +261,12 @@ func (r *Reaper) taskFiles(t *task, l launch) (taskIO, error) {
 		if l.stdin {
 			var w *os.File
 			var id proc.Input
-			if io.stdin, w, id, err = inputPipe(); err != nil {
+			if io.stdin, w, id, err = tty.Pipe(); err != nil {
 				ours.Close()
 				io.stdout.Close()
 				return io, err
 			}
-			t.in = &taskInput{w: w, id: id}
+			t.in = tty.NewPipe(w, id)
 		}
 	}
 	if t.pump, err = newPump(ours, t.out); err != nil {
@@ -292,8 +293,8 @@ func (io taskIO) closeOurs() {
 	if io.t.pump != nil {
 		io.t.pump.f.Close()
 	}
-	if in := io.t.in; in != nil && !in.tty {
-		in.w.Close()
+	if io.t.in != nil {
+		io.t.in.Close() // a pipe's write end (a terminal's master is the pump's)
 	}
 }
 
@@ -390,7 +391,7 @@ func (s *Session) watch(t *task, sp spawned) {
 	}
 	t.exited()
 	if t.pump != nil {
-		if t.in != nil && t.in.tty {
+		if t.in != nil && t.in.TTY() {
 			// A terminal hands what was written to it on to its master side asynchronously (a
 			// kernel worker): wait, briefly, for the output's end, when nothing else holds it.
 			t.pump.waitEnd(ttyEnd)

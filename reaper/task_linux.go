@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/tty"
 	"golang.org/x/sys/unix"
 )
 
@@ -78,7 +79,7 @@ type task struct {
 	leaf                     *cgroup.Slice
 	out                      *output
 	pump                     *pump
-	in                       *taskInput    // its open standard input; nil: /dev/null
+	in                       *tty.Input    // its open standard input; nil: /dev/null
 	cwd                      *os.File      // read end of the working-directory pipe (foreground tasks); closed by watch
 	cwdNotice                string        // set by watch before done is closed: what became of the directory
 	oomBase                  int64         // oom_kill of the leaf when the task started
@@ -198,7 +199,7 @@ func (t *task) info(processes int) TaskInfo {
 	}
 	switch {
 	case t.in == nil:
-	case t.in.tty:
+	case t.in.TTY():
 		ti.Input = "tty"
 	default:
 		ti.Input = "pipe"

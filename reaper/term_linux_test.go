@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/internal/testutil"
+	"github.com/cgreaper/reaper/internal/tty"
 )
 
 // startInput starts a background task with an open input, failing the test if it cannot.
@@ -75,7 +76,7 @@ print("got", len(getpass.getpass("password: ")))'`, StartOptions{TTY: &TermSize{
 				if ti.Status != Completed || ti.Input != "tty" || !strings.Contains(after, "got 6") || strings.Contains(after, "secret") {
 					t.Errorf("after the answer: %q, %+v", after, ti)
 				}
-				if _, err := s.WriteInput(context.Background(), id, []byte("more\n"), InputOptions{}); !errors.Is(err, errInputClosed) && !errors.Is(err, ErrUnknownTask) {
+				if _, err := s.WriteInput(context.Background(), id, []byte("more\n"), InputOptions{}); !errors.Is(err, tty.ErrClosed) && !errors.Is(err, ErrUnknownTask) {
 					t.Errorf("a write to a task that ended: %v", err)
 				}
 			})

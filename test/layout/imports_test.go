@@ -21,8 +21,9 @@ const module = "github.com/cgreaper/reaper"
 //	reaper                        sessions and tasks
 //	internal/instance             what an instance leaves on the machine: records, guard, sweep, ps
 //	internal/kill                 the kill policy
-//	internal/pidns                the init of a session's PID namespace (reaper's side in another process)
-//	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files
+//	internal/pidns, internal/tty  the init of a session's PID namespace (reaper's side in another
+//	                              process); a task's terminal or input pipe
+//	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
 // internal/metrics (cmd/reaper adapts reaper's and mcpserver's Observer events to it from above).
@@ -34,8 +35,8 @@ var layers = [][]string{
 	{"reaper"},
 	{"internal/instance"},
 	{"internal/kill"},
-	{"internal/pidns", "internal/admin"},
-	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/httpguard", "internal/metrics"},
+	{"internal/pidns", "internal/tty", "internal/admin"},
+	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics"},
 }
 
 // allowed lists, for each package of the module, the packages of the module its non-test files may
@@ -46,15 +47,18 @@ var allowed = map[string][]string{
 	"internal/proc":      nil,
 	"internal/reap":      nil,
 	"internal/safefs":    nil,
+	"internal/textfit":   nil,
 	"internal/httpguard": nil,
 	"internal/metrics":   nil,
 	"internal/pidns":     {"internal/proc", "internal/reap"},
+	"internal/tty":       {"internal/proc"},
 	"internal/admin":     {"internal/httpguard"},
 	"internal/kill":      {"cgroup", "internal/proc", "internal/pidns"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill"},
-	"reaper":             {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/kill", "internal/instance"},
-	"mcpserver":          {"reaper", "internal/httpguard"},
-	"internal/job":       {"reaper", "internal/instance"},
+	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
+		"internal/textfit"},
+	"mcpserver":    {"reaper", "internal/httpguard"},
+	"internal/job": {"reaper", "internal/instance"},
 	"cmd/reaper": {"mcpserver", "internal/job", "reaper", "internal/instance", "internal/pidns", "internal/admin",
 		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
 	"internal/testutil": {"internal/proc", "internal/pidns"},

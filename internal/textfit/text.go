@@ -1,4 +1,4 @@
-package reaper
+package textfit
 
 import (
 	"encoding/binary"
@@ -8,17 +8,17 @@ import (
 	"unicode/utf8"
 )
 
-// ring keeps the most recent bytes written to it, up to its capacity, in memory allocated once.
-type ring struct {
+// Ring keeps the most recent bytes written to it, up to its capacity, in memory allocated once.
+type Ring struct {
 	buf []byte
 	pos int // where the next byte goes
 	n   int // valid bytes
 }
 
-func newRing(size int) ring { return ring{buf: make([]byte, size)} }
+func NewRing(size int) Ring { return Ring{buf: make([]byte, size)} }
 
-// write appends p, dropping the oldest bytes beyond the capacity.
-func (r *ring) write(p []byte) {
+// Write appends p, dropping the oldest bytes beyond the capacity.
+func (r *Ring) Write(p []byte) {
 	if len(r.buf) == 0 {
 		return
 	}
@@ -33,10 +33,13 @@ func (r *ring) write(p []byte) {
 	}
 }
 
-// view returns the valid bytes in stream order, in the ring's own memory: it first rotates the ring in
+// Len returns how many bytes the ring holds.
+func (r *Ring) Len() int { return r.n }
+
+// View returns the valid bytes in stream order, in the ring's own memory: it first rotates the ring in
 // place, if need be, so that they start at its beginning. A read then copies them once, and a ring
 // that is no longer written is rotated at most once.
-func (r *ring) view() []byte {
+func (r *Ring) View() []byte {
 	if r.n == 0 {
 		return nil
 	}
@@ -49,11 +52,11 @@ func (r *ring) view() []byte {
 	return r.buf[:r.n]
 }
 
-// countChars returns how many characters p holds as output counts them (see Budget): every byte that
+// CountChars returns how many characters p holds as output counts them (see Budget): every byte that
 // is not a UTF-8 continuation byte (10xxxxxx). That is exact for valid UTF-8; for other bytes it is
 // close to what the text returned holds (a run of invalid bytes becomes one U+FFFD there). Eight bytes
 // at a time: it runs over everything a task writes.
-func countChars(p []byte) int64 {
+func CountChars(p []byte) int64 {
 	total, cont := len(p), 0
 	for len(p) >= 8 {
 		w := binary.LittleEndian.Uint64(p)
@@ -69,8 +72,8 @@ func countChars(p []byte) int64 {
 	return int64(total - cont)
 }
 
-// incompleteSuffix returns the length of a UTF-8 sequence cut off at the end of b (0 to 3 bytes).
-func incompleteSuffix(b []byte) int {
+// IncompleteSuffix returns the length of a UTF-8 sequence cut off at the end of b (0 to 3 bytes).
+func IncompleteSuffix(b []byte) int {
 	for i := 1; i <= 3 && i <= len(b); i++ {
 		c := b[len(b)-i]
 		if c < 0x80 {
@@ -86,8 +89,8 @@ func incompleteSuffix(b []byte) int {
 	return 0
 }
 
-// validText converts output bytes to valid UTF-8: each run of invalid bytes becomes one U+FFFD.
-func validText(b []byte) string {
+// ValidText converts output bytes to valid UTF-8: each run of invalid bytes becomes one U+FFFD.
+func ValidText(b []byte) string {
 	if utf8.Valid(b) { // far faster than ToValidUTF8's own scan, which finds nothing to replace
 		return string(b)
 	}

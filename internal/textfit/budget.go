@@ -1,0 +1,163 @@
+package textfit
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Budget caps the output one call returns: in characters, what a model reads, and in what it costs
+// the caller to carry, which a character's length alone does not say (control characters, which
+// JSON escapes as six bytes each, cost more). A whole output is cut from the middle (Fit: about half
+// of each cap to its start, the rest to its end), an incremental read at its end (Prefix), and the
+// cut is counted like any other drop. The zero Budget caps nothing.
+//
+// Characters are Unicode code points of the output read as UTF-8; a byte that is not part of valid
+// UTF-8 counts as one (a run of them becomes one U+FFFD in the text returned).
+type Budget struct {
+	// Chars is the most characters the returned output may hold; zero means no cap.
+	Chars int
+	// Cost prices one character of output; it must be at least the character's length in UTF-8. A
+	// byte that is not part of valid UTF-8 is priced as utf8.RuneError, which is what it becomes.
+	Cost func(r rune) int
+	// Max is the most the returned output may cost; zero (or a nil Cost) means no cap.
+	Max int
+}
+
+// On reports whether the budget caps anything.
+func (b Budget) On() bool { return b.Chars > 0 || b.costly() }
+
+func (b Budget) costly() bool { return b.Max > 0 && b.Cost != nil }
+
+// Window returns the most bytes of output a read within the budget can return (a character is at most
+// 4 bytes long and costs at least its length), or -1 for no cap: what a read need look at.
+func (b Budget) Window() int {
+	w := -1
+	if b.Chars > 0 {
+		w = 4 * b.Chars
+	}
+	if b.costly() && (w < 0 || b.Max < w) {
+		w = b.Max
+	}
+	if w >= 0 {
+		w = max(w, utf8.UTFMax) // room for one character whole: a read returns one at least
+	}
+	return w
+}
+
+// Spend is what part of a budget a piece of output takes.
+type Spend struct{ Chars, Cost int }
+
+// Half returns about half of what is left, for the head of a cut; the tail gets the rest.
+func (b Budget) Half() Spend { return Spend{Chars: b.Chars / 2, Cost: b.Max / 2} }
+
+// All returns the whole budget.
+func (b Budget) All() Spend { return Spend{Chars: b.Chars, Cost: b.Max} }
+
+// Rest returns what is left of the whole budget once used is spent.
+func (b Budget) Rest(used Spend) Spend {
+	return Spend{Chars: b.Chars - used.Chars, Cost: b.Max - used.Cost}
+}
+
+// fits reports whether a character of cost c fits beside used within left.
+func (b Budget) fits(used, left Spend, c int) bool {
+	if b.Chars > 0 && used.Chars+1 > left.Chars {
+		return false
+	}
+	return !b.costly() || used.Cost+c <= left.Cost
+}
+
+func (b Budget) price(r rune) int {
+	if b.Cost == nil {
+		return 0
+	}
+	return b.Cost(r)
+}
+
+// Prefix returns the length of the longest prefix of p, cut between characters, that fits in left,
+// and what it takes.
+func (b Budget) Prefix(p []byte, left Spend) (n int, used Spend) {
+	if !b.On() {
+		return len(p), Spend{Chars: utf8.RuneCount(p)}
+	}
+	for n < len(p) {
+		r, size := utf8.DecodeRune(p[n:])
+		c := b.price(r)
+		if !b.fits(used, left, c) {
+			break
+		}
+		used.Chars++
+		used.Cost += c
+		n += size
+	}
+	return n, used
+}
+
+// Suffix returns the length of the longest suffix of p, cut between characters, that fits in left,
+// and what it takes.
+func (b Budget) Suffix(p []byte, left Spend) (n int, used Spend) {
+	if !b.On() {
+		return len(p), Spend{Chars: utf8.RuneCount(p)}
+	}
+	for n < len(p) {
+		r, size := utf8.DecodeLastRune(p[:len(p)-n])
+		c := b.price(r)
+		if !b.fits(used, left, c) {
+			break
+		}
+		used.Chars++
+		used.Cost += c
+		n += size
+	}
+	return n, used
+}
+
+// Fit returns the parts of head and tail (with gap bytes dropped between them; 0 where they are
+// contiguous) that the output within the budget keeps: all of both if they fit, else about half the
+// budget's worth of the start and the rest's worth of the end. dropped counts every byte between
+// front and back, gap included.
+func (b Budget) Fit(head, tail []byte, gap int64) (front, back []byte, dropped int64) {
+	if n, used := b.Prefix(head, b.All()); n == len(head) {
+		if m, _ := b.Prefix(tail, b.Rest(used)); m == len(tail) {
+			return head, tail, gap
+		}
+	}
+	if gap == 0 {
+		// One stream: cut it as one (a character may straddle head and tail).
+		kept := make([]byte, 0, len(head)+len(tail))
+		kept = append(append(kept, head...), tail...)
+		head, tail = kept, nil
+	}
+	n1, used := b.Prefix(head, b.Half())
+	front, rest := head[:n1], head[n1:]
+	if len(tail) > 0 {
+		n2, _ := b.Suffix(tail, b.Rest(used))
+		return front, tail[len(tail)-n2:], gap + int64(len(rest)) + int64(len(tail)-n2)
+	}
+	n2, _ := b.Suffix(rest, b.Rest(used))
+	return front, rest[len(rest)-n2:], int64(len(rest) - n2)
+}
+
+// JoinText returns the parts, joined, as valid UTF-8 (see ValidText), copying them once. A character
+// cut at the end of one part and the start of the next becomes U+FFFD on each side, as it would in
+// each part alone; whole characters split across parts are kept whole.
+func JoinText(parts ...[]byte) string {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for _, p := range parts {
+		sb.Write(p)
+	}
+	if s := sb.String(); utf8.ValidString(s) { // see ValidText
+		return s
+	}
+	return strings.ToValidUTF8(sb.String(), "\uFFFD")
+}
+
+// DropNotice is the line that stands in the output for n dropped bytes.
+func DropNotice(n int64) string {
+	return fmt.Sprintf("\n[... %d bytes of output left out here ...]\n", n)
+}
