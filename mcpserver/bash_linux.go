@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/textfit"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -120,22 +121,9 @@ func (s *Server) memoryMax() int64 { return s.opts.Reaper.Containment().Limits.M
 // oomText tells the agent that the OOM killer struck, and why.
 func oomText(memoryMax int64) string {
 	if memoryMax > 0 {
-		return fmt.Sprintf("killed by the out-of-memory killer: this session's processes together reached its memory limit of %s", byteString(memoryMax))
+		return fmt.Sprintf("killed by the out-of-memory killer: this session's processes together reached its memory limit of %s", textfit.ByteSize(memoryMax))
 	}
 	return "killed by the out-of-memory killer"
-}
-
-// byteString writes n in the largest binary unit that divides it.
-func byteString(n int64) string {
-	for _, u := range []struct {
-		shift uint
-		name  string
-	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
-		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
-			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
-		}
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // bashText is the human-readable result of a foreground command: the output, then what else the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/textfit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -31,7 +32,7 @@ func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 			"error": map[string]any{
 				"code": codeInvalidRequest,
 				"message": fmt.Sprintf("message of %d bytes refused: the limit is %d bytes (%s) per message; nothing of it was run. Put large inputs in files, with several smaller commands",
-					size, MaxRequestBytes, byteString(MaxRequestBytes)),
+					size, MaxRequestBytes, textfit.ByteSize(MaxRequestBytes)),
 			},
 		})
 		w.Write(append(msg, '\n'))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/textfit"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -250,7 +251,7 @@ It then waits up to wait_ms (default 1000, at most 30000) and returns early when
 
 // budgetText says what happens to output files at the session's budget.
 func budgetText(l reaper.Limits, the string) string {
-	return fmt.Sprintf("The output files of %s share %s (reaper's state, usually memory): when they fill it, the oldest finished commands' files are removed first, and a command whose own output does not fit keeps its head and its last %s, with a line in the file for the middle left out.", the, byteString(l.OutputBudget), byteString(l.OutputTail))
+	return fmt.Sprintf("The output files of %s share %s (reaper's state, usually memory): when they fill it, the oldest finished commands' files are removed first, and a command whose own output does not fit keeps its head and its last %s, with a line in the file for the middle left out.", the, textfit.ByteSize(l.OutputBudget), textfit.ByteSize(l.OutputTail))
 }
 
 // addTools adds the tools of the session era (a session is the connection, or an HTTP session) to
@@ -375,5 +376,5 @@ func graceText(grace time.Duration) string {
 func instructions(l reaper.Limits, maxOutput int, idle time.Duration) string {
 	return fmt.Sprintf("reaper runs shell commands for this session with the bash tool, in the foreground or as background tasks (task_output, task_stop, task_list), and drives interactive programs on a pipe or a terminal (bash with stdin or tty, then write_stdin). "+
 		"Every process the session starts is killed when the session ends (over HTTP, also after %v without requests), including detached ones; do not rely on anything outliving the session. "+
-		"At most %d background tasks run at once. A result holds at most %d characters of output (max_output changes it); the whole output of every command is kept in a file that task_output reads (offset, grep, tail), within %s for the session.", idle, l.MaxTasks, maxOutput, byteString(l.OutputBudget))
+		"At most %d background tasks run at once. A result holds at most %d characters of output (max_output changes it); the whole output of every command is kept in a file that task_output reads (offset, grep, tail), within %s for the session.", idle, l.MaxTasks, maxOutput, textfit.ByteSize(l.OutputBudget))
 }

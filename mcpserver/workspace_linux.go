@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/textfit"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -332,5 +333,5 @@ func namesWorkspace(args json.RawMessage) bool {
 func workspaceInstructions(l reaper.Limits, maxOutput int, lease time.Duration, most int) string {
 	return fmt.Sprintf("reaper runs shell commands in workspaces. Call workspace_open first and pass the handle it returns as workspace to bash (foreground or background, with stdin or tty for interactive programs), task_output, task_stop, task_list and write_stdin; close it with workspace_close when done. "+
 		"A workspace's lease is %v, renewed by every call that names it; when it is closed, expires or the server stops, every process it started is killed, detached ones included: do not rely on anything outliving it. "+
-		"At most %d workspaces per identity and %d background tasks per workspace run at once. A result holds at most %d characters of output (max_output changes it); the whole output of every command is kept in a file that task_output reads (offset, grep, tail), within %s per workspace.", lease, most, l.MaxTasks, maxOutput, byteString(l.OutputBudget))
+		"At most %d workspaces per identity and %d background tasks per workspace run at once. A result holds at most %d characters of output (max_output changes it); the whole output of every command is kept in a file that task_output reads (offset, grep, tail), within %s per workspace.", lease, most, l.MaxTasks, maxOutput, textfit.ByteSize(l.OutputBudget))
 }

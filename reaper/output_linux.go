@@ -123,7 +123,7 @@ func (o *output) writeHeadLocked(p []byte) []byte {
 		}
 	}
 	if k < int64(len(p)) {
-		o.cutLocked(fmt.Sprintf("the session's output files reached their budget of %s", sizeText(o.store.budget)), o.store.tail)
+		o.cutLocked(fmt.Sprintf("the session's output files reached their budget of %s", textfit.ByteSize(o.store.budget)), o.store.tail)
 	}
 	return p[k:]
 }
@@ -383,17 +383,4 @@ func (o *output) lastBytesLocked(n int) []byte {
 	}
 	b, _ := o.headBytes(r, max(0, o.head-int64(n)), n)
 	return b
-}
-
-// sizeText writes n bytes in the largest binary unit that divides it.
-func sizeText(n int64) string {
-	for _, u := range []struct {
-		shift uint
-		name  string
-	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
-		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
-			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
-		}
-	}
-	return fmt.Sprintf("%d bytes", n)
 }

@@ -2,6 +2,7 @@ package textfit
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
 	"slices"
 	"strings"
@@ -95,4 +96,18 @@ func ValidText(b []byte) string {
 		return string(b)
 	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// ByteSize writes n bytes in the largest binary unit that divides it: "64 MiB", "1536 KiB", "100
+// bytes".
+func ByteSize(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -156,3 +156,11 @@ func FuzzFit(f *testing.F) {
 		}
 	})
 }
+
+func TestByteSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 bytes", 100: "100 bytes", 1024: "1 KiB", 1536 << 10: "1536 KiB", 64 << 20: "64 MiB", 1 << 30: "1 GiB", 1<<30 + 1: "1073741825 bytes"} {
+		if got := ByteSize(n); got != want {
+			t.Errorf("ByteSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

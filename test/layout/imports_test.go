@@ -57,7 +57,7 @@ var allowed = map[string][]string{
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
 		"internal/textfit"},
-	"mcpserver":    {"reaper", "internal/httpguard"},
+	"mcpserver":    {"reaper", "internal/httpguard", "internal/textfit"},
 	"internal/job": {"reaper", "internal/instance"},
 	"cmd/reaper": {"mcpserver", "internal/job", "reaper", "internal/instance", "internal/pidns", "internal/admin",
 		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
