@@ -65,12 +65,23 @@ type Result struct {
 // never waiting for pipe EOF (a background grandchild may hold the pipe forever), with everything the
 // main process wrote. On timeout, or when ctx is done, the command's whole tree is killed; the
 // result says so (and with ctx, the error is ctx's).
-func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (Result, error) {
+func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (res Result, err error) {
 	t, notice, err := s.start(command, launch{description: opts.Description, tty: opts.TTY})
 	if err != nil {
 		return Result{}, err
 	}
-	s.record()
+	// The session's record (for `reaper ps`) lists the task once it has run for recordDelay, left
+	// processes behind or moved to the background: a command that ends sooner with nothing left costs no file write on the
+	// path its caller waits on (a record is a new file renamed into place: about a tenth of a call's
+	// CPU on ext4), and appears in the record at its next write.
+	recordTimer := time.NewTimer(recordDelay)
+	defer recordTimer.Stop()
+	recordC := recordTimer.C
+	defer func() {
+		if recordC != nil && (res.Leftover > 0 || res.TaskID != "") { // processes left, or moved to the background
+			s.record()
+		}
+	}()
 	var timeoutC, autoC, tickC <-chan time.Time
 	if opts.Timeout > 0 {
 		timer := time.NewTimer(opts.Timeout)
@@ -109,9 +120,15 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (Res
 			}
 		case <-tickC:
 			opts.OnProgress(t.out.progress(time.Since(t.started)))
+		case <-recordC:
+			s.record()
+			recordC = nil
 		}
 	}
 }
+
+// recordDelay is how long a foreground command runs before the session's record lists it (see Run).
+const recordDelay = 50 * time.Millisecond
 
 // end kills the task's tree, recording status as, and waits (bounded) for its end.
 func (s *Session) end(t *task, as Status) {

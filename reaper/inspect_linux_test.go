@@ -61,3 +61,30 @@ func TestSessionRecordAndInspect(t *testing.T) {
 		})
 	}
 }
+
+// TestForegroundRecordedWhenItMatters: a foreground command that ends at once with nothing left is
+// not written into the session's record on the way back to its caller; one that runs longer than
+// recordDelay, or leaves a process behind, is listed before its result returns.
+func TestForegroundRecordedWhenItMatters(t *testing.T) {
+	r := newTestReaper(t, ContainProcess, Options{StateDir: t.TempDir()})
+	s := newTestSession(t, r, SessionOptions{})
+	file := s.dir.Join("session.json")
+	listed := func(command string) bool {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(string(b), command)
+	}
+	run(t, s, "echo quick")
+	if listed("echo quick") {
+		t.Error("a command that ended at once was written into the record on its way back")
+	}
+	run(t, s, "sleep 0.2; echo slow")
+	if !listed("echo slow") {
+		t.Error("a command that ran longer than recordDelay is not in the record")
+	}
+	if res := run(t, s, "sleep 1000 & echo left"); res.Leftover == 0 || !listed("echo left") {
+		t.Errorf("a command that left %d processes is not in the record", res.Leftover)
+	}
+}

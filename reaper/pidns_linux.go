@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
@@ -66,11 +67,15 @@ func (p PIDNamespaceInfo) String() string {
 	return s + ")"
 }
 
-// decidePIDNamespace probes, unless namespaces are off, whether and how this process can make them.
-// With Options.User no user namespace is tried: its uids are not mapped there.
-func (r *Reaper) decidePIDNamespace() error {
+// startPIDNamespace starts the probe that decides whether and how sessions get PID namespaces, unless
+// they are off, and returns at once: the probe (an init's start, about 6-10 ms) runs while the rest of
+// the start-up does (the state directory, the MCP server, the client's first request). Whatever needs
+// its answer calls pidNamespace, which waits for it: Containment, Instance, a session's first command,
+// and Close. With Options.User no user namespace is tried: its uids are not mapped there.
+func (r *Reaper) startPIDNamespace() error {
+	r.nsProbe = make(chan nsProbeResult, 1)
 	if r.opts.PIDNamespace == PIDNamespaceOff {
-		r.info.PIDNamespace.Reason = "off was asked for"
+		r.nsProbe <- nsProbeResult{}
 		return nil
 	}
 	var err error
@@ -79,7 +84,37 @@ func (r *Reaper) decidePIDNamespace() error {
 	}
 	opts := r.initOptions(nil)
 	opts.UserNS = r.opts.User == nil
-	m, spare, err := pidns.ProbeKeep(opts)
+	go func() {
+		// The result channel is its only output, and pidNamespace (which Close and undoNew call)
+		// always receives it: this goroutine's owner waits for it there.
+		m, spare, err := pidns.ProbeKeep(opts)
+		r.nsProbe <- nsProbeResult{m: m, spare: spare, err: err}
+	}()
+	return nil
+}
+
+// nsProbeResult is what the start-up probe found.
+type nsProbeResult struct {
+	m     pidns.Mode
+	spare *pidns.Init
+	err   error
+}
+
+// pidNamespace waits for the start-up probe and applies its answer, once; it returns the error that
+// makes New fail (PIDNamespaceOn where namespaces cannot be made). The Reaper's fields it sets
+// (info.PIDNamespace, nsThread, spare, self.PIDNamespace) are read only after it has returned.
+func (r *Reaper) pidNamespace() error {
+	r.nsOnce.Do(func() { r.nsErr = r.decidePIDNamespace(<-r.nsProbe) })
+	return r.nsErr
+}
+
+// decidePIDNamespace applies the start-up probe's answer.
+func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
+	if r.opts.PIDNamespace == PIDNamespaceOff {
+		r.info.PIDNamespace.Reason = "off was asked for"
+		return nil
+	}
+	m, spare, err := p.m, p.spare, p.err
 	if err != nil {
 		r.nsThread.Stop()
 		r.nsThread = nil
@@ -103,6 +138,7 @@ func (r *Reaper) decidePIDNamespace() error {
 		return nil
 	}
 	r.info.PIDNamespace = PIDNamespaceInfo{On: true, UserNS: m.UserNS, Proc: m.Proc, Reason: m.Note}
+	r.recordPIDNamespace()
 	if r.root != nil {
 		// In cgroup containment the init would have to be moved into the session's leaf, and moving
 		// a running process between cgroups cost more here than starting another init born in its
@@ -112,6 +148,18 @@ func (r *Reaper) decidePIDNamespace() error {
 	}
 	r.spare.Store(spare)
 	return nil
+}
+
+// recordPIDNamespace notes in the instance's record that sessions get PID namespaces, when the probe
+// answered after the record was written (PIDNamespaceAuto); a reader sees the old record or the new.
+func (r *Reaper) recordPIDNamespace() {
+	r.self.PIDNamespace = true
+	if r.dir == nil {
+		return // not written yet: it is written with the answer
+	}
+	if err := instance.Rewrite(r.dir, r.self); err != nil {
+		r.log.Warn("recording the PID namespaces in the instance's state failed", "error", err)
+	}
 }
 
 // takeSpare returns the start-up probe's init for a session's first command, moved into leaf if it
@@ -162,7 +210,7 @@ func (r *Reaper) initOptions(cg *os.File) pidns.Options {
 // it had has ended (whatever ended it, the kernel killed its namespace with it). It returns nil
 // without namespaces.
 func (s *Session) initLocked() (*pidns.Init, error) {
-	if !s.r.info.PIDNamespace.On {
+	if err := s.r.pidNamespace(); err != nil || !s.r.info.PIDNamespace.On {
 		return nil, nil
 	}
 	if s.ns != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -361,4 +362,25 @@ func TestProbeInitServesFirstSession(t *testing.T) {
 			t.Errorf("the probe's init %d still runs after Close", spare.Pid())
 		}
 	})
+}
+
+// TestProbeAnswerRecorded: New does not wait for the probe of PID namespaces (auto), and what it
+// answers reaches the instance's record on disk, as Containment and Instance report it.
+func TestProbeAnswerRecorded(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{})
+			on := r.Containment().PIDNamespace.On
+			if got := r.Instance().PIDNamespace; got != on {
+				t.Errorf("Instance says pid namespaces %v, Containment %v", got, on)
+			}
+			b, err := os.ReadFile(filepath.Join(r.Instance().StateDir, "instance.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(string(b), `"pid_namespace":true`); got != on {
+				t.Errorf("the record says pid namespaces %v, Containment %v: %s", got, on, b)
+			}
+		})
+	}
 }

@@ -48,6 +48,9 @@ type Reaper struct {
 	nsThread *reap.Forker               // with PID namespaces: the thread inits are forked from (their parent-death signal)
 	nsIdle   time.Duration              // how long an init lives on in an empty namespace: initIdle (tests shorten it)
 	spare    atomic.Pointer[pidns.Init] // the start-up probe's init, until a first session takes it (see takeSpare)
+	nsProbe  chan nsProbeResult         // the start-up probe's answer, received once by pidNamespace
+	nsOnce   sync.Once                  // pidNamespace's
+	nsErr    error                      // pidNamespace's error, set under nsOnce
 	obs      Observer                   // never nil
 	limits   cgroup.Limits              // written into each session's slice: the limits the host can apply
 	watchOOM bool                       // leaves have memory.events: a task's OOM kills can be told
@@ -150,8 +153,14 @@ func newReaper(opts Options) (*Reaper, error) {
 		return nil, err
 	}
 	r.kids = reap.NewChildren()
-	if err := r.decidePIDNamespace(); err != nil {
+	if err := r.startPIDNamespace(); err != nil {
 		return nil, err
+	}
+	if r.opts.PIDNamespace == PIDNamespaceOn {
+		// Where namespaces are required and cannot be made, New fails: nothing is served without them.
+		if err := r.pidNamespace(); err != nil {
+			return nil, err
+		}
 	}
 	r.self = Instance{
 		Name: r.name, Pid: r.pid, Start: st.Start, Slice: r.info.Slice,
@@ -194,6 +203,9 @@ func newReaper(opts Options) (*Reaper, error) {
 func (r *Reaper) undoNew() {
 	if r.forker != nil {
 		r.forker.Stop()
+	}
+	if r.nsProbe != nil {
+		r.pidNamespace() // the probe ends; its error, if any, is New's already
 	}
 	r.endSpare()
 	if r.nsThread != nil {
@@ -301,13 +313,23 @@ func (r *Reaper) contain() error {
 }
 
 // Containment says how processes are contained.
-func (r *Reaper) Containment() ContainmentInfo { return r.info }
+//
+// It waits for the start-up probe of PID namespaces, which New does not wait for (see
+// startPIDNamespace).
+func (r *Reaper) Containment() ContainmentInfo {
+	r.pidNamespace()
+	return r.info
+}
 
 // Limits reports the bounds and periods in effect.
 func (r *Reaper) Limits() Limits { return r.lim }
 
 // Instance describes this Reaper as it recorded itself in its state directory.
-func (r *Reaper) Instance() Instance { return r.self }
+// Like Containment, it waits for the start-up probe of PID namespaces.
+func (r *Reaper) Instance() Instance {
+	r.pidNamespace()
+	return r.self
+}
 
 // NewSession creates a session. Its slice is created on its first command, so sessions that never
 // run anything cost nothing but a temporary directory. id must be 1 to 128 printable ASCII
@@ -382,6 +404,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 		return r.closeErr
 	}
 	defer close(r.done)
+	r.pidNamespace() // the probe ends before anything it could touch (the spare, the record) is let go
 	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
 	wctx, cancel := kill.DeathWait(ctx)

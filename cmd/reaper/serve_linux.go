@@ -73,15 +73,25 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	sig.onSignal(srv.Hurry)
 	defer sig.watchdog(r, log)()
 	defer startMemoryReturner().Stop()
-	o.ready(r)
-	notify(log, "READY=1")
 	if ln == nil {
-		log.Info("reaper serving MCP over stdio", append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)
+		// The start-up line and /readyz wait for the probe of PID namespaces (Containment does), the
+		// client's handshake does not: the probe runs while the client's first requests are answered,
+		// and only the session's first command waits for it.
+		started := make(chan struct{})
+		go func() {
+			defer close(started)
+			o.ready(r)
+			log.Info("reaper serving MCP over stdio", append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)
+		}()
+		notify(log, "READY=1")
 		err := srv.Run(sig.serving, srv.StdioTransport(stdin, stdout))
+		<-started
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 			log.Error("stdio session ended with an error", "error", err)
 		}
 	} else {
+		o.ready(r)
+		notify(log, "READY=1")
 		log.Info("reaper serving MCP over Streamable HTTP", append([]any{"url", endpointURL(c.http, ln.Addr()),
 			"auth", authText(tokens), "idle_timeout", c.idleTimeout.String()},
 			append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)...)

@@ -191,6 +191,16 @@ func Create(base *safefs.Dir, in *Record) (*safefs.Dir, error) {
 	return dir, nil
 }
 
+// Rewrite replaces the record in the instance's state directory dir (as Create returned it) with in,
+// for what the instance learnt after Create; a reader sees the old record or the new one.
+func Rewrite(dir *safefs.Dir, in Record) error {
+	b, _ := json.Marshal(in)
+	if err := dir.WriteFile(instanceFile, append(b, '\n')); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	return nil
+}
+
 // readInstance reads the Record in the state directory of the instance name.
 func readInstance(dir *safefs.Dir, name string) (Record, error) {
 	b, err := dir.ReadFile(instanceFile, maxInstanceRecord)
