@@ -345,10 +345,11 @@ func TestProbeInitServesFirstSession(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ns := r.Containment().PIDNamespace // waits for the probe, which New no longer does
 		spare := r.spare.Load()
 		if spare == nil {
 			r.Close(context.Background())
-			t.Skipf("skipped: no PID namespaces here: %s", r.Containment().PIDNamespace)
+			t.Skipf("skipped: the probe kept no init here: PID namespaces %s", ns)
 		}
 		if err := r.Close(context.Background()); err != nil {
 			t.Fatal(err)
