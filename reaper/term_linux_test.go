@@ -91,7 +91,9 @@ func TestTerminalInterrupt(t *testing.T) {
 	s := newTestSession(t, r, SessionOptions{})
 	id := startInput(t, s, "PS1='$ ' bash --norc --noprofile -i", StartOptions{TTY: &TermSize{Rows: 24, Cols: 80}})
 	waitingFor(t, s, id, "the shell's prompt", "$ ")
-	if _, err := s.WriteInput(context.Background(), id, []byte("while :; do sleep 0.05; done\n"), InputOptions{}); err != nil {
+	// Long sleeps: a Ctrl-C between two of them, before bash takes the terminal back, would reach
+	// no one (see TestInteractivePrograms).
+	if _, err := s.WriteInput(context.Background(), id, []byte("while :; do sleep 5; done\n"), InputOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)

@@ -150,7 +150,10 @@ print("ok" if getpass.getpass("Password: ") == "hunter2" else "wrong")'`, tty...
 		return strings.Count(hidden.Output, "PID ") >= 1
 	})
 	procs = append(procs, taskProcs(t, hidden.Output)...)
-	mcptest.WriteStdin(t, c, sh, "while :; do sleep 0.05; done\n", "wait_ms", 300)
+	// Each sleep of the loop long: a Ctrl-C that lands after one sleep has exited and before bash
+	// has taken the terminal back goes to a process group with no one left in it, and the loop goes
+	// on (bash's, and any job-control shell's, window; a loaded machine widens it).
+	mcptest.WriteStdin(t, c, sh, "while :; do sleep 5; done\n", "wait_ms", 300)
 	mcptest.WriteStdin(t, c, sh, "\u0003")
 	if out := answer(t, c, sh, "echo alive $((6*7))\n", "alive 42"); !strings.Contains(out.Output, "alive 42") || out.Status != "running" {
 		t.Errorf("after Ctrl-C: %+v", out)
