@@ -111,6 +111,12 @@ func (o *output) readLocked(from int64, partial bool, budget Budget) (Chunk, err
 	if err != nil {
 		return c, err
 	}
+	if w.gap == 0 && len(w.back) > 0 {
+		// The head and the tail meet: the output reached its file's budget, and nothing has been
+		// left out between them yet. They read as one, or a character across the seam would never
+		// be got past, and a line would say that 0 bytes were left out.
+		w.front, w.back = append(w.front[:len(w.front):len(w.front)], w.back...), nil
+	}
 	front, back := w.front, w.back
 	// n1 and n2: how much of front and of back this read returns, within the budget.
 	n1, used := budget.Prefix(front, budget.All())
