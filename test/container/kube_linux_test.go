@@ -52,6 +52,7 @@ var kustomizations = []string{"base", "overlays/privileged", "overlays/writable-
 // pod stop` reaper tears down what is left itself and exits 0; then no cgroup of the pod is left.
 func TestKubePlay(t *testing.T) {
 	needPods(t)
+	leaveNoPodParent(t)
 	render := filepath.Join(t.TempDir(), "render")
 	build := exec.Command("go", "build", "-o", render, "./render")
 	build.Dir = filepath.Join(suite.repo, "deploy", "kubernetes")
@@ -61,6 +62,26 @@ func TestKubePlay(t *testing.T) {
 	for _, dir := range kustomizations {
 		t.Run(dir, func(t *testing.T) { kubePlay(t, render, dir) })
 	}
+}
+
+// leaveNoPodParent removes, once the test is over, the cgroup /libpod_parent that podman makes for
+// the pods kube play starts, in each hierarchy where the test's pods made it (podman removes the
+// pods' cgroups, not their parent); one there before the test is left alone.
+func leaveNoPodParent(t *testing.T) {
+	var made []string
+	for _, h := range cgroupHierarchies() {
+		dir := filepath.Join(h, "libpod_parent")
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			made = append(made, dir)
+		}
+	}
+	t.Cleanup(func() {
+		for _, dir := range made {
+			if err := os.Remove(dir); err != nil && !os.IsNotExist(err) {
+				t.Errorf("the pods' cgroup parent is left: %v", err)
+			}
+		}
+	})
 }
 
 // kubePlay plays the kustomization dir (see TestKubePlay).
