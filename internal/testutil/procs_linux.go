@@ -167,9 +167,17 @@ func HostPid(ns string, nspid int) (int, bool) {
 
 // PidsInNS is PidsIn for pids printed inside the PID namespace ns: each is identified as this process
 // sees it. An empty ns is this process's own.
+//
+// It also holds ns open until the test ends. The kernel gives a freed namespace's inode number to
+// the next namespace made, and NSOf names a namespace by that number: unpinned, a later HostPids(ns)
+// of this test, made once the session's namespace is gone, would map its pids through another
+// test's live namespace and take that test's processes for survivors.
 func PidsInNS(t testing.TB, ns, output string) []Proc {
 	t.Helper()
 	hosts := HostPids(ns)
+	if hosts != nil {
+		pinNS(t, ns, hosts)
+	}
 	var out []Proc
 	for _, f := range strings.Fields(output) {
 		nspid, err := strconv.Atoi(f)
@@ -205,4 +213,33 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// PinNS holds the PID namespace ns open until the test ends, as PidsInNS does, so that its name
+// stays its own (see PidsInNS) for a test that reads pids printed there after the namespace may have
+// died. It does nothing for this process's namespace or once ns has no process left.
+func PinNS(t testing.TB, ns string) {
+	t.Helper()
+	if hosts := HostPids(ns); hosts != nil {
+		pinNS(t, ns, hosts)
+	}
+}
+
+// pinNS opens the namespace ns through one of its processes (hosts maps their pids, as HostPids
+// does) and closes it when the test ends. With none of them left, nothing needs it held.
+func pinNS(t testing.TB, ns string, hosts map[int]int) {
+	t.Helper()
+	for _, pid := range hosts {
+		f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// The pid may have been reused between HostPids and the open: name what was opened.
+		if got, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd()))); got != ns {
+			f.Close()
+			continue
+		}
+		t.Cleanup(func() { f.Close() })
+		return
+	}
 }

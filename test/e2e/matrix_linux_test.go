@@ -240,6 +240,7 @@ type scenario struct {
 	done   chan struct{} // closed when the reaper that ends has exited (nil for reaper run)
 	result map[string]string
 	before map[string][]testutil.Proc // the rows' processes, identified once they all ran (before the end)
+	pinned bool                       // the rows' PID namespace is held open (see testutil.PinNS)
 	kill   string                     // killer ends: the cgroup the test moves reaper's two processes into
 	goFile string                     // killer ends: created when the no-trail row is to kill them
 }
@@ -671,7 +672,12 @@ func (sc *scenario) viaRun() {
 func (sc *scenario) recorded() map[string][]testutil.Proc {
 	out := map[string][]testutil.Proc{}
 	b, _ := os.ReadFile(sc.file)
-	hosts := testutil.HostPids(testutil.NSIn(string(b)))
+	ns := testutil.NSIn(string(b))
+	if ns != "" && !sc.pinned {
+		testutil.PinNS(sc.t, ns) // the first call comes while the rows run
+		sc.pinned = true
+	}
+	hosts := testutil.HostPids(ns)
 	w := proc.NewWalker()
 	for line := range strings.Lines(string(b)) {
 		f := strings.Fields(line)

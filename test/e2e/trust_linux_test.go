@@ -672,7 +672,12 @@ func TestNoWaitATaskCanHold(t *testing.T) {
 				r = startHTTP(t, append(append(p.args(), "--grace", "1m"), userArgs...)...)
 				ps = nasty(t, connectHTTP(t, r.url, ""), dir)
 				r.cmd.Process.Signal(syscall.SIGTERM)
-				time.Sleep(300 * time.Millisecond) // not readiness: the first signal's teardown under way
+				// The first signal's teardown under way, as the server says: a second SIGTERM sent
+				// sooner could be merged with the first by the kernel while the guard or the server
+				// waits to be scheduled (a loaded machine), and the 1-minute grace would then run.
+				if !r.stderr.Await("shutting down") {
+					t.Fatalf("the server did not log the first SIGTERM\n%s", r.stderr)
+				}
 				r.cmd.Process.Signal(syscall.SIGTERM)
 				second := time.Now()
 				select {
