@@ -69,6 +69,17 @@ func TestMarkerAnywhere(t *testing.T) {
 		p.Wait()
 	})
 	w := NewWalker()
+	// ForkExec returns once the exec is past its point of no return, before the kernel has placed
+	// the environment in the new memory; a reader then sees it empty or not at all (scanEnv waits a
+	// while, and TestMarkedDuringExec tests that). Here the process must be settled first: sleeping.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if st, ok := w.Stat(pid); ok && st.State == 'S' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d never went to sleep", pid)
+		}
+	}
 	for marker, want := range map[string]bool{
 		"REAPER_SESSION=ours/s-1": true,  // not the first entry with that key
 		"REAPER_SESSION=other":    true,  // the first
