@@ -7,35 +7,36 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/cgreaper/reaper/cmd/reaper/internal/early"
 	"github.com/cgreaper/reaper/internal/instance"
 )
 
-// guardSpec says how a command runs under its guard.
+// guardSpec says how a command runs under its guard (early.ServerOptions says how its server starts).
 type guardSpec struct {
 	command string
-	// terminal keeps the server in the guard's session, in a process group of its own (reaper run:
-	// its job may need the session's terminal); otherwise the server gets a session of its own.
-	terminal bool
 	// crashed, if non-zero, is the exit status when the server dies of a signal (reaper run: the
 	// job's own status is unknown then); otherwise 128+n for signal n.
 	crashed int
 }
 
 // guard runs a command (serve, run) as the guard of its server (see instance.Guard): the server is this
-// program again, with the same arguments, as its child. The guard forwards every signal that would end
-// it, waits for the server, cleans up whatever the server left, and exits with the server's status. It
-// logs in the format the command's --log-format and --log-level (or REAPER_LOG_*) ask for.
+// program again, with the same arguments, as its child, started by package early before main ran. The
+// guard forwards every signal that would end it, waits for the server, cleans up whatever the server
+// left, and exits with the server's status. It logs in the format the command's --log-format and
+// --log-level (or REAPER_LOG_*) ask for. A signal that comes before main has asked for it ends the
+// guard, as it did before the server started: the server then learns of it from guard.Signal.
 func guard(spec guardSpec, args []string, getenv func(string) string, stderr io.Writer) int {
 	command := spec.command
 	log := earlyLogger(stderr, args, getenv).With("guard", os.Getpid())
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, handledSignals()...)
-	g, err := instance.StartGuard(instance.GuardOptions{
-		Argv:    append([]string{os.Args[0], command}, args...),
-		Setsid:  !spec.terminal,
-		Setpgid: spec.terminal,
-		Logger:  log,
-	})
+	// The server started from the package initialisation, as a rule; in process (tests), now.
+	started, _, err := early.Server()
+	opts, _ := early.ServerOptions(append([]string{os.Args[0], command}, args...))
+	var g *instance.Guard
+	if err == nil {
+		g, err = instance.StartGuard(instance.GuardOptions{Server: opts, Started: started, Logger: log})
+	}
 	if err != nil {
 		signal.Stop(sigs)
 		fmt.Fprintf(stderr, "reaper %s: %v\n", command, err)

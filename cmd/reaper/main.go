@@ -37,10 +37,6 @@ as REAPER_<NAME> (--idle-timeout as REAPER_IDLE_TIMEOUT).
 `
 
 func main() {
-	// The init of a session's PID namespace is this program too: it must start with nothing else done.
-	if code, ok := namespaceInit(os.Args); ok {
-		os.Exit(code)
-	}
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -7,9 +7,6 @@ import (
 	"io"
 )
 
-// namespaceInit: there are PID namespaces on Linux only.
-func namespaceInit([]string) (int, bool) { return 0, false }
-
 // serve is Linux-only: reaper's guarantee rests on cgroups, pidfds, the child subreaper and /proc.
 func serve(_ []string, _ func(string) string, _ io.Reader, _, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "reaper serve: reaper runs only on Linux")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/cmd/reaper/internal/early"
 	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/job"
 	"github.com/cgreaper/reaper/internal/safefs"
@@ -95,13 +96,18 @@ func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 // runCommand runs the run command and returns the process's exit status. Started by a user, it is
 // the guard; started by the guard, it is the server that runs the job (internal/job).
 func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	closeOnExec()
+	early.CloseOnExec()
+	spec := guardSpec{command: "run", crashed: job.ExitFailed}
+	guarded := getenv(instance.EnvGuardPid) != ""
+	if _, tried, _ := early.Server(); tried && !guarded {
+		return guard(spec, args, getenv, stderr) // the server, started already, checks the command line
+	}
 	c, err := parseRun(args, getenv)
 	if code := parsed("run", runUsage, err, stdout, stderr, job.ExitFailed); code >= 0 {
 		return code
 	}
-	if getenv(instance.EnvGuardPid) == "" {
-		return guard(guardSpec{command: "run", terminal: true, crashed: job.ExitFailed}, args, getenv, stderr)
+	if !guarded {
+		return guard(spec, args, getenv, stderr)
 	}
 	link, err := instance.GuardedBy(getenv(instance.EnvGuardPid), getenv(instance.EnvGuardFD))
 	if err != nil {

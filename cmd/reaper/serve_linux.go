@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/cmd/reaper/internal/early"
 	"github.com/cgreaper/reaper/internal/httpguard"
 	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/mcpserver"
@@ -20,12 +21,15 @@ import (
 // serve runs the serve command and returns the process's exit status. Started by a user, it is the
 // guard (see guard); started by the guard, it is the server.
 func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	closeOnExec()
+	early.CloseOnExec()
 	if getenv(instance.EnvGuardPid) == "" {
-		// The command line is checked before a server starts: help and usage errors start nothing.
-		_, err := parseServe(args, getenv)
-		if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
-			return code
+		if _, tried, _ := early.Server(); !tried {
+			// In process (tests), the command line is checked before a server starts: help and
+			// usage errors start nothing. Otherwise the server, started already, checks it.
+			_, err := parseServe(args, getenv)
+			if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
+				return code
+			}
 		}
 		return guard(guardSpec{command: "serve"}, args, getenv, stderr)
 	}

@@ -20,7 +20,8 @@
 // guard, `reaper sweep` and `reaper ps`) both import it from above, and no program outside this module
 // has a use for it. Package reaper names the two types its own API shows (Instance, SweepReport).
 //
-// The package holds one lock, Guard.mu, a leaf held only across a pidfd's use.
+// The package holds no lock of its own (internal/guard's Server.mu is a leaf, held only across a
+// pidfd's use).
 //
 // The package is Linux-only; elsewhere it holds only this documentation.
 package instance

@@ -9,14 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
@@ -24,38 +23,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The environment of a guarded server: the guard's pid, and the descriptor on which the server
-// announces its Record (reaper's Options.Announce). The server's caller reads them (see
-// GuardedBy); they start with REAPER_, so tasks never inherit them.
+// The environment of a guarded server (see internal/guard).
 const (
-	EnvGuardPid = "REAPER_GUARD_PID"
-	EnvGuardFD  = "REAPER_GUARD_FD"
+	EnvGuardPid = guard.EnvPid
+	EnvGuardFD  = guard.EnvFD
 )
 
 // GuardSignal is the signal a guarded server receives when its guard dies (its parent-death
 // signal). The server tells it apart from an ordinary SIGTERM because its parent is no longer the
 // guard (see GuardLink.Gone).
-const GuardSignal = syscall.SIGTERM
+const GuardSignal = guard.Signal
 
 // GuardOptions configures StartGuard.
 type GuardOptions struct {
-	// Argv is the server's command line: usually this program with its arguments. Argv[0] is shown
-	// in listings; the program run is Path.
-	Argv []string
-	// Path is the program to run; empty means this program (or /proc/self/exe, where the binary was
-	// replaced on disk since it started).
-	Path string
-	// Env is the server's environment, to which EnvGuardPid and EnvGuardFD are added. Nil means this
-	// process's.
-	Env []string
-	// Setsid starts the server in a session of its own, so that a signal to the guard's process
-	// group (a terminal's Ctrl-C, a CI runner killing a job's group) does not reach it: the guard
-	// forwards what it receives, and if the guard is killed the server learns it from GuardSignal.
-	Setsid bool
-	// Setpgid starts the server in a process group of its own but in the guard's session, for a
-	// server whose job needs the session's terminal (reaper run): a signal to the guard's group
-	// spares it all the same.
-	Setpgid bool
+	// Server says how to start the server (see guard.Options).
+	Server guard.Options
+	// Started, if not nil, is the server, already started by guard.Start: StartGuard adopts it
+	// instead of starting one. cmd/reaper starts it from its earliest package initialisation, so
+	// that the server's start-up does not wait for the guard's.
+	Started *guard.Server
 	// CloseTimeout bounds each wait for killed processes to disappear; zero means
 	// kill.DefaultTimeout.
 	CloseTimeout time.Duration
@@ -77,19 +63,12 @@ type GuardOptions struct {
 // the server holds from the Record the server announces on a pipe only the two of them have, so no
 // task can forge a message to it.
 type Guard struct {
-	opts GuardOptions
-	log  *slog.Logger
-	kids *reap.Children
-	pid  int
-	// exited receives the server's exit status.
-	exited <-chan reap.Exit
+	opts   GuardOptions
+	log    *slog.Logger
+	server *guard.Server
 	// read is closed when the announcement reader has returned; inst is set before.
 	read chan struct{}
 	inst Record
-
-	// mu guards the field that follows.
-	mu    sync.Mutex
-	pidfd int // the server's, until Wait has seen it exit; -1 after
 }
 
 // GuardResult is how the server ended and what the guard cleaned up after it.
@@ -106,69 +85,35 @@ type GuardResult struct {
 	Err error
 }
 
-// StartGuard makes this process a child subreaper and starts the server as its child, with
-// GuardSignal as its parent-death signal. The kernel sends a parent-death signal when the thread that
-// forked the child exits, not the process, so StartGuard locks the calling goroutine to its thread for
-// good: call it from the main goroutine. A process may hold either a Guard or a Reaper (each runs the
-// process's one wait4 loop), not both.
+// StartGuard starts the server (guard.Start), or adopts the one opts.Started names, and the guard's
+// watch over it. A process may hold either a Guard or a Reaper (each runs the process's one wait4
+// loop), not both: an adopted server's starter must have claimed the child table (reap.Claim) for it.
 func StartGuard(opts GuardOptions) (*Guard, error) {
-	if len(opts.Argv) == 0 {
-		return nil, errors.New("guard: no server command line")
-	}
 	if opts.CloseTimeout < 0 {
 		return nil, errors.New("guard: GuardOptions.CloseTimeout is negative (zero means the default)")
 	}
-	return reap.Claim(func() (*Guard, error) { return startGuard(opts) })
+	if opts.Started != nil {
+		return newGuard(opts, opts.Started), nil
+	}
+	return reap.Claim(func() (*Guard, error) {
+		s, err := guard.Start(opts.Server)
+		if err != nil {
+			return nil, err
+		}
+		return newGuard(opts, s), nil
+	})
 }
 
-func startGuard(opts GuardOptions) (*Guard, error) {
-	runtime.LockOSThread() // never unlocked: the server's parent-death signal follows this thread
-	if opts.Path == "" {
-		opts.Path = proc.Executable()
-	}
+func newGuard(opts GuardOptions, s *guard.Server) *Guard {
 	if opts.CloseTimeout == 0 {
 		opts.CloseTimeout = kill.DefaultTimeout
 	}
-	g := &Guard{opts: opts, log: opts.Logger, pidfd: -1, read: make(chan struct{})}
+	g := &Guard{opts: opts, log: opts.Logger, server: s, read: make(chan struct{})}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("guard: become child subreaper: %w", err)
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("guard: %w", err)
-	}
-	env := opts.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	env = append(env[:len(env):len(env)], EnvGuardPid+"="+strconv.Itoa(os.Getpid()), EnvGuardFD+"=3")
-	attr := &syscall.ProcAttr{
-		Env:   env,
-		Files: []uintptr{stdFD(0), stdFD(1), stdFD(2), pw.Fd()},
-		Sys:   &syscall.SysProcAttr{Pdeathsig: GuardSignal, Setsid: opts.Setsid, Setpgid: opts.Setpgid && !opts.Setsid, PidFD: &g.pidfd},
-	}
-	g.kids = reap.NewChildren()
-	g.pid, g.exited, err = g.kids.Start(func() (int, error) { return syscall.ForkExec(opts.Path, opts.Argv, attr) })
-	pw.Close()
-	if err != nil {
-		pr.Close()
-		g.kids.Close(nil)
-		return nil, fmt.Errorf("guard: start %s: %w", opts.Argv[0], err)
-	}
-	go g.readAnnouncements(pr)
-	return g, nil
-}
-
-// stdFD returns fd if it is open, and "closed" for the child otherwise (a guard started with a
-// standard descriptor closed must not fail to start its server).
-func stdFD(fd int) uintptr {
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
-		return ^uintptr(0)
-	}
-	return uintptr(fd)
+	go g.readAnnouncements(s.Announcements)
+	return g
 }
 
 // readAnnouncements keeps the last Record the server announces, until the server's end closes the
@@ -186,28 +131,17 @@ func (g *Guard) readAnnouncements(r *os.File) {
 }
 
 // Pid returns the server's pid.
-func (g *Guard) Pid() int { return g.pid }
+func (g *Guard) Pid() int { return g.server.Pid }
 
-// Signal forwards sig to the server. Once the server has exited it does nothing: the signal goes
-// through a pidfd, never to a pid that may have been reused.
-func (g *Guard) Signal(sig syscall.Signal) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.pidfd < 0 {
-		return nil
-	}
-	if err := unix.PidfdSendSignal(g.pidfd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("guard: forward %v to pid %d: %w", sig, g.pid, err)
-	}
-	return nil
-}
+// Signal forwards sig to the server (see guard.Server.Signal).
+func (g *Guard) Signal(sig syscall.Signal) error { return g.server.Signal(sig) }
 
 // Wait waits for the server to end, then kills whatever it left: the processes in its instance's
 // slice, and every descendant of this process (what the server left behind comes here, for this
 // process is their subreaper); then it removes the slice and the instance's state directory. It
 // returns how the server ended and what was cleaned up. Call it once.
 func (g *Guard) Wait() GuardResult {
-	st := <-g.exited
+	st := <-g.server.Exited
 	<-g.read
 	res := GuardResult{Code: st.Code(), Instance: g.inst}
 	if st.Status.Signaled() {
@@ -240,13 +174,8 @@ func (g *Guard) Wait() GuardResult {
 		errs = append(errs, removeState(d))
 	}
 	res.Err = errors.Join(errs...)
-	g.mu.Lock()
-	if g.pidfd >= 0 {
-		unix.Close(g.pidfd)
-		g.pidfd = -1
-	}
-	g.mu.Unlock()
-	g.kids.Close([]string{"/bin/sh", "-c", ":"})
+	g.server.Release()
+	g.server.Children.Close([]string{"/bin/sh", "-c", ":"})
 	reap.Release()
 	return res
 }

@@ -18,7 +18,8 @@ import (
 )
 
 // InitArg is the first argument that makes this program the init of a PID namespace (see Main). The
-// program's main dispatches on it before it does anything else.
+// program dispatches on it before it does anything else: cmd/reaper from its earliest package
+// initialisation (cmd/reaper/internal/early), before the libraries the init never uses initialise.
 const InitArg = "--pidns-init"
 
 // The init's arguments after InitArg: its mode, and its idle period (a duration; 0: none). modeUserNS

@@ -17,12 +17,13 @@ const module = "github.com/cgreaper/reaper"
 // The module's packages stand in floors (layers, top first), and an import only ever goes down:
 //
 //	cmd/reaper                    flags, environment, signals, exit; the metrics adapters
-//	mcpserver, internal/job       front ends of a Reaper: MCP clients; reaper run's command line
+//	mcpserver, internal/job       front ends of a Reaper: MCP clients; reaper run's command line;
+//	  cmd/reaper/internal/early   and what the program does before its other packages initialise
 //	reaper                        sessions and tasks
 //	internal/instance             what an instance leaves on the machine: records, guard, sweep, ps
 //	internal/kill                 the kill policy
 //	internal/pidns, internal/tty  the init of a session's PID namespace (reaper's side in another
-//	                              process); a task's terminal or input pipe
+//	  internal/guard              process); a task's terminal or input pipe; a guard's start of its server
 //	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
@@ -31,11 +32,11 @@ const module = "github.com/cgreaper/reaper"
 // mcpserver holds no process or cgroup logic.
 var layers = [][]string{
 	{"cmd/reaper"},
-	{"mcpserver", "internal/job"},
+	{"mcpserver", "internal/job", "cmd/reaper/internal/early"},
 	{"reaper"},
 	{"internal/instance"},
 	{"internal/kill"},
-	{"internal/pidns", "internal/tty", "internal/admin"},
+	{"internal/pidns", "internal/tty", "internal/admin", "internal/guard"},
 	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics"},
 }
 
@@ -52,14 +53,16 @@ var allowed = map[string][]string{
 	"internal/metrics":   nil,
 	"internal/pidns":     {"internal/proc", "internal/reap"},
 	"internal/tty":       {"internal/proc"},
+	"internal/guard":     {"internal/proc", "internal/reap"},
 	"internal/admin":     {"internal/httpguard"},
 	"internal/kill":      {"cgroup", "internal/proc", "internal/pidns"},
-	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill"},
+	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/guard"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
 		"internal/textfit"},
-	"mcpserver":    {"reaper", "internal/httpguard", "internal/textfit"},
-	"internal/job": {"reaper", "internal/instance"},
-	"cmd/reaper": {"mcpserver", "internal/job", "reaper", "internal/instance", "internal/pidns", "internal/admin",
+	"mcpserver":                 {"reaper", "internal/httpguard", "internal/textfit"},
+	"internal/job":              {"reaper", "internal/instance"},
+	"cmd/reaper/internal/early": {"internal/guard", "internal/pidns", "internal/reap"},
+	"cmd/reaper": {"mcpserver", "internal/job", "cmd/reaper/internal/early", "reaper", "internal/instance", "internal/admin",
 		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
 	"internal/testutil": {"internal/proc", "internal/pidns"},
 	"internal/mcptest":  {"internal/testutil"},
