@@ -29,6 +29,7 @@ var mirrored = []struct{ pattern, how string }{
 	{`^install -m 0644 deploy/systemd/`, "test/e2e TestSystemdUnitVerifies and TestSystemdSysusers; installing into /etc is the operator's"},
 	{`^systemctl enable --now reaper`, "the operator's; test/e2e TestSystemdUnitVerifies checks the unit"},
 	{`^\.ci/run$`, "CI itself"},
+	{`^(COUNT=\d+ )?(RACE=1 )?\.ci/stress (alone|beside)$`, "the stress run (an hour and more): run by hand, its figures in issue 24's note"},
 	{`^go run \./test/bench$`, "the benchmarks (13 minutes); not run by the tests"},
 	{`^claude mcp add `, "Claude Code is not installed here; the reaper command and flags it starts are checked"},
 	{`^codex mcp add `, "Codex is not installed here; the reaper command it starts is checked"},
