@@ -143,18 +143,23 @@ var rows = func() []row {
 			info(row{bench: "BenchmarkWalk/procs=" + n + "/" + w[0], what: "/proc walk, " + w[1] + ", " + n + " processes", figure: "walk-ms", base: "raw-ms", unit: "ms", baseline: raw})
 		}
 	}
-	info(row{bench: "BenchmarkIdleSessions", what: "1000 idle HTTP sessions: their PID namespaces' inits (Pss) per session, until they exit idle",
-		figure: "reaper-init-KiB/session", base: "reaper-KiB/session", unit: "KiB", baseline: "the server's memory per session"})
-	for _, f := range [][3]string{
-		{"memory per session", "KiB/session", "KiB"},
-		{"CPU while idle", "idle-cpu-ms/s", "ms/s"},
-		{"opening them, 16 at a time", "open-ms", "ms"},
-		{"ending them all (DELETE)", "end-ms", "ms"},
-	} {
-		info(row{bench: "BenchmarkIdleSessions", what: "1000 idle HTTP sessions: " + f[0], figure: "reaper-" + f[1], base: "lean-" + f[1], unit: f[2], baseline: lean})
+	for _, n := range []string{"250", "1000"} {
+		bench := "BenchmarkIdleSessions/sessions=" + n
+		info(row{bench: bench, what: n + " idle HTTP sessions: their PID namespaces' inits (Pss) per session, until they exit idle",
+			figure: "reaper-init-KiB/session", base: "reaper-KiB/session", unit: "KiB", baseline: "the server's memory per session"})
+		for _, f := range [][3]string{
+			{"memory per session", "KiB/session", "KiB"},
+			{"CPU while idle", "idle-cpu-ms/s", "ms/s"},
+			{"opening them, 16 at a time", "open-ms", "ms"},
+			{"ending them all (DELETE)", "end-ms", "ms"},
+		} {
+			info(row{bench: bench, what: n + " idle HTTP sessions: " + f[0], figure: "reaper-" + f[1], base: "lean-" + f[1], unit: f[2], baseline: lean})
+		}
 	}
 	info(row{bench: "BenchmarkIdleSessionHeap", what: "Go heap of an idle session after one command (reaper package)", figure: "ran-B/session", base: "bare-B/session", unit: "B", baseline: "a session that ran nothing"})
-	info(row{bench: "BenchmarkChurn", what: "sessions per second under churn, HTTP, 4 clients", figure: "reaper-sessions/s", base: "lean-sessions/s", unit: "/s", baseline: lean, inverse: true})
+	for _, n := range []string{"4", "16"} {
+		info(row{bench: "BenchmarkChurn/clients=" + n, what: "sessions per second under churn, HTTP, " + n + " clients", figure: "reaper-sessions/s", base: "lean-sessions/s", unit: "/s", baseline: lean, inverse: true})
+	}
 	for _, t := range []string{"stdio", "http"} {
 		for _, k := range [][2]string{{"control", "control characters"}, {"binary", "binary"}, {"one-line", "one line"}, {"many-lines", "many lines"}} {
 			g, m := ratioAtMost(1.0)
@@ -182,6 +187,13 @@ var growths = []growth{
 	{"cgroup.kill floor", "BenchmarkClose/procs=100/pidns=on", "BenchmarkClose/procs=1000/pidns=on", "floor-ms", "10× the processes"},
 	{"Session.Close", "BenchmarkClose/procs=1000/pidns=on", "BenchmarkCloseLarge/procs=10000/pidns=on", "close-ms", "10× the processes"},
 	{"cgroup.kill floor", "BenchmarkClose/procs=1000/pidns=on", "BenchmarkCloseLarge/procs=10000/pidns=on", "floor-ms", "10× the processes"},
+	{"idle sessions: reaper's memory per session", "BenchmarkIdleSessions/sessions=250", "BenchmarkIdleSessions/sessions=1000", "reaper-KiB/session", "4× the sessions (×1 is linear in all)"},
+	{"idle sessions: lean server's memory per session", "BenchmarkIdleSessions/sessions=250", "BenchmarkIdleSessions/sessions=1000", "lean-KiB/session", "4× the sessions (×1 is linear in all)"},
+	{"idle sessions: reaper's CPU while idle", "BenchmarkIdleSessions/sessions=250", "BenchmarkIdleSessions/sessions=1000", "reaper-idle-cpu-ms/s", "4× the sessions"},
+	{"idle sessions: ending them all, reaper", "BenchmarkIdleSessions/sessions=250", "BenchmarkIdleSessions/sessions=1000", "reaper-end-ms", "4× the sessions"},
+	{"idle sessions: ending them all, lean server", "BenchmarkIdleSessions/sessions=250", "BenchmarkIdleSessions/sessions=1000", "lean-end-ms", "4× the sessions"},
+	{"churn: reaper's sessions per second", "BenchmarkChurn/clients=4", "BenchmarkChurn/clients=16", "reaper-sessions/s", "4× the clients at once"},
+	{"churn: lean server's sessions per second", "BenchmarkChurn/clients=4", "BenchmarkChurn/clients=16", "lean-sessions/s", "4× the clients at once"},
 	{"stdio session close, reaper", "BenchmarkSessionStart/host/pidns=on", "BenchmarkSessionStart/crowded/pidns=on", "reaper-close-ms", "2000 more processes on the machine"},
 	{"stdio session close, lean server", "BenchmarkSessionStart/host/pidns=on", "BenchmarkSessionStart/crowded/pidns=on", "lean-close-ms", "2000 more processes on the machine"},
 }

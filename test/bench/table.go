@@ -162,6 +162,7 @@ func printGrowth(w io.Writer, r *results) {
 			fmt.Fprintln(w, "How cost grows (medians):")
 			first = false
 		}
-		fmt.Fprintf(w, "- %s: ×%.1f for %s (%.3g → %.3g ms)\n", g.what, large/small, g.factor, small, large)
+		unit := g.metric[strings.LastIndex(g.metric, "-")+1:] // "close-ms": ms; "reaper-KiB/session": KiB/session
+		fmt.Fprintf(w, "- %s: ×%.1f for %s (%.3g → %.3g %s)\n", g.what, large/small, g.factor, small, large, unit)
 	}
 }

@@ -183,8 +183,8 @@ func threadsCPU(b testing.TB, pids []int) time.Duration {
 	return total
 }
 
-// BenchmarkIdleSessions opens 1000 concurrent HTTP sessions that each ran one command (so reaper has
-// made each one's cgroup), and measures, for reaper and for the lean server, each in a fresh
+// BenchmarkIdleSessions opens 250, then 1000, concurrent HTTP sessions that each ran one command (so
+// reaper has made each one's cgroup), and measures, for reaper and for the lean server, each in a fresh
 // process: the memory a session holds (the growth of resident memory, reaper's guard and server
 // together, over the sessions, read after the idle window; and, apart, the Pss of the sessions' PID
 // namespace inits right after the sessions were opened: by the end of the window they have exited,
@@ -198,7 +198,14 @@ func threadsCPU(b testing.TB, pids []int) time.Duration {
 //
 //	go test -run '^$' -bench BenchmarkIdleSessions -benchtime 1x ./test/e2e
 func BenchmarkIdleSessions(b *testing.B) {
-	const sessions, settle, window = 1000, 5 * time.Second, 10 * time.Second
+	// Two sizes, to say how each figure grows with the sessions held.
+	for _, sessions := range []int{250, 1000} {
+		b.Run("sessions="+strconv.Itoa(sessions), func(b *testing.B) { benchIdleSessions(b, sessions) })
+	}
+}
+
+func benchIdleSessions(b *testing.B, sessions int) {
+	const settle, window = 5 * time.Second, 10 * time.Second
 	type figures struct {
 		kib, init, cpu, end, open float64
 	}
@@ -228,8 +235,8 @@ func BenchmarkIdleSessions(b *testing.B) {
 		awaitEnded(b, t)
 		end := time.Since(start)
 		return figures{
-			kib:  float64(after-before) / sessions,
-			init: float64(inits) / sessions,
+			kib:  float64(after-before) / float64(sessions),
+			init: float64(inits) / float64(sessions),
 			cpu:  float64(cpu) / 1e6 / window.Seconds(),
 			end:  float64(end.Milliseconds()),
 			open: float64(open.Milliseconds()),
@@ -265,13 +272,20 @@ func BenchmarkIdleSessions(b *testing.B) {
 	b.ReportMetric(lean.open/n, "lean-open-ms")
 }
 
-// BenchmarkChurn measures sessions per second under churn over HTTP: four clients at once each open
-// a session, run one bash call (`echo hi`) and close it (DELETE), 100 sessions in all per iteration;
+// BenchmarkChurn measures sessions per second under churn over HTTP: 4, then 16, clients at once each
+// open a session, run one bash call (`echo hi`) and close it (DELETE), 100 sessions in all per iteration;
 // for reaper the iteration ends when the last session's teardown is done. ratio is of the times.
 //
 //	go test -run '^$' -bench BenchmarkChurn -benchtime 10x ./test/e2e
 func BenchmarkChurn(b *testing.B) {
-	const sessions, workers = 100, 4
+	// Two concurrencies, to say how the rate grows with the clients.
+	for _, workers := range []int{4, 16} {
+		b.Run("clients="+strconv.Itoa(workers), func(b *testing.B) { benchChurn(b, workers) })
+	}
+}
+
+func benchChurn(b *testing.B, workers int) {
+	const sessions = 100
 	churn := func(t httpTarget) func() time.Duration {
 		client := benchClient(workers)
 		return func() time.Duration {
