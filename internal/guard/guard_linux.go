@@ -67,7 +67,8 @@ type Server struct {
 // parent-death signal, and its wait4 loop. The kernel sends a parent-death signal when the thread
 // that forked the child exits, not the process, so Start locks the calling goroutine to its thread
 // for good: call it from the main goroutine (or a package's initialisation, which runs there). The
-// caller owns the process's child table (see reap.Claim) until it calls Release.
+// caller must hold the process's child table (reap.Claim) until the wait4 loop has ended
+// (Children.Close, then reap.Release).
 func Start(opts Options) (*Server, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("guard: no server command line")
