@@ -261,7 +261,12 @@ func (sw *sweeper) killSlice(d *DeadInstance) error {
 		return nil
 	}
 	for _, p := range pids {
-		d.Processes = append(d.Processes, proc.Describe(p))
+		// A process the kernel is ending (killed with the instance's PID namespaces, say) stays in
+		// cgroup.procs until it leaves the cgroup inside its exit: it no longer runs, and is not
+		// listed as left running.
+		if st, ok := sw.w.Stat(p); ok && !st.Dead() {
+			d.Processes = append(d.Processes, proc.Describe(p))
+		}
 	}
 	if sw.opts.DryRun {
 		return nil

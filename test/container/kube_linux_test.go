@@ -65,21 +65,17 @@ func TestKubePlay(t *testing.T) {
 }
 
 // leaveNoPodParent removes, once the test is over, the cgroup /libpod_parent that podman makes for
-// the pods kube play starts, in each hierarchy where the test's pods made it (podman removes the
-// pods' cgroups, not their parent); one there before the test is left alone. Another user of podman
-// on the machine (another run of these tests, whose storage is its own but whose pods share the
-// parent) may hold pods in it by then: the test's own pods are gone (kubePlay removes them and says
-// what it could not), so a parent with pods in it is that user's to remove, and is left.
+// the pods kube play starts (podman removes the pods' cgroups, not their parent), in each hierarchy
+// where it then holds no pod. The test's own pods are gone by then (kubePlay removes them and says
+// what it could not), so pods still there are another podman user's, such as another run of these
+// tests, whose storage is its own but whose pods share this parent (kube play has no
+// --cgroup-parent): the parent is left to that user, who removes it when it is done, and so does
+// whichever run ends last. Whether the test made the parent does not matter: two runs may each find
+// it made by the other.
 func leaveNoPodParent(t *testing.T) {
-	var made []string
-	for _, h := range cgroupHierarchies() {
-		dir := filepath.Join(h, "libpod_parent")
-		if _, err := os.Stat(dir); os.IsNotExist(err) {
-			made = append(made, dir)
-		}
-	}
 	t.Cleanup(func() {
-		for _, dir := range made {
+		for _, h := range cgroupHierarchies() {
+			dir := filepath.Join(h, "libpod_parent")
 			err := os.Remove(dir)
 			if err == nil || os.IsNotExist(err) {
 				continue
