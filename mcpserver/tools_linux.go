@@ -243,7 +243,7 @@ With block=true it waits until the task ends (timeout defaults to 30000 ms, at m
 		Name: "write_stdin",
 		Description: fmt.Sprintf(`Type into a background task started with stdin=true or tty=true, and return the output that follows: drive a REPL (python3 -i), answer a prompt (read -p, a confirmation, a password on a tty), an installer, a debugger.
 chars is written as it is: end a line with \n (Enter); control characters are JSON escapes: \u0003 Ctrl-C, \u0004 Ctrl-D, \u001b Escape, \u001a Ctrl-Z. On a tty they act as keys do (Ctrl-C interrupts the program in the foreground, Ctrl-D at the start of a line ends its input) and the terminal echoes what is typed; on a pipe they are plain bytes, and close_stdin ends the input. Empty chars only waits and reads.
-It then waits up to wait_ms (default 1000, at most 30000) and returns early when the task ends, or when the task waits for input again and its output has been quiet for 60 ms. It returns what the task wrote since the previous read (at most max_output characters, default %d), its status and waiting_for_input; rows and cols resize a tty.`, maxOutput),
+It then waits up to wait_ms (default 1000, at most 30000) and returns early when the task ends, or once the task waits for input again and its output has stayed quiet for 60 ms after that. It returns what the task wrote since the previous read (at most max_output characters, default %d), its status and waiting_for_input; rows and cols resize a tty.`, maxOutput),
 		Annotations: &mcp.ToolAnnotations{Title: "Write to a task's input", OpenWorldHint: ptr(true)},
 	}
 	return t

@@ -22,8 +22,10 @@ type InputOptions struct {
 	Timeout time.Duration
 	// Wait, if positive, is how long WriteInput then waits for the task to answer: it returns
 	// earlier once the task has ended, or once a process of it that took the input waits for input
-	// again and the task's output has not changed for settleQuiet (with no input written: once a
-	// process waits for input).
+	// again (with no input written: once a process waits for input) and the task's output has not
+	// changed for settleQuiet since it was seen so: what a process wrote before it read again can
+	// still be on its way (a terminal's output goes through the kernel's flip buffer, then the
+	// output pump).
 	Wait time.Duration
 }
 
@@ -113,6 +115,7 @@ func (s *Session) settle(ctx context.Context, t *task, before probe, wrote bool,
 	tick := time.NewTicker(settlePoll)
 	defer tick.Stop()
 	size, quiet := t.out.size(), time.Now()
+	answered := false // a process that took the input has been seen waiting for input again
 	pids, listed := before.pids, before.taken
 	w := proc.NewWalker()
 	for {
@@ -137,7 +140,12 @@ func (s *Session) settle(ctx context.Context, t *task, before probe, wrote bool,
 		}
 		for _, pid := range s.waitingForInput(w, t, pids) {
 			if n, ok := w.Switches(pid); !wrote || ok && n != before.switches[pid] {
-				return nil
+				if answered {
+					return nil
+				}
+				// Seen waiting again: its answer must also stay put for settleQuiet.
+				answered, quiet = true, time.Now()
+				break
 			}
 		}
 	}
