@@ -96,7 +96,6 @@ func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 // runCommand runs the run command and returns the process's exit status. Started by a user, it is
 // the guard; started by the guard, it is the server that runs the job (internal/job).
 func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	early.CloseOnExec()
 	spec := guardSpec{command: "run", crashed: job.ExitFailed}
 	guarded := getenv(instance.EnvGuardPid) != ""
 	if _, tried, _ := early.Server(); tried && !guarded {

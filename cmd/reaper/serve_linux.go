@@ -21,7 +21,6 @@ import (
 // serve runs the serve command and returns the process's exit status. Started by a user, it is the
 // guard (see guard); started by the guard, it is the server.
 func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	early.CloseOnExec()
 	if getenv(instance.EnvGuardPid) == "" {
 		if _, tried, _ := early.Server(); !tried {
 			// In process (tests), the command line is checked before a server starts: help and

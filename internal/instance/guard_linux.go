@@ -88,6 +88,7 @@ type GuardResult struct {
 // StartGuard starts the server (guard.Start), or adopts the one opts.Started names, and the guard's
 // watch over it. A process may hold either a Guard or a Reaper (each runs the process's one wait4
 // loop), not both: an adopted server's starter must have claimed the child table (reap.Claim) for it.
+// If StartGuard fails, an adopted server is still the caller's.
 func StartGuard(opts GuardOptions) (*Guard, error) {
 	if opts.CloseTimeout < 0 {
 		return nil, errors.New("guard: GuardOptions.CloseTimeout is negative (zero means the default)")

@@ -215,14 +215,17 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// PinNS holds the PID namespace ns open until the test ends, as PidsInNS does, so that its name
-// stays its own (see PidsInNS) for a test that reads pids printed there after the namespace may have
-// died. It does nothing for this process's namespace or once ns has no process left.
-func PinNS(t testing.TB, ns string) {
+// PinNS returns HostPids(ns) and holds the PID namespace ns open until the test ends, as PidsInNS
+// does, so that its name stays its own (see PidsInNS) for a test that reads pids printed there after
+// the namespace may have died. It holds nothing for this process's namespace or once ns has no
+// process left.
+func PinNS(t testing.TB, ns string) map[int]int {
 	t.Helper()
-	if hosts := HostPids(ns); hosts != nil {
+	hosts := HostPids(ns)
+	if hosts != nil {
 		pinNS(t, ns, hosts)
 	}
+	return hosts
 }
 
 // pinNS opens the namespace ns through one of its processes (hosts maps their pids, as HostPids

@@ -673,11 +673,12 @@ func (sc *scenario) recorded() map[string][]testutil.Proc {
 	out := map[string][]testutil.Proc{}
 	b, _ := os.ReadFile(sc.file)
 	ns := testutil.NSIn(string(b))
+	var hosts map[int]int
 	if ns != "" && !sc.pinned {
-		testutil.PinNS(sc.t, ns) // the first call comes while the rows run
-		sc.pinned = true
+		hosts, sc.pinned = testutil.PinNS(sc.t, ns), true // the first call comes while the rows run
+	} else {
+		hosts = testutil.HostPids(ns)
 	}
-	hosts := testutil.HostPids(ns)
 	w := proc.NewWalker()
 	for line := range strings.Lines(string(b)) {
 		f := strings.Fields(line)

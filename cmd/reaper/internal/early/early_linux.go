@@ -18,19 +18,24 @@ var started struct {
 	ok     bool
 }
 
-// init never returns in the init of a PID namespace. Run as a guard (reaper serve or reaper run
-// without the environment of a guarded server), it starts the server as this program again, with
-// the same command line, before it checks that command line: the server checks it, says what is
-// wrong and exits with its usage status, which the guard then exits with.
+// init never returns in the init of a PID namespace. For reaper serve and reaper run it marks the
+// inherited descriptors close-on-exec. Run as a guard (without the environment of a guarded
+// server), it starts the server as this program again, with the same command line, before it checks
+// that command line: the server checks it, says what is wrong and exits with its usage status, which
+// the guard then exits with.
 func init() {
 	if pidns.IsInit(os.Args) {
 		os.Exit(pidns.Main())
 	}
 	opts, ok := ServerOptions(os.Args)
-	if !ok || os.Getenv(guard.EnvPid) != "" {
+	if !ok {
 		return
 	}
-	CloseOnExec()
+	// Guard and server alike, before either opens a descriptor of its own.
+	closeOnExec()
+	if os.Getenv(guard.EnvPid) != "" {
+		return // the server
+	}
 	started.server, started.err = reap.Claim(func() (*guard.Server, error) { return guard.Start(opts) })
 	started.ok = true
 }
@@ -58,11 +63,11 @@ func Server() (s *guard.Server, tried bool, err error) {
 	return started.server, started.ok, started.err
 }
 
-// CloseOnExec marks every descriptor above standard error close-on-exec. reaper may inherit
+// closeOnExec marks every descriptor above standard error close-on-exec. reaper may inherit
 // descriptors from whatever started it (a CI runner's pipes, a shell's, a supervisor's sockets): no
 // task may inherit them in turn, to read what it should not or to hold a pipe open that its owner
-// waits on. Call it before anything else opens a descriptor that must be passed on explicitly.
-func CloseOnExec() {
+// waits on. It runs before anything else opens a descriptor that must be passed on explicitly.
+func closeOnExec() {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
 		return
 	}
