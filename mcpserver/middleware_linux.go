@@ -18,8 +18,10 @@ import (
 //     so that the session's life is owned from then on (see session).
 //  4. dropNullArguments removes null arguments from tool calls before the SDK validates them
 //     against the schemas, which the SDK does inside, right after it.
-func (s *Server) middleware() []mcp.Middleware {
-	return []mcp.Middleware{encodeOnce, s.observe, s.trackSessions, dropNullArguments}
+//  5. out gives the tools in tools/list results their output schemas (see outputSchemas), next to
+//     the SDK, so that every layer outside sees the tools as clients do.
+func (s *Server) middleware(out *outputSchemas) []mcp.Middleware {
+	return []mcp.Middleware{encodeOnce, s.observe, s.trackSessions, dropNullArguments, out.middleware}
 }
 
 // trackSessions is receiving middleware that makes the record of a session at its first request
@@ -38,6 +40,6 @@ func (s *Server) trackSessions(next mcp.MethodHandler) mcp.MethodHandler {
 // the order of middleware and for the same reasons; requireWorkspace comes after dropNullArguments,
 // so that a workspace sent as null counts as missing, and before the SDK's validation, so that the
 // error says how to get a handle.
-func (s *Server) workspaceMiddleware() []mcp.Middleware {
-	return []mcp.Middleware{encodeOnce, s.observe, dropNullArguments, requireWorkspace}
+func (s *Server) workspaceMiddleware(out *outputSchemas) []mcp.Middleware {
+	return []mcp.Middleware{encodeOnce, s.observe, dropNullArguments, requireWorkspace, out.middleware}
 }

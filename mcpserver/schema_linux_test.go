@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cgreaper/reaper/internal/mcptest"
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -80,6 +81,84 @@ func TestToolSchemasKeepValidation(t *testing.T) {
 		text := res.Content[0].(*mcp.TextContent).Text
 		if res.IsError != tc.isError || !strings.Contains(text, tc.text) {
 			t.Errorf("bash %v: error=%v %q; want error=%v and %q", tc.args, res.IsError, text, tc.isError, tc.text)
+		}
+	}
+}
+
+// TestResultsMatchOutputSchemas calls every tool of both protocol eras, as a client does, and
+// validates each structured result against the output schema that tools/list advertised for the
+// tool: the schemas reach tools/list by a middleware of their own (see outputSchemas), and a client
+// that validates results must find them true.
+func TestResultsMatchOutputSchemas(t *testing.T) {
+	_, url := serveWith(t, Options{}, HTTPOptions{})
+	schemas := func(cs *mcp.ClientSession) map[string]*jsonschema.Resolved {
+		t.Helper()
+		res, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := make(map[string]*jsonschema.Resolved)
+		for _, tool := range res.Tools {
+			b, err := json.Marshal(tool.OutputSchema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s jsonschema.Schema
+			if err := json.Unmarshal(b, &s); err != nil {
+				t.Fatalf("%s: output schema %s: %v", tool.Name, b, err)
+			}
+			if m[tool.Name], err = s.Resolve(nil); err != nil {
+				t.Fatalf("%s: output schema %s: %v", tool.Name, b, err)
+			}
+		}
+		return m
+	}
+	called := map[string]bool{}
+	check := func(c mcptest.Caller, schemas map[string]*jsonschema.Resolved, tool string, args map[string]any) map[string]any {
+		t.Helper()
+		res := mcptest.Call(t, c, tool, args)
+		if res.IsError {
+			t.Fatalf("%s(%v): %s", tool, args, mcptest.Text(res))
+		}
+		var out map[string]any
+		mcptest.Decode(t, res, &out)
+		if err := schemas[tool].Validate(out); err != nil {
+			t.Errorf("%s(%v): the result does not match the advertised output schema: %v\n%v", tool, args, err, out)
+		}
+		called[tool] = true
+		return out
+	}
+
+	cs := mcptest.ConnectHTTP(t, url, mcptest.Options{})
+	sessions := schemas(cs)
+	check(cs, sessions, "bash", map[string]any{"command": "echo hi; cd /"})
+	task := check(cs, sessions, "bash", map[string]any{"command": "cat", "run_in_background": true, "stdin": true})["task_id"]
+	check(cs, sessions, "write_stdin", map[string]any{"task_id": task, "chars": "typed\n", "wait_ms": 100})
+	check(cs, sessions, "task_list", map[string]any{})
+	check(cs, sessions, "task_stop", map[string]any{"task_id": task})
+	check(cs, sessions, "task_output", map[string]any{"task_id": task})
+	for tool := range sessions {
+		if !called[tool] {
+			t.Errorf("%s: not called over 2025-11-25", tool)
+		}
+	}
+
+	clear(called)
+	ws := mcptest.ConnectHTTP(t, url, mcptest.Options{Protocol: mcptest.Workspaces})
+	workspaces := schemas(ws)
+	handle := check(ws, workspaces, "workspace_open", map[string]any{})["workspace"]
+	in := func(args map[string]any) map[string]any { args["workspace"] = handle; return args }
+	check(ws, workspaces, "bash", in(map[string]any{"command": "echo hi"}))
+	task = check(ws, workspaces, "bash", in(map[string]any{"command": "cat", "run_in_background": true, "stdin": true}))["task_id"]
+	check(ws, workspaces, "write_stdin", in(map[string]any{"task_id": task, "chars": "typed\n", "wait_ms": 100}))
+	check(ws, workspaces, "task_list", in(map[string]any{}))
+	check(ws, workspaces, "task_stop", in(map[string]any{"task_id": task}))
+	check(ws, workspaces, "task_output", in(map[string]any{"task_id": task}))
+	check(ws, workspaces, "workspace_list", map[string]any{})
+	check(ws, workspaces, "workspace_close", in(map[string]any{}))
+	for tool := range workspaces {
+		if !called[tool] {
+			t.Errorf("%s: not called over 2026-07-28", tool)
 		}
 	}
 }

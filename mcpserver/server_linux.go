@@ -61,7 +61,7 @@ type Server struct {
 	log  *slog.Logger
 	mcp  *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
 	// ws is the workspace era (HTTP from 2026-07-28 on, stateless), made by the first HTTPHandler:
-	// stdio never serves it, and its tools' schemas cost about 2 ms of a stdio server's start.
+	// stdio never serves it, and its tools' schemas would cost a stdio server's start about a millisecond.
 	ws     *mcp.Server
 	wsOnce sync.Once
 	// maxOutput is the characters of output a tool result holds by default (see outputBudget).
@@ -111,8 +111,7 @@ func New(opts Options) (*Server, error) {
 		Instructions: instructions(lim, s.maxOutput, opts.IdleTimeout),
 		Logger:       sdkLogger(opts.Logger), // no KeepAlive: the Server's own (see keepalive)
 	})
-	s.addTools(lim)
-	s.mcp.AddReceivingMiddleware(s.middleware()...)
+	s.mcp.AddReceivingMiddleware(s.middleware(s.addTools(lim))...)
 	return s, nil
 }
 
@@ -129,8 +128,7 @@ func (s *Server) workspaceServer() *mcp.Server {
 			Instructions: workspaceInstructions(lim, s.maxOutput, s.opts.IdleTimeout, s.opts.MaxWorkspaces),
 			Logger:       sdkLogger(s.opts.Logger),
 		})
-		s.addWorkspaceTools(lim)
-		s.ws.AddReceivingMiddleware(s.workspaceMiddleware()...)
+		s.ws.AddReceivingMiddleware(s.workspaceMiddleware(s.addWorkspaceTools(lim))...)
 	})
 	return s.ws
 }

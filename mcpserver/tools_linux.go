@@ -255,20 +255,22 @@ func budgetText(l reaper.Limits, the string) string {
 }
 
 // addTools adds the tools of the session era (a session is the connection, or an HTTP session) to
-// the session server.
-func (s *Server) addTools(l reaper.Limits) {
+// the session server, and returns their output schemas.
+func (s *Server) addTools(l reaper.Limits) *outputSchemas {
 	t := taskTools(l, s.maxOutput, scope{in: "this session", the: "the session",
 		ends: fmt.Sprintf(" (over HTTP, also after %v without requests)", s.opts.IdleTimeout)})
-	t.bash.InputSchema, t.bash.OutputSchema = schemaFor[BashInput](), schemaFor[BashOutput]()
-	t.output.InputSchema, t.output.OutputSchema = schemaFor[TaskOutputInput](), schemaFor[TaskOutput]()
-	t.stop.InputSchema, t.stop.OutputSchema = schemaFor[TaskStopInput](), schemaFor[TaskStopOutput]()
-	t.list.InputSchema, t.list.OutputSchema = schemaFor[TaskListInput](), schemaFor[TaskListOutput]()
-	t.input.InputSchema, t.input.OutputSchema = schemaFor[WriteStdinInput](), schemaFor[WriteStdinOutput]()
-	mcp.AddTool(s.mcp, t.bash, structured(inSession(s, s.bash)))
-	mcp.AddTool(s.mcp, t.output, structured(inSession(s, s.taskOutput)))
-	mcp.AddTool(s.mcp, t.stop, structured(inSession(s, s.taskStop)))
-	mcp.AddTool(s.mcp, t.list, structured(inSession(s, s.taskList)))
-	mcp.AddTool(s.mcp, t.input, structured(inSession(s, s.writeStdin)))
+	t.bash.InputSchema = schemaFor[BashInput]()
+	t.output.InputSchema = schemaFor[TaskOutputInput]()
+	t.stop.InputSchema = schemaFor[TaskStopInput]()
+	t.list.InputSchema = schemaFor[TaskListInput]()
+	t.input.InputSchema = schemaFor[WriteStdinInput]()
+	o := newOutputSchemas()
+	addTool(s.mcp, o, t.bash, schemaFor[BashOutput], structured(inSession(s, s.bash)))
+	addTool(s.mcp, o, t.output, schemaFor[TaskOutput], structured(inSession(s, s.taskOutput)))
+	addTool(s.mcp, o, t.stop, schemaFor[TaskStopOutput], structured(inSession(s, s.taskStop)))
+	addTool(s.mcp, o, t.list, schemaFor[TaskListOutput], structured(inSession(s, s.taskList)))
+	addTool(s.mcp, o, t.input, schemaFor[WriteStdinOutput], structured(inSession(s, s.writeStdin)))
+	return o
 }
 
 // inSession adapts a tool handler that acts on a session to the session era: the session is the one

@@ -120,8 +120,9 @@ type WorkspaceEntry struct {
 // workspaceTools are the tools that act on a workspace, whose handle they require.
 var workspaceTools = []string{"bash", "task_output", "task_stop", "task_list", "write_stdin", "workspace_close"}
 
-// addWorkspaceTools adds the tools of the workspace era to the workspace server.
-func (s *Server) addWorkspaceTools(l reaper.Limits) {
+// addWorkspaceTools adds the tools of the workspace era to the workspace server, and returns their
+// output schemas.
+func (s *Server) addWorkspaceTools(l reaper.Limits) *outputSchemas {
 	lease := s.opts.IdleTimeout
 	sc := scope{in: "the workspace", the: "the workspace",
 		ends: fmt.Sprintf(" (workspace_close, %v without a call that names it, or the server's end)", lease)}
@@ -129,40 +130,39 @@ func (s *Server) addWorkspaceTools(l reaper.Limits) {
 	for _, tool := range t.all() {
 		tool.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + tool.Description
 	}
-	t.bash.InputSchema, t.bash.OutputSchema = schemaFor[WorkspaceBashInput](), schemaFor[BashOutput]()
-	t.output.InputSchema, t.output.OutputSchema = schemaFor[WorkspaceTaskOutputInput](), schemaFor[TaskOutput]()
-	t.stop.InputSchema, t.stop.OutputSchema = schemaFor[WorkspaceTaskStopInput](), schemaFor[TaskStopOutput]()
-	t.list.InputSchema, t.list.OutputSchema = schemaFor[WorkspaceTaskListInput](), schemaFor[TaskListOutput]()
-	t.input.InputSchema, t.input.OutputSchema = schemaFor[WorkspaceWriteStdinInput](), schemaFor[WriteStdinOutput]()
-	mcp.AddTool(s.ws, t.bash, structured(inWorkspace[WorkspaceBashInput](s, s.bash)))
-	mcp.AddTool(s.ws, t.output, structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)))
-	mcp.AddTool(s.ws, t.stop, structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)))
-	mcp.AddTool(s.ws, t.list, structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)))
-	mcp.AddTool(s.ws, t.input, structured(inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin)))
-	mcp.AddTool(s.ws, &mcp.Tool{
+	t.bash.InputSchema = schemaFor[WorkspaceBashInput]()
+	t.output.InputSchema = schemaFor[WorkspaceTaskOutputInput]()
+	t.stop.InputSchema = schemaFor[WorkspaceTaskStopInput]()
+	t.list.InputSchema = schemaFor[WorkspaceTaskListInput]()
+	t.input.InputSchema = schemaFor[WorkspaceWriteStdinInput]()
+	o := newOutputSchemas()
+	addTool(s.ws, o, t.bash, schemaFor[BashOutput], structured(inWorkspace[WorkspaceBashInput](s, s.bash)))
+	addTool(s.ws, o, t.output, schemaFor[TaskOutput], structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)))
+	addTool(s.ws, o, t.stop, schemaFor[TaskStopOutput], structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)))
+	addTool(s.ws, o, t.list, schemaFor[TaskListOutput], structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)))
+	addTool(s.ws, o, t.input, schemaFor[WriteStdinOutput], structured(inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin)))
+	addTool(s.ws, o, &mcp.Tool{
 		Name: "workspace_open",
 		Description: fmt.Sprintf(`Open a workspace and return its handle: pass it as workspace to bash, task_output, task_stop, task_list, write_stdin and workspace_close.
 A workspace keeps a working directory and background tasks across calls, as a shell session does. Its lease is %v: every call that names it renews the lease, and a call in progress holds it; unused for that long, it expires. When it is closed (workspace_close), expires, or the server stops, everything it started is killed, background tasks and escaped or detached processes included.
 A workspace belongs to the identity that opened it: with bearer tokens, the token's identity; without, the server listens on loopback only and every client is the same local identity. At most %d workspaces are open at once per identity.
 No notifications come between calls: wait for a background task with task_output block=true.`, lease, s.opts.MaxWorkspaces),
-		Annotations:  &mcp.ToolAnnotations{Title: "Open a workspace"},
-		InputSchema:  schemaFor[WorkspaceOpenInput](),
-		OutputSchema: schemaFor[WorkspaceOpenOutput](),
-	}, structured(s.workspaceOpen))
-	mcp.AddTool(s.ws, &mcp.Tool{
-		Name:         "workspace_close",
-		Description:  fmt.Sprintf("Close a workspace now: every process it started, background tasks and escaped or detached processes included, gets %s; the handle is unusable at once. Answers within a second, closed or still closing.", graceText(l.Grace)),
-		Annotations:  &mcp.ToolAnnotations{Title: "Close a workspace", DestructiveHint: ptr(true), IdempotentHint: true},
-		InputSchema:  schemaFor[WorkspaceInput](),
-		OutputSchema: schemaFor[WorkspaceCloseOutput](),
-	}, structured(s.workspaceClose))
-	mcp.AddTool(s.ws, &mcp.Tool{
-		Name:         "workspace_list",
-		Description:  fmt.Sprintf("List the caller's open workspaces: handle, when opened and last used, when the lease (%v) runs out, working directory, running background tasks.", lease),
-		Annotations:  &mcp.ToolAnnotations{Title: "List your workspaces", ReadOnlyHint: true},
-		InputSchema:  schemaFor[WorkspaceOpenInput](),
-		OutputSchema: schemaFor[WorkspaceListOutput](),
-	}, structured(s.workspaceList))
+		Annotations: &mcp.ToolAnnotations{Title: "Open a workspace"},
+		InputSchema: schemaFor[WorkspaceOpenInput](),
+	}, schemaFor[WorkspaceOpenOutput], structured(s.workspaceOpen))
+	addTool(s.ws, o, &mcp.Tool{
+		Name:        "workspace_close",
+		Description: fmt.Sprintf("Close a workspace now: every process it started, background tasks and escaped or detached processes included, gets %s; the handle is unusable at once. Answers within a second, closed or still closing.", graceText(l.Grace)),
+		Annotations: &mcp.ToolAnnotations{Title: "Close a workspace", DestructiveHint: ptr(true), IdempotentHint: true},
+		InputSchema: schemaFor[WorkspaceInput](),
+	}, schemaFor[WorkspaceCloseOutput], structured(s.workspaceClose))
+	addTool(s.ws, o, &mcp.Tool{
+		Name:        "workspace_list",
+		Description: fmt.Sprintf("List the caller's open workspaces: handle, when opened and last used, when the lease (%v) runs out, working directory, running background tasks.", lease),
+		Annotations: &mcp.ToolAnnotations{Title: "List your workspaces", ReadOnlyHint: true},
+		InputSchema: schemaFor[WorkspaceOpenInput](),
+	}, schemaFor[WorkspaceListOutput], structured(s.workspaceList))
+	return o
 }
 
 // workspaceArgs are the arguments of a tool that acts on a workspace: the handle, and the tool's
