@@ -72,6 +72,11 @@ func (p PIDNamespaceInfo) String() string {
 // the start-up does (the state directory, the MCP server, the client's first request). Whatever needs
 // its answer calls pidNamespace, which waits for it: Containment, Instance, a session's first command,
 // and Close. With Options.User no user namespace is tried: its uids are not mapped there.
+//
+// The probe's init is kept for the first session (see takeSpare). In cgroup containment it is born
+// in that session's init leaf, made here ahead of the session: moving a running init into a cgroup
+// costs more than starting another there (see decidePIDNamespace), and the leaf's name is known
+// ahead, the first session's being always SessionName(1).
 func (r *Reaper) startPIDNamespace() error {
 	r.nsProbe = make(chan nsProbeResult, 1)
 	if r.opts.PIDNamespace == PIDNamespaceOff {
@@ -87,17 +92,63 @@ func (r *Reaper) startPIDNamespace() error {
 	go func() {
 		// The result channel is its only output, and pidNamespace (which Close and undoNew call)
 		// always receives it: this goroutine's owner waits for it there.
-		m, spare, err := pidns.ProbeKeep(opts)
-		r.nsProbe <- nsProbeResult{m: m, spare: spare, err: err}
+		res := nsProbeResult{session: instance.SessionName(1)}
+		if r.instance != nil {
+			res.leaf, opts.Cgroup = r.firstInitLeaf(res.session)
+		}
+		res.m, res.spare, res.err = pidns.ProbeKeep(opts)
+		if opts.Cgroup != nil {
+			opts.Cgroup.Close()
+		}
+		r.nsProbe <- res
 	}()
 	return nil
 }
 
+// firstInitLeaf makes the init leaf of the session named session, and opens it for an init to be born
+// in; it returns nils if either fails (the probe's init is then born outside, and not kept).
+func (r *Reaper) firstInitLeaf(session string) (*cgroup.Slice, *os.File) {
+	leaf, err := r.instance.Create("init-" + session)
+	if err != nil {
+		r.log.Debug("the first session's init leaf could not be made ahead", "error", err)
+		return nil, nil
+	}
+	f, err := leaf.OpenFD()
+	if err != nil {
+		r.log.Debug("the first session's init leaf could not be opened", "error", err)
+		r.dropLeaf(leaf)
+		return nil, nil
+	}
+	return leaf, f
+}
+
+// dropLeaf removes an init leaf that no session took; its init, if any, has ended.
+func (r *Reaper) dropLeaf(leaf *cgroup.Slice) {
+	if leaf == nil {
+		return
+	}
+	if err := leaf.Remove(); err != nil {
+		r.log.Warn("removing an unused init leaf failed", "error", err)
+	}
+}
+
 // nsProbeResult is what the start-up probe found.
 type nsProbeResult struct {
-	m     pidns.Mode
-	spare *pidns.Init
-	err   error
+	m       pidns.Mode
+	spare   *pidns.Init
+	err     error
+	session string        // the session its init is kept for: the first
+	leaf    *cgroup.Slice // that session's init leaf, made ahead (cgroup containment), or nil
+}
+
+// spareInit is the start-up probe's init, kept for a first session.
+type spareInit struct {
+	in *pidns.Init
+	// leaf, in cgroup containment, is the init leaf of the session named session, where in was born:
+	// only that session may take it. Without cgroups leaf is nil, and the first session to start a
+	// command takes in.
+	leaf    *cgroup.Slice
+	session string
 }
 
 // pidNamespace waits for the start-up probe and applies its answer, once; it returns the error that
@@ -116,6 +167,7 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 	}
 	m, spare, err := p.m, p.spare, p.err
 	if err != nil {
+		r.dropLeaf(p.leaf)
 		r.nsThread.Stop()
 		r.nsThread = nil
 		if r.opts.PIDNamespace == PIDNamespaceOn {
@@ -132,6 +184,7 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 		// container's user namespace); the container's own PID namespace still dies with reaper there
 		// when reaper is its PID 1.
 		r.endInit(spare)
+		r.dropLeaf(p.leaf)
 		r.nsThread.Stop()
 		r.nsThread = nil
 		r.info.PIDNamespace.Reason = "a PID namespace could be made but not a /proc of its own (" + m.Note + "); --pid-namespace=on uses it anyway"
@@ -139,14 +192,20 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 	}
 	r.info.PIDNamespace = PIDNamespaceInfo{On: true, UserNS: m.UserNS, Proc: m.Proc, Reason: m.Note}
 	r.recordPIDNamespace()
-	if r.root != nil {
-		// In cgroup containment the init would have to be moved into the session's leaf, and moving
-		// a running process between cgroups cost more here than starting another init born in its
-		// leaf: the first call with the move took 17-20 ms against 12 ms without (BenchmarkSessionStart).
-		r.endInit(spare)
+	if r.root == nil {
+		r.spare.Store(&spareInit{in: spare})
 		return nil
 	}
-	r.spare.Store(spare)
+	if p.leaf == nil || !spare.InCgroup() {
+		// In cgroup containment an init born outside would have to be moved into the session's
+		// leaf, and moving a running process between cgroups cost more here than starting another
+		// init born in its leaf: the first call with the move took 17-20 ms against 12 ms without
+		// (BenchmarkSessionStart).
+		r.endInit(spare)
+		r.dropLeaf(p.leaf)
+		return nil
+	}
+	r.spare.Store(&spareInit{in: spare, leaf: p.leaf, session: p.session})
 	return nil
 }
 
@@ -162,35 +221,40 @@ func (r *Reaper) recordPIDNamespace() {
 	}
 }
 
-// takeSpare returns the start-up probe's init for a session's first command, moved into leaf if it
-// is set, or nil if it is gone (taken, or exited idle) or cannot be moved. Taking it saves the
-// session an init's start (about 6 ms: a fork and exec of reaper, its runtime's start, the mounts,
-// the hello). The init forks nothing until asked, and it is asked only after the move, so nothing of
-// the session is ever outside leaf; until taken it is a child of the Reaper like any init, killed by
-// the parent-death signal if the Reaper dies.
-func (r *Reaper) takeSpare(leaf *cgroup.Slice) *pidns.Init {
-	in := r.spare.Swap(nil)
-	if in == nil {
-		return nil
+// takeSpare returns, for the session named session, the start-up probe's init and, in cgroup
+// containment, the init leaf it was born in: the session's, made ahead. In cgroup containment only
+// the session the leaf is named for takes them; otherwise the first session to start a command takes
+// the init. The init is nil if it is gone (taken, or exited idle); the leaf is the session's
+// whatever became of the init. Taking the init saves the session an init's start (about 6 ms: a fork
+// and exec of reaper, its runtime's start, the mounts, the hello); until taken it is a child of the
+// Reaper like any init, killed by the parent-death signal if the Reaper dies, and it forks nothing
+// until asked.
+func (r *Reaper) takeSpare(session string) (*pidns.Init, *cgroup.Slice) {
+	sp := r.spare.Load()
+	if sp == nil || sp.leaf != nil && sp.session != session || !r.spare.CompareAndSwap(sp, nil) {
+		return nil, nil
 	}
-	if in.Err() != nil {
-		r.endInit(in) // it exited idle
-		return nil
+	if sp.in.Err() != nil {
+		r.endInit(sp.in) // it exited idle
+		return nil, sp.leaf
 	}
-	if leaf != nil {
-		if err := leaf.Add(in.Pid()); err != nil {
-			r.log.Warn("the start-up probe's init could not be moved into a session's cgroup; a new one starts", "init", in.Pid(), "error", err)
-			r.endInit(in)
-			return nil
-		}
-	}
-	return in
+	return sp.in, sp.leaf
 }
 
-// endSpare ends the start-up probe's init if no session took it.
+// endSpare ends the start-up probe's init, and removes its leaf, if no session took them.
 func (r *Reaper) endSpare() {
-	if in := r.spare.Swap(nil); in != nil {
-		r.endInit(in)
+	if sp := r.spare.Swap(nil); sp != nil {
+		r.endInit(sp.in)
+		r.dropLeaf(sp.leaf)
+	}
+}
+
+// endSpareOf ends the start-up probe's init and its leaf if they are kept for the session named
+// session, which ends without having used them.
+func (r *Reaper) endSpareOf(session string) {
+	if sp := r.spare.Load(); sp != nil && sp.leaf != nil && sp.session == session && r.spare.CompareAndSwap(sp, nil) {
+		r.endInit(sp.in)
+		r.dropLeaf(sp.leaf)
 	}
 }
 
@@ -226,6 +290,14 @@ func (s *Session) initLocked() (*pidns.Init, error) {
 			s.ended = append(s.ended, s.ns)
 		}
 		s.ns = nil
+	}
+	if s.nsLeaf == nil {
+		in, leaf := s.r.takeSpare(s.name)
+		s.nsLeaf = leaf
+		if in != nil {
+			s.ns = in
+			return in, nil
+		}
 	}
 	if s.r.root != nil && s.nsLeaf == nil {
 		leaf, err := s.r.instance.Create("init-" + s.name)
@@ -263,9 +335,6 @@ func (s *Session) spawnLocked(spec spawnSpec) (spawned, error) {
 // is started outside and then moved: it forks nothing until it is asked to, and it is asked only
 // after the move.
 func (r *Reaper) startInit(leaf *cgroup.Slice) (*pidns.Init, error) {
-	if in := r.takeSpare(leaf); in != nil {
-		return in, nil
-	}
 	if leaf == nil {
 		return pidns.Start(r.initOptions(nil))
 	}

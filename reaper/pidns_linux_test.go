@@ -2,7 +2,9 @@ package reaper
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -304,22 +306,24 @@ func TestIdleInitRestarts(t *testing.T) {
 	}
 }
 
-// TestProbeInitServesFirstSession: in process containment the init the start-up probe started is
-// the first session's (it saves that session an init's start); the second session starts its own; a
-// Reaper that no session used ends it on Close. In cgroup containment it is not kept.
+// TestProbeInitServesFirstSession: the init the start-up probe started is the first session's (it
+// saves that session an init's start), in cgroup containment born in that session's init leaf; the
+// second session starts its own; a first session that ends without a command ends it and its leaf;
+// a Reaper that no session used ends it on Close.
 func TestProbeInitServesFirstSession(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			r := nsReaper(t, mode, Options{})
-			spare := r.spare.Load()
-			if r.root != nil {
-				if spare != nil {
-					t.Error("the probe's init was kept in cgroup containment, where moving it costs more than a new one")
-				}
-				return
-			}
-			if spare == nil {
+			sp := r.spare.Load()
+			if sp == nil {
 				t.Fatal("the probe's init was not kept")
+			}
+			spare := sp.in
+			if r.root != nil {
+				pids, err := sp.leaf.Pids()
+				if err != nil || len(pids) != 1 || pids[0] != spare.Pid() || !strings.HasSuffix(sp.leaf.Path(), "/init-s-1") {
+					t.Fatalf("the probe's init leaf %s holds %v (%v), want the init %d alone", sp.leaf.Path(), pids, err, spare.Pid())
+				}
 			}
 			a := newTestSession(t, r, SessionOptions{})
 			if in := a.mustInit(t); in != spare {
@@ -328,29 +332,58 @@ func TestProbeInitServesFirstSession(t *testing.T) {
 			if r.spare.Load() != nil {
 				t.Error("the probe's init is still offered after a session took it")
 			}
-			if r.root != nil {
-				pids, err := a.nsLeaf.Pids()
-				if err != nil || len(pids) != 1 || pids[0] != spare.Pid() {
-					t.Errorf("the session's init leaf %s holds %v (%v), want the init %d alone", a.nsLeaf.Path(), pids, err, spare.Pid())
-				}
+			if r.root != nil && a.nsLeaf != sp.leaf {
+				t.Errorf("the first session's init leaf is %v, not the one its init was born in, %s", a.nsLeaf, sp.leaf.Path())
 			}
 			b := newTestSession(t, r, SessionOptions{})
 			if in := b.mustInit(t); in == spare {
 				t.Error("the second session got the first session's init")
 			}
+			if _, err := a.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if testutil.Running(testutil.Proc{Pid: spare.Pid(), Start: spare.StartTime()}) {
+				t.Errorf("the first session's init %d runs on after its end", spare.Pid())
+			}
+			if r.root != nil {
+				if _, err := os.Stat(sp.leaf.Path()); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("the first session's init leaf %s is left after its end: %v", sp.leaf.Path(), err)
+				}
+			}
 		})
 	}
+	t.Run("first session ran nothing", func(t *testing.T) {
+		r := nsReaper(t, ContainCgroup, Options{})
+		sp := r.spare.Load()
+		if sp == nil {
+			t.Fatal("the probe's init was not kept")
+		}
+		a := newTestSession(t, r, SessionOptions{})
+		if _, err := a.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if r.spare.Load() != nil {
+			t.Error("the probe's init is still kept after the session it was kept for ended")
+		}
+		if testutil.Running(testutil.Proc{Pid: sp.in.Pid(), Start: sp.in.StartTime()}) {
+			t.Errorf("the probe's init %d runs on after the session it was kept for ended", sp.in.Pid())
+		}
+		if _, err := os.Stat(sp.leaf.Path()); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the first session's init leaf %s is left after its end: %v", sp.leaf.Path(), err)
+		}
+	})
 	t.Run("unused", func(t *testing.T) {
 		r, err := New(Options{Containment: ContainProcess, WorkDir: t.TempDir(), StateDir: t.TempDir(), NoSweep: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ns := r.Containment().PIDNamespace // waits for the probe, which New no longer does
-		spare := r.spare.Load()
-		if spare == nil {
+		sp := r.spare.Load()
+		if sp == nil {
 			r.Close(context.Background())
 			t.Skipf("skipped: the probe kept no init here: PID namespaces %s", ns)
 		}
+		spare := sp.in
 		if err := r.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/kill"
-	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
@@ -44,19 +43,19 @@ type Reaper struct {
 	state    *safefs.Dir   // where instances keep their state directories (Options.StateDir)
 	dir      *safefs.Dir   // this Reaper's state directory in state, holding its sessions' directories
 	policy   kill.Policy
-	forker   *reap.Forker               // with Options.User: the thread tasks are forked from (no_new_privs)
-	nsThread *reap.Forker               // with PID namespaces: the thread inits are forked from (their parent-death signal)
-	nsIdle   time.Duration              // how long an init lives on in an empty namespace: initIdle (tests shorten it)
-	spare    atomic.Pointer[pidns.Init] // the start-up probe's init, until a first session takes it (see takeSpare)
-	nsProbe  chan nsProbeResult         // the start-up probe's answer, received once by pidNamespace
-	nsOnce   sync.Once                  // pidNamespace's
-	nsErr    error                      // pidNamespace's error, set under nsOnce
-	obs      Observer                   // never nil
-	limits   cgroup.Limits              // written into each session's slice: the limits the host can apply
-	watchOOM bool                       // leaves have memory.events: a task's OOM kills can be told
-	noClone3 atomic.Bool                // the host refused clone3 into a cgroup once: join before exec instead
-	wg       sync.WaitGroup             // the sweep after dead instances, and the watch for escapees
-	adoptMu  sync.Mutex                 // serialises killAdopted
+	forker   *reap.Forker              // with Options.User: the thread tasks are forked from (no_new_privs)
+	nsThread *reap.Forker              // with PID namespaces: the thread inits are forked from (their parent-death signal)
+	nsIdle   time.Duration             // how long an init lives on in an empty namespace: initIdle (tests shorten it)
+	spare    atomic.Pointer[spareInit] // the start-up probe's init, until a first session takes it (see takeSpare)
+	nsProbe  chan nsProbeResult        // the start-up probe's answer, received once by pidNamespace
+	nsOnce   sync.Once                 // pidNamespace's
+	nsErr    error                     // pidNamespace's error, set under nsOnce
+	obs      Observer                  // never nil
+	limits   cgroup.Limits             // written into each session's slice: the limits the host can apply
+	watchOOM bool                      // leaves have memory.events: a task's OOM kills can be told
+	noClone3 atomic.Bool               // the host refused clone3 into a cgroup once: join before exec instead
+	wg       sync.WaitGroup            // the sweep after dead instances, and the watch for escapees
+	adoptMu  sync.Mutex                // serialises killAdopted
 	// stopWatch stops the watch for escapees (cgroup containment); Close closes it.
 	stopWatch chan struct{}
 
@@ -207,7 +206,7 @@ func (r *Reaper) undoNew() {
 	if r.nsProbe != nil {
 		r.pidNamespace() // the probe ends; its error, if any, is New's already
 	}
-	r.endSpare()
+	r.endSpare() // before the slice it may be in is dropped
 	if r.nsThread != nil {
 		r.nsThread.Stop()
 	}
@@ -411,11 +410,11 @@ func (r *Reaper) Close(ctx context.Context) error {
 	defer cancel()
 	r.killDescendants(wctx)
 	r.wg.Wait()
+	r.endSpare() // before the slice it may be in is dropped
 	errs = append(errs, r.dropInstance(wctx), r.dropState())
 	if r.forker != nil {
 		r.forker.Stop()
 	}
-	r.endSpare()
 	if r.nsThread != nil {
 		r.nsThread.Stop() // every init is dead: its thread's end kills nothing
 	}

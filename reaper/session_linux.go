@@ -644,7 +644,8 @@ func (s *Session) teardown(ctx context.Context) {
 	tasks, sc := s.scopeLocked(waitEnd)
 	ran := s.ran
 	s.mu.Unlock()
-	s.outputs.close() // no file is made or completed from now on: the directory goes with them
+	s.r.endSpareOf(s.name) // kept for this session, which ran nothing: no one else may take it
+	s.outputs.close()      // no file is made or completed from now on: the directory goes with them
 
 	var errs []error
 	// In process containment the walk runs even when no task is kept: finished tasks are cleared,

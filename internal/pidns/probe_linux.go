@@ -23,6 +23,7 @@ type Mode struct {
 // (EPERM or ENOSYS), or user namespaces disabled (ENOSPC when user.max_user_namespaces is 0, EPERM
 // where the distribution restricts them).
 func Probe(opts Options) (Mode, error) {
+	opts.Cgroup = nil
 	m, in, err := ProbeKeep(opts)
 	if in != nil {
 		end(in, opts)
@@ -32,11 +33,22 @@ func Probe(opts Options) (Mode, error) {
 
 // ProbeKeep is Probe, except that the init that answered is returned alive instead of ended, so
 // that a first session can use it rather than start another (about 6 ms): an init forks nothing
-// until it is asked to, so it can still be moved into the session's cgroup first. Like any init it
-// exits by itself once its namespace has been empty for opts.Idle; its owner ends it (Kill, Wait,
-// Close) if no session takes it.
+// until it is asked to. If opts.Cgroup is set the init is born there (a first session's cgroup);
+// where no start in it works, the probe is made again outside any cgroup, so that a refused clone3
+// into a cgroup (a seccomp profile's ENOSYS or EPERM) is not taken for refused namespaces:
+// Init.InCgroup says which it was. Like any init it exits by itself once its namespace has been
+// empty for opts.Idle; its owner ends it (Kill, Wait, Close) if no session takes it.
 func ProbeKeep(opts Options) (Mode, *Init, error) {
-	opts.Cgroup = nil
+	m, in, err := probeKeep(opts)
+	if err != nil && opts.Cgroup != nil {
+		opts.Cgroup = nil
+		m, in, err = probeKeep(opts)
+	}
+	return m, in, err
+}
+
+// probeKeep is ProbeKeep in opts.Cgroup, or outside any cgroup if it is nil.
+func probeKeep(opts Options) (Mode, *Init, error) {
 	opts.UserNS = false
 	in, direct := Start(opts)
 	if direct == nil {

@@ -58,6 +58,7 @@ type Init struct {
 	timeout time.Duration
 	procOK  bool
 	note    string
+	inCg    bool             // born in Options.Cgroup
 	exited  <-chan reap.Exit // the init's own exit, from the server's child reaper: read by the reader only
 	stop    chan struct{}    // closed by Close: the reader stops waiting for the init's exit
 	done    chan struct{}    // closed when the reader has returned; status is set before if ended
@@ -190,6 +191,7 @@ func (in *Init) fork(opts Options, end int) error {
 	}
 	if opts.Cgroup != nil {
 		sys.UseCgroupFD, sys.CgroupFD = true, int(opts.Cgroup.Fd())
+		in.inCg = true // unless the fork fails, and with it Start
 	}
 	attr := &syscall.ProcAttr{
 		// Two Ps: one may be held by the wait loop, blocked in waitid, while the other runs what
@@ -238,6 +240,9 @@ func (in *Init) Pid() int { return in.pid }
 
 // StartTime returns the init's start time (field 22 of /proc/<pid>/stat).
 func (in *Init) StartTime() uint64 { return in.start }
+
+// InCgroup reports whether the init was born in Options.Cgroup.
+func (in *Init) InCgroup() bool { return in.inCg }
 
 // Proc reports whether the init mounted a /proc of its namespace and, if not, why: the tasks' ps then
 // lists the host's processes (which they cannot signal).
