@@ -157,6 +157,9 @@ var rows = func() []row {
 		}
 	}
 	info(row{bench: "BenchmarkIdleSessionHeap", what: "Go heap of an idle session after one command (reaper package)", figure: "ran-B/session", base: "bare-B/session", unit: "B", baseline: "a session that ran nothing"})
+	g, m = ratioAtMost(1.15) // issue 23
+	add(row{bench: "BenchmarkChurn/clients=1", what: "session start + first call + close, http (one client: churn's time per session)",
+		figure: "reaper-session-ms", base: "lean-session-ms", unit: "ms", baseline: lean}, g, m)
 	for _, n := range []string{"4", "16"} {
 		info(row{bench: "BenchmarkChurn/clients=" + n, what: "sessions per second under churn, HTTP, " + n + " clients", figure: "reaper-sessions/s", base: "lean-sessions/s", unit: "/s", baseline: lean, inverse: true})
 	}
