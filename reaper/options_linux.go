@@ -117,6 +117,14 @@ type Options struct {
 	// PIDNamespace says whether each session's tasks run in a PID namespace of the session's own (see
 	// the package documentation); zero means PIDNamespaceAuto.
 	PIDNamespace PIDNamespace
+	// ReadyInit keeps an init of a PID namespace started ahead for the next session to take, so that
+	// a session's first command does not wait for an init to start (about 5 ms): once a session has
+	// taken the one ready, another starts in the background. A ready init exits, as any init whose
+	// namespace is empty does, after 10 s; the next is then made only once a session has started one
+	// of its own. It costs one idle init (about 3 MB) at most. For a server of many sessions (HTTP);
+	// false means only the first session finds an init ready: the one that probed PID namespaces at
+	// start-up.
+	ReadyInit bool
 
 	// Grace is how long processes get between SIGTERM and the hard kill when a session closes or a
 	// task is stopped; zero means SIGKILL at once. Nil means DefaultGrace.

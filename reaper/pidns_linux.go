@@ -24,12 +24,14 @@ import (
 // init starts every task of the session and reports its exit; outside, everything goes by the pids
 // the Reaper sees, as without namespaces.
 //
-// In cgroup containment the init is born in a leaf of its own, "init-<session>", beside the session's
-// slice in the Reaper's slice: the kill of the Reaper's slice (its guard's, a sweep's) reaches it, and
-// the session's limits do not count it (a session at its pids.max would otherwise stop the init's
+// In cgroup containment the inits are born in a leaf of the Reaper's slice, "inits", beside the
+// sessions' slices: the kill of the Reaper's slice (its guard's, a sweep's) reaches them, and a
+// session's limits do not count its init (a session at its pids.max would otherwise stop the init's
 // runtime from making a thread, which kills it and the whole session; the memory of the init is the
 // Reaper's, as the server's is), nor does the session's slice, which the teardown's polite phase waits
-// to see empty, hold it.
+// to see empty, hold it. Since no init is born in a session's cgroup, one can be started before the
+// session exists: the start-up probe's init serves the first session, and with Options.ReadyInit an
+// init is kept ready for each next one (see takeReady).
 //
 // An init whose namespace has been empty for initIdle (no process of the session left) exits, and the
 // session's next command starts a new one: an idle session then holds no process of reaper's. A
@@ -73,10 +75,8 @@ func (p PIDNamespaceInfo) String() string {
 // its answer calls pidNamespace, which waits for it: Containment, Instance, a session's first command,
 // and Close. With Options.User no user namespace is tried: its uids are not mapped there.
 //
-// The probe's init is kept for the first session (see takeSpare). In cgroup containment it is born
-// in that session's init leaf, made here ahead of the session: moving a running init into a cgroup
-// costs more than starting another there (see decidePIDNamespace), and the leaf's name is known
-// ahead, the first session's being always SessionName(1).
+// The probe's init is kept for the first session (see takeReady), born, in cgroup containment, in the
+// inits' leaf.
 func (r *Reaper) startPIDNamespace() error {
 	r.nsProbe = make(chan nsProbeResult, 1)
 	if r.opts.PIDNamespace == PIDNamespaceOff {
@@ -92,11 +92,11 @@ func (r *Reaper) startPIDNamespace() error {
 	go func() {
 		// The result channel is its only output, and pidNamespace (which Close and undoNew call)
 		// always receives it: this goroutine's owner waits for it there.
-		res := nsProbeResult{session: instance.SessionName(1)}
+		var res nsProbeResult
 		if r.instance != nil {
-			res.leaf, opts.Cgroup = r.firstInitLeaf(res.session)
+			opts.Cgroup = r.initsFD()
 		}
-		res.m, res.spare, res.err = pidns.ProbeKeep(opts)
+		res.m, res.ready, res.err = pidns.ProbeKeep(opts)
 		if opts.Cgroup != nil {
 			opts.Cgroup.Close()
 		}
@@ -105,55 +105,44 @@ func (r *Reaper) startPIDNamespace() error {
 	return nil
 }
 
-// firstInitLeaf makes the init leaf of the session named session, and opens it for an init to be born
-// in; it returns nils if either fails (the probe's init is then born outside, and not kept).
-func (r *Reaper) firstInitLeaf(session string) (*cgroup.Slice, *os.File) {
-	leaf, err := r.instance.Create("init-" + session)
-	if err != nil {
-		r.log.Debug("the first session's init leaf could not be made ahead", "error", err)
-		return nil, nil
+// initsLeaf returns the leaf the inits are born in (cgroup containment), making it on the first call.
+func (r *Reaper) initsLeaf() (*cgroup.Slice, error) {
+	r.initsMu.Lock()
+	defer r.initsMu.Unlock()
+	if r.inits == nil {
+		leaf, err := r.instance.Create("inits")
+		if err != nil {
+			return nil, err
+		}
+		r.inits = leaf
 	}
-	f, err := leaf.OpenFD()
-	if err != nil {
-		r.log.Debug("the first session's init leaf could not be opened", "error", err)
-		r.dropLeaf(leaf)
-		return nil, nil
-	}
-	return leaf, f
+	return r.inits, nil
 }
 
-// dropLeaf removes an init leaf that no session took; its init, if any, has ended.
-func (r *Reaper) dropLeaf(leaf *cgroup.Slice) {
-	if leaf == nil {
-		return
+// initsFD opens the inits' leaf for an init to be born in, or returns nil if it cannot (the init is
+// then born outside, and a session starts its own).
+func (r *Reaper) initsFD() *os.File {
+	leaf, err := r.initsLeaf()
+	if err == nil {
+		var f *os.File
+		if f, err = leaf.OpenFD(); err == nil {
+			return f
+		}
 	}
-	if err := leaf.Remove(); err != nil {
-		r.log.Warn("removing an unused init leaf failed", "error", err)
-	}
+	r.log.Debug("the inits' leaf could not be opened ahead", "error", err)
+	return nil
 }
 
 // nsProbeResult is what the start-up probe found.
 type nsProbeResult struct {
-	m       pidns.Mode
-	spare   *pidns.Init
-	err     error
-	session string        // the session its init is kept for: the first
-	leaf    *cgroup.Slice // that session's init leaf, made ahead (cgroup containment), or nil
-}
-
-// spareInit is the start-up probe's init, kept for a first session.
-type spareInit struct {
-	in *pidns.Init
-	// leaf, in cgroup containment, is the init leaf of the session named session, where in was born:
-	// only that session may take it. Without cgroups leaf is nil, and the first session to start a
-	// command takes in.
-	leaf    *cgroup.Slice
-	session string
+	m     pidns.Mode
+	ready *pidns.Init // the init that answered, alive
+	err   error
 }
 
 // pidNamespace waits for the start-up probe and applies its answer, once; it returns the error that
 // makes New fail (PIDNamespaceOn where namespaces cannot be made). The Reaper's fields it sets
-// (info.PIDNamespace, nsThread, spare, self.PIDNamespace) are read only after it has returned.
+// (info.PIDNamespace, nsThread, ready, self.PIDNamespace) are read only after it has returned.
 func (r *Reaper) pidNamespace() error {
 	r.nsOnce.Do(func() { r.nsErr = r.decidePIDNamespace(<-r.nsProbe) })
 	return r.nsErr
@@ -165,9 +154,8 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 		r.info.PIDNamespace.Reason = "off was asked for"
 		return nil
 	}
-	m, spare, err := p.m, p.spare, p.err
+	m, ready, err := p.m, p.ready, p.err
 	if err != nil {
-		r.dropLeaf(p.leaf)
 		r.nsThread.Stop()
 		r.nsThread = nil
 		if r.opts.PIDNamespace == PIDNamespaceOn {
@@ -183,8 +171,7 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 		// masked paths (the kernel then refuses a new proc mount without CAP_SYS_ADMIN in the
 		// container's user namespace); the container's own PID namespace still dies with reaper there
 		// when reaper is its PID 1.
-		r.endInit(spare)
-		r.dropLeaf(p.leaf)
+		r.endInit(ready)
 		r.nsThread.Stop()
 		r.nsThread = nil
 		r.info.PIDNamespace.Reason = "a PID namespace could be made but not a /proc of its own (" + m.Note + "); --pid-namespace=on uses it anyway"
@@ -192,20 +179,15 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 	}
 	r.info.PIDNamespace = PIDNamespaceInfo{On: true, UserNS: m.UserNS, Proc: m.Proc, Reason: m.Note}
 	r.recordPIDNamespace()
-	if r.root == nil {
-		r.spare.Store(&spareInit{in: spare})
-		return nil
-	}
-	if p.leaf == nil || !spare.InCgroup() {
-		// In cgroup containment an init born outside would have to be moved into the session's
-		// leaf, and moving a running process between cgroups cost more here than starting another
-		// init born in its leaf: the first call with the move took 17-20 ms against 12 ms without
+	if r.root != nil && !ready.InCgroup() {
+		// In cgroup containment an init born outside would have to be moved into the inits' leaf,
+		// and moving a running process between cgroups cost more here than starting another init
+		// born there: the first call with the move took 17-20 ms against 12 ms without
 		// (BenchmarkSessionStart).
-		r.endInit(spare)
-		r.dropLeaf(p.leaf)
+		r.endInit(ready)
 		return nil
 	}
-	r.spare.Store(&spareInit{in: spare, leaf: p.leaf, session: p.session})
+	r.ready.Store(ready)
 	return nil
 }
 
@@ -221,40 +203,74 @@ func (r *Reaper) recordPIDNamespace() {
 	}
 }
 
-// takeSpare returns, for the session named session, the start-up probe's init and, in cgroup
-// containment, the init leaf it was born in: the session's, made ahead. In cgroup containment only
-// the session the leaf is named for takes them; otherwise the first session to start a command takes
-// the init. The init is nil if it is gone (taken, or exited idle); the leaf is the session's
-// whatever became of the init. Taking the init saves the session an init's start (about 6 ms: a fork
-// and exec of reaper, its runtime's start, the mounts, the hello); until taken it is a child of the
-// Reaper like any init, killed by the parent-death signal if the Reaper dies, and it forks nothing
-// until asked.
-func (r *Reaper) takeSpare(session string) (*pidns.Init, *cgroup.Slice) {
-	sp := r.spare.Load()
-	if sp == nil || sp.leaf != nil && sp.session != session || !r.spare.CompareAndSwap(sp, nil) {
-		return nil, nil
+// takeReady returns the init started ahead for the next session's first command (the start-up
+// probe's, or with Options.ReadyInit the last one made ready), or nil if there is none or it has
+// exited idle. Taking it saves the session an init's start (about 5 ms: a fork and exec of reaper,
+// its runtime's start, the mounts, the hello); until taken it is a child of the Reaper like any init,
+// killed by the parent-death signal if the Reaper dies, and it forks nothing until asked. With
+// Options.ReadyInit, taking one asks readyInits for the next, unless the one ready had exited idle:
+// sessions come more than initIdle apart, and one made ready now would most likely exit unused too.
+func (r *Reaper) takeReady() *pidns.Init {
+	in := r.ready.Swap(nil)
+	idled := in != nil && in.Err() != nil
+	if r.opts.ReadyInit && !idled {
+		select {
+		case r.wantReady <- struct{}{}:
+		default: // asked already
+		}
 	}
-	if sp.in.Err() != nil {
-		r.endInit(sp.in) // it exited idle
-		return nil, sp.leaf
+	if idled {
+		r.endInit(in)
+		return nil
 	}
-	return sp.in, sp.leaf
+	return in
 }
 
-// endSpare ends the start-up probe's init, and removes its leaf, if no session took them.
-func (r *Reaper) endSpare() {
-	if sp := r.spare.Swap(nil); sp != nil {
-		r.endInit(sp.in)
-		r.dropLeaf(sp.leaf)
+// readyInits keeps an init ready for the next session (Options.ReadyInit): it makes one each time a
+// session has taken the one there was, until stop is closed. The Reaper's wg counts it; Close ends
+// the init it left ready once it has returned.
+func (r *Reaper) readyInits(stop <-chan struct{}) {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-r.wantReady:
+		}
+		if r.ready.Load() != nil {
+			continue
+		}
+		var leaf *cgroup.Slice
+		if r.root != nil {
+			var err error
+			if r.noClone3.Load() {
+				continue // the init would have to be moved: not worth it ahead (see decidePIDNamespace)
+			}
+			if leaf, err = r.initsLeaf(); err != nil {
+				continue // the next session's first command starts its own, and says why it cannot
+			}
+		}
+		in, err := r.startInit(leaf)
+		if err != nil {
+			r.log.Debug("an init could not be made ready for the next session", "error", err)
+			continue
+		}
+		select {
+		case <-stop:
+			r.endInit(in)
+			return
+		default:
+		}
+		if !r.ready.CompareAndSwap(nil, in) {
+			r.endInit(in)
+		}
 	}
 }
 
-// endSpareOf ends the start-up probe's init and its leaf if they are kept for the session named
-// session, which ends without having used them.
-func (r *Reaper) endSpareOf(session string) {
-	if sp := r.spare.Load(); sp != nil && sp.leaf != nil && sp.session == session && r.spare.CompareAndSwap(sp, nil) {
-		r.endInit(sp.in)
-		r.dropLeaf(sp.leaf)
+// endReady ends the init kept ready, if no session took it.
+func (r *Reaper) endReady() {
+	if in := r.ready.Swap(nil); in != nil {
+		r.endInit(in)
 	}
 }
 
@@ -291,22 +307,18 @@ func (s *Session) initLocked() (*pidns.Init, error) {
 		}
 		s.ns = nil
 	}
-	if s.nsLeaf == nil {
-		in, leaf := s.r.takeSpare(s.name)
-		s.nsLeaf = leaf
-		if in != nil {
-			s.ns = in
-			return in, nil
+	if in := s.r.takeReady(); in != nil {
+		s.ns = in
+		return in, nil
+	}
+	var leaf *cgroup.Slice
+	if s.r.root != nil {
+		var err error
+		if leaf, err = s.r.initsLeaf(); err != nil {
+			return nil, fmt.Errorf("session %s: %w", s.id, err)
 		}
 	}
-	if s.r.root != nil && s.nsLeaf == nil {
-		leaf, err := s.r.instance.Create("init-" + s.name)
-		if err != nil {
-			return nil, err
-		}
-		s.nsLeaf = leaf
-	}
-	in, err := s.r.startInit(s.nsLeaf)
+	in, err := s.r.startInit(leaf)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", s.id, err)
 	}

@@ -2,12 +2,11 @@ package reaper
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -307,95 +306,118 @@ func TestIdleInitRestarts(t *testing.T) {
 }
 
 // TestProbeInitServesFirstSession: the init the start-up probe started is the first session's (it
-// saves that session an init's start), in cgroup containment born in that session's init leaf; the
-// second session starts its own; a first session that ends without a command ends it and its leaf;
-// a Reaper that no session used ends it on Close.
+// saves that session an init's start), in cgroup containment born in the inits' leaf, where every
+// session's init is born; the second session starts its own; a Reaper that no session used ends it
+// on Close.
 func TestProbeInitServesFirstSession(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			r := nsReaper(t, mode, Options{})
-			sp := r.spare.Load()
-			if sp == nil {
+			ready := r.ready.Load()
+			if ready == nil {
 				t.Fatal("the probe's init was not kept")
 			}
-			spare := sp.in
-			if r.root != nil {
-				pids, err := sp.leaf.Pids()
-				if err != nil || len(pids) != 1 || pids[0] != spare.Pid() || !strings.HasSuffix(sp.leaf.Path(), "/init-s-1") {
-					t.Fatalf("the probe's init leaf %s holds %v (%v), want the init %d alone", sp.leaf.Path(), pids, err, spare.Pid())
-				}
-			}
 			a := newTestSession(t, r, SessionOptions{})
-			if in := a.mustInit(t); in != spare {
-				t.Errorf("the first session's init is pid %d, not the probe's %d", in.Pid(), spare.Pid())
+			if in := a.mustInit(t); in != ready {
+				t.Errorf("the first session's init is pid %d, not the probe's %d", in.Pid(), ready.Pid())
 			}
-			if r.spare.Load() != nil {
+			if r.ready.Load() != nil {
 				t.Error("the probe's init is still offered after a session took it")
 			}
-			if r.root != nil && a.nsLeaf != sp.leaf {
-				t.Errorf("the first session's init leaf is %v, not the one its init was born in, %s", a.nsLeaf, sp.leaf.Path())
-			}
 			b := newTestSession(t, r, SessionOptions{})
-			if in := b.mustInit(t); in == spare {
+			second := b.mustInit(t)
+			if second == ready {
 				t.Error("the second session got the first session's init")
 			}
-			if _, err := a.Close(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			if testutil.Running(testutil.Proc{Pid: spare.Pid(), Start: spare.StartTime()}) {
-				t.Errorf("the first session's init %d runs on after its end", spare.Pid())
-			}
 			if r.root != nil {
-				if _, err := os.Stat(sp.leaf.Path()); !errors.Is(err, fs.ErrNotExist) {
-					t.Errorf("the first session's init leaf %s is left after its end: %v", sp.leaf.Path(), err)
-				}
+				checkInitsLeaf(t, r, ready.Pid(), second.Pid())
 			}
 		})
 	}
-	t.Run("first session ran nothing", func(t *testing.T) {
-		r := nsReaper(t, ContainCgroup, Options{})
-		sp := r.spare.Load()
-		if sp == nil {
-			t.Fatal("the probe's init was not kept")
-		}
-		a := newTestSession(t, r, SessionOptions{})
-		if _, err := a.Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if r.spare.Load() != nil {
-			t.Error("the probe's init is still kept after the session it was kept for ended")
-		}
-		if testutil.Running(testutil.Proc{Pid: sp.in.Pid(), Start: sp.in.StartTime()}) {
-			t.Errorf("the probe's init %d runs on after the session it was kept for ended", sp.in.Pid())
-		}
-		if _, err := os.Stat(sp.leaf.Path()); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("the first session's init leaf %s is left after its end: %v", sp.leaf.Path(), err)
-		}
-	})
 	t.Run("unused", func(t *testing.T) {
 		r, err := New(Options{Containment: ContainProcess, WorkDir: t.TempDir(), StateDir: t.TempDir(), NoSweep: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ns := r.Containment().PIDNamespace // waits for the probe, which New no longer does
-		sp := r.spare.Load()
-		if sp == nil {
+		ready := r.ready.Load()
+		if ready == nil {
 			r.Close(context.Background())
 			t.Skipf("skipped: the probe kept no init here: PID namespaces %s", ns)
 		}
-		spare := sp.in
 		if err := r.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case <-spare.Done():
+		case <-ready.Done():
 		default:
-			t.Errorf("the probe's init %d is still served after Close", spare.Pid())
+			t.Errorf("the probe's init %d is still served after Close", ready.Pid())
 		}
-		if testutil.Running(testutil.Proc{Pid: spare.Pid(), Start: spare.StartTime()}) {
-			t.Errorf("the probe's init %d still runs after Close", spare.Pid())
+		if testutil.Running(testutil.Proc{Pid: ready.Pid(), Start: ready.StartTime()}) {
+			t.Errorf("the probe's init %d still runs after Close", ready.Pid())
 		}
 	})
+}
+
+// checkInitsLeaf fails the test unless the Reaper's inits' leaf holds exactly the inits pids.
+func checkInitsLeaf(t *testing.T, r *Reaper, pids ...int) {
+	t.Helper()
+	leaf, err := r.initsLeaf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := leaf.Pids()
+	slices.Sort(in)
+	slices.Sort(pids)
+	if err != nil || !slices.Equal(in, pids) || filepath.Base(leaf.Path()) != "inits" {
+		t.Errorf("the inits' leaf %s holds %v (%v), want the inits %v", leaf.Path(), in, err, pids)
+	}
+}
+
+// TestReadyInit: with Options.ReadyInit every session's first command finds an init started ahead
+// (after the first session, the start-up probe's): once a session takes one, the next is made
+// ready in the background; Close ends the one left ready.
+func TestReadyInit(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := nsReaper(t, mode, Options{ReadyInit: true})
+			var taken []*pidns.Init
+			for i := range 3 {
+				deadline := time.Now().Add(30 * time.Second)
+				ready := r.ready.Load()
+				for ; ready == nil && time.Now().Before(deadline); ready = r.ready.Load() {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if ready == nil {
+					t.Fatalf("no init was made ready for session %d", i+1)
+				}
+				s := newTestSession(t, r, SessionOptions{})
+				if in := s.mustInit(t); in != ready {
+					t.Fatalf("session %d's init is pid %d, not the one ready, %d", i+1, in.Pid(), ready.Pid())
+				}
+				taken = append(taken, ready)
+			}
+			var left *pidns.Init
+			deadline := time.Now().Add(30 * time.Second)
+			for left = r.ready.Load(); left == nil && time.Now().Before(deadline); left = r.ready.Load() {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if left == nil {
+				t.Fatal("no init was made ready after the third session took one")
+			}
+			if r.root != nil {
+				checkInitsLeaf(t, r, taken[0].Pid(), taken[1].Pid(), taken[2].Pid(), left.Pid())
+			}
+			if err := r.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range append(taken, left) {
+				if testutil.Running(testutil.Proc{Pid: in.Pid(), Start: in.StartTime()}) {
+					t.Errorf("the init %d still runs after Close", in.Pid())
+				}
+			}
+		})
+	}
 }
 
 // TestProbeAnswerRecorded: New does not wait for the probe of PID namespaces (auto), and what it

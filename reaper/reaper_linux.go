@@ -14,6 +14,7 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/kill"
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
@@ -24,39 +25,42 @@ import (
 // The lock order is in the package documentation.
 type Reaper struct {
 	// The fields up to mu are fixed at creation.
-	opts     Options
-	lim      Limits
-	log      *slog.Logger
-	pid      int
-	kids     *reap.Children
-	devnull  *os.File
-	shell    string
-	dupCwd   bool // the shell names cwdFD itself (see shellScript)
-	bash     bool // the shell is bash (see shellScript)
-	env      []string
-	workDir  string
-	info     ContainmentInfo
-	root     *cgroup.Root  // nil in process containment
-	name     string        // r<pid>-<start time>: this Reaper among others, past and present
-	instance *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
-	self     Instance      // what this Reaper recorded in its state directory
-	state    *safefs.Dir   // where instances keep their state directories (Options.StateDir)
-	dir      *safefs.Dir   // this Reaper's state directory in state, holding its sessions' directories
-	policy   kill.Policy
-	forker   *reap.Forker              // with Options.User: the thread tasks are forked from (no_new_privs)
-	nsThread *reap.Forker              // with PID namespaces: the thread inits are forked from (their parent-death signal)
-	nsIdle   time.Duration             // how long an init lives on in an empty namespace: initIdle (tests shorten it)
-	spare    atomic.Pointer[spareInit] // the start-up probe's init, until a first session takes it (see takeSpare)
-	nsProbe  chan nsProbeResult        // the start-up probe's answer, received once by pidNamespace
-	nsOnce   sync.Once                 // pidNamespace's
-	nsErr    error                     // pidNamespace's error, set under nsOnce
-	obs      Observer                  // never nil
-	limits   cgroup.Limits             // written into each session's slice: the limits the host can apply
-	watchOOM bool                      // leaves have memory.events: a task's OOM kills can be told
-	noClone3 atomic.Bool               // the host refused clone3 into a cgroup once: join before exec instead
-	wg       sync.WaitGroup            // the sweep after dead instances, and the watch for escapees
-	adoptMu  sync.Mutex                // serialises killAdopted
-	// stopWatch stops the watch for escapees (cgroup containment); Close closes it.
+	opts      Options
+	lim       Limits
+	log       *slog.Logger
+	pid       int
+	kids      *reap.Children
+	devnull   *os.File
+	shell     string
+	dupCwd    bool // the shell names cwdFD itself (see shellScript)
+	bash      bool // the shell is bash (see shellScript)
+	env       []string
+	workDir   string
+	info      ContainmentInfo
+	root      *cgroup.Root  // nil in process containment
+	name      string        // r<pid>-<start time>: this Reaper among others, past and present
+	instance  *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
+	self      Instance      // what this Reaper recorded in its state directory
+	state     *safefs.Dir   // where instances keep their state directories (Options.StateDir)
+	dir       *safefs.Dir   // this Reaper's state directory in state, holding its sessions' directories
+	policy    kill.Policy
+	forker    *reap.Forker               // with Options.User: the thread tasks are forked from (no_new_privs)
+	nsThread  *reap.Forker               // with PID namespaces: the thread inits are forked from (their parent-death signal)
+	nsIdle    time.Duration              // how long an init lives on in an empty namespace: initIdle (tests shorten it)
+	ready     atomic.Pointer[pidns.Init] // an init started ahead, until a session takes it (see takeReady)
+	wantReady chan struct{}              // asks readyInits for an init (Options.ReadyInit)
+	initsMu   sync.Mutex                 // guards inits
+	inits     *cgroup.Slice              // the leaf the inits are born in (cgroup containment), once made
+	nsProbe   chan nsProbeResult         // the start-up probe's answer, received once by pidNamespace
+	nsOnce    sync.Once                  // pidNamespace's
+	nsErr     error                      // pidNamespace's error, set under nsOnce
+	obs       Observer                   // never nil
+	limits    cgroup.Limits              // written into each session's slice: the limits the host can apply
+	watchOOM  bool                       // leaves have memory.events: a task's OOM kills can be told
+	noClone3  atomic.Bool                // the host refused clone3 into a cgroup once: join before exec instead
+	wg        sync.WaitGroup             // the sweep after dead instances, and the watch for escapees
+	adoptMu   sync.Mutex                 // serialises killAdopted
+	// stopWatch stops the watch for escapees (cgroup containment) and readyInits; Close closes it.
 	stopWatch chan struct{}
 
 	// mu guards the fields that follow.
@@ -193,6 +197,11 @@ func newReaper(opts Options) (*Reaper, error) {
 		r.wg.Add(1)
 		go r.watchAdopted(r.stopWatch)
 	}
+	if opts.ReadyInit && r.nsThread != nil {
+		r.wantReady = make(chan struct{}, 1)
+		r.wg.Add(1)
+		go r.readyInits(r.stopWatch)
+	}
 	ok = true
 	return r, nil
 }
@@ -206,7 +215,7 @@ func (r *Reaper) undoNew() {
 	if r.nsProbe != nil {
 		r.pidNamespace() // the probe ends; its error, if any, is New's already
 	}
-	r.endSpare() // before the slice it may be in is dropped
+	r.endReady() // before the slice it is in is dropped
 	if r.nsThread != nil {
 		r.nsThread.Stop()
 	}
@@ -403,14 +412,14 @@ func (r *Reaper) Close(ctx context.Context) error {
 		return r.closeErr
 	}
 	defer close(r.done)
-	r.pidNamespace() // the probe ends before anything it could touch (the spare, the record) is let go
+	r.pidNamespace() // the probe ends before anything it could touch (the ready init, the record) is let go
 	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
 	wctx, cancel := kill.DeathWait(ctx)
 	defer cancel()
 	r.killDescendants(wctx)
 	r.wg.Wait()
-	r.endSpare() // before the slice it may be in is dropped
+	r.endReady() // before the slice it is in is dropped
 	errs = append(errs, r.dropInstance(wctx), r.dropState())
 	if r.forker != nil {
 		r.forker.Stop()

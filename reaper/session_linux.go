@@ -56,7 +56,6 @@ type Session struct {
 	slice   *cgroup.Slice   // created on the first command; nil in process containment
 	ns      *pidns.Init     // the init of the session's PID namespace, started with the first command; nil without
 	ended   []*pidns.Init   // inits that ended while the session went on: the teardown lets go of them
-	nsLeaf  *cgroup.Slice   // the init's cgroup, beside the slice (cgroup containment)
 	idle    []*cgroup.Slice // empty leaves kept for reuse: a fresh cgroup costs more than the fork
 	leaves  int             // leaves created so far, for their names
 	tasks   map[string]*task
@@ -644,8 +643,7 @@ func (s *Session) teardown(ctx context.Context) {
 	tasks, sc := s.scopeLocked(waitEnd)
 	ran := s.ran
 	s.mu.Unlock()
-	s.r.endSpareOf(s.name) // kept for this session, which ran nothing: no one else may take it
-	s.outputs.close()      // no file is made or completed from now on: the directory goes with them
+	s.outputs.close() // no file is made or completed from now on: the directory goes with them
 
 	var errs []error
 	// In process containment the walk runs even when no task is kept: finished tasks are cleared,
@@ -661,11 +659,8 @@ func (s *Session) teardown(ctx context.Context) {
 	for _, in := range sc.Inits {
 		in.Close()
 	}
-	for _, c := range []*cgroup.Slice{sc.Slice, s.nsLeaf} {
-		if c == nil {
-			continue
-		}
-		if err := c.Remove(); err != nil {
+	if sc.Slice != nil {
+		if err := sc.Slice.Remove(); err != nil {
 			errs = append(errs, err)
 		}
 	}

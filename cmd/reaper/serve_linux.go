@@ -144,6 +144,7 @@ func newServer(c serveConfig, link instance.GuardLink, log *slog.Logger, o *ops)
 		User:              u,
 		Containment:       containment,
 		PIDNamespace:      pidNS,
+		ReadyInit:         c.http != "", // over HTTP sessions come and go; over stdio there is one
 		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
 		StateDir:          c.stateDir,
 		Grace:             &c.grace,

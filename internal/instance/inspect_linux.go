@@ -229,7 +229,6 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 		}
 		iv.dir.Close()
 	}
-	inits := make(map[string]int)
 	if iv.slice != nil {
 		names, _ := iv.slice.Children()
 		for _, name := range names {
@@ -237,7 +236,7 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 				// The leaf of the session's init, beside its slice.
 				if leaf, err := iv.slice.Leaf(name); err == nil {
 					if pids, _ := leaf.Pids(); len(pids) > 0 {
-						inits[sname] = pids[0]
+						get(sname).Init = pids[0]
 					}
 				}
 				continue
@@ -250,13 +249,6 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 				sv.Slice = s.Path()
 				sv.sliceProcesses(s)
 			}
-		}
-	}
-	// An init leaf of a session that has neither a directory nor a slice holds the init kept for the
-	// first session before that session exists (the start-up probe's): not a session.
-	for sname, pid := range inits {
-		if sv := sessions[sname]; sv != nil {
-			sv.Init = pid
 		}
 	}
 	for _, sv := range sessions {
