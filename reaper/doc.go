@@ -79,6 +79,7 @@
 //	task.mu
 //	pump.mu            held across each read of the task's pipe
 //	output.mu
+//	Reaper.initsMu     a leaf, held across the making of the inits' cgroup (taken under Session.mu)
 //
 // and below any of them, the locks of the packages reaper calls, which take none of reaper's:
 // pidns.Init's (a spawn through the session's init; its registered tasks), reap.Children's (held

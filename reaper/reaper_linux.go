@@ -49,8 +49,6 @@ type Reaper struct {
 	nsIdle    time.Duration              // how long an init lives on in an empty namespace: initIdle (tests shorten it)
 	ready     atomic.Pointer[pidns.Init] // an init started ahead, until a session takes it (see takeReady)
 	wantReady chan struct{}              // asks readyInits for an init (Options.ReadyInit)
-	initsMu   sync.Mutex                 // guards inits
-	inits     *cgroup.Slice              // the leaf the inits are born in (cgroup containment), once made
 	nsProbe   chan nsProbeResult         // the start-up probe's answer, received once by pidNamespace
 	nsOnce    sync.Once                  // pidNamespace's
 	nsErr     error                      // pidNamespace's error, set under nsOnce
@@ -58,10 +56,14 @@ type Reaper struct {
 	limits    cgroup.Limits              // written into each session's slice: the limits the host can apply
 	watchOOM  bool                       // leaves have memory.events: a task's OOM kills can be told
 	noClone3  atomic.Bool                // the host refused clone3 into a cgroup once: join before exec instead
-	wg        sync.WaitGroup             // the sweep after dead instances, and the watch for escapees
+	wg        sync.WaitGroup             // the sweep after dead instances, the watch for escapees, readyInits
 	adoptMu   sync.Mutex                 // serialises killAdopted
 	// stopWatch stops the watch for escapees (cgroup containment) and readyInits; Close closes it.
 	stopWatch chan struct{}
+
+	// initsMu guards inits: the leaf the inits are born in (cgroup containment), once made.
+	initsMu sync.Mutex
+	inits   *cgroup.Slice
 
 	// mu guards the fields that follow.
 	mu       sync.Mutex

@@ -33,8 +33,8 @@ func Probe(opts Options) (Mode, error) {
 
 // ProbeKeep is Probe, except that the init that answered is returned alive instead of ended, so
 // that a first session can use it rather than start another (about 6 ms): an init forks nothing
-// until it is asked to. If opts.Cgroup is set the init is born there (a first session's cgroup);
-// where no start in it works, the probe is made again outside any cgroup, so that a refused clone3
+// until it is asked to. If opts.Cgroup is set the init is born there (where the sessions' inits
+// are); where no start in it works, the probe is made again outside any cgroup, so that a refused clone3
 // into a cgroup (a seccomp profile's ENOSYS or EPERM) is not taken for refused namespaces:
 // Init.InCgroup says which it was. Like any init it exits by itself once its namespace has been
 // empty for opts.Idle; its owner ends it (Kill, Wait, Close) if no session takes it.

@@ -38,7 +38,7 @@ func TestProbeKeepCgroup(t *testing.T) {
 	}
 	t.Run("cgroup", func(t *testing.T) {
 		root := testutil.CgroupRoot(t)
-		leaf := filepath.Join(root, "init-s-1")
+		leaf := filepath.Join(root, "inits")
 		for _, d := range []string{root, leaf} {
 			if err := os.Mkdir(d, 0o755); err != nil {
 				t.Fatal(err)
