@@ -31,12 +31,13 @@ func newOutputSchemas() *outputSchemas {
 	return o
 }
 
-// addTool adds t to srv with h, as mcp.AddTool does, and out as its output schema's inference,
-// which o advertises. t's OutputSchema must be nil.
+// addTool adds t to srv with h, as mcp.AddTool does, with In's schema as its input schema (see
+// schemaFor), and out as its output schema's inference, which o advertises. t's schemas must be nil.
 func addTool[In any](srv *mcp.Server, o *outputSchemas, t *mcp.Tool, out func() *jsonschema.Schema, h mcp.ToolHandlerFor[In, any]) {
-	if t.OutputSchema != nil {
-		panic("mcpserver: tool " + t.Name + ": the output schema goes to addTool, not the tool")
+	if t.InputSchema != nil || t.OutputSchema != nil {
+		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
 	}
+	t.InputSchema = schemaFor[In]()
 	o.infer[t.Name] = out
 	mcp.AddTool(srv, t, h)
 }

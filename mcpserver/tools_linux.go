@@ -259,11 +259,6 @@ func budgetText(l reaper.Limits, the string) string {
 func (s *Server) addTools(l reaper.Limits) *outputSchemas {
 	t := taskTools(l, s.maxOutput, scope{in: "this session", the: "the session",
 		ends: fmt.Sprintf(" (over HTTP, also after %v without requests)", s.opts.IdleTimeout)})
-	t.bash.InputSchema = schemaFor[BashInput]()
-	t.output.InputSchema = schemaFor[TaskOutputInput]()
-	t.stop.InputSchema = schemaFor[TaskStopInput]()
-	t.list.InputSchema = schemaFor[TaskListInput]()
-	t.input.InputSchema = schemaFor[WriteStdinInput]()
 	o := newOutputSchemas()
 	addTool(s.mcp, o, t.bash, schemaFor[BashOutput], structured(inSession(s, s.bash)))
 	addTool(s.mcp, o, t.output, schemaFor[TaskOutput], structured(inSession(s, s.taskOutput)))

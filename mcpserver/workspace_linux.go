@@ -130,11 +130,6 @@ func (s *Server) addWorkspaceTools(l reaper.Limits) *outputSchemas {
 	for _, tool := range t.all() {
 		tool.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + tool.Description
 	}
-	t.bash.InputSchema = schemaFor[WorkspaceBashInput]()
-	t.output.InputSchema = schemaFor[WorkspaceTaskOutputInput]()
-	t.stop.InputSchema = schemaFor[WorkspaceTaskStopInput]()
-	t.list.InputSchema = schemaFor[WorkspaceTaskListInput]()
-	t.input.InputSchema = schemaFor[WorkspaceWriteStdinInput]()
 	o := newOutputSchemas()
 	addTool(s.ws, o, t.bash, schemaFor[BashOutput], structured(inWorkspace[WorkspaceBashInput](s, s.bash)))
 	addTool(s.ws, o, t.output, schemaFor[TaskOutput], structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)))
@@ -148,19 +143,16 @@ A workspace keeps a working directory and background tasks across calls, as a sh
 A workspace belongs to the identity that opened it: with bearer tokens, the token's identity; without, the server listens on loopback only and every client is the same local identity. At most %d workspaces are open at once per identity.
 No notifications come between calls: wait for a background task with task_output block=true.`, lease, s.opts.MaxWorkspaces),
 		Annotations: &mcp.ToolAnnotations{Title: "Open a workspace"},
-		InputSchema: schemaFor[WorkspaceOpenInput](),
 	}, schemaFor[WorkspaceOpenOutput], structured(s.workspaceOpen))
 	addTool(s.ws, o, &mcp.Tool{
 		Name:        "workspace_close",
 		Description: fmt.Sprintf("Close a workspace now: every process it started, background tasks and escaped or detached processes included, gets %s; the handle is unusable at once. Answers within a second, closed or still closing.", graceText(l.Grace)),
 		Annotations: &mcp.ToolAnnotations{Title: "Close a workspace", DestructiveHint: ptr(true), IdempotentHint: true},
-		InputSchema: schemaFor[WorkspaceInput](),
 	}, schemaFor[WorkspaceCloseOutput], structured(s.workspaceClose))
 	addTool(s.ws, o, &mcp.Tool{
 		Name:        "workspace_list",
 		Description: fmt.Sprintf("List the caller's open workspaces: handle, when opened and last used, when the lease (%v) runs out, working directory, running background tasks.", lease),
 		Annotations: &mcp.ToolAnnotations{Title: "List your workspaces", ReadOnlyHint: true},
-		InputSchema: schemaFor[WorkspaceOpenInput](),
 	}, schemaFor[WorkspaceListOutput], structured(s.workspaceList))
 	return o
 }
