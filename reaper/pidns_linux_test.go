@@ -383,14 +383,11 @@ func TestReadyInit(t *testing.T) {
 			r := nsReaper(t, mode, Options{ReadyInit: true})
 			var taken []*pidns.Init
 			for i := range 3 {
-				deadline := time.Now().Add(30 * time.Second)
-				ready := r.ready.Load()
-				for ; ready == nil && time.Now().Before(deadline); ready = r.ready.Load() {
-					time.Sleep(5 * time.Millisecond)
-				}
-				if ready == nil {
-					t.Fatalf("no init was made ready for session %d", i+1)
-				}
+				var ready *pidns.Init
+				testutil.Eventually(t, fmt.Sprintf("an init made ready for session %d", i+1), func() bool {
+					ready = r.ready.Load()
+					return ready != nil
+				})
 				s := newTestSession(t, r, SessionOptions{})
 				if in := s.mustInit(t); in != ready {
 					t.Fatalf("session %d's init is pid %d, not the one ready, %d", i+1, in.Pid(), ready.Pid())
@@ -398,13 +395,10 @@ func TestReadyInit(t *testing.T) {
 				taken = append(taken, ready)
 			}
 			var left *pidns.Init
-			deadline := time.Now().Add(30 * time.Second)
-			for left = r.ready.Load(); left == nil && time.Now().Before(deadline); left = r.ready.Load() {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if left == nil {
-				t.Fatal("no init was made ready after the third session took one")
-			}
+			testutil.Eventually(t, "an init made ready after the third session took one", func() bool {
+				left = r.ready.Load()
+				return left != nil
+			})
 			if r.root != nil {
 				checkInitsLeaf(t, r, taken[0].Pid(), taken[1].Pid(), taken[2].Pid(), left.Pid())
 			}
