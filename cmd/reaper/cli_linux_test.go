@@ -17,7 +17,7 @@ import (
 // work (help, usage errors) may be given: a valid serve or run would start a guard.
 func runCLI(args ...string) (int, string, string) {
 	var stdout, stderr strings.Builder
-	code := run(args, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+	code := run(args, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr, nil)
 	return code, stdout.String(), stderr.String()
 }
 

@@ -17,6 +17,8 @@ type guardSpec struct {
 	// crashed, if non-zero, is the exit status when the server dies of a signal (reaper run: the
 	// job's own status is unknown then); otherwise 128+n for signal n.
 	crashed int
+	// exit, if set, ends the process once the server is gone and cleaned up after (see exitFunc).
+	exit exitFunc
 }
 
 // guard runs a command (serve, run) as the guard of its server (see instance.Guard): the server is this
@@ -55,18 +57,6 @@ func guard(spec guardSpec, args []string, getenv func(string) string, stderr io.
 		}
 	}()
 	res := g.Wait()
-	// signal.Stop waits on the runtime for each signal it gives up (the runtime's signal-mask thread
-	// answers each) and then for delivery to quiesce, yielding. This goroutine is locked to its
-	// thread (the server's parent-death signal follows it), where each such wait hands the processor
-	// to another thread and back: 0.5-1.3 ms at every exit. From another goroutine, 0.17-0.64 ms.
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		signal.Stop(sigs)
-	}()
-	<-stopped
-	close(sigs)
-	<-forwarded
 	if res.Signal != 0 || len(res.Killed) > 0 || res.Err != nil {
 		attrs := []any{"server", g.Pid(), "status", res.Code, "killed", len(res.Killed)}
 		if res.Signal != 0 {
@@ -83,8 +73,23 @@ func guard(spec guardSpec, args []string, getenv func(string) string, stderr io.
 		}
 		log.Warn("the server ended without cleaning up; the guard did", attrs...)
 	}
+	code := res.Code
 	if res.Signal != 0 && spec.crashed != 0 {
-		return spec.crashed
+		code = spec.crashed
 	}
-	return res.Code
+	spec.exit.now(code)
+	// In process: stop forwarding. signal.Stop waits on the runtime for each signal it gives up (the
+	// runtime's signal-mask thread answers each) and then for delivery to quiesce, yielding. This
+	// goroutine is locked to its thread (the server's parent-death signal follows it), where each
+	// such wait hands the processor to another thread and back: 0.5-1.3 ms. From another goroutine,
+	// 0.17-0.64 ms.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		signal.Stop(sigs)
+	}()
+	<-stopped
+	close(sigs)
+	<-forwarded
+	return code
 }

@@ -37,11 +37,12 @@ as REAPER_<NAME> (--idle-timeout as REAPER_IDLE_TIMEOUT).
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr, os.Exit))
 }
 
-// run dispatches a command line and returns the process's exit status.
-func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+// run dispatches a command line and returns the process's exit status. A command that guards or
+// serves exits through exit, if it is set, once its work is done (see exitFunc).
+func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, exit exitFunc) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return badUsage
@@ -50,15 +51,15 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	case "version", "--version", "-version":
 		return versionCommand(args[1:], getenv, stdout, stderr)
 	case "help", "--help", "-help", "-h":
-		return help(args[1:], getenv, stdin, stdout, stderr)
+		return help(args[1:], getenv, stdin, stdout, stderr, exit)
 	case "serve":
-		return serve(args[1:], getenv, stdin, stdout, stderr)
+		return serve(args[1:], getenv, stdin, stdout, stderr, exit)
 	case "sweep":
 		return sweep(args[1:], getenv, stdout, stderr)
 	case "ps":
 		return ps(args[1:], getenv, stdout, stderr)
 	case "run":
-		return runCommand(args[1:], getenv, stdout, stderr)
+		return runCommand(args[1:], getenv, stdout, stderr, exit)
 	}
 	fmt.Fprintf(stderr, "reaper: unknown command %q\n\n%s", args[0], usage)
 	return badUsage
@@ -80,13 +81,13 @@ func versionCommand(args []string, getenv func(string) string, stdout, stderr io
 }
 
 // help prints the usage, or with the name of a command that command's help.
-func help(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+func help(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, exit exitFunc) int {
 	switch {
 	case len(args) == 0:
 		fmt.Fprint(stdout, usage)
 		return 0
 	case len(args) == 1 && slices.Contains([]string{"serve", "run", "sweep", "ps", "version"}, args[0]):
-		return run([]string{args[0], "--help"}, getenv, stdin, stdout, stderr)
+		return run([]string{args[0], "--help"}, getenv, stdin, stdout, stderr, exit)
 	}
 	fmt.Fprintf(stderr, "reaper help: unexpected argument %q\nUsage: reaper help [COMMAND]\n", args[len(args)-1])
 	return badUsage

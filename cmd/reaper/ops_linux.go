@@ -117,9 +117,10 @@ func (o *ops) stopping() {
 	}
 }
 
-// close stops the admin endpoint.
+// close stops the admin endpoint, letting a request under way finish (a scrape). It is idempotent.
 func (o *ops) close() {
 	if o.admin != nil {
 		o.admin.Close()
+		o.admin = nil
 	}
 }

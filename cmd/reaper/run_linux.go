@@ -95,8 +95,8 @@ func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 
 // runCommand runs the run command and returns the process's exit status. Started by a user, it is
 // the guard; started by the guard, it is the server that runs the job (internal/job).
-func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	spec := guardSpec{command: "run", crashed: job.ExitFailed}
+func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer, exit exitFunc) int {
+	spec := guardSpec{command: "run", crashed: job.ExitFailed, exit: exit}
 	guarded := getenv(instance.EnvGuardPid) != ""
 	if _, tried, _ := early.Server(); tried && !guarded {
 		return guard(spec, args, getenv, stderr) // the server, started already, checks the command line
@@ -140,11 +140,12 @@ func runCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 		Stderr:          stderr,
 		Log:             log,
 	})
-	signal.Stop(sigs)
 	if n := len(rep.Leftovers); n > 0 && !c.quiet {
 		fmt.Fprintf(stderr, "reaper run: killed %s%s\n", count(n, "leftover process", "leftover processes"), procList(rep.Leftovers))
 	}
 	writeReport(c.report, rep, stderr)
+	exit.now(rep.ExitCode)
+	signal.Stop(sigs)
 	return rep.ExitCode
 }
 

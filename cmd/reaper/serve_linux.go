@@ -20,7 +20,7 @@ import (
 
 // serve runs the serve command and returns the process's exit status. Started by a user, it is the
 // guard (see guard); started by the guard, it is the server.
-func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, exit exitFunc) int {
 	if getenv(instance.EnvGuardPid) == "" {
 		if _, tried, _ := early.Server(); !tried {
 			// In process (tests), the command line is checked before a server starts: help and
@@ -30,7 +30,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 				return code
 			}
 		}
-		return guard(guardSpec{command: "serve"}, args, getenv, stderr)
+		return guard(guardSpec{command: "serve", exit: exit}, args, getenv, stderr)
 	}
 	log := earlyLogger(stderr, args, getenv)
 	link, err := instance.GuardedBy(getenv(instance.EnvGuardPid), getenv(instance.EnvGuardFD))
@@ -101,7 +101,11 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		status = serveHTTP(sig, srv, ln, tokens, log)
 	}
 	o.stopping()
-	return shutdown(sig, srv, r, log, status)
+	status = shutdown(sig, srv, r, log, status)
+	o.close()
+	// Every session has ended and the Reaper is closed: what the deferred calls stop dies with the
+	// process.
+	return exit.now(status)
 }
 
 // listen refuses an HTTP address that is not loopback unless there is a token, and opens the

@@ -98,14 +98,14 @@ func TestEndpointURL(t *testing.T) {
 
 func TestVersionAndHelp(t *testing.T) {
 	var out strings.Builder
-	if code := run([]string{"version"}, os.Getenv, nil, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "reaper ") {
+	if code := run([]string{"version"}, os.Getenv, nil, &out, io.Discard, nil); code != 0 || !strings.HasPrefix(out.String(), "reaper ") {
 		t.Errorf("version: %d %q", code, out.String())
 	}
 	out.Reset()
-	if code := run([]string{"--help"}, os.Getenv, nil, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "reaper serve") {
+	if code := run([]string{"--help"}, os.Getenv, nil, &out, io.Discard, nil); code != 0 || !strings.Contains(out.String(), "reaper serve") {
 		t.Errorf("--help: %d %q", code, out.String())
 	}
-	if code := run([]string{"frobnicate"}, os.Getenv, nil, io.Discard, io.Discard); code != 2 {
+	if code := run([]string{"frobnicate"}, os.Getenv, nil, io.Discard, io.Discard, nil); code != 2 {
 		t.Errorf("unknown command: exit %d, want 2", code)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
 )
 
@@ -158,8 +160,13 @@ func (p Policy) Sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, 
 
 // Descendants kills every live descendant of self (the processes a subreaper was left with), and
 // repeats until a pass finds nothing, for what forks while a pass runs; each pass waits for what it
-// killed until the Timeout passes or ctx is done. It returns what it killed.
+// killed until the Timeout passes or ctx is done. It returns what it killed. When self is this
+// process and it has no child, not even a zombie, it has no descendant either: one waitid says so,
+// without reading /proc (each thread's children file), at every guard's and server's exit.
 func (p Policy) Descendants(ctx context.Context, self int) []proc.Proc {
+	if self == os.Getpid() && !reap.HasChildren() {
+		return nil
+	}
 	w := proc.NewWalker()
 	var killed []proc.Proc
 	for pass := 0; pass < maxWalkPasses; pass++ {

@@ -193,3 +193,45 @@ func TestTerminateContextCutsGrace(t *testing.T) {
 	}
 	testutil.AssertDead(t, left)
 }
+
+// TestDescendants: what a subreaper was left with (every process that escapes a process group or its
+// parent, orphaned to this process) dies; once nothing is left below this process, a second call finds
+// nothing to kill.
+func TestDescendants(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "pids")
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	attr := &syscall.ProcAttr{Files: []uintptr{^uintptr(0), out.Fd(), out.Fd()}, Sys: &syscall.SysProcAttr{Setpgid: true}}
+	_, exited, err := kids.Start(func() (int, error) {
+		return syscall.ForkExec("/bin/sh", []string{"sh", "-c", testutil.Zoo(dir)}, attr)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	testutil.Eventually(t, "6 pids in "+f, func() bool {
+		b, _ := os.ReadFile(f)
+		text = string(b)
+		return lines(text) >= 6
+	})
+	left := testutil.PidsIn(t, text)
+	t.Cleanup(func() { Policy{}.Descendants(context.Background(), os.Getpid()) })
+	select {
+	case <-exited: // the shell returns once every process has written its pid: they are orphans now
+	case <-time.After(time.Minute):
+		t.Fatal("the zoo's shell has not returned")
+	}
+	killed := Policy{}.Descendants(context.Background(), os.Getpid())
+	if len(killed) < len(left) {
+		t.Errorf("killed %d processes (%v), want at least the %d of the zoo", len(killed), killed, len(left))
+	}
+	testutil.AssertDead(t, left)
+	testutil.Eventually(t, "the killed processes reaped", func() bool { return !reap.HasChildren() })
+	if again := (Policy{}).Descendants(context.Background(), os.Getpid()); len(again) != 0 {
+		t.Errorf("a second call killed %v: nothing was left", again)
+	}
+}
