@@ -74,6 +74,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		return status
 	}
 	sig.onSignal(srv.Hurry)
+	<-sig.asked // every shutdown signal is handled before the first request is
 	defer sig.watchdog(r, log)()
 	defer startMemoryReturner().Stop()
 	if ln == nil {
