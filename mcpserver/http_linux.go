@@ -164,9 +164,11 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 const deleteWait = 500 * time.Millisecond
 
 // delete ends st for a DELETE and reports whether the SDK is to close the MCP session and answer. It
-// is to when there was nothing to kill, or when the teardown ended within deleteWait: end then left
-// the MCP session open, seeing deleteWaits (had end closed it, the SDK would answer 404). Otherwise
-// the caller answers 204 at once, and the teardown goes on and closes the MCP session when it is done.
+// is to when there was nothing to kill, or when the teardown ended while the DELETE waited: end then
+// left the MCP session open, seeing deleteWaits (had end closed it, the SDK would answer 404).
+// Otherwise the caller answers 204, and the teardown goes on and closes the MCP session when it is
+// done. The DELETE waits until the session's processes are dead (reaper.Session.Killed), not for the
+// removal of its cgroup and files, and at most deleteWait.
 func (s *Server) delete(st *session) (toSDK bool) {
 	s.mu.Lock()
 	if st.state == stateIdle {
@@ -174,12 +176,17 @@ func (s *Server) delete(st *session) (toSDK bool) {
 		return true
 	}
 	st.deleteWaits = true
+	var killed <-chan struct{} // nil while the reaper session is being opened: then ended alone
+	if st.rs != nil {
+		killed = st.rs.Killed()
+	}
 	s.goLocked(func() { s.end(context.Background(), st, endDelete) }) // while closing, Close ends it
 	s.mu.Unlock()
 	timer := time.NewTimer(deleteWait)
 	defer timer.Stop()
 	select {
 	case <-st.ended:
+	case <-killed:
 	case <-timer.C:
 	}
 	s.mu.Lock()

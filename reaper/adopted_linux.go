@@ -49,7 +49,7 @@ func (r *Reaper) watchAdopted(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-tick.C:
-			r.killAdopted(context.Background(), "periodic check", time.Now().Add(r.lim.CloseTimeout))
+			r.killAdopted(context.Background(), "periodic check", time.Now().Add(r.lim.CloseTimeout), nil)
 		}
 	}
 }
@@ -85,8 +85,9 @@ func (r *Reaper) adopters() []adopter {
 
 // killAdopted kills the escapees among the adopters' children (see above) with their descendants,
 // and logs what it killed and why it looked (when); it waits for them until deadline, or
-// kill.HurryWait after ctx is done. Concurrent calls take turns.
-func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Time) {
+// kill.HurryWait after ctx is done. Concurrent calls take turns. ending, if set, is the session whose
+// teardown calls it: listed until its files are gone, it owns nothing any more.
+func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Time, ending *Session) {
 	r.adoptMu.Lock()
 	defer r.adoptMu.Unlock()
 	start := time.Now()
@@ -98,7 +99,7 @@ func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Tim
 			continue
 		}
 		// Read after the candidates were listed: a task born since is not among them.
-		owned := r.owned(w)
+		owned := r.owned(w, ending)
 		seeds := make(map[int]uint64)
 		for _, st := range candidates {
 			if !owned(st) {
@@ -156,8 +157,9 @@ func adopted(w *proc.Walker, a adopter) []proc.Stat {
 // owned returns what tells an adopted child that belongs to a session from an escapee: in cgroup
 // containment, being in the Reaper's slice (read once, now, after the children were listed, so a
 // child listed there was in the slice before or has left it since); in process containment, the
-// marker of a live session, or a place in a live session's memory of its processes.
-func (r *Reaper) owned(w *proc.Walker) func(proc.Stat) bool {
+// marker of a live session, or a place in a live session's memory of its processes (ending is not
+// live).
+func (r *Reaper) owned(w *proc.Walker, ending *Session) func(proc.Stat) bool {
 	if r.instance != nil {
 		pids, err := r.instance.Pids()
 		if err != nil {
@@ -172,7 +174,9 @@ func (r *Reaper) owned(w *proc.Walker) func(proc.Stat) bool {
 	r.mu.Lock()
 	sessions := make([]*Session, 0, len(r.sessions))
 	for s := range r.sessions {
-		sessions = append(sessions, s)
+		if s != ending {
+			sessions = append(sessions, s)
+		}
 	}
 	r.mu.Unlock()
 	live := make(map[string]bool, len(sessions))

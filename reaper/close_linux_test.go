@@ -136,3 +136,36 @@ func TestReportsWhatRemains(t *testing.T) {
 	// They were killed; let them finish dying before the Reaper's own close, whose deadline is 1ns too.
 	testutil.Eventually(t, "the remaining processes to die", func() bool { return len(descendants(t)) == 0 })
 }
+
+// TestKilledBeforeRemoval: Killed is open while the session lives, and closed once its processes
+// are dead, escapees too, before the teardown's end; by the time Close returns it is closed.
+func TestKilledBeforeRemoval(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{Grace: new(time.Duration(0))})
+			s := newTestSession(t, r, SessionOptions{})
+			left := s.pidsIn(t, run(t, s, `for i in 1 2; do sleep 1000 & echo $!; done; setsid sleep 1000 & echo $!`).Output)
+			select {
+			case <-s.Killed():
+				t.Fatal("Killed is closed before the session's end")
+			default:
+			}
+			closed := make(chan error, 1)
+			go func() {
+				_, err := s.Close(context.Background())
+				closed <- err
+			}()
+			select {
+			case <-s.Killed():
+			case <-time.After(time.Minute):
+				t.Fatal("Killed was not closed within a minute of Close")
+			}
+			if alive := testutil.Alive(left); len(alive) > 0 {
+				t.Errorf("running when Killed was closed: %v", alive)
+			}
+			if err := <-closed; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -260,7 +260,7 @@ func TestEscapeeWatchSparesNewTasks(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				r.killAdopted(context.Background(), "test", time.Now().Add(time.Minute))
+				r.killAdopted(context.Background(), "test", time.Now().Add(time.Minute), nil)
 			}
 		}
 	}()

@@ -380,7 +380,7 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	s := &Session{
 		r: r, id: id, name: name, dir: sdir, outputs: newOutputStore(sdir, r.lim, r.log), created: time.Now(),
 		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
-		abandon: make(chan struct{}), done: make(chan struct{}),
+		abandon: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.marker = instance.SessionMarker(r.name, s.name)
 	r.sessions[s] = true

@@ -45,6 +45,7 @@ type Session struct {
 	workDir   string // the first working directory, where a vanished one is reset to
 	created   time.Time
 	abandon   chan struct{} // closed when Close stops waiting for processes that will not exit
+	killed    chan struct{} // closed when the teardown's kills are done (see Killed)
 	done      chan struct{} // closed when Close has finished; rep and err are set before
 	wg        sync.WaitGroup
 	recordMu  sync.Mutex // serializes writes of the session's record (see record)
@@ -606,6 +607,12 @@ func (s *Session) Close(ctx context.Context) (KillReport, error) {
 	return s.CloseFor(ctx, "closed")
 }
 
+// Killed returns a channel that is closed once a teardown (see Close) has killed every process of the
+// session and waited for them: they have exited, or those that did not by the deadline are in its
+// report. What is left of the teardown then is removing the session's cgroup and files, which a caller
+// answering for the end (an HTTP DELETE) need not wait for.
+func (s *Session) Killed() <-chan struct{} { return s.killed }
+
 // CloseFor is Close with the reason the session ends: a short fixed word such as "idle" or "delete",
 // never an id or a number, for the log line of the session's end and the Observer (a metric label).
 // The first call's reason is the one kept.
@@ -659,6 +666,8 @@ func (s *Session) teardown(ctx context.Context) {
 	for _, in := range sc.Inits {
 		in.Close()
 	}
+	s.r.killAdopted(ctx, "session "+s.id+" ended", waitEnd, s) // escapees die by their session's end at the latest
+	close(s.killed)
 	if sc.Slice != nil {
 		if err := sc.Slice.Remove(); err != nil {
 			errs = append(errs, err)
@@ -671,7 +680,6 @@ func (s *Session) teardown(ctx context.Context) {
 	}
 	s.recordMu.Unlock()
 	s.r.forget(s)
-	s.r.killAdopted(ctx, "session "+s.id+" ended", waitEnd) // escapees die by their session's end at the latest
 	s.rep.Duration = time.Since(start)
 	if len(errs) > 0 {
 		s.err = fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))

@@ -215,7 +215,11 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String())...)
 		cs := connectHTTP(t, p.url, "")
 		ps := escapees(t, cs)
-		cs.Close() // sends DELETE
+		cs.Close() // sends DELETE, and returns with its answer
+		// The answer comes once the processes are dead (the cgroup and files may still be going).
+		if alive := testutil.Alive(ps); len(alive) > 0 {
+			t.Errorf("running when the DELETE was answered: %v", alive)
+		}
 		t.Logf("dead %v after DELETE", testutil.AwaitDead(t, ps, grace+time.Second))
 		if !p.stderr.Await(`reason=delete`) {
 			t.Errorf("the session end was not logged with its reason:\n%s", p.stderr)
