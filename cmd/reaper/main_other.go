@@ -8,7 +8,7 @@ import (
 )
 
 // serve is Linux-only: reaper's guarantee rests on cgroups, pidfds, the child subreaper and /proc.
-func serve(_ []string, _ func(string) string, _ io.Reader, _, stderr io.Writer) int {
+func serve(_ []string, _ func(string) string, _ io.Reader, _, stderr io.Writer, _ exitFunc) int {
 	fmt.Fprintln(stderr, "reaper serve: reaper runs only on Linux")
 	return 1
 }
@@ -23,7 +23,7 @@ func ps(_ []string, _ func(string) string, _, stderr io.Writer) int {
 	return 1
 }
 
-func runCommand(_ []string, _ func(string) string, _, stderr io.Writer) int {
+func runCommand(_ []string, _ func(string) string, _, stderr io.Writer, _ exitFunc) int {
 	fmt.Fprintln(stderr, "reaper run: reaper runs only on Linux")
 	return 125
 }
