@@ -55,7 +55,7 @@ var allowed = map[string][]string{
 	"internal/tty":       {"internal/proc"},
 	"internal/guard":     {"internal/proc", "internal/reap"},
 	"internal/admin":     {"internal/httpguard"},
-	"internal/kill":      {"cgroup", "internal/proc", "internal/pidns"},
+	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/guard"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
 		"internal/textfit"},
