@@ -164,6 +164,42 @@ func TestSessionEndKillsNamespace(t *testing.T) {
 	}
 }
 
+// TestIdleSessionEnd: a session whose commands are done, its namespace holding nothing but its init,
+// ends with nothing to report, and its init is dead and reaped when Close returns, its slice gone.
+func TestIdleSessionEnd(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := nsReaper(t, mode, Options{})
+			s := newTestSession(t, r, SessionOptions{})
+			in := s.mustInit(t)
+			run(t, s, "echo done")
+			init := testutil.Proc{Pid: in.Pid(), Start: in.StartTime()}
+			s.mu.Lock()
+			slice := ""
+			if s.slice != nil {
+				slice = s.slice.Path()
+			}
+			s.mu.Unlock()
+			rep, err := s.Close(context.Background())
+			if err != nil || rep.Total() != 0 || len(rep.Remaining) != 0 {
+				t.Fatalf("Close = %v, %v; want nothing to report", rep, err)
+			}
+			if st, ok := proc.NewWalker().Stat(init.Pid); ok && st.Start == init.Start {
+				t.Errorf("the init %d is still there when Close returns: state %c", init.Pid, st.State)
+			}
+			if slice != "" {
+				if _, err := os.Stat(slice); !os.IsNotExist(err) {
+					t.Errorf("slice %s left behind: %v", slice, err)
+				}
+			}
+			if d := descendants(t); len(d) != 0 {
+				t.Errorf("left: %v", d)
+			}
+			assertNoZombies(t)
+		})
+	}
+}
+
 // TestPIDNamespaceOff: with namespaces off, tasks run in the Reaper's PID namespace, as before.
 func TestPIDNamespaceOff(t *testing.T) {
 	r := newTestReaper(t, ContainProcess, Options{PIDNamespace: PIDNamespaceOff})

@@ -653,9 +653,21 @@ func (s *Session) teardown(ctx context.Context) {
 	s.outputs.close() // no file is made or completed from now on: the directory goes with them
 
 	var errs []error
-	// In process containment the walk runs even when no task is kept: finished tasks are cleared,
-	// but what they left (a setsid child, say) is found by its marker or as a known process.
-	if sc.Slice != nil || s.r.root == nil && ran || len(sc.Inits) > 0 {
+	var dying []*pidns.Init // killed, their exits waited for last
+	switch {
+	case onlyInits(sc):
+		// Most sessions end so, their commands done. Nothing of the session is left to find or to
+		// be polite to: the walks of /proc are spared, and the inits' exits (about a millisecond
+		// each) are waited for while the slice and the files are removed.
+		for _, in := range sc.Inits {
+			if err := in.Kill(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		dying = sc.Inits
+	case sc.Slice != nil || s.r.root == nil && ran || len(sc.Inits) > 0:
+		// In process containment the walk runs even when no task is kept: finished tasks are cleared,
+		// but what they left (a setsid child, say) is found by its marker or as a known process.
 		rep, err := s.r.terminate(ctx, sc)
 		s.rep = rep
 		if err != nil {
@@ -663,8 +675,10 @@ func (s *Session) teardown(ctx context.Context) {
 		}
 	}
 	s.releaseTasks(ctx, tasks, waitEnd)
-	for _, in := range sc.Inits {
-		in.Close()
+	if dying == nil {
+		for _, in := range sc.Inits {
+			in.Close()
+		}
 	}
 	s.r.killAdopted(ctx, "session "+s.id+" ended", waitEnd, s) // escapees die by their session's end at the latest
 	close(s.killed)
@@ -679,6 +693,9 @@ func (s *Session) teardown(ctx context.Context) {
 		errs = append(errs, err)
 	}
 	s.recordMu.Unlock()
+	if err := s.awaitInits(ctx, dying, waitEnd); err != nil {
+		errs = append(errs, err)
+	}
 	s.r.forget(s)
 	s.rep.Duration = time.Since(start)
 	if len(errs) > 0 {
@@ -692,6 +709,41 @@ func (s *Session) teardown(ctx context.Context) {
 	if ran {
 		s.r.obs.SessionEnded(end)
 	}
+}
+
+// awaitInits waits for the inits that a teardown killed to end, until end or kill.HurryWait after ctx
+// is done, and lets go of them; one still there then is reported as a process that remains.
+func (s *Session) awaitInits(ctx context.Context, inits []*pidns.Init, end time.Time) error {
+	wctx, cancel := kill.DeathWait(ctx)
+	defer cancel()
+	var errs []error
+	for _, in := range inits {
+		if !in.Wait(wctx, end) {
+			s.rep.Remaining = append(s.rep.Remaining, proc.Describe(in.Pid()))
+			errs = append(errs, fmt.Errorf("the init %d of a PID namespace has not ended by %v", in.Pid(), end.Format(time.TimeOnly)))
+		}
+		in.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// onlyInits reports whether the scope of a teardown holds no process but the inits of its PID
+// namespaces: it has inits (every process of the session was born in their namespaces, and none leaves
+// one), no task runs, every namespace is empty (Init.Empty) and so is the slice, if there is one.
+func onlyInits(sc kill.Scope) bool {
+	if len(sc.Inits) == 0 || len(sc.Groups) > 0 {
+		return false
+	}
+	for _, in := range sc.Inits {
+		if !in.Empty() {
+			return false
+		}
+	}
+	if sc.Slice == nil {
+		return true
+	}
+	populated, err := sc.Slice.Populated()
+	return err == nil && !populated
 }
 
 // scopeLocked returns the session's tasks, and the scope of its teardown: every task is being

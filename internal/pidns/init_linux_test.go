@@ -422,3 +422,55 @@ func TestClosedAndNonBlockingDescriptors(t *testing.T) {
 		t.Errorf("descriptor 4 lost O_NONBLOCK: flags %o", flags)
 	}
 }
+
+// TestEmpty: an init is alone in its namespace until it starts a task, and again only once the task
+// and what it left (an orphan the init adopted) are gone and reaped; an init that has ended is empty.
+func TestEmpty(t *testing.T) {
+	in := startInit(t)
+	if !in.Empty() {
+		t.Error("a new init's namespace is not empty")
+	}
+	file := filepath.Join(t.TempDir(), "pid")
+	task, _ := spawnSh(t, in, `setsid sh -c 'echo $$ > `+file+`.tmp; mv `+file+`.tmp `+file+`; exec sleep 1000' & exec sleep 1000`, nil)
+	eventually(t, "the orphan's pid", func() bool { _, err := os.Stat(file); return err == nil })
+	if in.Empty() {
+		t.Error("the namespace of a running task is empty")
+	}
+	unix.PidfdSendSignal(task.PidFD, unix.SIGKILL, nil, 0)
+	exitCode(t, task)
+	// The task is gone; the setsid child, its orphan, is the init's child now.
+	if in.Empty() {
+		t.Error("the namespace holding an orphan is empty")
+	}
+	b, _ := os.ReadFile(file)
+	nspid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	w := proc.NewWalker()
+	self, _ := w.Stat(in.Pid())
+	orphans := w.Children(self)
+	if len(orphans) != 1 || nspid <= 0 {
+		t.Fatalf("the init's children are %v (the orphan is %d in the namespace), want the orphan alone", orphans, nspid)
+	}
+	h := proc.NewWalker().Verify([]proc.Stat{{Pid: orphans[0], Start: mustStart(t, orphans[0])}})
+	if err := proc.SignalAll(h, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	proc.CloseAll(h)
+	eventually(t, "the namespace empty once the orphan is reaped", in.Empty)
+	in.Kill()
+	if !in.Wait(t.Context(), time.Now().Add(30*time.Second)) {
+		t.Fatal("the init did not end")
+	}
+	if !in.Empty() {
+		t.Error("an init that has ended is not empty")
+	}
+}
+
+// mustStart returns the start time of a live process.
+func mustStart(t testing.TB, pid int) uint64 {
+	t.Helper()
+	st, ok := proc.NewWalker().Stat(pid)
+	if !ok {
+		t.Fatalf("pid %d is gone", pid)
+	}
+	return st.Start
+}

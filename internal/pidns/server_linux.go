@@ -346,6 +346,25 @@ func (in *Init) Kill() error {
 	return nil
 }
 
+// Empty reports whether the init's namespace holds no process but, at most, the init: the init has
+// ended (its exit was reaped, and the kernel had killed and reaped everything in its namespace
+// before), or it has no child, live or a zombie (every other process of a PID namespace descends from
+// its init: an orphan is adopted by it, and no process leaves its namespace). It is false when that
+// cannot be told: when the children cannot be read, or the init was closed before its exit was seen.
+func (in *Init) Empty() bool {
+	in.mu.Lock()
+	ended, closed := in.ended, in.pidfd < 0
+	in.mu.Unlock()
+	switch {
+	case ended:
+		return true
+	case closed:
+		return false
+	}
+	childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.pid, Start: in.start})
+	return ok && childless
+}
+
 // Wait waits until the init has ended (every process of its namespace is gone then: the kernel kills
 // them all, and waits for each to be reaped, before the init itself becomes a zombie), the deadline
 // passes or ctx is done, and reports whether it has ended.

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"strconv"
@@ -227,6 +228,42 @@ func (w *Walker) Children(st Stat) []int {
 		out = w.threadChildren(st.Pid, tid, out)
 	}
 	return out
+}
+
+// Childless reports whether the process p (its pid and start time) has no child, live or a zombie,
+// from the children file of each of its threads; ok is false when that cannot be told: p is gone or
+// another process now, its start time is unknown, or a file could not be read (a thread that exits
+// meanwhile hands its children to another, perhaps one already read).
+func (w *Walker) Childless(p Stat) (childless, ok bool) {
+	if p.Start == 0 {
+		return false, false
+	}
+	if st, found := w.Stat(p.Pid); !found || st.Start != p.Start {
+		return false, false
+	}
+	d, err := os.Open("/proc/" + strconv.Itoa(p.Pid) + "/task")
+	if err != nil {
+		return false, false
+	}
+	tids, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil || len(tids) == 0 {
+		return false, false
+	}
+	for _, tid := range tids {
+		b, read := w.read(p.Pid, "/task/"+tid+"/children", 0)
+		if !read {
+			return false, false
+		}
+		if len(bytes.TrimSpace(b)) > 0 {
+			return false, true
+		}
+	}
+	// Still p: the files read were its threads'.
+	if st, found := w.Stat(p.Pid); !found || st.Start != p.Start {
+		return false, false
+	}
+	return true, true
 }
 
 func (w *Walker) threadChildren(pid int, tid string, out []int) []int {

@@ -337,3 +337,61 @@ func TestCommandLineBounded(t *testing.T) {
 		t.Errorf("CommandLine of 1 MiB of arguments: %d bytes: %.30q...%q", len(got), got, got[max(0, len(got)-10):])
 	}
 }
+
+// TestChildless: a shell that has started a child is not childless, nor after the child has exited
+// and before it is reaped (a zombie); a process without children is; and a process that is not the
+// one named (another start time) cannot be told.
+func TestChildless(t *testing.T) {
+	w := NewWalker()
+	dir := t.TempDir()
+	// The shell starts a sleep, says so, and waits to be told to let it go (a zombie, as the shell
+	// does not wait for it: it execs a sleep of its own after killing it).
+	fifo := dir + "/go"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ready := dir + "/ready"
+	shell := start(t, nil, "/bin/sh", "-c", `sleep 1000 & echo $! > `+ready+`.tmp; mv `+ready+`.tmp `+ready+`; read x < `+fifo+`; kill -9 $!; exec sleep 1000`)
+	var kid int
+	for deadline := time.Now().Add(30 * time.Second); kid == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the shell has not said its child's pid within 30 s")
+		}
+		b, _ := os.ReadFile(ready)
+		kid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	st, ok := w.Stat(shell.Process.Pid)
+	if !ok {
+		t.Fatal("the shell's stat cannot be read")
+	}
+	if childless, ok := w.Childless(st); childless || !ok {
+		t.Errorf("Childless of a shell with a running child = %v, %v; want false, true", childless, ok)
+	}
+	if err := os.WriteFile(fifo, []byte("go\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if k, ok := w.Stat(kid); ok && k.State == 'Z' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed child is not a zombie within 30 s")
+		}
+	}
+	if childless, ok := w.Childless(st); childless || !ok {
+		t.Errorf("Childless of a process with a zombie child = %v, %v; want false, true", childless, ok)
+	}
+	lone := start(t, nil, "/bin/sleep", "1000")
+	lst, _ := w.Stat(lone.Process.Pid)
+	if childless, ok := w.Childless(lst); !childless || !ok {
+		t.Errorf("Childless of a sleep = %v, %v; want true, true", childless, ok)
+	}
+	other := lst
+	other.Start++
+	if _, ok := w.Childless(other); ok {
+		t.Error("Childless of a process with another start time could tell")
+	}
+	if _, ok := w.Childless(Stat{Pid: lst.Pid}); ok {
+		t.Error("Childless without a start time could tell")
+	}
+}
