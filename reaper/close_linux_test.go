@@ -163,8 +163,13 @@ func TestKilledBeforeRemoval(t *testing.T) {
 			if alive := testutil.Alive(left); len(alive) > 0 {
 				t.Errorf("running when Killed was closed: %v", alive)
 			}
-			if err := <-closed; err != nil {
-				t.Fatal(err)
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("Close did not return within a minute of Killed")
 			}
 		})
 	}

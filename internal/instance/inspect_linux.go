@@ -232,16 +232,7 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 	if iv.slice != nil {
 		names, _ := iv.slice.Children()
 		for _, name := range names {
-			if sname, ok := strings.CutPrefix(name, "init-"); ok && validSessionName(sname) {
-				// The leaf of the session's init, beside its slice.
-				if leaf, err := iv.slice.Leaf(name); err == nil {
-					if pids, _ := leaf.Pids(); len(pids) > 0 {
-						get(sname).Init = pids[0]
-					}
-				}
-				continue
-			}
-			if !validSessionName(name) {
+			if !validSessionName(name) { // the inits' leaf, among others: a session's init is in its record
 				continue
 			}
 			if s, err := iv.slice.Leaf(name); err == nil {

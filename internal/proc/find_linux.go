@@ -218,16 +218,21 @@ func (w *Walker) Children(st Stat) []int {
 	if st.Threads == 1 {
 		return w.threadChildren(st.Pid, strconv.Itoa(st.Pid), out)
 	}
-	d, err := os.Open("/proc/" + strconv.Itoa(st.Pid) + "/task")
-	if err != nil {
-		return nil
-	}
-	tids, _ := d.Readdirnames(-1)
-	d.Close()
+	tids, _ := threads(st.Pid)
 	for _, tid := range tids {
 		out = w.threadChildren(st.Pid, tid, out)
 	}
 	return out
+}
+
+// threads lists the thread ids of process pid, from /proc/<pid>/task.
+func threads(pid int) ([]string, error) {
+	d, err := os.Open("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
 }
 
 // Childless reports whether the process p (its pid and start time) has no child, live or a zombie,
@@ -241,12 +246,7 @@ func (w *Walker) Childless(p Stat) (childless, ok bool) {
 	if st, found := w.Stat(p.Pid); !found || st.Start != p.Start {
 		return false, false
 	}
-	d, err := os.Open("/proc/" + strconv.Itoa(p.Pid) + "/task")
-	if err != nil {
-		return false, false
-	}
-	tids, err := d.Readdirnames(-1)
-	d.Close()
+	tids, err := threads(p.Pid)
 	if err != nil || len(tids) == 0 {
 		return false, false
 	}
