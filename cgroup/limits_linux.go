@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
-
-	"github.com/containerd/cgroups/v3/cgroup2"
 )
 
 // ErrNoController is wrapped by [Slice.SetLimits] when a limit needs a controller the slice's parent
@@ -33,30 +32,28 @@ const cpuPeriod = 100000
 // ErrNoController), so that nothing is half-applied. Controllers are offered to slices when the root
 // is opened with [Options.Controllers].
 func (s *Slice) SetLimits(l Limits) error {
-	return setLimits(s.mount, s.path, l)
+	return setLimits(s.path, l)
 }
 
-func setLimits(mount, path string, l Limits) error {
+// limitFile is one interface file SetLimits writes, and the controller that provides it.
+type limitFile struct{ controller, name, value string }
+
+func setLimits(path string, l Limits) error {
 	if l.MemoryMax < 0 || l.PidsMax < 0 || l.CPUs < 0 {
 		return fmt.Errorf("limits on %s: negative value in %+v", path, l)
 	}
-	var res cgroup2.Resources
-	var need []string
+	var files []limitFile
 	if l.MemoryMax > 0 {
-		res.Memory = &cgroup2.Memory{Max: &l.MemoryMax}
-		need = append(need, "memory")
+		files = append(files, limitFile{"memory", "memory.max", strconv.FormatInt(l.MemoryMax, 10)})
 	}
 	if l.PidsMax > 0 {
-		res.Pids = &cgroup2.Pids{Max: l.PidsMax}
-		need = append(need, "pids")
+		files = append(files, limitFile{"pids", "pids.max", strconv.FormatInt(l.PidsMax, 10)})
 	}
 	if l.CPUs > 0 {
 		quota := int64(l.CPUs * cpuPeriod)
-		period := uint64(cpuPeriod)
-		res.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)}
-		need = append(need, "cpu")
+		files = append(files, limitFile{"cpu", "cpu.max", strconv.FormatInt(quota, 10) + " " + strconv.Itoa(cpuPeriod)})
 	}
-	if len(need) == 0 {
+	if len(files) == 0 {
 		return nil
 	}
 	offered, err := readFields(filepath.Join(path, "cgroup.controllers"))
@@ -64,25 +61,19 @@ func setLimits(mount, path string, l Limits) error {
 		return fmt.Errorf("limits on %s: %w", path, err)
 	}
 	var missing []string
-	for _, c := range need {
-		if !slices.Contains(offered, c) {
-			missing = append(missing, c)
+	for _, f := range files {
+		if !slices.Contains(offered, f.controller) {
+			missing = append(missing, f.controller)
 		}
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("limits on %s: %w: %s not enabled in %s (offered: %s)",
 			path, ErrNoController, strings.Join(missing, ", "), filepath.Dir(path), listOrNone(offered))
 	}
-	rel, err := filepath.Rel(mount, path)
-	if err != nil {
-		return fmt.Errorf("limits on %s: %w", path, err)
-	}
-	m, err := cgroup2.Load("/"+rel, cgroup2.WithMountpoint(mount))
-	if err != nil {
-		return fmt.Errorf("limits on %s: %w", path, err)
-	}
-	if err := m.Update(&res); err != nil {
-		return fmt.Errorf("limits on %s: %w", path, err)
+	for _, f := range files {
+		if err := writeFile(path, f.name, f.value); err != nil {
+			return fmt.Errorf("set limits: %w", err) // the error names the file
+		}
 	}
 	return nil
 }

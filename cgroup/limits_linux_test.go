@@ -37,8 +37,8 @@ func read(t *testing.T, path string) string {
 }
 
 func TestLimitsAreWritten(t *testing.T) {
-	mount, slice := fakeTree(t, "cpuset cpu io memory pids")
-	err := setLimits(mount, slice, Limits{MemoryMax: 64 << 20, PidsMax: 100, CPUs: 1.5})
+	_, slice := fakeTree(t, "cpuset cpu io memory pids")
+	err := setLimits(slice, Limits{MemoryMax: 64 << 20, PidsMax: 100, CPUs: 1.5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +50,8 @@ func TestLimitsAreWritten(t *testing.T) {
 }
 
 func TestLimitsNeedTheirController(t *testing.T) {
-	mount, slice := fakeTree(t, "memory")
-	err := setLimits(mount, slice, Limits{MemoryMax: 1 << 20, PidsMax: 10, CPUs: 1})
+	_, slice := fakeTree(t, "memory")
+	err := setLimits(slice, Limits{MemoryMax: 1 << 20, PidsMax: 10, CPUs: 1})
 	if !errors.Is(err, ErrNoController) {
 		t.Fatalf("err = %v, want ErrNoController", err)
 	}
@@ -63,10 +63,10 @@ func TestLimitsNeedTheirController(t *testing.T) {
 	if got := read(t, filepath.Join(slice, "memory.max")); got != "max" {
 		t.Errorf("memory.max = %q: limits were half-applied before the error", got)
 	}
-	if err := setLimits(mount, slice, Limits{PidsMax: -1}); err == nil {
+	if err := setLimits(slice, Limits{PidsMax: -1}); err == nil {
 		t.Error("negative limit accepted")
 	}
-	if err := setLimits(mount, slice, Limits{}); err != nil {
+	if err := setLimits(slice, Limits{}); err != nil {
 		t.Errorf("no limits: %v", err)
 	}
 }
