@@ -1,13 +1,9 @@
 package metrics
 
 import (
-	"net/http"
 	"slices"
+	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Options configures Metrics. The zero value is ready to use.
@@ -19,25 +15,29 @@ type Options struct {
 	TaskStatuses []string
 }
 
-// Metrics holds the registry and every metric. Create it with New; it is safe for concurrent use.
+// Metrics holds every metric. Create it with New; it is safe for concurrent use.
 type Metrics struct {
-	reg *prometheus.Registry
-
 	// reaper's own.
-	sessionsEnded   *prometheus.CounterVec
-	sessionTeardown prometheus.Histogram
-	tasksEnded      *prometheus.CounterVec
-	tasksOOM        prometheus.Counter
-	killed          *prometheus.CounterVec
-	escapees        prometheus.Counter
-	remaining       prometheus.Counter
-	sweptInstances  prometheus.Counter
-	sweptProcesses  prometheus.Counter
-	containment     *prometheus.GaugeVec
+	sessionsEnded   *family
+	sessionTeardown *family
+	tasksEnded      *family
+	tasksOOM        *family
+	killed          *family
+	escapees        *family
+	remaining       *family
+	sweptInstances  *family
+	sweptProcesses  *family
+	containment     *family
+	build           *family
 
 	// MCP, as the OpenTelemetry conventions name them.
-	operations *prometheus.HistogramVec
-	sessions   *prometheus.HistogramVec
+	operations *family
+	sessions   *family
+
+	// mu guards the fields that follow.
+	mu    sync.Mutex
+	usage func() Usage // set by WatchUsage
+	start float64      // process_start_time_seconds, read at the first scrape that can; 0 before
 }
 
 // Phases of the kill policy, the values of reaper_processes_killed_total's phase label.
@@ -57,98 +57,88 @@ var sessionBuckets = []float64{0.1, 1, 10, 60, 300, 600, 1800, 3600, 7200, 14400
 // teardownBuckets span an empty slice's removal to a grace period and a stuck process's deadline.
 var teardownBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30}
 
-// New makes the metrics and registers them, with Go's runtime and process metrics, in a registry of
-// their own.
+// New makes the metrics; Go's runtime and process metrics are read at each scrape besides.
 func New(opts Options) *Metrics {
 	if opts.Version == "" {
 		opts.Version = "unknown"
 	}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		sessionsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "reaper_sessions_ended_total",
-			Help: "Sessions and workspaces that ran a command and ended, by reason: delete (the client's DELETE), idle (the idle timeout), disconnected (stdio EOF, a closed connection), keepalive (pings unanswered), close (workspace_close), expired (a workspace's lease ran out), shutdown, closed.",
-		}, []string{"reason"}),
-		sessionTeardown: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "reaper_session_teardown_duration_seconds",
-			Help:    "Time a session's teardown took: SIGTERM, the grace period, the hard kill, the walks of /proc, the slice's removal.",
-			Buckets: teardownBuckets,
-		}),
-		tasksEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "reaper_tasks_ended_total",
-			Help: "Commands (foreground and background tasks) that ended, by final status: completed, failed, killed, timed_out.",
-		}, []string{"status"}),
-		tasksOOM: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "reaper_tasks_oom_killed_total",
-			Help: "Commands of which the kernel's OOM killer killed a process (the session's memory limit was reached).",
-		}),
-		killed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "reaper_processes_killed_total",
-			Help: "Processes ended by reaper's kill policy (a session's end, a task stopped or timed out), by phase: sigterm (exited within the grace period), cgroup_kill (killed with the slice), walk (found outside the slice by a walk of /proc and killed).",
-		}, []string{"phase"}),
-		escapees: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "reaper_escapees_found_total",
-			Help: "Processes the walk of /proc found outside their session's slice (in process containment: every process of a session).",
-		}),
-		remaining: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "reaper_processes_remaining_total",
-			Help: "Processes still alive when a teardown's deadline passed (typically in uninterruptible sleep); each is logged.",
-		}),
-		sweptInstances: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "reaper_sweep_dead_instances_total",
-			Help: "Dead reaper instances whose leftovers the sweep at start-up found (crash recovery).",
-		}),
-		sweptProcesses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "reaper_sweep_processes_killed_total",
-			Help: "Processes left by dead reaper instances that the sweep at start-up killed.",
-		}),
-		containment: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "reaper_containment_info",
-			Help: "How sessions' processes are contained: mode cgroup or process; kill is the strongest kill of a slice (cgroup.kill, freeze+SIGKILL, SIGKILL sweep; none in process containment). Always 1.",
-		}, []string{"mode", "kill"}),
-		operations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcp_server_operation_duration_seconds",
-			Help:    "MCP request or notification duration as observed by the server, from its receipt until the result is sent (OpenTelemetry mcp.server.operation.duration).",
-			Buckets: operationBuckets,
-		}, []string{"mcp_method_name", "gen_ai_tool_name", "error_type", "network_transport", "mcp_protocol_version"}),
-		sessions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcp_server_session_duration_seconds",
-			Help:    "Duration of MCP sessions as observed by the server, from the first request to the end (OpenTelemetry mcp.server.session.duration).",
-			Buckets: sessionBuckets,
-		}, []string{"network_transport", "mcp_protocol_version"}),
+		sessionsEnded: newFamily("reaper_sessions_ended_total",
+			"Sessions and workspaces that ran a command and ended, by reason: delete (the client's DELETE), idle (the idle timeout), disconnected (stdio EOF, a closed connection), keepalive (pings unanswered), close (workspace_close), expired (a workspace's lease ran out), shutdown, closed.",
+			counter, []string{"reason"}, nil),
+		sessionTeardown: newFamily("reaper_session_teardown_duration_seconds",
+			"Time a session's teardown took: SIGTERM, the grace period, the hard kill, the walks of /proc, the slice's removal.",
+			histogram, nil, teardownBuckets),
+		tasksEnded: newFamily("reaper_tasks_ended_total",
+			"Commands (foreground and background tasks) that ended, by final status: completed, failed, killed, timed_out.",
+			counter, []string{"status"}, nil),
+		tasksOOM: newFamily("reaper_tasks_oom_killed_total",
+			"Commands of which the kernel's OOM killer killed a process (the session's memory limit was reached).",
+			counter, nil, nil),
+		killed: newFamily("reaper_processes_killed_total",
+			"Processes ended by reaper's kill policy (a session's end, a task stopped or timed out), by phase: sigterm (exited within the grace period), cgroup_kill (killed with the slice), walk (found outside the slice by a walk of /proc and killed).",
+			counter, []string{"phase"}, nil),
+		escapees: newFamily("reaper_escapees_found_total",
+			"Processes the walk of /proc found outside their session's slice (in process containment: every process of a session).",
+			counter, nil, nil),
+		remaining: newFamily("reaper_processes_remaining_total",
+			"Processes still alive when a teardown's deadline passed (typically in uninterruptible sleep); each is logged.",
+			counter, nil, nil),
+		sweptInstances: newFamily("reaper_sweep_dead_instances_total",
+			"Dead reaper instances whose leftovers the sweep at start-up found (crash recovery).",
+			counter, nil, nil),
+		sweptProcesses: newFamily("reaper_sweep_processes_killed_total",
+			"Processes left by dead reaper instances that the sweep at start-up killed.",
+			counter, nil, nil),
+		containment: newFamily("reaper_containment_info",
+			"How sessions' processes are contained: mode cgroup or process; kill is the strongest kill of a slice (cgroup.kill, freeze+SIGKILL, SIGKILL sweep; none in process containment). Always 1.",
+			gauge, []string{"mode", "kill"}, nil),
+		build: newFamily("reaper_build_info", "The running reaper's version. Always 1.", gauge, []string{"version"}, nil),
+		operations: newFamily("mcp_server_operation_duration_seconds",
+			"MCP request or notification duration as observed by the server, from its receipt until the result is sent (OpenTelemetry mcp.server.operation.duration).",
+			histogram, []string{"mcp_method_name", "gen_ai_tool_name", "error_type", "network_transport", "mcp_protocol_version"}, operationBuckets),
+		sessions: newFamily("mcp_server_session_duration_seconds",
+			"Duration of MCP sessions as observed by the server, from the first request to the end (OpenTelemetry mcp.server.session.duration).",
+			histogram, []string{"network_transport", "mcp_protocol_version"}, sessionBuckets),
 	}
-	build := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "reaper_build_info", Help: "The running reaper's version. Always 1.",
-		ConstLabels: prometheus.Labels{"version": opts.Version},
-	})
-	build.Set(1)
+	m.build.set(1, opts.Version)
+	// Shown at 0 from the start, so that rate() sees the first event.
+	for _, f := range []*family{m.tasksOOM, m.escapees, m.remaining, m.sweptInstances, m.sweptProcesses} {
+		f.touch()
+	}
 	for _, p := range []string{PhaseSIGTERM, PhaseCgroupKill, PhaseWalk} {
-		m.killed.WithLabelValues(p) // shown at 0 from the start, so that rate() sees the first kill
+		m.killed.touch(p)
 	}
 	for _, s := range opts.TaskStatuses {
-		m.tasksEnded.WithLabelValues(s)
+		m.tasksEnded.touch(s)
 	}
-	m.reg.MustRegister(
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), build,
-		m.sessionsEnded, m.sessionTeardown, m.tasksEnded, m.tasksOOM, m.killed, m.escapees, m.remaining,
-		m.sweptInstances, m.sweptProcesses, m.containment, m.operations, m.sessions,
-	)
 	return m
 }
 
-// Handler serves the metrics in OpenMetrics 1.0 to a scraper whose Accept header asks for
-// application/openmetrics-text (Prometheus does by default), and in the Prometheus text format
-// 0.0.4 otherwise. No _created samples: they double the series of every counter and histogram for
-// scrapers that keep them as series.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
+// gather returns a snapshot of every family, with the usage and the runtime's and the process's
+// metrics read now.
+func (m *Metrics) gather() []*family {
+	var fams []*family
+	for _, f := range []*family{
+		m.sessionsEnded, m.sessionTeardown, m.tasksEnded, m.tasksOOM, m.killed, m.escapees, m.remaining,
+		m.sweptInstances, m.sweptProcesses, m.containment, m.build, m.operations, m.sessions,
+	} {
+		fams = append(fams, f.snapshot())
+	}
+	m.mu.Lock()
+	usage := m.usage
+	m.mu.Unlock()
+	if usage != nil {
+		fams = append(fams, usageFamilies(usage())...)
+	}
+	return append(fams, m.runtimeFamilies()...)
 }
 
 // SetContainment records the containment mode ("cgroup" or "process") and the strongest kill of a
 // slice ("none" in process containment) as reaper_containment_info.
 func (m *Metrics) SetContainment(mode, kill string) {
-	m.containment.Reset()
-	m.containment.WithLabelValues(mode, kill).Set(1)
+	m.containment.reset()
+	m.containment.set(1, mode, kill)
 }
 
 // Usage is what the live sessions hold at one moment (see WatchUsage).
@@ -162,26 +152,28 @@ type Usage struct {
 	Memory    []int64
 }
 
-// WatchUsage registers the gauges read at each scrape from usage: live sessions, and the processes
-// and memory in their slices, as totals and as the largest session's, never per session. It may be
-// called once.
+// WatchUsage has the gauges of live sessions, and of the processes and memory in their slices, read
+// from usage at each scrape: as totals and as the largest session's, never per session. A later call
+// replaces the function.
 func (m *Metrics) WatchUsage(usage func() Usage) {
-	m.reg.MustRegister(usageCollector{usage})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.usage = usage
 }
 
 // SessionEnded counts a session that ran a command and ended, for reason (one of a closed set of
 // short words: a label value), after a teardown that took teardown.
 func (m *Metrics) SessionEnded(reason string, teardown time.Duration) {
-	m.sessionsEnded.WithLabelValues(reason).Inc()
-	m.sessionTeardown.Observe(teardown.Seconds())
+	m.sessionsEnded.add(1, reason)
+	m.sessionTeardown.observe(teardown.Seconds())
 }
 
 // TaskEnded counts a command that ended with status (one of Options.TaskStatuses), and whether the
 // OOM killer killed a process of it.
 func (m *Metrics) TaskEnded(status string, oomKilled bool) {
-	m.tasksEnded.WithLabelValues(status).Inc()
+	m.tasksEnded.add(1, status)
 	if oomKilled {
-		m.tasksOOM.Inc()
+		m.tasksOOM.add(1)
 	}
 }
 
@@ -195,17 +187,17 @@ type Kills struct {
 
 // Killed counts what one run of the kill policy ended.
 func (m *Metrics) Killed(k Kills) {
-	m.killed.WithLabelValues(PhaseSIGTERM).Add(float64(k.SIGTERM))
-	m.killed.WithLabelValues(PhaseCgroupKill).Add(float64(k.CgroupKill))
-	m.killed.WithLabelValues(PhaseWalk).Add(float64(k.Walk))
-	m.escapees.Add(float64(k.Escapees))
-	m.remaining.Add(float64(k.Remaining))
+	m.killed.add(float64(k.SIGTERM), PhaseSIGTERM)
+	m.killed.add(float64(k.CgroupKill), PhaseCgroupKill)
+	m.killed.add(float64(k.Walk), PhaseWalk)
+	m.escapees.add(float64(k.Escapees))
+	m.remaining.add(float64(k.Remaining))
 }
 
 // Swept counts the dead instances the sweep at start-up found, and the processes of theirs it killed.
 func (m *Metrics) Swept(instances, processes int) {
-	m.sweptInstances.Add(float64(instances))
-	m.sweptProcesses.Add(float64(processes))
+	m.sweptInstances.add(float64(instances))
+	m.sweptProcesses.add(float64(processes))
 }
 
 // Operation is one MCP request or notification, with label values bounded by the server.
@@ -216,49 +208,32 @@ type Operation struct {
 
 // MCPOperation records an MCP request or notification.
 func (m *Metrics) MCPOperation(op Operation) {
-	m.operations.WithLabelValues(op.Method, op.Tool, op.ErrorType, op.Transport, op.ProtocolVersion).Observe(op.Duration.Seconds())
+	m.operations.observe(op.Duration.Seconds(), op.Method, op.Tool, op.ErrorType, op.Transport, op.ProtocolVersion)
 }
 
 // MCPSessionEnded records an MCP session's duration.
 func (m *Metrics) MCPSessionEnded(transport, protocolVersion string, d time.Duration) {
-	m.sessions.WithLabelValues(transport, protocolVersion).Observe(d.Seconds())
+	m.sessions.observe(d.Seconds(), transport, protocolVersion)
 }
 
-// usageCollector reads Usage at each scrape.
-type usageCollector struct{ usage func() Usage }
-
-var (
-	sessionsActiveDesc = prometheus.NewDesc("reaper_sessions_active",
-		"Live sessions and workspaces: those that ran a command, or were opened, and have not ended.", nil, nil)
-	processesDesc = prometheus.NewDesc("reaper_session_processes",
-		"Processes in all sessions' slices together (cgroup containment only).", nil, nil)
-	processesLargestDesc = prometheus.NewDesc("reaper_session_processes_largest",
-		"Processes in the slice of the session that has the most (cgroup containment only).", nil, nil)
-	memoryDesc = prometheus.NewDesc("reaper_session_memory_bytes",
-		"Memory used by all sessions' slices together, from memory.current (where the memory controller is enabled for them: with --memory-max).", nil, nil)
-	memoryLargestDesc = prometheus.NewDesc("reaper_session_memory_largest_bytes",
-		"Memory used by the session's slice that uses the most, from memory.current (where the memory controller is enabled for them).", nil, nil)
-)
-
-func (usageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sessionsActiveDesc, processesDesc, processesLargestDesc, memoryDesc, memoryLargestDesc} {
-		ch <- d
-	}
-}
-
-func (c usageCollector) Collect(ch chan<- prometheus.Metric) {
-	u := c.usage()
-	ch <- prometheus.MustNewConstMetric(sessionsActiveDesc, prometheus.GaugeValue, float64(u.Sessions))
+// usageFamilies are the gauges of one reading of Usage. The per-slice ones are absent where nothing
+// counts them: no sample rather than a false 0.
+func usageFamilies(u Usage) []*family {
+	fams := []*family{constGauge("reaper_sessions_active",
+		"Live sessions and workspaces: those that ran a command, or were opened, and have not ended.", float64(u.Sessions))}
 	if u.Counted {
 		total, largest := sumMax(u.Processes)
-		ch <- prometheus.MustNewConstMetric(processesDesc, prometheus.GaugeValue, float64(total))
-		ch <- prometheus.MustNewConstMetric(processesLargestDesc, prometheus.GaugeValue, float64(largest))
+		fams = append(fams,
+			constGauge("reaper_session_processes", "Processes in all sessions' slices together (cgroup containment only).", float64(total)),
+			constGauge("reaper_session_processes_largest", "Processes in the slice of the session that has the most (cgroup containment only).", float64(largest)))
 	}
 	if u.MemoryCounted {
 		total, largest := sumMax(u.Memory)
-		ch <- prometheus.MustNewConstMetric(memoryDesc, prometheus.GaugeValue, float64(total))
-		ch <- prometheus.MustNewConstMetric(memoryLargestDesc, prometheus.GaugeValue, float64(largest))
+		fams = append(fams,
+			constGauge("reaper_session_memory_bytes", "Memory used by all sessions' slices together, from memory.current (where the memory controller is enabled for them: with --memory-max).", float64(total)),
+			constGauge("reaper_session_memory_largest_bytes", "Memory used by the session's slice that uses the most, from memory.current (where the memory controller is enabled for them).", float64(largest)))
 	}
+	return fams
 }
 
 func sumMax[T int | int64](v []T) (sum, largest T) {

@@ -90,6 +90,12 @@ func TestExpositionFormats(t *testing.T) {
 		// What Prometheus 2.x and 3.x send by default: OpenMetrics first, the text format as a fallback.
 		{"application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.1",
 			"application/openmetrics-text; version=1.0.0", true},
+		// With the protobuf format first (scrape_protocols): passed over, OpenMetrics is next.
+		{"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,application/openmetrics-text;version=1.0.0;q=0.6,text/plain;version=0.0.4;q=0.3",
+			"application/openmetrics-text; version=1.0.0", true},
+		{"text/plain;version=0.0.4, application/openmetrics-text;version=1.0.0;q=0.5", "text/plain; version=0.0.4", false},
+		{"application/openmetrics-text;q=0, text/plain;q=0.1", "text/plain; version=0.0.4", false},
+		{"application/json", "text/plain; version=0.0.4", false},
 	} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/metrics", nil)

@@ -101,22 +101,10 @@ func TestLayers(t *testing.T) {
 }
 
 // forbiddenOutside lists packages outside the module (and their subpackages) that some of ours must
-// not import: the system call layer belongs where processes and cgroups are handled, and the
-// Prometheus client library in internal/metrics alone (the others report through Observer
-// interfaces or the metrics' own methods).
+// not import: the system call layer belongs where processes and cgroups are handled.
 var forbiddenOutside = map[string][]string{
-	"mcpserver":         {"golang.org/x/sys/unix", "syscall", "github.com/prometheus/procfs", clientGolang},
-	"reaper":            {clientGolang},
-	"cgroup":            {clientGolang},
-	"internal/proc":     {clientGolang},
-	"internal/admin":    {clientGolang},
-	"internal/kill":     {clientGolang},
-	"internal/instance": {clientGolang},
-	"internal/job":      {clientGolang},
-	"cmd/reaper":        {clientGolang},
+	"mcpserver": {"golang.org/x/sys/unix", "syscall", "github.com/prometheus/procfs"},
 }
-
-const clientGolang = "github.com/prometheus/client_golang"
 
 // testOnly are packages only tests, and other test-only packages, may import.
 var testOnly = []string{"internal/testutil", "internal/mcptest"}
