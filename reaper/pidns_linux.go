@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
@@ -281,7 +282,7 @@ const initIdle = 10 * time.Second
 // initOptions are how the Reaper starts an init, born in cgroup if it is set.
 func (r *Reaper) initOptions(cg *os.File) pidns.Options {
 	return pidns.Options{
-		Path: proc.Executable(), Name: "reaper-init", UserNS: r.info.PIDNamespace.UserNS, Cgroup: cg, Stderr: os.Stderr,
+		Path: guard.Executable(), Name: "reaper-init", UserNS: r.info.PIDNamespace.UserNS, Cgroup: cg, Stderr: os.Stderr,
 		Forker: r.nsThread, Children: r.kids, Timeout: r.lim.CloseTimeout, Idle: r.nsIdle,
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/cgreaper/reaper/cmd/reaper/internal/early"
 	"github.com/cgreaper/reaper/internal/instance"
@@ -17,48 +15,33 @@ type guardSpec struct {
 	// crashed, if non-zero, is the exit status when the server dies of a signal (reaper run: the
 	// job's own status is unknown then); otherwise 128+n for signal n.
 	crashed int
-	// exit, if set, ends the process once the server is gone and cleaned up after (see exitFunc).
+	// exit, if set, ends the process once it has cleaned up after the server (see exitFunc).
 	exit exitFunc
 }
 
-// guard runs a command (serve, run) as the guard of its server (see instance.Guard): the server is this
-// program again, with the same arguments, as its child, started by package early before main ran. The
-// guard forwards every signal that would end it, waits for the server, cleans up whatever the server
-// left, and exits with the server's status. It logs in the format the command's --log-format and
-// --log-level (or REAPER_LOG_*) ask for. A signal that comes before main has asked for it ends the
-// guard, as it did before the server started: the server then learns of it from guard.Signal.
+// guard is the rest of a guard's life (reaper serve, reaper run), when package early's first part
+// did not end it: the server, this program again with the same arguments, started from early's
+// initialisation, has ended without announcing a clean end, or something came to this process as
+// its subreaper. guard cleans up whatever the server left (see instance.CleanUp), logs what it did
+// in the format the command's --log-format and --log-level (or REAPER_LOG_*) ask for, and exits with
+// the server's status. The signals early asked for stay asked for meanwhile.
 func guard(spec guardSpec, args []string, getenv func(string) string, stderr io.Writer) int {
 	command := spec.command
 	log := earlyLogger(stderr, args, getenv).With("guard", os.Getpid())
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, handledSignals()...)
-	// The server started from the package initialisation, as a rule; in process (tests), now.
-	started, _, err := early.Server()
-	opts, _ := early.ServerOptions(append([]string{os.Args[0], command}, args...))
-	var g *instance.Guard
-	if err == nil {
-		g, err = instance.StartGuard(instance.GuardOptions{Server: opts, Started: started, Logger: log})
+	ended, tried, err, forwarded := early.Ended()
+	if !tried {
+		err = fmt.Errorf("a guard starts its server from the program's initialisation, not in process")
 	}
 	if err != nil {
-		signal.Stop(sigs)
 		fmt.Fprintf(stderr, "reaper %s: %v\n", command, err)
 		return 1
 	}
-	forwarded := make(chan struct{})
-	go func() {
-		defer close(forwarded)
-		for sig := range sigs {
-			if sig == syscall.SIGPIPE {
-				continue // this process's own writes; the server has its own
-			}
-			if err := g.Signal(sig.(syscall.Signal)); err != nil {
-				log.Warn("forwarding a signal failed", "signal", sig.String(), "error", err)
-			}
-		}
-	}()
-	res := g.Wait()
+	if forwarded != nil {
+		log.Warn("forwarding a signal failed", "error", forwarded)
+	}
+	res := instance.CleanUp(instance.CleanUpOptions{Logger: log}, ended)
 	if res.Signal != 0 || len(res.Killed) > 0 || res.Err != nil {
-		attrs := []any{"server", g.Pid(), "status", res.Code, "killed", len(res.Killed)}
+		attrs := []any{"server", ended.Pid, "status", res.Code, "killed", len(res.Killed)}
 		if res.Signal != 0 {
 			attrs = append(attrs, "signal", res.Signal.String())
 		}
@@ -77,19 +60,5 @@ func guard(spec guardSpec, args []string, getenv func(string) string, stderr io.
 	if res.Signal != 0 && spec.crashed != 0 {
 		code = spec.crashed
 	}
-	spec.exit.now(code)
-	// In process: stop forwarding. signal.Stop waits on the runtime for each signal it gives up (the
-	// runtime's signal-mask thread answers each) and then for delivery to quiesce, yielding. This
-	// goroutine is locked to its thread (the server's parent-death signal follows it), where each
-	// such wait hands the processor to another thread and back: 0.5-1.3 ms. From another goroutine,
-	// 0.17-0.64 ms.
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		signal.Stop(sigs)
-	}()
-	<-stopped
-	close(sigs)
-	<-forwarded
-	return code
+	return spec.exit.now(code)
 }

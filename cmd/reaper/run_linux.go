@@ -98,7 +98,7 @@ func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer, exit exitFunc) int {
 	spec := guardSpec{command: "run", crashed: job.ExitFailed, exit: exit}
 	guarded := getenv(instance.EnvGuardPid) != ""
-	if _, tried, _ := early.Server(); tried && !guarded {
+	if _, tried, _, _ := early.Ended(); tried && !guarded {
 		return guard(spec, args, getenv, stderr) // the server, started already, checks the command line
 	}
 	c, err := parseRun(args, getenv)

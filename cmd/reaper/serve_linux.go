@@ -22,7 +22,7 @@ import (
 // guard (see guard); started by the guard, it is the server.
 func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, exit exitFunc) int {
 	if getenv(instance.EnvGuardPid) == "" {
-		if _, tried, _ := early.Server(); !tried {
+		if _, tried, _, _ := early.Ended(); !tried {
 			// In process (tests), the command line is checked before a server starts: help and
 			// usage errors start nothing. Otherwise the server, started already, checks it.
 			_, err := parseServe(args, getenv)
@@ -102,8 +102,13 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		status = serveHTTP(sig, srv, ln, tokens, log)
 	}
 	o.stopping()
-	status = shutdown(sig, srv, r, log, status)
+	status, clean := shutdown(sig, srv, r, log, status)
 	o.close()
+	if clean {
+		if err := link.Clean(); err != nil {
+			log.Warn("the guard will clean up after all", "error", err)
+		}
+	}
 	// Every session has ended and the Reaper is closed: what the deferred calls stop dies with the
 	// process.
 	return exit.now(status)
@@ -161,8 +166,7 @@ func newServer(c serveConfig, link instance.GuardLink, log *slog.Logger, o *ops)
 		Observer:          o.reaperObserver(),
 	}
 	if link.Announce != nil {
-		opts.Announce = link.Announce
-		defer link.Announce.Close()
+		opts.Announce = link.Announce // kept open for the last word (see GuardLink.Clean)
 	}
 	r, err := reaper.New(opts)
 	if err != nil {
@@ -215,19 +219,21 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, tokens map[
 	return status
 }
 
-// shutdown ends every session and the Reaper, and returns the exit status.
-func shutdown(sig *signals, srv *mcpserver.Server, r *reaper.Reaper, log *slog.Logger, status int) int {
+// shutdown ends every session and the Reaper, and returns the exit status and whether the Reaper
+// closed cleanly: every session ended, and nothing its instance made is left.
+func shutdown(sig *signals, srv *mcpserver.Server, r *reaper.Reaper, log *slog.Logger, status int) (_ int, clean bool) {
 	notify(log, "STOPPING=1") // also when reaper stops by itself (stdio EOF, a listener failure)
 	sig.stopServing()
 	if err := srv.Close(sig.hurry); err != nil {
 		log.Error("closing sessions", "error", err)
 	}
-	if err := r.Close(sig.hurry); err != nil {
+	err := r.Close(sig.hurry)
+	if err != nil {
 		log.Error("closing the reaper", "error", err)
 		status = 1
 	}
 	log.Info("reaper stopped")
-	return status
+	return status, err == nil
 }
 
 // startAttrs are what the start-up line says of containment, limits and the admin endpoint.

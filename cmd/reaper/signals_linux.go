@@ -10,26 +10,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cgreaper/reaper/cmd/reaper/internal/early"
 	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/reaper"
 )
-
-// shutdownSignals end reaper in order: every session is torn down (SIGTERM, grace, kill), then reaper
-// exits; a second one cuts the grace periods short. The faults among them count only when sent by
-// kill(2): a real fault still crashes the program, and the guard cleans up after it.
-var shutdownSignals = []os.Signal{
-	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGPWR, syscall.SIGXCPU,
-	syscall.SIGABRT, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV, syscall.SIGSYS, syscall.SIGTRAP,
-}
-
-// ignoredSignals would end reaper by their default action, and mean nothing to it. SIGPIPE above all:
-// a write to a closed stdout or stderr then fails with EPIPE instead of killing the program (a closed
-// stdout over stdio ends the session as a closed connection does). Handled, not ignored: a handled
-// signal is reset to its default in the programs reaper starts, so tasks see SIGPIPE as usual.
-var ignoredSignals = []os.Signal{
-	syscall.SIGPIPE, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGIO,
-	syscall.SIGSTKFLT, syscall.SIGXFSZ,
-}
 
 // signals turns shutdown signals into two contexts: the first signal cancels serving (sessions are
 // torn down gracefully) and cuts short the teardowns already under way (a stdio session whose client
@@ -138,12 +122,12 @@ func (s *signals) watch(log *slog.Logger, guard instance.GuardLink) {
 	}
 }
 
-func isIgnored(sig os.Signal) bool { return slices.Contains(ignoredSignals, sig) }
+func isIgnored(sig os.Signal) bool { return slices.Contains(early.IgnoredSignals, sig) }
 
-// handledSignals are the signals reaper asks to receive: those that end it and those it ignores,
-// and extra (reaper run's forwarded ones).
+// handledSignals are the signals reaper asks to receive: those that end it and those it ignores (see
+// package early, whose guard forwards them all), and extra (reaper run's forwarded ones).
 func handledSignals(extra ...os.Signal) []os.Signal {
-	return slices.Concat(extra, shutdownSignals, ignoredSignals)
+	return slices.Concat(extra, early.ShutdownSignals, early.IgnoredSignals)
 }
 
 // lastResort bounds the shutdown after the guard died: if the server is still there by then (a

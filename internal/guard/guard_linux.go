@@ -2,21 +2,17 @@ package guard
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
-
-	"github.com/cgreaper/reaper/internal/proc"
-	"github.com/cgreaper/reaper/internal/reap"
-	"golang.org/x/sys/unix"
+	"unsafe"
 )
 
 // The environment of a guarded server: the guard's pid, and the descriptor on which the server
-// announces its record (reaper's Options.Announce). The server's caller reads them (see
-// instance.GuardedBy); they start with REAPER_, so tasks never inherit them.
+// announces its record (reaper's Options.Announce) and, at its end, Clean. The server's caller reads
+// them (see instance.GuardedBy); they start with REAPER_, so tasks never inherit them.
 const (
 	EnvPid = "REAPER_GUARD_PID"
 	EnvFD  = "REAPER_GUARD_FD"
@@ -24,6 +20,11 @@ const (
 
 // Signal is the signal a guarded server receives when its guard dies (its parent-death signal).
 const Signal = syscall.SIGTERM
+
+// Clean is the last line a server writes on its announcement descriptor when it has ended every
+// session and removed everything its instance made: its guard then has nothing to clean up. It is
+// not JSON, so no reader takes it for a record.
+const Clean = "clean"
 
 // Options configures Start.
 type Options struct {
@@ -46,95 +47,227 @@ type Options struct {
 	Setpgid bool
 }
 
-// A Server is a guard's server, started by Start.
+// A Server is a guard's server, started by Start. Until Wait has returned, the server is this
+// process's child and not yet reaped, so its pid is its own: Signal may use it.
 type Server struct {
 	// Pid is the server's pid.
 	Pid int
-	// Exited receives the server's exit status, once.
-	Exited <-chan reap.Exit
-	// Children is the guard's wait4 loop, which reaps the server and whatever comes to the guard
-	// as the subreaper.
-	Children *reap.Children
-	// Announcements is the read end of the pipe on which the server announces its record.
-	Announcements *os.File
+
+	announcements int // the read end of the announcement pipe, non-blocking; Wait closes it
 
 	// mu guards the field that follows.
-	mu    sync.Mutex
-	pidfd int // the server's, until Release; -1 after, or where the kernel has no pidfds
+	mu     sync.Mutex
+	reaped bool // Wait has reaped the server: Signal does nothing any more
 }
 
 // Start makes this process a child subreaper and starts the server as its child, with Signal as its
-// parent-death signal, and its wait4 loop. The kernel sends a parent-death signal when the thread
-// that forked the child exits, not the process, so Start locks the calling goroutine to its thread
-// for good: call it from the main goroutine (or a package's initialisation, which runs there). The
-// caller must hold the process's child table (reap.Claim) until the wait4 loop has ended
-// (Children.Close, then reap.Release).
+// parent-death signal. The kernel sends a parent-death signal when the thread that forked the child
+// exits, not the process, so Start locks the calling goroutine to its thread for good: call it from
+// the main goroutine (or a package's initialisation, which runs there). The caller waits for the
+// server with Wait and must not wait for children otherwise until Wait has returned.
 func Start(opts Options) (*Server, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("guard: no server command line")
 	}
 	runtime.LockOSThread() // never unlocked: the server's parent-death signal follows this thread
 	if opts.Path == "" {
-		opts.Path = proc.Executable()
+		opts.Path = Executable()
 	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("guard: become child subreaper: %w", err)
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
+		return nil, &Error{Op: "become child subreaper", Err: e}
 	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("guard: %w", err)
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return nil, &Error{Op: "pipe", Err: err}
+	}
+	// The read end is read only once the server has exited (see Wait), and must not block then.
+	if err := syscall.SetNonblock(p[0], true); err != nil {
+		syscall.Close(p[0])
+		syscall.Close(p[1])
+		return nil, &Error{Op: "pipe", Err: err}
 	}
 	env := opts.Env
 	if env == nil {
-		env = os.Environ()
+		env = syscall.Environ()
 	}
-	env = append(env[:len(env):len(env)], EnvPid+"="+strconv.Itoa(os.Getpid()), EnvFD+"=3")
-	s := &Server{Announcements: pr, pidfd: -1}
+	env = append(env[:len(env):len(env)], EnvPid+"="+strconv.Itoa(syscall.Getpid()), EnvFD+"=3")
 	attr := &syscall.ProcAttr{
 		Env:   env,
-		Files: []uintptr{stdFD(0), stdFD(1), stdFD(2), pw.Fd()},
-		Sys:   &syscall.SysProcAttr{Pdeathsig: Signal, Setsid: opts.Setsid, Setpgid: opts.Setpgid && !opts.Setsid, PidFD: &s.pidfd},
+		Files: []uintptr{stdFD(0), stdFD(1), stdFD(2), uintptr(p[1])},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: Signal, Setsid: opts.Setsid, Setpgid: opts.Setpgid && !opts.Setsid},
 	}
-	s.Children = reap.NewChildren()
-	s.Pid, s.Exited, err = s.Children.Start(func() (int, error) { return syscall.ForkExec(opts.Path, opts.Argv, attr) })
-	pw.Close()
+	pid, err := syscall.ForkExec(opts.Path, opts.Argv, attr)
+	syscall.Close(p[1])
 	if err != nil {
-		pr.Close()
-		s.Children.Close(nil)
-		return nil, fmt.Errorf("guard: start %s: %w", opts.Argv[0], err)
+		syscall.Close(p[0])
+		return nil, &Error{Op: "start " + opts.Argv[0], Err: err}
 	}
-	return s, nil
+	return &Server{Pid: pid, announcements: p[0]}, nil
 }
+
+// An Error is what failed, and why. (The package formats without fmt, which would initialise
+// before it: see the package documentation.)
+type Error struct {
+	Op  string // what failed, with the pid or program it concerns
+	Err error
+}
+
+func (e *Error) Error() string { return "guard: " + e.Op + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER, which package syscall does not name.
+const prSetChildSubreaper = 36
 
 // stdFD returns fd if it is open, and "closed" for the child otherwise (a guard started with a
 // standard descriptor closed must not fail to start its server).
 func stdFD(fd int) uintptr {
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0); e != 0 {
 		return ^uintptr(0)
 	}
 	return uintptr(fd)
 }
 
-// Signal forwards sig to the server. Once the server's pidfd is released it does nothing: the signal
-// goes through a pidfd, never to a pid that may have been reused. (Without pidfds, it does nothing.)
+// Signal forwards sig to the server, until Wait has reaped it; then it does nothing. Until then the
+// pid is the server's, a zombie at worst, and cannot name another process.
 func (s *Server) Signal(sig syscall.Signal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pidfd < 0 {
+	if s.reaped {
 		return nil
 	}
-	if err := unix.PidfdSendSignal(s.pidfd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("guard: forward %v to pid %d: %w", sig, s.Pid, err)
+	if err := syscall.Kill(s.Pid, sig); err != nil && err != syscall.ESRCH {
+		return &Error{Op: "forward " + sig.String() + " to pid " + strconv.Itoa(s.Pid), Err: err}
 	}
 	return nil
 }
 
-// Release closes the server's pidfd, once the server has exited: Signal does nothing after.
-func (s *Server) Release() {
+// An Ended server is what Wait saw of it.
+type Ended struct {
+	// Pid is the server's pid (reaped: it may name another process by now).
+	Pid int
+	// Status is how the server ended.
+	Status syscall.WaitStatus
+	// Announced are the lines the server wrote on its announcement descriptor, in order, Clean
+	// included: its record (see instance.Record) and, at a clean end, Clean.
+	Announced []string
+}
+
+// Clean reports whether the server exited by itself after announcing Clean last: it ended every
+// session and removed everything its instance made.
+func (e Ended) Clean() bool {
+	return e.Status.Exited() && len(e.Announced) > 0 && e.Announced[len(e.Announced)-1] == Clean
+}
+
+// Wait waits for the server to exit, reaps it, and returns what it saw. The announcements are read
+// once the server has exited, as far as they go then: whatever else may hold the pipe (it should be
+// nothing: the server's descriptors are close-on-exec) is not waited for. A server writes a few
+// hundred bytes, which the pipe holds without blocking it. Call Wait once.
+func (s *Server) Wait() (Ended, error) {
+	e := Ended{Pid: s.Pid}
+	// Waiting without reaping (WNOWAIT) first keeps the pid the server's while Signal may use it.
+	if err := waitExited(s.Pid); err != nil {
+		return e, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pidfd >= 0 {
-		unix.Close(s.pidfd)
-		s.pidfd = -1
+	for {
+		_, err := syscall.Wait4(s.Pid, &e.Status, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return e, &Error{Op: "reap pid " + strconv.Itoa(s.Pid), Err: err}
+		}
+		break
 	}
+	s.reaped = true
+	e.Announced = readLines(s.announcements)
+	return e, nil
+}
+
+// waitExited blocks until the child pid has exited, without reaping it.
+func waitExited(pid int) error {
+	var info [128]byte // siginfo_t, unread
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPid, uintptr(pid), uintptr(unsafe.Pointer(&info)),
+			syscall.WEXITED|wNoWait, 0, 0)
+		switch e {
+		case 0:
+			return nil
+		case syscall.EINTR:
+			continue
+		}
+		return &Error{Op: "wait for pid " + strconv.Itoa(pid), Err: e}
+	}
+}
+
+// Arguments of waitid(2) that package syscall does not name.
+const (
+	pPid    = 1         // P_PID
+	pAll    = 0         // P_ALL
+	wNoWait = 0x1000000 // WNOWAIT
+)
+
+// maxAnnounced bounds what Wait keeps of the announcements: a record is a few hundred bytes.
+const maxAnnounced = 1 << 20
+
+// readLines reads what the non-blocking fd holds, at most maxAnnounced bytes, closes it, and returns
+// its lines.
+func readLines(fd int) []string {
+	defer syscall.Close(fd)
+	var all []byte
+	buf := make([]byte, 4096)
+	for len(all) < maxAnnounced {
+		n, err := syscall.Read(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if n <= 0 {
+			break // the end, or nothing more for now (EAGAIN)
+		}
+		all = append(all, buf[:n]...)
+	}
+	var lines []string
+	for len(all) > 0 {
+		i := 0
+		for i < len(all) && all[i] != '\n' {
+			i++
+		}
+		if i > 0 {
+			lines = append(lines, string(all[:i]))
+		}
+		if i == len(all) {
+			break
+		}
+		all = all[i+1:]
+	}
+	return lines
+}
+
+// HasChildren reports whether this process has a child, live or a zombie, without reaping it.
+func HasChildren() bool {
+	var info [128]byte
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info)),
+			syscall.WEXITED|syscall.WNOHANG|wNoWait, 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		return e != syscall.ECHILD
+	}
+}
+
+// Executable returns the path of this program, or /proc/self/exe when that path no longer holds it
+// (the binary was replaced on disk by an upgrade): executing /proc/self/exe works even then, but what
+// it starts would be listed under the name "exe".
+func Executable() string {
+	p, err := os.Executable()
+	if err != nil {
+		return "/proc/self/exe"
+	}
+	var a, b syscall.Stat_t
+	if syscall.Stat(p, &a) != nil || syscall.Stat("/proc/self/exe", &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+		return "/proc/self/exe"
+	}
+	return p
 }

@@ -11,7 +11,7 @@
 // start time (see docs/security.md).
 //
 // Three programs read what an instance leaves, and none asks the instance anything: the guard
-// (Guard), which cleans up after its server whatever way it died; Sweep, which every new Reaper and
+// (CleanUp), which cleans up after its server whatever way it died; Sweep, which every new Reaper and
 // `reaper sweep` run after instances whose guard died too; and Inspect (`reaper ps`). Killing goes
 // through internal/kill, like every other kill of the program.
 //
@@ -20,8 +20,7 @@
 // guard, `reaper sweep` and `reaper ps`) both import it from above, and no program outside this module
 // has a use for it. Package reaper names the two types its own API shows (Instance, SweepReport).
 //
-// The package holds no lock of its own (internal/guard's Server.mu is a leaf, held only across a
-// pidfd's use).
+// The package holds no lock of its own.
 //
 // The package is Linux-only; elsewhere it holds only this documentation.
 package instance

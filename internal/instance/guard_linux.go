@@ -1,7 +1,6 @@
 package instance
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,41 +33,13 @@ const (
 // guard (see GuardLink.Gone).
 const GuardSignal = guard.Signal
 
-// GuardOptions configures StartGuard.
-type GuardOptions struct {
-	// Server says how to start the server (see guard.Options).
-	Server guard.Options
-	// Started, if not nil, is the server, already started by guard.Start: StartGuard adopts it
-	// instead of starting one. cmd/reaper starts it from its earliest package initialisation, so
-	// that the server's start-up does not wait for the guard's.
-	Started *guard.Server
+// CleanUpOptions configures CleanUp.
+type CleanUpOptions struct {
 	// CloseTimeout bounds each wait for killed processes to disappear; zero means
 	// kill.DefaultTimeout.
 	CloseTimeout time.Duration
-	// Logger receives what the guard cleans up. Nil discards.
+	// Logger receives what the kill policy does. Nil discards.
 	Logger *slog.Logger
-}
-
-// A Guard is the parent of a server that holds sessions (reaper serve, reaper run). The pid that
-// clients, orchestrators and terminals know is the guard's: it forwards their signals, and when the
-// server ends, by any cause (an orderly exit, SIGKILL, an OOM kill, a crash), it kills whatever the
-// server left and removes its slices before it exits itself. Because the guard is the server's
-// parent and a child subreaper, everything the server started comes to the guard when the server
-// dies, whatever it did to its cgroup, its environment or its parent chain: the guard kills every
-// descendant it has. If the guard dies first, the server receives GuardSignal and tears everything
-// down at once. Killing both at the same moment (a node killing a whole group) leaves the cleanup to
-// the next instance's Sweep, or to `reaper sweep`.
-//
-// The guard holds no session, runs no command and speaks no protocol: it only waits. It learns what
-// the server holds from the Record the server announces on a pipe only the two of them have, so no
-// task can forge a message to it.
-type Guard struct {
-	opts   GuardOptions
-	log    *slog.Logger
-	server *guard.Server
-	// read is closed when the announcement reader has returned; inst is set before.
-	read chan struct{}
-	inst Record
 }
 
 // GuardResult is how the server ended and what the guard cleaned up after it.
@@ -85,74 +56,47 @@ type GuardResult struct {
 	Err error
 }
 
-// StartGuard starts the server (guard.Start), or adopts the one opts.Started names, and the guard's
-// watch over it. A process may hold either a Guard or a Reaper (each runs the process's one wait4
-// loop), not both: an adopted server's starter must have claimed the child table (reap.Claim) for it.
-// If StartGuard fails, an adopted server is still the caller's.
-func StartGuard(opts GuardOptions) (*Guard, error) {
-	if opts.CloseTimeout < 0 {
-		return nil, errors.New("guard: GuardOptions.CloseTimeout is negative (zero means the default)")
-	}
-	if opts.Started != nil {
-		return newGuard(opts, opts.Started), nil
-	}
-	return reap.Claim(func() (*Guard, error) {
-		s, err := guard.Start(opts.Server)
-		if err != nil {
-			return nil, err
-		}
-		return newGuard(opts, s), nil
-	})
-}
-
-func newGuard(opts GuardOptions, s *guard.Server) *Guard {
-	if opts.CloseTimeout == 0 {
+// CleanUp is a guard's work once its server has ended without a clean end (see guard.Ended.Clean):
+// by any cause, an orderly exit, SIGKILL, an OOM kill, a crash. The pid that clients, orchestrators
+// and terminals know is the guard's (see cmd/reaper/internal/early); because the guard is the
+// server's parent and a child subreaper, everything the server started comes to the guard when the
+// server dies, whatever it did to its cgroup, its environment or its parent chain. CleanUp kills the
+// processes in the instance's slice, which the server announced, and every descendant of this
+// process; then it removes the slice and the instance's state directory. It returns how the server
+// ended and what was cleaned up. It runs this process's wait loop meanwhile (reap.Claim): call it
+// once, where nothing else waits for children.
+//
+// The guard holds no session, runs no command and speaks no protocol. It learns what the server
+// holds from the Record the server announces on a pipe only the two of them have, so no task can
+// forge a message to it. If the guard dies first, the server receives GuardSignal and tears
+// everything down at once. Killing both at the same moment (a node killing a whole group) leaves the
+// cleanup to the next instance's Sweep, or to `reaper sweep`.
+func CleanUp(opts CleanUpOptions, e guard.Ended) GuardResult {
+	if opts.CloseTimeout <= 0 {
 		opts.CloseTimeout = kill.DefaultTimeout
 	}
-	g := &Guard{opts: opts, log: opts.Logger, server: s, read: make(chan struct{})}
-	if g.log == nil {
-		g.log = slog.New(slog.DiscardHandler)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	go g.readAnnouncements(s.Announcements)
-	return g
-}
-
-// readAnnouncements keeps the last Record the server announces, until the server's end closes the
-// pipe.
-func (g *Guard) readAnnouncements(r *os.File) {
-	defer close(g.read)
-	defer r.Close()
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		var in Record
-		if err := json.Unmarshal(sc.Bytes(), &in); err == nil {
-			g.inst = in
-		}
+	st := unix.WaitStatus(e.Status)
+	res := GuardResult{Code: reap.Exit{Pid: e.Pid, Status: st}.Code(), Instance: announced(e.Announced)}
+	if st.Signaled() {
+		res.Signal = st.Signal()
 	}
-}
-
-// Pid returns the server's pid.
-func (g *Guard) Pid() int { return g.server.Pid }
-
-// Signal forwards sig to the server (see guard.Server.Signal).
-func (g *Guard) Signal(sig syscall.Signal) error { return g.server.Signal(sig) }
-
-// Wait waits for the server to end, then kills whatever it left: the processes in its instance's
-// slice, and every descendant of this process (what the server left behind comes here, for this
-// process is their subreaper); then it removes the slice and the instance's state directory. It
-// returns how the server ended and what was cleaned up. Call it once.
-func (g *Guard) Wait() GuardResult {
-	st := <-g.server.Exited
-	<-g.read
-	res := GuardResult{Code: st.Code(), Instance: g.inst}
-	if st.Status.Signaled() {
-		res.Signal = st.Status.Signal()
+	// The wait loop reaps what the kills below end among this process's children.
+	children, err := reap.Claim(func() (*reap.Children, error) { return reap.NewChildren(), nil })
+	if err != nil {
+		res.Err = err
+		return res
 	}
-	k := kill.Policy{Log: g.log, Timeout: g.opts.CloseTimeout}
+	defer reap.Release()
+	defer children.Close([]string{"/bin/sh", "-c", ":"})
+	k := kill.Policy{Log: log, Timeout: opts.CloseTimeout}
 	var errs []error
 	var slice *cgroup.Slice
-	if g.inst.Slice != "" {
-		if s, err := cgroup.OpenSlice(g.inst.Slice); err == nil {
+	if res.Instance.Slice != "" {
+		if s, err := cgroup.OpenSlice(res.Instance.Slice); err == nil {
 			slice = s
 			pids, _ := s.Pids()
 			for _, p := range pids {
@@ -160,7 +104,7 @@ func (g *Guard) Wait() GuardResult {
 			}
 			// cgroup.kill reaches what forks while it runs; the walk below reaches what left the
 			// slice.
-			if _, err := k.Slice(context.Background(), s, time.Now().Add(g.opts.CloseTimeout)); err != nil {
+			if _, err := k.Slice(context.Background(), s, time.Now().Add(opts.CloseTimeout)); err != nil {
 				errs = append(errs, err)
 			}
 		} else if !errors.Is(err, unix.ENOENT) {
@@ -171,14 +115,24 @@ func (g *Guard) Wait() GuardResult {
 	if slice != nil {
 		errs = append(errs, slice.Remove())
 	}
-	if d := g.inst.StateDir; d != "" {
+	if d := res.Instance.StateDir; d != "" {
 		errs = append(errs, removeState(d))
 	}
 	res.Err = errors.Join(errs...)
-	g.server.Release()
-	g.server.Children.Close([]string{"/bin/sh", "-c", ":"})
-	reap.Release()
 	return res
+}
+
+// announced returns the last Record among a server's announcements; guard.Clean and anything else
+// that is not a record are passed over.
+func announced(lines []string) Record {
+	var last Record
+	for _, l := range lines {
+		var in Record
+		if err := json.Unmarshal([]byte(l), &in); err == nil {
+			last = in
+		}
+	}
+	return last
 }
 
 // removeState removes an instance's state directory at path, as its guard does after it: relative to
@@ -236,6 +190,19 @@ func GuardedBy(pid, fd string) (GuardLink, error) {
 		return GuardLink{}, fmt.Errorf("the guard (pid %d) is gone", p)
 	}
 	return l, nil
+}
+
+// Clean tells the guard, as the server's last word, that the server has ended every session and
+// removed everything its instance made: the guard then exits with the server's status at once,
+// without cleaning up. A server that is not guarded does nothing.
+func (l GuardLink) Clean() error {
+	if l.Announce == nil {
+		return nil
+	}
+	if _, err := l.Announce.Write([]byte(guard.Clean + "\n")); err != nil {
+		return fmt.Errorf("tell the guard (pid %d) of a clean end: %w", l.Pid, err)
+	}
+	return nil
 }
 
 // WaitGone blocks until the guard has died or ctx is done, and reports whether the guard died. It

@@ -114,8 +114,7 @@ func (j *run) setUp() int {
 		opts.Logger = j.c.Log
 	}
 	if j.c.Guard.Announce != nil {
-		opts.Announce = j.c.Guard.Announce
-		defer j.c.Guard.Announce.Close()
+		opts.Announce = j.c.Guard.Announce // kept open for the last word (see finish)
 	}
 	r, err := reaper.New(opts)
 	if err != nil {
@@ -279,7 +278,8 @@ func (j *run) closeSession(hurry context.Context) {
 	}
 }
 
-// finish gives the terminal back and closes the Reaper.
+// finish gives the terminal back and closes the Reaper. Closed cleanly, it tells the guard, which
+// then has nothing to clean up (see instance.GuardLink.Clean).
 func (j *run) finish() {
 	if j.fg {
 		if err := j.term.restore(); err != nil {
@@ -288,6 +288,8 @@ func (j *run) finish() {
 	}
 	if err := j.r.Close(context.Background()); err != nil {
 		j.c.Log.Warn("closing the reaper", "error", err)
+	} else if err := j.c.Guard.Clean(); err != nil {
+		j.c.Log.Warn("the guard will clean up after all", "error", err)
 	}
 	j.rep.Duration = time.Since(j.start).Seconds()
 }

@@ -10,13 +10,16 @@ import (
 	"testing"
 )
 
-// TestEarlyInitialisation: reaper's package early (which runs a PID namespace's init and starts a
-// guard's server from its initialisation) initialises before the libraries that take most of a
-// start-up, as GODEBUG=inittrace=1 shows on the binary. An import that pulled one of them under
-// early would silently put them back on the path of every session's start.
+// TestEarlyInitialisation: what the program does before main initialises before the libraries that
+// would delay it, as GODEBUG=inittrace=1 shows on the binary. Package early (a guard's first part,
+// which starts the server a client waits for and, as a rule, exits before main) initialises right
+// after os/signal, before reflection, encoding/gob and the system call library; package nsinit (a
+// PID namespace's init, which a session's first command waits for) before the MCP and JSON schema
+// libraries. An import that pulled one of them under either would silently put them back on the
+// path of every session's start.
 func TestEarlyInitialisation(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("package early is Linux-only")
+		t.Skip("packages early and nsinit are Linux-only")
 	}
 	bin := filepath.Join(t.TempDir(), "reaper")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/reaper")
@@ -37,21 +40,29 @@ func TestEarlyInitialisation(t *testing.T) {
 			order = append(order, f[1])
 		}
 	}
-	early := slices.Index(order, module+"/cmd/reaper/internal/early")
-	if early < 0 {
-		t.Fatalf("package early did not initialise:\n%s", out)
-	}
-	for _, slow := range []string{
-		"github.com/modelcontextprotocol/go-sdk/mcp",
-		"github.com/google/jsonschema-go/jsonschema",
+	for _, tc := range []struct {
+		pkg    string
+		before []string
+	}{
+		{module + "/cmd/reaper/internal/early", []string{"encoding/gob", "golang.org/x/sys/unix",
+			"github.com/google/jsonschema-go/jsonschema", "github.com/modelcontextprotocol/go-sdk/mcp"}},
+		{module + "/cmd/reaper/internal/nsinit", []string{"github.com/google/jsonschema-go/jsonschema",
+			"github.com/modelcontextprotocol/go-sdk/mcp"}},
 	} {
-		if i := slices.Index(order, slow); i < 0 {
-			t.Errorf("%s did not initialise (or has nothing to initialise any more): update this list", slow)
-		} else if i < early {
-			t.Errorf("%s initialises before package early", slow)
+		at := slices.Index(order, tc.pkg)
+		if at < 0 {
+			t.Errorf("%s did not initialise:\n%s", tc.pkg, out)
+			continue
 		}
+		for _, slow := range tc.before {
+			if i := slices.Index(order, slow); i < 0 {
+				t.Errorf("%s did not initialise (or has nothing to initialise any more): update this list", slow)
+			} else if i < at {
+				t.Errorf("%s initialises before %s", slow, tc.pkg)
+			}
+		}
+		t.Logf("%s initialises %d of %d", tc.pkg, at+1, len(order))
 	}
-	t.Logf("package early initialises %d of %d", early+1, len(order))
 }
 
 // notLinked are libraries whose package initialisation every reaper process would pay at its start,

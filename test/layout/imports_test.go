@@ -18,7 +18,8 @@ const module = "github.com/cgreaper/reaper"
 //
 //	cmd/reaper                    flags, environment, signals, exit; the metrics adapters
 //	mcpserver, internal/job       front ends of a Reaper: MCP clients; reaper run's command line;
-//	  cmd/reaper/internal/early   and what the program does before its other packages initialise
+//	  cmd/reaper/internal/early   and what the program does before its other packages initialise:
+//	  cmd/reaper/internal/nsinit  a guard's first part, a PID namespace's init
 //	reaper                        sessions and tasks
 //	internal/instance             what an instance leaves on the machine: records, guard, sweep, ps
 //	internal/kill                 the kill policy
@@ -32,7 +33,7 @@ const module = "github.com/cgreaper/reaper"
 // mcpserver holds no process or cgroup logic.
 var layers = [][]string{
 	{"cmd/reaper"},
-	{"mcpserver", "internal/job", "cmd/reaper/internal/early"},
+	{"mcpserver", "internal/job", "cmd/reaper/internal/early", "cmd/reaper/internal/nsinit"},
 	{"reaper"},
 	{"internal/instance"},
 	{"internal/kill"},
@@ -53,16 +54,17 @@ var allowed = map[string][]string{
 	"internal/metrics":   nil,
 	"internal/pidns":     {"internal/proc", "internal/reap"},
 	"internal/tty":       {"internal/proc"},
-	"internal/guard":     {"internal/proc", "internal/reap"},
+	"internal/guard":     nil,
 	"internal/admin":     {"internal/httpguard"},
 	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/guard"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
-		"internal/textfit"},
-	"mcpserver":                 {"reaper", "internal/httpguard", "internal/textfit"},
-	"internal/job":              {"reaper", "internal/instance"},
-	"cmd/reaper/internal/early": {"internal/guard", "internal/pidns", "internal/reap"},
-	"cmd/reaper": {"mcpserver", "internal/job", "cmd/reaper/internal/early", "reaper", "internal/instance", "internal/admin",
+		"internal/textfit", "internal/guard"},
+	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit"},
+	"internal/job":               {"reaper", "internal/instance"},
+	"cmd/reaper/internal/early":  {"internal/guard"},
+	"cmd/reaper/internal/nsinit": {"internal/pidns"},
+	"cmd/reaper": {"mcpserver", "internal/job", "cmd/reaper/internal/early", "cmd/reaper/internal/nsinit", "reaper", "internal/instance", "internal/admin",
 		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
 	"internal/testutil": {"internal/proc", "internal/pidns"},
 	"internal/mcptest":  {"internal/testutil"},

@@ -2,31 +2,48 @@ package early
 
 import (
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 
 	"github.com/cgreaper/reaper/internal/guard"
-	"github.com/cgreaper/reaper/internal/pidns"
-	"github.com/cgreaper/reaper/internal/reap"
-	"golang.org/x/sys/unix"
 )
 
-// started is what the initialisation did as a guard: written there, before main runs, and only read
-// after (by Server).
-var started struct {
-	server *guard.Server
-	err    error
-	ok     bool
+// ShutdownSignals end reaper in order: every session is torn down (SIGTERM, grace, kill), then reaper
+// exits; a second one cuts the grace periods short. The faults among them count only when sent by
+// kill(2): a real fault still crashes the program, and the guard cleans up after it.
+var ShutdownSignals = []os.Signal{
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGPWR, syscall.SIGXCPU,
+	syscall.SIGABRT, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV, syscall.SIGSYS, syscall.SIGTRAP,
 }
 
-// init never returns in the init of a PID namespace. For reaper serve and reaper run it marks the
-// inherited descriptors close-on-exec. Run as a guard (without the environment of a guarded
-// server), it starts the server as this program again, with the same command line, before it checks
-// that command line: the server checks it, says what is wrong and exits with its usage status, which
-// the guard then exits with.
+// IgnoredSignals would end reaper by their default action, and mean nothing to it. SIGPIPE above all:
+// a write to a closed stdout or stderr then fails with EPIPE instead of killing the program (a closed
+// stdout over stdio ends the session as a closed connection does). Handled, not ignored: a handled
+// signal is reset to its default in the programs reaper starts, so tasks see SIGPIPE as usual.
+var IgnoredSignals = []os.Signal{
+	syscall.SIGPIPE, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGIO,
+	syscall.SIGSTKFLT, syscall.SIGXFSZ,
+}
+
+// guarded is what the initialisation did as a guard whose server did not end cleanly: written
+// there, before main runs, and only read after (by Ended).
+var guarded struct {
+	ended     guard.Ended
+	err       error
+	forwarded error // the first signal that could not be forwarded
+	ok        bool
+}
+
+// init, for reaper serve and reaper run, marks the inherited descriptors close-on-exec. Run as a
+// guard (without the environment of a guarded server), it starts the server as this program again,
+// with the same command line, before it checks that command line (the server checks it, says what is
+// wrong and exits with its usage status), and forwards every signal that would end it to the server
+// until the server has ended. If the server exited after announcing guard.Clean and nothing came to
+// this process, its status is this process's: init exits with it. Otherwise main runs, and finds
+// what happened in Ended. A signal that comes before init has asked for it ends the guard, as it
+// would have a moment earlier; the server then learns of it from guard.Signal.
 func init() {
-	if pidns.IsInit(os.Args) {
-		os.Exit(pidns.Main())
-	}
 	opts, ok := ServerOptions(os.Args)
 	if !ok {
 		return
@@ -36,8 +53,42 @@ func init() {
 	if os.Getenv(guard.EnvPid) != "" {
 		return // the server
 	}
-	started.server, started.err = reap.Claim(func() (*guard.Server, error) { return guard.Start(opts) })
-	started.ok = true
+	guarded.ok = true
+	s, err := guard.Start(opts)
+	if err != nil {
+		guarded.err = err
+		return
+	}
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, append(append([]os.Signal{}, ShutdownSignals...), IgnoredSignals...)...)
+	type waited struct {
+		e   guard.Ended
+		err error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		e, err := s.Wait()
+		done <- waited{e, err}
+	}()
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGPIPE {
+				continue // this process's own writes; the server has its own
+			}
+			if err := s.Signal(sig.(syscall.Signal)); err != nil && guarded.forwarded == nil {
+				guarded.forwarded = err
+			}
+			continue
+		case w := <-done:
+			guarded.ended, guarded.err = w.e, w.err
+		}
+		break
+	}
+	if guarded.err == nil && guarded.forwarded == nil && guarded.ended.Clean() && !guard.HasChildren() {
+		os.Exit(guarded.ended.Status.ExitStatus())
+	}
+	// The shutdown signals stay asked for: main cleans up, and a signal must not end it halfway.
 }
 
 // ServerOptions returns how the guard of the command line argv (os.Args) starts its server, and
@@ -57,10 +108,13 @@ func ServerOptions(argv []string) (guard.Options, bool) {
 	return guard.Options{}, false
 }
 
-// Server returns the server this process started as a guard, or why it could not; tried is false if
-// it did not try (it is not a guard, or it runs a command in-process: tests).
-func Server() (s *guard.Server, tried bool, err error) {
-	return started.server, started.ok, started.err
+// Ended returns how the server this process started as a guard ended, when init did not exit with
+// its status: it crashed, or did not announce guard.Clean, or something came to this process as its
+// subreaper. err says why the server could not be started or waited for, and forwarded which signal
+// could not be forwarded to it; tried is false if this process did not start one (it is not a guard,
+// or it runs a command in process: tests).
+func Ended() (e guard.Ended, tried bool, err, forwarded error) {
+	return guarded.ended, guarded.ok, guarded.err, guarded.forwarded
 }
 
 // closeOnExec marks every descriptor above standard error close-on-exec. reaper may inherit
@@ -68,7 +122,7 @@ func Server() (s *guard.Server, tried bool, err error) {
 // task may inherit them in turn, to read what it should not or to hold a pipe open that its owner
 // waits on. It runs before anything else opens a descriptor that must be passed on explicitly.
 func closeOnExec() {
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err == nil {
+	if _, _, e := syscall.Syscall(sysCloseRange, 3, ^uintptr(0), closeRangeCloexec); e == 0 {
 		return
 	}
 	// Before Linux 5.11: one by one.
@@ -78,7 +132,14 @@ func closeOnExec() {
 	}
 	for _, e := range entries {
 		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-			unix.CloseOnExec(fd)
+			syscall.CloseOnExec(fd)
 		}
 	}
 }
+
+// close_range(2), which package syscall does not name: the number is the same on every
+// architecture (system calls added since Linux 5.1 share their numbers).
+const (
+	sysCloseRange     = 436
+	closeRangeCloexec = 1 << 2
+)
