@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,7 +31,7 @@ func guard(spec guardSpec, args []string, getenv func(string) string, stderr io.
 	log := earlyLogger(stderr, args, getenv).With("guard", os.Getpid())
 	ended, tried, err, forwarded := early.Ended()
 	if !tried {
-		err = fmt.Errorf("a guard starts its server from the program's initialisation, not in process")
+		err = errors.New("a guard starts its server from the program's initialisation, not in process")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "reaper %s: %v\n", command, err)

@@ -244,7 +244,9 @@ func readLines(fd int) []string {
 	return lines
 }
 
-// HasChildren reports whether this process has a child, live or a zombie, without reaping it.
+// HasChildren reports whether this process has a child, live or a zombie, without reaping it. It is
+// reap.HasChildren again, on package syscall: internal/reap imports x/sys/unix, which initialises
+// after the module's own packages (see the package documentation), so this package cannot call it.
 func HasChildren() bool {
 	var info [128]byte
 	for {

@@ -90,7 +90,7 @@ func writeFamilies(b *bytes.Buffer, fams []*family, om bool) {
 		writeEscaped(b, f.help, om)
 		b.WriteString("\n# TYPE " + name + " " + f.kind.String() + "\n")
 		for _, s := range sortedSeries(f) {
-			labels := sortedLabels(f.labels, s.values)
+			labels := sortedLabels(f, s)
 			if f.kind != histogram {
 				writeSample(b, f.name, labels, "", "", formatFloat(s.value, om))
 				continue
@@ -116,14 +116,13 @@ func writeFamilies(b *bytes.Buffer, fams []*family, om bool) {
 // label is one label of a sample.
 type label struct{ name, value string }
 
-// sortedLabels pairs names with values, sorted by name, as both formats' writers conventionally
-// show them.
-func sortedLabels(names, values []string) []label {
-	ls := make([]label, len(names))
-	for i := range names {
-		ls[i] = label{names[i], values[i]}
+// sortedLabels pairs a series' label names with its values, in the order of the names, as both
+// formats' writers conventionally show them.
+func sortedLabels(f *family, s *series) []label {
+	ls := make([]label, len(f.byName))
+	for i, j := range f.byName {
+		ls[i] = label{f.labels[j], s.values[j]}
 	}
-	slices.SortFunc(ls, func(a, b label) int { return cmp.Compare(a.name, b.name) })
 	return ls
 }
 
@@ -135,9 +134,8 @@ func sortedSeries(f *family) []*series {
 		ss = append(ss, s)
 	}
 	slices.SortFunc(ss, func(a, b *series) int {
-		la, lb := sortedLabels(f.labels, a.values), sortedLabels(f.labels, b.values)
-		for i := range la {
-			if c := cmp.Compare(la[i].value, lb[i].value); c != 0 {
+		for _, j := range f.byName {
+			if c := cmp.Compare(a.values[j], b.values[j]); c != 0 {
 				return c
 			}
 		}

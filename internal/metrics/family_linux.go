@@ -32,6 +32,7 @@ type family struct {
 	name, help string
 	kind       kind
 	labels     []string  // label names, in the order their values are given
+	byName     []int     // indexes into labels, in the order of the names: how samples show them
 	buckets    []float64 // upper bounds of a histogram's buckets, ascending, without +Inf
 
 	// mu guards the field that follows.
@@ -60,7 +61,12 @@ func newFamily(name, help string, k kind, labels []string, buckets []float64) *f
 	if k == histogram && !slices.IsSorted(buckets) {
 		panic(fmt.Sprintf("metrics: buckets of %s are not ascending", name))
 	}
-	return &family{name: name, help: help, kind: k, labels: labels, buckets: buckets, series: make(map[string]*series)}
+	byName := make([]int, len(labels))
+	for i := range byName {
+		byName[i] = i
+	}
+	slices.SortFunc(byName, func(a, b int) int { return strings.Compare(labels[a], labels[b]) })
+	return &family{name: name, help: help, kind: k, labels: labels, byName: byName, buckets: buckets, series: make(map[string]*series)}
 }
 
 // get returns the series of the label values, made on first use. The caller holds f.mu.
@@ -122,7 +128,7 @@ func (f *family) reset() {
 func (f *family) snapshot() *family {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c := &family{name: f.name, help: f.help, kind: f.kind, labels: f.labels, buckets: f.buckets, series: make(map[string]*series, len(f.series))}
+	c := &family{name: f.name, help: f.help, kind: f.kind, labels: f.labels, byName: f.byName, buckets: f.buckets, series: make(map[string]*series, len(f.series))}
 	for k, s := range f.series {
 		cs := *s
 		cs.counts = slices.Clone(s.counts)
@@ -131,9 +137,13 @@ func (f *family) snapshot() *family {
 	return c
 }
 
-// constGauge is a family of one gauge without labels, read at a scrape.
-func constGauge(name, help string, v float64) *family {
-	f := newFamily(name, help, gauge, nil, nil)
+// constGauge and constCounter are families of one sample without labels, read at a scrape.
+func constGauge(name, help string, v float64) *family { return constFamily(name, help, gauge, v) }
+
+func constCounter(name, help string, v float64) *family { return constFamily(name, help, counter, v) }
+
+func constFamily(name, help string, k kind, v float64) *family {
+	f := newFamily(name, help, k, nil, nil)
 	f.set(v)
 	return f
 }

@@ -62,7 +62,7 @@ func (m *Metrics) processFamilies() []*family {
 	var fams []*family
 	if st, ok := readSelfStat(); ok {
 		fams = append(fams,
-			newCounterValue("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", float64(st.utime+st.stime)/userHZ),
+			constCounter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.", float64(st.utime+st.stime)/userHZ),
 			constGauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", float64(st.vsize)),
 			constGauge("process_resident_memory_bytes", "Resident memory size in bytes.", float64(st.rss*uint64(os.Getpagesize()))),
 			constGauge("go_threads", "Number of OS threads of the process.", float64(st.threads)))
@@ -78,13 +78,6 @@ func (m *Metrics) processFamilies() []*family {
 		fams = append(fams, constGauge("process_max_fds", "Maximum number of open file descriptors.", float64(rl.Cur)))
 	}
 	return fams
-}
-
-// newCounterValue is a family of one counter without labels, read at a scrape.
-func newCounterValue(name, help string, v float64) *family {
-	f := newFamily(name, help, counter, nil, nil)
-	f.add(v)
-	return f
 }
 
 // startTime returns the process's start in seconds since the epoch, from its start in clock ticks

@@ -3,6 +3,7 @@ package early
 import (
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -60,7 +61,7 @@ func init() {
 		return
 	}
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, append(append([]os.Signal{}, ShutdownSignals...), IgnoredSignals...)...)
+	signal.Notify(sigs, slices.Concat(ShutdownSignals, IgnoredSignals)...)
 	type waited struct {
 		e   guard.Ended
 		err error
