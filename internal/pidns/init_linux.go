@@ -36,18 +36,19 @@ const initFD = 3
 // IsInit reports whether args (os.Args) ask for the init.
 func IsInit(args []string) bool { return len(args) > 1 && args[1] == InitArg }
 
-// initSignals are the signals whose default action would end the init (or stop it). It handles them
-// all and does nothing with them: a task may not end its namespace by signalling its init (the
-// kernel delivers a signal sent from inside the namespace to its init only when the init handles it,
-// and Go installs handlers for every signal), and a signal sent to the server's process group must
-// not end it either. Handled, not ignored: a handled signal is reset to its default in a child, an
-// ignored one would stay ignored in every task. SIGKILL from outside the namespace still ends it.
+// initSignals are the signals the init must ask for: those whose default in a Go program ends it
+// (HUP, INT, TERM; QUIT, ABRT and the faults, which crash it when sent by kill(2)) or stops it (TSTP,
+// TTIN, TTOU). A task may not end its namespace by signalling its init (the kernel delivers a signal
+// sent from inside the namespace to its init only when the init handles it, and Go installs handlers
+// for every signal), and a signal sent to the server's process group must not end it either. The init
+// does nothing with them. Every other signal Go already catches and does nothing with (USR1, PIPE,
+// ALRM, ...): asking for those too would cost a round trip to the runtime's signal-mask thread each.
+// Handled, not ignored: a handled signal is reset to its default in a child, an ignored one would
+// stay ignored in every task. SIGKILL from outside the namespace still ends it.
 var initSignals = []os.Signal{
-	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
-	syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGIO, syscall.SIGPWR,
-	syscall.SIGSTKFLT, syscall.SIGXCPU, syscall.SIGXFSZ, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGABRT,
-	syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV, syscall.SIGTSTP, syscall.SIGTTIN,
-	syscall.SIGTTOU,
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGABRT,
+	syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
+	syscall.SIGSTKFLT, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV,
 }
 
 // Main is the init (see the package documentation). It returns the process's exit status: 0 when the
@@ -62,9 +63,14 @@ func Main() int {
 	unix.CloseOnExec(initFD)
 	// Not dumpable: a task running as the init's user cannot ptrace it or read its memory.
 	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, initSignals...)
+	// Asking for a signal Go may deliver unasked is a round trip to the runtime's signal-mask thread
+	// (tens of microseconds each on a small VM): it runs while the init mounts /proc and says hello,
+	// and serve waits for it before it reads the first request, so no task starts before it is done.
+	asked := make(chan struct{})
 	go func() {
+		sigs := make(chan os.Signal, 16)
+		signal.Notify(sigs, initSignals...)
+		close(asked)
 		for range sigs {
 		}
 	}()
@@ -84,6 +90,7 @@ func Main() int {
 			go in.exitWhenIdle(idle)
 		}
 	}
+	<-asked
 	if err := in.serve(); !errors.Is(err, io.EOF) { // serve returns only with an error: EOF when the server went
 		fmt.Fprintf(os.Stderr, "reaper: the init of a PID namespace stops: %v\n", err)
 		return 1

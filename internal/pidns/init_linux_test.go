@@ -226,15 +226,19 @@ func TestInitDeath(t *testing.T) {
 	}
 }
 
-// TestSignalsToInit: a task cannot end its namespace by signalling its init, not even with SIGKILL,
-// and the init's handling of signals is not inherited: a task dies of SIGTERM as usual.
+// TestSignalsToInit: a task cannot end (or stop) its namespace by signalling its init with any
+// signal, SIGKILL and SIGSTOP included, whether initSignals names it or Go's runtime handles it
+// unasked, and the init's handling of signals is not inherited: a task dies of SIGTERM as usual.
+// Signals 32 and 34 are left out: see the package documentation.
 func TestSignalsToInit(t *testing.T) {
 	in := startInit(t)
 	var sigs []string
-	for _, s := range initSignals {
-		sigs = append(sigs, strconv.Itoa(int(s.(syscall.Signal))))
+	for s := 1; s <= 64; s++ {
+		if s != 32 && s != 34 {
+			sigs = append(sigs, strconv.Itoa(s))
+		}
 	}
-	task, out := spawnSh(t, in, "for s in "+strings.Join(sigs, " ")+" 9; do kill -$s 1 || echo failed $s; done; echo sent", nil)
+	task, out := spawnSh(t, in, "for s in "+strings.Join(sigs, " ")+"; do kill -$s 1 || echo failed $s; done; echo sent", nil)
 	if code := exitCode(t, task); code != 0 {
 		b, _ := os.ReadFile(out.Name())
 		t.Fatalf("the task exited %d: %s", code, b)
