@@ -1,8 +1,8 @@
 package main
 
 import (
+	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"time"
 )
 
@@ -43,15 +43,14 @@ func startMemoryReturner() *memoryReturner {
 
 func (m *memoryReturner) run() {
 	defer close(m.done)
-	samples := []metrics.Sample{
-		{Name: "/memory/classes/heap/objects:bytes"},
-		{Name: "/memory/classes/heap/unused:bytes"},
-		{Name: "/memory/classes/heap/free:bytes"},
-		{Name: "/gc/heap/allocs:bytes"},
-	}
+	// runtime.ReadMemStats stops the world for a few microseconds, once per period; runtime/metrics
+	// would not, but its package initialisation runs at every start of every reaper process.
+	var ms runtime.MemStats
 	held := func() uint64 {
-		metrics.Read(samples)
-		return samples[0].Value.Uint64() + samples[1].Value.Uint64() + samples[2].Value.Uint64()
+		runtime.ReadMemStats(&ms)
+		// What the heap holds mapped and not returned: its objects, the rest of its spans in use,
+		// and its free spans not yet returned to the kernel.
+		return ms.HeapInuse + ms.HeapIdle - ms.HeapReleased
 	}
 	tick := time.NewTicker(memoryPeriod)
 	defer tick.Stop()
@@ -63,8 +62,8 @@ func (m *memoryReturner) run() {
 		case <-tick.C:
 		}
 		now := held()
-		quiet := samples[3].Value.Uint64()-allocs < quietAllocs
-		allocs = samples[3].Value.Uint64()
+		quiet := ms.TotalAlloc-allocs < quietAllocs
+		allocs = ms.TotalAlloc
 		if quiet && now > floor+memorySlack {
 			debug.FreeOSMemory()
 			floor = held()

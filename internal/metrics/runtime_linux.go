@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/metrics"
 	"strconv"
 	"syscall"
 )
@@ -15,42 +14,24 @@ import (
 // Go client gives them, so that dashboards made for Go programs work unchanged: the common ones, not
 // every one that library's collectors show (the package documentation says why it is not linked).
 
-// runtimeSamples are the runtime/metrics read for go_* gauges.
-var runtimeSamples = [...]struct{ metric, name, help string }{
-	{"/sched/goroutines:goroutines", "go_goroutines", "Number of goroutines that currently exist."},
-	{"/memory/classes/heap/objects:bytes", "go_memstats_heap_alloc_bytes", "Number of heap bytes allocated and currently in use."},
-	{"/memory/classes/total:bytes", "go_memstats_sys_bytes", "Number of bytes obtained from the system."},
-	{"/sched/gomaxprocs:threads", "go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting."},
-}
-
 // runtimeFamilies reads the Go runtime's and the process's metrics. What cannot be read is left out:
-// a scrape never fails for it.
+// a scrape never fails for it. The runtime's come from runtime.ReadMemStats, which stops the world for
+// a few microseconds: runtime/metrics would say the same, but its package initialisation (its
+// descriptions of every GODEBUG setting) runs in every reaper process, the guard and the sessions'
+// inits included, at each start.
 func (m *Metrics) runtimeFamilies() []*family {
-	samples := make([]metrics.Sample, len(runtimeSamples))
-	for i, s := range runtimeSamples {
-		samples[i].Name = s.metric
-	}
-	metrics.Read(samples)
-	var fams []*family
-	for i, s := range runtimeSamples {
-		if v, ok := sampleValue(samples[i].Value); ok {
-			fams = append(fams, constGauge(s.name, s.help, v))
-		}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fams := []*family{
+		constGauge("go_goroutines", "Number of goroutines that currently exist.", float64(runtime.NumGoroutine())),
+		constGauge("go_memstats_heap_alloc_bytes", "Number of heap bytes allocated and currently in use.", float64(ms.HeapAlloc)),
+		constGauge("go_memstats_sys_bytes", "Number of bytes obtained from the system.", float64(ms.Sys)),
+		constGauge("go_sched_gomaxprocs_threads", "The current runtime.GOMAXPROCS setting.", float64(runtime.GOMAXPROCS(0))),
 	}
 	info := newFamily("go_info", "Information about the Go environment.", gauge, []string{"version"}, nil)
 	info.set(1, runtime.Version())
 	fams = append(fams, info)
 	return append(fams, m.processFamilies()...)
-}
-
-func sampleValue(v metrics.Value) (float64, bool) {
-	switch v.Kind() {
-	case metrics.KindUint64:
-		return float64(v.Uint64()), true
-	case metrics.KindFloat64:
-		return v.Float64(), true
-	}
-	return 0, false
 }
 
 // userHZ is the unit of the times in /proc/<pid>/stat: USER_HZ, 100 on every Linux architecture Go
