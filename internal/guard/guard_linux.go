@@ -204,7 +204,6 @@ func waitExited(pid int) error {
 // Arguments of waitid(2) that package syscall does not name.
 const (
 	pPid    = 1         // P_PID
-	pAll    = 0         // P_ALL
 	wNoWait = 0x1000000 // WNOWAIT
 )
 
@@ -242,21 +241,6 @@ func readLines(fd int) []string {
 		all = all[i+1:]
 	}
 	return lines
-}
-
-// HasChildren reports whether this process has a child, live or a zombie, without reaping it. It is
-// reap.HasChildren again, on package syscall: internal/reap imports x/sys/unix, which initialises
-// after the module's own packages (see the package documentation), so this package cannot call it.
-func HasChildren() bool {
-	var info [128]byte
-	for {
-		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info)),
-			syscall.WEXITED|syscall.WNOHANG|wNoWait, 0, 0)
-		if e == syscall.EINTR {
-			continue
-		}
-		return e != syscall.ECHILD
-	}
 }
 
 // Executable returns the path of this program, or /proc/self/exe when that path no longer holds it

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/testutil"
 )
 
@@ -82,7 +83,7 @@ func TestSignal(t *testing.T) {
 }
 
 // TestHasChildren: a process the server left comes to this process, its subreaper, and
-// HasChildren sees it (package early then leaves the clean-up to main); once it is reaped, none.
+// reap.HasChildren sees it (package early then leaves the clean-up to main); once it is reaped, none.
 func TestHasChildren(t *testing.T) {
 	e := wait(t, start(t, `sleep 60 & echo $! >&3; echo clean >&3; exit 0`))
 	if !e.Clean() || len(e.Announced) != 2 {
@@ -93,7 +94,7 @@ func TestHasChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // if the test fails before it is reaped
-	if !HasChildren() {
+	if !reap.HasChildren() {
 		t.Errorf("the server's orphan %d did not come to this process", pid)
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
@@ -101,7 +102,7 @@ func TestHasChildren(t *testing.T) {
 	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
 		t.Fatalf("reap %d: %v", pid, err)
 	}
-	if HasChildren() {
+	if reap.HasChildren() {
 		t.Error("a child is left after the orphan was reaped")
 	}
 }

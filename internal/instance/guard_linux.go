@@ -79,10 +79,9 @@ func CleanUp(opts CleanUpOptions, e guard.Ended) GuardResult {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	st := unix.WaitStatus(e.Status)
-	res := GuardResult{Code: reap.Exit{Pid: e.Pid, Status: st}.Code(), Instance: announced(e.Announced)}
-	if st.Signaled() {
-		res.Signal = st.Signal()
+	res := GuardResult{Code: reap.Exit{Pid: e.Pid, Status: e.Status}.Code(), Instance: announced(e.Announced)}
+	if e.Status.Signaled() {
+		res.Signal = e.Status.Signal()
 	}
 	// The wait loop reaps what the kills below end among this process's children.
 	children, err := reap.Claim(func() (*reap.Children, error) { return reap.NewChildren(), nil })

@@ -1,7 +1,7 @@
 // Package pidns runs a session's processes in a PID namespace of their own, whose init is a small
 // process of ours: when that init dies, by any cause, the kernel kills every process in the
-// namespace, and no process can leave it. It holds both sides of the protocol between the server and
-// the init: [Start] and [Init] on the server's side, [Main] in the init.
+// namespace, and no process can leave it. This package is the server's side ([Start], [Init]); the
+// init is internal/pidinit, and the protocol between them internal/pidwire.
 //
 // The init is this program run again with [InitArg] as its first argument, in new PID and mount
 // namespaces (and a user namespace where that is how they can be made), with SIGKILL as its
@@ -25,11 +25,9 @@
 // The init trusts nothing but the server: the socket is the only way to reach it, and no task inherits
 // it. The server bounds what it reads from the init all the same (a root task may ptrace its init).
 //
-// Lock order. On the server's side, Init.mu guards the Init's state and Init.sendMu one request's
-// messages on the socket; they are never held together, and neither is held while waiting for the
-// init. In the init, spawnMu (held while a request is handled, and by the idle exit) comes before
-// sendMu (one message at a time) and before its reap.Children's lock (held across each fork). The
-// package takes no lock of its callers'; a Reaper calls Init's methods with its Session.mu held.
+// Lock order. Init.mu guards the Init's state and Init.sendMu one request's messages on the socket;
+// they are never held together, and neither is held while waiting for the init. The package takes no
+// lock of its callers'; a Reaper calls Init's methods with its Session.mu held.
 //
 // The package is Linux-only; elsewhere it is empty.
 package pidns

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/pidwire"
 	"github.com/cgreaper/reaper/internal/proc"
 	"golang.org/x/sys/unix"
 )
@@ -325,7 +326,7 @@ func TestLargeRequest(t *testing.T) {
 	if b, _ := os.ReadFile(out.Name()); string(b) != "102400\n" {
 		t.Errorf("the task saw %q", b)
 	}
-	huge := append(env, "HUGE="+strings.Repeat("y", maxRequest))
+	huge := append(env, "HUGE="+strings.Repeat("y", pidwire.MaxRequest))
 	if _, err := in.Spawn(Request{Argv: []string{"/bin/true"}, Env: huge, FDs: fdsOf(devNull(t))}); err == nil || !strings.Contains(err.Error(), "over the") {
 		t.Errorf("a request over the bound: %v", err)
 	}

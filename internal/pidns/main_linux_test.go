@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/pidinit"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 )
@@ -18,7 +19,7 @@ var (
 
 func TestMain(m *testing.M) {
 	if IsInit(os.Args) {
-		os.Exit(Main()) // this test binary, run as an init by a test
+		os.Exit(pidinit.Main()) // this test binary, run as an init by a test
 	}
 	kids = reap.NewChildren()
 	var err error

@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/pidwire"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/procstat"
 	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
 )
@@ -54,7 +56,7 @@ type Init struct {
 	// The fields up to mu are fixed at creation.
 	pid     int
 	start   uint64
-	conn    *conn // the server's end of the socket; closed by Close once the reader has returned
+	conn    *pidwire.Conn // the server's end of the socket; closed by Close once the reader has returned
 	timeout time.Duration
 	procOK  bool
 	note    string
@@ -136,7 +138,7 @@ func Start(opts Options) (*Init, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start the init of a PID namespace: socketpair: %w", err)
 	}
-	c, err := newConn(pair[0], "pidns")
+	c, err := pidwire.NewConn(pair[0], "pidns")
 	if err != nil {
 		unix.Close(pair[1])
 		return nil, fmt.Errorf("start the init of a PID namespace: %w", err)
@@ -146,7 +148,7 @@ func Start(opts Options) (*Init, error) {
 	err = in.fork(opts, pair[1])
 	unix.Close(pair[1])
 	if err != nil {
-		c.close()
+		c.Close()
 		return nil, fmt.Errorf("start the init of a PID namespace: %w", err)
 	}
 	if err := in.awaitHello(); err != nil {
@@ -178,10 +180,10 @@ func (in *Init) fork(opts Options, end int) error {
 	if name == "" {
 		name = "reaper-init"
 	}
-	argv := []string{name, InitArg, modePlain, max(opts.Idle, 0).String()}
+	argv := []string{name, InitArg, pidwire.ModePlain, max(opts.Idle, 0).String()}
 	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL, PidFD: &in.pidfd}
 	if opts.UserNS {
-		argv[2] = modeUserNS
+		argv[2] = pidwire.ModeUserNS
 		sys.Cloneflags |= unix.CLONE_NEWUSER
 		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
@@ -214,11 +216,11 @@ func (in *Init) fork(opts Options, end int) error {
 
 // awaitHello reads the init's first message.
 func (in *Init) awaitHello() error {
-	in.conn.f.SetReadDeadline(time.Now().Add(in.timeout))
-	defer in.conn.f.SetReadDeadline(time.Time{})
-	buf := make([]byte, maxReply+2)
-	typ, flags, payload, got, err := in.conn.recv(buf, 1)
-	closeAll(got)
+	in.conn.SetReadDeadline(time.Now().Add(in.timeout))
+	defer in.conn.SetReadDeadline(time.Time{})
+	buf := make([]byte, pidwire.MaxReply+2)
+	typ, flags, payload, got, err := in.conn.Recv(buf, 1)
+	pidwire.CloseAll(got)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("not ready within %v", in.timeout)
@@ -226,13 +228,13 @@ func (in *Init) awaitHello() error {
 		return errors.New("it ended before it was ready")
 	case err != nil:
 		return err
-	case typ != msgHello || flags != 0 || len(got) > 0:
-		return protocolError("message type %d before the hello", typ)
+	case typ != pidwire.MsgHello || flags != 0 || len(got) > 0:
+		return pidwire.ProtocolError(fmt.Sprintf("message type %d before the hello", typ))
 	}
-	d := decoder{b: payload}
-	in.procOK = d.u32("hello")&helloProc != 0
-	in.note = d.str("note")
-	return d.end("hello")
+	d := pidwire.NewDecoder(payload)
+	in.procOK = d.U32("hello")&pidwire.HelloProc != 0
+	in.note = d.Str("note")
+	return d.End("hello")
 }
 
 // Pid returns the init's pid, as this process sees it.
@@ -261,7 +263,7 @@ func (in *Init) Spawn(r Request) (Task, error) {
 	in.next++
 	id := in.next
 	in.mu.Unlock()
-	payload, fds, err := encodeSpawn(id, r)
+	payload, fds, err := pidwire.EncodeSpawn(id, r)
 	if err != nil {
 		return Task{}, fmt.Errorf("start a process in a PID namespace: %w", err)
 	}
@@ -275,7 +277,7 @@ func (in *Init) Spawn(r Request) (Task, error) {
 	in.calls[id] = c
 	in.mu.Unlock()
 	in.sendMu.Lock()
-	err = in.conn.sendChunked(msgSpawn, payload, fds)
+	err = in.conn.SendChunked(pidwire.MsgSpawn, payload, fds)
 	in.sendMu.Unlock()
 	if err != nil {
 		// A request cut between its chunks would leave the init reading the next one as its rest:
@@ -394,10 +396,10 @@ func (in *Init) Close() {
 			in.err = fmt.Errorf("%w (pid %d): closed", ErrEnded, in.pid)
 		}
 		in.mu.Unlock()
-		in.conn.rc.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+		in.conn.Shutdown()
 		close(in.stop)
 		<-in.done
-		in.conn.close()
+		in.conn.Close()
 		in.mu.Lock()
 		if in.pidfd >= 0 {
 			unix.Close(in.pidfd)
@@ -411,18 +413,18 @@ func (in *Init) Close() {
 // exit never came as killed.
 func (in *Init) read() {
 	defer close(in.done)
-	buf := make([]byte, maxReply+2)
+	buf := make([]byte, pidwire.MaxReply+2)
 	var err error
 	for err == nil {
-		typ, flags, payload, fds, rerr := in.conn.recv(buf, 1)
+		typ, flags, payload, fds, rerr := in.conn.Recv(buf, 1)
 		if rerr != nil {
-			closeAll(fds)
+			pidwire.CloseAll(fds)
 			err = rerr
 			break
 		}
 		if flags != 0 {
-			closeAll(fds)
-			err = protocolError("flags %d on a message from the init", flags)
+			pidwire.CloseAll(fds)
+			err = pidwire.ProtocolError(fmt.Sprintf("flags %d on a message from the init", flags))
 			break
 		}
 		err = in.handle(typ, payload, fds)
@@ -463,19 +465,19 @@ func (in *Init) read() {
 
 // handle handles one message from the init. It owns fds.
 func (in *Init) handle(typ byte, payload []byte, fds []int) error {
-	d := decoder{b: payload}
+	d := pidwire.NewDecoder(payload)
 	switch typ {
-	case msgSpawned:
-		id, host, nspid, start := d.u64("id"), int(int64(d.u64("pid"))), int(int64(d.u64("nspid"))), d.u64("start")
-		if err := d.end("spawned"); err != nil || len(fds) != 1 {
-			closeAll(fds)
-			return cmpErr(err, protocolError("an answer with %d descriptors", len(fds)))
+	case pidwire.MsgSpawned:
+		id, host, nspid, start := d.U64("id"), int(int64(d.U64("pid"))), int(int64(d.U64("nspid"))), d.U64("start")
+		if err := d.End("spawned"); err != nil || len(fds) != 1 {
+			pidwire.CloseAll(fds)
+			return cmpErr(err, pidwire.ProtocolError(fmt.Sprintf("an answer with %d descriptors", len(fds))))
 		}
 		return in.spawned(id, Task{Pid: host, NSPid: nspid, Start: start, PidFD: fds[0]})
-	case msgFailed:
-		id, errno, msg := d.u64("id"), syscall.Errno(d.u32("errno")), d.str("message")
-		if err := cmpErr(d.end("failure"), lenErr(fds)); err != nil {
-			closeAll(fds)
+	case pidwire.MsgFailed:
+		id, errno, msg := d.U64("id"), syscall.Errno(d.U32("errno")), d.Str("message")
+		if err := cmpErr(d.End("failure"), lenErr(fds)); err != nil {
+			pidwire.CloseAll(fds)
 			return err
 		}
 		in.mu.Lock()
@@ -484,18 +486,18 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 			delete(in.calls, id)
 		}
 		in.mu.Unlock()
-	case msgIdle:
-		if err := cmpErr(d.end("idle"), lenErr(fds)); err != nil {
-			closeAll(fds)
+	case pidwire.MsgIdle:
+		if err := cmpErr(d.End("idle"), lenErr(fds)); err != nil {
+			pidwire.CloseAll(fds)
 			return err
 		}
 		in.mu.Lock()
 		in.idle = true
 		in.mu.Unlock()
-	case msgExit:
-		id, status := d.u64("id"), unix.WaitStatus(d.u32("status"))
-		if err := cmpErr(d.end("exit"), lenErr(fds)); err != nil {
-			closeAll(fds)
+	case pidwire.MsgExit:
+		id, status := d.U64("id"), syscall.WaitStatus(d.U32("status"))
+		if err := cmpErr(d.End("exit"), lenErr(fds)); err != nil {
+			pidwire.CloseAll(fds)
 			return err
 		}
 		in.mu.Lock()
@@ -505,8 +507,8 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		}
 		in.mu.Unlock()
 	default:
-		closeAll(fds)
-		return protocolError("message type %d from the init", typ)
+		pidwire.CloseAll(fds)
+		return pidwire.ProtocolError(fmt.Sprintf("message type %d from the init", typ))
 	}
 	return nil
 }
@@ -518,7 +520,7 @@ func (in *Init) spawned(id uint64, t Task) error {
 	if seen := pidOfFD(t.PidFD); seen > 0 && seen != t.Pid {
 		if t.Pid != 0 {
 			unix.Close(t.PidFD)
-			return protocolError("the init named pid %d for a process this process sees as %d", t.Pid, seen)
+			return pidwire.ProtocolError(fmt.Sprintf("the init named pid %d for a process this process sees as %d", t.Pid, seen))
 		}
 		t.Pid = seen
 	}
@@ -536,18 +538,18 @@ func (in *Init) spawned(id uint64, t Task) error {
 	return nil
 }
 
-// pidOfFD returns the pid a pidfd refers to, in this process's namespace (see fdinfoPid).
+// pidOfFD returns the pid a pidfd refers to, in this process's namespace (see procstat.FdinfoPid).
 func pidOfFD(fd int) int {
 	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
 	if err != nil {
 		return 0
 	}
-	return fdinfoPid(b)
+	return procstat.FdinfoPid(b)
 }
 
 func lenErr(fds []int) error {
 	if len(fds) > 0 {
-		return protocolError("%d unexpected descriptors", len(fds))
+		return pidwire.ProtocolError(fmt.Sprintf("%d unexpected descriptors", len(fds)))
 	}
 	return nil
 }

@@ -4,69 +4,30 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"reflect"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/pidwire"
 	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
 )
 
-func TestSpawnRoundTrip(t *testing.T) {
-	r := Request{
-		Argv: []string{"/bin/sh", "-c", "x"}, Env: []string{"A=1", ""}, Dir: "/tmp",
-		FDs: fdsOf(os.Stdin, os.Stdout), Setpgid: true, Foreground: true, Ctty: 0,
-		Credential: &syscall.Credential{Uid: 7, Gid: 8, Groups: []uint32{9, 10}},
-	}
-	payload, fds, err := encodeSpawn(42, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := decodeSpawn(payload, fds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := spawnRequest{id: 42, argv: r.Argv, env: r.Env, dir: r.Dir, files: fds, cgroup: -1, setpgid: true, fg: true, cred: r.Credential}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("decoded %+v, want %+v", got, want)
-	}
-	if _, err := decodeSpawn(payload, fds[:1]); !errors.Is(err, errProtocol) {
-		t.Errorf("a request with a descriptor missing: %v", err)
-	}
-	for n := 0; n < len(payload); n++ {
-		if _, err := decodeSpawn(payload[:n], fds); err == nil {
-			t.Errorf("a request cut to %d bytes decoded", n)
-		}
-	}
-}
-
-func FuzzDecodeSpawn(f *testing.F) {
-	payload, _, _ := encodeSpawn(1, Request{Argv: []string{"a"}, FDs: fdsOf(os.Stdin), Credential: &syscall.Credential{Groups: []uint32{1}}})
-	f.Add(payload, uint8(1))
-	f.Fuzz(func(t *testing.T, b []byte, nfds uint8) {
-		fds := make([]int, nfds%8)
-		r, err := decodeSpawn(b, fds)
-		if err == nil && (len(r.argv) == 0 || len(r.files) > maxFiles) {
-			t.Errorf("accepted %+v", r)
-		}
-	})
-}
-
 // TestInitRefusesGarbage: a request that breaks the protocol ends the init (and so its namespace):
 // it takes orders from the server only, and a server that sends garbage is not one.
 func TestInitRefusesGarbage(t *testing.T) {
-	good, _, _ := encodeSpawn(1, Request{Argv: []string{"/bin/true"}, FDs: fdsOf(os.Stdin)})
-	cases := map[string]func(c *conn) error{
-		"unknown type":         func(c *conn) error { return c.send(9, 0, nil, nil) },
-		"descriptors missing":  func(c *conn) error { return c.send(msgSpawn, 0, good, nil) },
-		"too many descriptors": func(c *conn) error { return c.send(msgSpawn, 0, good, []int{0, 0}) },
-		"a cut request":        func(c *conn) error { return c.send(msgSpawn, 0, good[:len(good)-1], []int{0}) },
-		"descriptors late": func(c *conn) error {
-			return errors.Join(c.send(msgSpawn, flagMore, nil, nil), c.send(msgSpawn, 0, good, []int{0}))
+	good, _, _ := pidwire.EncodeSpawn(1, Request{Argv: []string{"/bin/true"}, FDs: fdsOf(os.Stdin)})
+	cases := map[string]func(c *pidwire.Conn) error{
+		"unknown type":         func(c *pidwire.Conn) error { return c.Send(9, 0, nil, nil) },
+		"descriptors missing":  func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSpawn, 0, good, nil) },
+		"too many descriptors": func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSpawn, 0, good, []int{0, 0}) },
+		"a cut request":        func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSpawn, 0, good[:len(good)-1], []int{0}) },
+		"descriptors late": func(c *pidwire.Conn) error {
+			return errors.Join(c.Send(pidwire.MsgSpawn, pidwire.FlagMore, nil, nil), c.Send(pidwire.MsgSpawn, 0, good, []int{0}))
 		},
-		"a request too large":     func(c *conn) error { return c.sendChunked(msgSpawn, make([]byte, maxRequest+1), nil) },
-		"a datagram over a chunk": func(c *conn) error { return c.send(msgSpawn, 0, make([]byte, maxChunk+1), nil) },
+		"a request too large": func(c *pidwire.Conn) error {
+			return c.SendChunked(pidwire.MsgSpawn, make([]byte, pidwire.MaxRequest+1), nil)
+		},
+		"a datagram over a chunk": func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSpawn, 0, make([]byte, pidwire.MaxChunk+1), nil) },
 	}
 	for name, bad := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -100,22 +61,22 @@ func TestServerRefusesGarbage(t *testing.T) {
 		t.Skipf("skipped: no pidfds: %v", err)
 	}
 	defer unix.Close(pidfd)
-	var lie encoder // an answer naming another pid than the pidfd's
-	lie.u64(1)
-	lie.u64(uint64(os.Getpid()))
-	lie.u64(2)
-	lie.u64(3)
-	var exit encoder
-	exit.u64(1)
-	exit.u32(0)
-	cases := map[string]func(c *conn) error{
-		"a message over the bound":  func(c *conn) error { return c.send(msgExit, 0, make([]byte, maxReply+1), nil) },
-		"unknown type":              func(c *conn) error { return c.send(77, 0, nil, nil) },
-		"flags":                     func(c *conn) error { return c.send(msgExit, flagMore, exit.b, nil) },
-		"an answer without a pidfd": func(c *conn) error { return c.send(msgSpawned, 0, lie.b, nil) },
-		"an exit with a descriptor": func(c *conn) error { return c.send(msgExit, 0, exit.b, []int{pidfd}) },
-		"a lie about the pid":       func(c *conn) error { return c.send(msgSpawned, 0, lie.b, []int{pidfd}) },
-		"a second hello":            func(c *conn) error { return c.send(msgHello, 0, []byte{1, 0, 0, 0, 0, 0, 0, 0}, nil) },
+	var lie pidwire.Encoder // an answer naming another pid than the pidfd's
+	lie.U64(1)
+	lie.U64(uint64(os.Getpid()))
+	lie.U64(2)
+	lie.U64(3)
+	var exit pidwire.Encoder
+	exit.U64(1)
+	exit.U32(0)
+	cases := map[string]func(c *pidwire.Conn) error{
+		"a message over the bound":  func(c *pidwire.Conn) error { return c.Send(pidwire.MsgExit, 0, make([]byte, pidwire.MaxReply+1), nil) },
+		"unknown type":              func(c *pidwire.Conn) error { return c.Send(77, 0, nil, nil) },
+		"flags":                     func(c *pidwire.Conn) error { return c.Send(pidwire.MsgExit, pidwire.FlagMore, exit.Bytes(), nil) },
+		"an answer without a pidfd": func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSpawned, 0, lie.Bytes(), nil) },
+		"an exit with a descriptor": func(c *pidwire.Conn) error { return c.Send(pidwire.MsgExit, 0, exit.Bytes(), []int{pidfd}) },
+		"a lie about the pid":       func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSpawned, 0, lie.Bytes(), []int{pidfd}) },
+		"a second hello":            func(c *pidwire.Conn) error { return c.Send(pidwire.MsgHello, 0, []byte{1, 0, 0, 0, 0, 0, 0, 0}, nil) },
 	}
 	for name, bad := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -123,15 +84,15 @@ func TestServerRefusesGarbage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			server, err := newConn(pair[0], "server")
+			server, err := pidwire.NewConn(pair[0], "server")
 			if err != nil {
 				t.Fatal(err)
 			}
-			peer, err := newConn(pair[1], "fake init")
+			peer, err := pidwire.NewConn(pair[1], "fake init")
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer peer.close()
+			defer peer.Close()
 			in := &Init{conn: server, pid: -1, pidfd: -1, timeout: 5 * time.Second, stop: make(chan struct{}),
 				done: make(chan struct{}), calls: map[uint64]*call{}, exited: make(chan reap.Exit)}
 			c := &call{reply: make(chan reply, 1), exit: make(chan reap.Exit, 1)}
@@ -143,13 +104,13 @@ func TestServerRefusesGarbage(t *testing.T) {
 			}
 			select {
 			case rep := <-c.reply:
-				if !errors.Is(rep.err, errProtocol) || !errors.Is(rep.err, ErrEnded) {
+				if !errors.Is(rep.err, pidwire.ErrProtocol) || !errors.Is(rep.err, ErrEnded) {
 					t.Errorf("the waiting spawn got %+v, want a protocol error", rep)
 				}
 			case <-time.After(30 * time.Second):
 				t.Fatal("the waiting spawn got nothing")
 			}
-			if err := in.Err(); !errors.Is(err, errProtocol) {
+			if err := in.Err(); !errors.Is(err, pidwire.ErrProtocol) {
 				t.Errorf("Err() = %v", err)
 			}
 		})

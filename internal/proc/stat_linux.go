@@ -6,37 +6,15 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/cgreaper/reaper/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
-// Stat is what reaper needs from /proc/<pid>/stat.
-type Stat struct {
-	Pid, PPid int
-	// Pgid and Sid are the process group and session (fields 5 and 6).
-	Pgid, Sid int
-	// Flags are the kernel's PF_* flags (field 9); see [Stat.Exiting].
-	Flags uint64
-	// Threads is the number of threads (field 20).
-	Threads int
-	// Start is the start time in clock ticks since boot (field 22); with Pid, a process's identity.
-	Start uint64
-	// State is 'R', 'S', 'D', 'T', 'Z' and so on (field 3).
-	State byte
-}
+// Stat is what reaper needs from /proc/<pid>/stat (see package procstat).
+type Stat = procstat.Stat
 
 // pfKthread is PF_KTHREAD: a kernel thread, which has no memory of its own, so no environment.
 const pfKthread = 0x00200000
-
-// pfExiting is PF_EXITING: the process is inside do_exit.
-const pfExiting = 0x4
-
-// Exiting reports whether the process is past the point of no return in do_exit: a killed process
-// leaves its cgroup there, after its memory and files are released but before it becomes a zombie, so
-// for a moment it shows state R although it never runs user code again.
-func (s Stat) Exiting() bool { return s.Flags&pfExiting != 0 }
-
-// Dead reports whether the process has stopped running for good: a zombie, or exiting.
-func (s Stat) Dead() bool { return s.State == 'Z' || s.Exiting() }
 
 // Walker reads /proc. It reuses its buffers, so one Walker must not be used concurrently; make one per
 // goroutine with [NewWalker].
@@ -63,46 +41,8 @@ func (w *Walker) Stat(pid int) (st Stat, ok bool) {
 	return ParseStat(pid, b)
 }
 
-// ParseStat parses the contents of /proc/<pid>/stat. The command name (field 2) may itself contain
-// spaces and ')', so parsing starts after the last ')'.
-func ParseStat(pid int, b []byte) (Stat, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return Stat{}, false
-	}
-	st := Stat{Pid: pid, State: b[i+2]}
-	field := 3 // b[i+2] is field 3 (state)
-	var v uint64
-	for _, c := range b[i+3:] {
-		switch {
-		case c == ' ':
-			switch field {
-			case 4:
-				st.PPid = int(v)
-			case 5:
-				st.Pgid = int(v)
-			case 6:
-				st.Sid = int(v)
-			case 9:
-				st.Flags = v
-			case 20:
-				st.Threads = int(v)
-			case 22:
-				st.Start = v
-				return st, true
-			}
-			field++
-			v = 0
-		case c == '-':
-			// tty_pgrp (field 8) is -1 without a terminal; no field kept here is negative.
-		case c >= '0' && c <= '9':
-			v = v*10 + uint64(c-'0')
-		default:
-			return Stat{}, false
-		}
-	}
-	return Stat{}, false
-}
+// ParseStat parses the contents of /proc/<pid>/stat (see procstat.Parse).
+func ParseStat(pid int, b []byte) (Stat, bool) { return procstat.Parse(pid, b) }
 
 // statField returns the unsigned field n (numbered as in proc(5), n > 3) of the contents of
 // /proc/<pid>/stat.

@@ -1,17 +1,15 @@
 package reap
 
 import (
-	"errors"
 	"sync"
 	"syscall"
-
-	"golang.org/x/sys/unix"
+	"unsafe"
 )
 
 // Exit is how a child ended.
 type Exit struct {
 	Pid    int
-	Status unix.WaitStatus
+	Status syscall.WaitStatus
 }
 
 // Code returns the exit code in the shell's convention: the status for a normal exit, 128+n for a
@@ -25,7 +23,7 @@ func (e Exit) Code() int {
 
 // Killed is the Exit of a process that died of SIGKILL without anyone seeing its status: a task of a
 // PID namespace whose init died, which the kernel kills.
-func Killed(pid int) Exit { return Exit{Pid: pid, Status: unix.WaitStatus(unix.SIGKILL)} }
+func Killed(pid int) Exit { return Exit{Pid: pid, Status: syscall.WaitStatus(syscall.SIGKILL)} }
 
 // Children is the one place in a program that waits for child processes. A single goroutine sits
 // in a blocking waitid(P_ALL, WNOWAIT) and, once a child has exited, reaps it under the lock that is
@@ -86,12 +84,11 @@ func (c *Children) loop() {
 	for {
 		// Wait for an exit without reaping it (WNOWAIT), then reap under the lock: a child cannot be
 		// reaped, and its pid reused, while a fork's caller holds the lock (see Start).
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		switch {
-		case errors.Is(err, unix.EINTR):
+		err := waitAny(0)
+		switch err {
+		case syscall.EINTR:
 			continue
-		case errors.Is(err, unix.ECHILD):
+		case syscall.ECHILD:
 			c.mu.Lock()
 			stop := c.stopping
 			c.mu.Unlock()
@@ -100,7 +97,8 @@ func (c *Children) loop() {
 			}
 			<-c.forked
 			continue
-		case err != nil:
+		case nil:
+		default:
 			return // EINVAL or EFAULT cannot happen with these arguments
 		}
 		if stop := c.reap(); stop {
@@ -112,9 +110,9 @@ func (c *Children) loop() {
 // reap reaps one exited child, hands its status to whoever registered it, and reports whether the
 // loop should stop (it reaped the process Close started).
 func (c *Children) reap() bool {
-	var ws unix.WaitStatus
+	var ws syscall.WaitStatus
 	c.mu.Lock()
-	pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+	pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
 	if err != nil || pid <= 0 || !ws.Exited() && !ws.Signaled() {
 		c.mu.Unlock()
 		return false
@@ -175,7 +173,29 @@ func (c *Children) Close(argv []string) {
 // the loop stays the only one that reaps). An error other than ECHILD counts as a child (Close then
 // still wakes the loop).
 func HasChildren() bool {
-	var info unix.Siginfo
-	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	return !errors.Is(err, unix.ECHILD)
+	for {
+		if err := waitAny(syscall.WNOHANG); err != syscall.EINTR {
+			return err != syscall.ECHILD
+		}
+	}
 }
+
+// waitAny is waitid(P_ALL, 0, &info, WEXITED|WNOWAIT|options): it waits for any child to have exited
+// without reaping it. Package syscall has no Waitid; the package keeps to syscall so that the init of
+// a PID namespace, which uses it, runs before the program's other libraries initialise (see
+// cmd/reaper/internal/nsinit).
+func waitAny(options int) error {
+	var info [128]byte // siginfo_t, unread
+	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info)),
+		uintptr(syscall.WEXITED|wNoWait|options), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// Arguments of waitid(2) that package syscall does not name.
+const (
+	pAll    = 0         // P_ALL
+	wNoWait = 0x1000000 // WNOWAIT
+)

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/pidns"
+	"github.com/cgreaper/reaper/internal/pidinit"
+	"github.com/cgreaper/reaper/internal/pidwire"
 )
 
 // helperEnv names the helper a re-executed test binary runs. It does not start with REAPER_, which a
@@ -27,8 +28,8 @@ func Main(m *testing.M, helpers map[string]func() int) {
 // run as the init of a session's PID namespace (a Reaper runs its own program as that) is that init
 // instead. A TestMain that does more than run the tests calls it first.
 func RunHelperIfAsked(helpers map[string]func() int) {
-	if pidns.IsInit(os.Args) {
-		os.Exit(pidns.Main())
+	if pidwire.IsInit(os.Args) {
+		os.Exit(pidinit.Main())
 	}
 	name := os.Getenv(helperEnv)
 	if name == "" {

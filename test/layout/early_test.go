@@ -14,8 +14,8 @@ import (
 // would delay it, as GODEBUG=inittrace=1 shows on the binary. Package early (a guard's first part,
 // which starts the server a client waits for and, as a rule, exits before main) initialises right
 // after os/signal, before reflection, encoding/gob and the system call library; package nsinit (a
-// PID namespace's init, which a session's first command waits for) before the MCP and JSON schema
-// libraries. An import that pulled one of them under either would silently put them back on the
+// PID namespace's init, which a session's first command waits for, and whose start competes with the
+// server's for the CPU) too. An import that pulled one of them under either would silently put them back on the
 // path of every session's start.
 func TestEarlyInitialisation(t *testing.T) {
 	if runtime.GOOS != "linux" {
@@ -46,8 +46,8 @@ func TestEarlyInitialisation(t *testing.T) {
 	}{
 		{module + "/cmd/reaper/internal/early", []string{"encoding/gob", "golang.org/x/sys/unix",
 			"github.com/google/jsonschema-go/jsonschema", "github.com/modelcontextprotocol/go-sdk/mcp"}},
-		{module + "/cmd/reaper/internal/nsinit", []string{"github.com/google/jsonschema-go/jsonschema",
-			"github.com/modelcontextprotocol/go-sdk/mcp"}},
+		{module + "/cmd/reaper/internal/nsinit", []string{"reflect", "encoding/gob", "golang.org/x/sys/unix",
+			"github.com/google/jsonschema-go/jsonschema", "github.com/modelcontextprotocol/go-sdk/mcp"}},
 	} {
 		at := slices.Index(order, tc.pkg)
 		if at < 0 {

@@ -23,9 +23,12 @@ const module = "github.com/cgreaper/reaper"
 //	reaper                        sessions and tasks
 //	internal/instance             what an instance leaves on the machine: records, guard, sweep, ps
 //	internal/kill                 the kill policy
-//	internal/pidns, internal/tty  the init of a session's PID namespace (reaper's side in another
-//	  internal/guard              process); a task's terminal or input pipe; a guard's start of its server
-//	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text
+//	internal/pidns, internal/tty  a session's PID namespace, reaper's side (internal/pidinit: its init,
+//	  internal/guard, ...         in another process); a task's terminal or input pipe; a guard's start
+//	                              of its server
+//	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text,
+//	                              the protocol with a PID namespace's init
+//	internal/procstat             /proc/<pid>/stat
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
 // internal/metrics (cmd/reaper adapts reaper's and mcpserver's Observer events to it from above).
@@ -37,8 +40,9 @@ var layers = [][]string{
 	{"reaper"},
 	{"internal/instance"},
 	{"internal/kill"},
-	{"internal/pidns", "internal/tty", "internal/admin", "internal/guard"},
-	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics"},
+	{"internal/pidns", "internal/tty", "internal/admin", "internal/guard", "internal/pidinit"},
+	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics", "internal/pidwire"},
+	{"internal/procstat"},
 }
 
 // allowed lists, for each package of the module, the packages of the module its non-test files may
@@ -46,15 +50,18 @@ var layers = [][]string{
 // what they test; internal/testutil and internal/mcptest are for tests only.
 var allowed = map[string][]string{
 	"cgroup":             nil,
-	"internal/proc":      nil,
+	"internal/proc":      {"internal/procstat"},
+	"internal/procstat":  nil,
+	"internal/pidwire":   nil,
 	"internal/reap":      nil,
 	"internal/safefs":    nil,
 	"internal/textfit":   nil,
 	"internal/httpguard": nil,
 	"internal/metrics":   nil,
-	"internal/pidns":     {"internal/proc", "internal/reap"},
+	"internal/pidns":     {"internal/proc", "internal/procstat", "internal/reap", "internal/pidwire"},
+	"internal/pidinit":   {"internal/procstat", "internal/reap", "internal/pidwire"},
 	"internal/tty":       {"internal/proc"},
-	"internal/guard":     nil,
+	"internal/guard":     {"internal/reap"},
 	"internal/admin":     {"internal/httpguard"},
 	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/guard"},
@@ -62,11 +69,11 @@ var allowed = map[string][]string{
 		"internal/textfit", "internal/guard"},
 	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit"},
 	"internal/job":               {"reaper", "internal/instance"},
-	"cmd/reaper/internal/early":  {"internal/guard"},
-	"cmd/reaper/internal/nsinit": {"internal/pidns"},
+	"cmd/reaper/internal/early":  {"internal/guard", "internal/reap"},
+	"cmd/reaper/internal/nsinit": {"internal/pidinit", "internal/pidwire"},
 	"cmd/reaper": {"mcpserver", "internal/job", "cmd/reaper/internal/early", "cmd/reaper/internal/nsinit", "reaper", "internal/instance", "internal/admin",
 		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
-	"internal/testutil": {"internal/proc", "internal/pidns"},
+	"internal/testutil": {"internal/proc", "internal/pidinit", "internal/pidwire"},
 	"internal/mcptest":  {"internal/testutil"},
 	".ci/summary":       nil,
 	"test/bench":        nil,

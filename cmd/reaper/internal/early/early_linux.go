@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/cgreaper/reaper/internal/guard"
+	"github.com/cgreaper/reaper/internal/reap"
 )
 
 // ShutdownSignals end reaper in order: every session is torn down (SIGTERM, grace, kill), then reaper
@@ -86,7 +87,7 @@ func init() {
 		}
 		break
 	}
-	if guarded.err == nil && guarded.forwarded == nil && guarded.ended.Clean() && !guard.HasChildren() {
+	if guarded.err == nil && guarded.forwarded == nil && guarded.ended.Clean() && !reap.HasChildren() {
 		os.Exit(guarded.ended.Status.ExitStatus())
 	}
 	// The shutdown signals stay asked for: main cleans up, and a signal must not end it halfway.

@@ -3,12 +3,13 @@ package nsinit
 import (
 	"os"
 
-	"github.com/cgreaper/reaper/internal/pidns"
+	"github.com/cgreaper/reaper/internal/pidinit"
+	"github.com/cgreaper/reaper/internal/pidwire"
 )
 
 // init never returns in the init of a PID namespace.
 func init() {
-	if pidns.IsInit(os.Args) {
-		os.Exit(pidns.Main())
+	if pidwire.IsInit(os.Args) {
+		os.Exit(pidinit.Main())
 	}
 }

@@ -1,9 +1,7 @@
-package pidns
+package pidinit
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -12,29 +10,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/pidwire"
+	"github.com/cgreaper/reaper/internal/procstat"
 	"github.com/cgreaper/reaper/internal/reap"
-	"golang.org/x/sys/unix"
 )
-
-// InitArg is the first argument that makes this program the init of a PID namespace (see Main). The
-// program dispatches on it before it does anything else: cmd/reaper from its earliest package
-// initialisation (cmd/reaper/internal/early), before the libraries the init never uses initialise.
-const InitArg = "--pidns-init"
-
-// The init's arguments after InitArg: its mode, and its idle period (a duration; 0: none). modeUserNS
-// says it runs in a user namespace of its own, where it was given CAP_SYS_ADMIN as an ambient
-// capability to mount /proc, which its tasks must not inherit.
-const (
-	modeUserNS = "userns"
-	modePlain  = "plain"
-)
-
-// initFD is the descriptor of the init's end of the socket.
-const initFD = 3
-
-// IsInit reports whether args (os.Args) ask for the init.
-func IsInit(args []string) bool { return len(args) > 1 && args[1] == InitArg }
 
 // initSignals are the signals the init must ask for: those whose default in a Go program ends it
 // (HUP, INT, TERM; QUIT, ABRT and the faults, which crash it when sent by kill(2)) or stops it (TSTP,
@@ -55,14 +34,14 @@ var initSignals = []os.Signal{
 // server has gone, 2 when the program was not started as an init.
 func Main() int {
 	// Pid 1: the mounts below are made in a mount namespace of the init's own, never the host's.
-	typ, err := unix.GetsockoptInt(initFD, unix.SOL_SOCKET, unix.SO_TYPE)
-	if os.Getpid() != 1 || err != nil || typ != unix.SOCK_SEQPACKET {
-		fmt.Fprintf(os.Stderr, "reaper: %s is the init of a session's PID namespace; reaper starts it itself\n", InitArg)
+	typ, err := syscall.GetsockoptInt(pidwire.InitFD, syscall.SOL_SOCKET, syscall.SO_TYPE)
+	if os.Getpid() != 1 || err != nil || typ != syscall.SOCK_SEQPACKET {
+		os.Stderr.WriteString("reaper: " + pidwire.InitArg + " is the init of a session's PID namespace; reaper starts it itself\n")
 		return 2
 	}
-	unix.CloseOnExec(initFD)
+	syscall.CloseOnExec(pidwire.InitFD)
 	// Not dumpable: a task running as the init's user cannot ptrace it or read its memory.
-	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	prctl(syscall.PR_SET_DUMPABLE, 0, 0)
 	// Asking for a signal Go may deliver unasked is a round trip to the runtime's signal-mask thread
 	// (tens of microseconds each on a small VM): it runs while the init mounts /proc and says hello,
 	// and serve waits for it before it reads the first request, so no task starts before it is done.
@@ -74,15 +53,15 @@ func Main() int {
 		for range sigs {
 		}
 	}()
-	c, err := newConn(initFD, "pidns")
+	c, err := pidwire.NewConn(pidwire.InitFD, "pidns")
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "reaper: the init of a PID namespace: %v\n", err)
+		os.Stderr.WriteString("reaper: the init of a PID namespace: " + err.Error() + "\n")
 		return 1
 	}
-	in := &initProc{conn: c, userNS: len(os.Args) > 2 && os.Args[2] == modeUserNS, hostProc: -1}
+	in := &initProc{conn: c, userNS: len(os.Args) > 2 && os.Args[2] == pidwire.ModeUserNS, hostProc: -1}
 	hello := in.setUp()
 	in.kids = reap.NewChildren()
-	if err := c.send(msgHello, 0, hello, nil); err != nil {
+	if err := c.Send(pidwire.MsgHello, 0, hello, nil); err != nil {
 		return 0 // the server is gone already
 	}
 	if len(os.Args) > 3 {
@@ -92,7 +71,7 @@ func Main() int {
 	}
 	<-asked
 	if err := in.serve(); !errors.Is(err, io.EOF) { // serve returns only with an error: EOF when the server went
-		fmt.Fprintf(os.Stderr, "reaper: the init of a PID namespace stops: %v\n", err)
+		os.Stderr.WriteString("reaper: the init of a PID namespace stops: " + err.Error() + "\n")
 		return 1
 	}
 	return 0 // the kernel kills what is left in the namespace
@@ -100,7 +79,7 @@ func Main() int {
 
 // initProc is the init's state.
 type initProc struct {
-	conn     *conn
+	conn     *pidwire.Conn
 	userNS   bool
 	hostProc int  // the server's /proc, opened before ours was mounted over it; -1 if it could not be
 	procOK   bool // /proc is the namespace's own
@@ -116,50 +95,50 @@ type initProc struct {
 // setUp keeps a handle of the server's /proc, stops mounts from propagating back to the host, and
 // mounts a /proc of the namespace. It returns the hello message's payload: what worked.
 func (in *initProc) setUp() []byte {
-	var e encoder
-	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	var e pidwire.Encoder
+	fd, err := syscall.Open("/proc", oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err == nil {
 		in.hostProc = fd
 	}
 	// MS_SLAVE rather than MS_PRIVATE: tasks still see what the host mounts later.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-		e.u32(0)
-		e.str(fmt.Sprintf("making the mounts slaves: %v", err))
-		return e.b
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_SLAVE, ""); err != nil {
+		e.U32(0)
+		e.Str("making the mounts slaves: " + err.Error())
+		return e.Bytes()
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		e.u32(0)
-		e.str(fmt.Sprintf("mounting /proc: %v", err))
-		return e.b
+	if err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
+		e.U32(0)
+		e.Str("mounting /proc: " + err.Error())
+		return e.Bytes()
 	}
 	in.procOK = true
-	e.u32(helloProc)
-	e.str("")
-	return e.b
+	e.U32(pidwire.HelloProc)
+	e.Str("")
+	return e.Bytes()
 }
 
 // serve reads requests until the server goes.
 func (in *initProc) serve() error {
-	buf := make([]byte, maxChunk+2)
+	buf := make([]byte, pidwire.MaxChunk+2)
 	for {
 		typ, payload, fds, err := in.readRequest(buf)
 		if err != nil {
-			closeAll(fds)
+			pidwire.CloseAll(fds)
 			return err
 		}
-		if typ != msgSpawn {
-			closeAll(fds)
-			return protocolError("message type %d from the server", typ)
+		if typ != pidwire.MsgSpawn {
+			pidwire.CloseAll(fds)
+			return pidwire.ProtocolError("message type " + strconv.Itoa(int(typ)) + " from the server")
 		}
-		req, err := decodeSpawn(payload, fds)
+		req, err := pidwire.DecodeSpawn(payload, fds)
 		if err != nil {
-			closeAll(fds)
+			pidwire.CloseAll(fds)
 			return err
 		}
 		in.spawnMu.Lock()
 		in.spawn(req)
 		in.spawnMu.Unlock()
-		closeAll(fds)
+		pidwire.CloseAll(fds)
 	}
 }
 
@@ -185,33 +164,33 @@ func (in *initProc) exitWhenIdle(idle time.Duration) {
 			busy = time.Now()
 			continue
 		}
-		in.reply(msgIdle, nil, -1)
+		in.reply(pidwire.MsgIdle, nil, -1)
 		os.Exit(0) // with spawnMu held: nothing more is started
 	}
 }
 
-// readRequest reads one request, joining its chunks, up to maxRequest bytes.
+// readRequest reads one request, joining its chunks, up to pidwire.MaxRequest bytes.
 func (in *initProc) readRequest(buf []byte) (byte, []byte, []int, error) {
 	var all []byte
 	var fds []int
 	for first := true; ; first = false {
-		typ, flags, payload, got, err := in.conn.recv(buf, maxFDs)
+		typ, flags, payload, got, err := in.conn.Recv(buf, pidwire.MaxFDs)
 		fds = append(fds, got...)
 		switch {
 		case err != nil:
 			return 0, nil, fds, err
 		case !first && len(got) > 0:
-			return 0, nil, fds, protocolError("descriptors on a later chunk")
-		case !first && typ != msgSpawn:
-			return 0, nil, fds, protocolError("a chunk of type %d in a request", typ)
-		case len(all)+len(payload) > maxRequest:
-			return 0, nil, fds, protocolError("a request over %d bytes", maxRequest)
+			return 0, nil, fds, pidwire.ProtocolError("descriptors on a later chunk")
+		case !first && typ != pidwire.MsgSpawn:
+			return 0, nil, fds, pidwire.ProtocolError("a chunk of type " + strconv.Itoa(int(typ)) + " in a request")
+		case len(all)+len(payload) > pidwire.MaxRequest:
+			return 0, nil, fds, pidwire.ProtocolError("a request over " + strconv.Itoa(pidwire.MaxRequest) + " bytes")
 		}
-		if first && flags&flagMore == 0 {
+		if first && flags&pidwire.FlagMore == 0 {
 			return typ, payload, fds, nil
 		}
 		all = append(all, payload...)
-		if flags&flagMore == 0 {
+		if flags&pidwire.FlagMore == 0 {
 			return typ, all, fds, nil
 		}
 	}
@@ -220,56 +199,56 @@ func (in *initProc) readRequest(buf []byte) (byte, []byte, []int, error) {
 // spawn starts one task and answers: its pid, start time and pidfd, or why it failed. The answer is
 // sent before the task is registered with the child reaper, whose lock is held across the fork, so the
 // task's exit can be reported only after it; a goroutine reports that.
-func (in *initProc) spawn(r spawnRequest) {
+func (in *initProc) spawn(r pidwire.Spawn) {
 	pidfd := -1
 	sys := &syscall.SysProcAttr{
-		Setpgid: r.setpgid, Setsid: r.setsid, Setctty: r.setctty, Foreground: r.fg, Ctty: r.ctty,
-		Credential: r.cred, PidFD: &pidfd,
+		Setpgid: r.Setpgid, Setsid: r.Setsid, Setctty: r.Setctty, Foreground: r.Fg, Ctty: r.Ctty,
+		Credential: r.Cred, PidFD: &pidfd,
 	}
-	if r.fg {
+	if r.Fg {
 		// For Foreground, Go wants the terminal as a descriptor of the parent: the init's copy.
-		sys.Ctty = r.files[r.ctty]
+		sys.Ctty = r.Files[r.Ctty]
 	}
-	if r.cgroup >= 0 {
-		sys.UseCgroupFD, sys.CgroupFD = true, r.cgroup
+	if r.Cgroup >= 0 {
+		sys.UseCgroupFD, sys.CgroupFD = true, r.Cgroup
 	}
-	files := make([]uintptr, len(r.files))
-	for i, fd := range r.files {
+	files := make([]uintptr, len(r.Files))
+	for i, fd := range r.Files {
 		files[i] = uintptr(fd)
 	}
-	attr := &syscall.ProcAttr{Dir: r.dir, Env: r.env, Files: files, Sys: sys}
+	attr := &syscall.ProcAttr{Dir: r.Dir, Env: r.Env, Files: files, Sys: sys}
 	_, exited, err := in.kids.Start(func() (int, error) {
-		pid, err := in.forkExec(r.argv, attr, r.cred != nil)
+		pid, err := in.forkExec(r.Argv, attr, r.Cred != nil)
 		if err != nil {
 			return 0, err
 		}
-		var e encoder
+		var e pidwire.Encoder
 		host, start := in.identify(pid, pidfd)
-		e.u64(r.id)
-		e.u64(uint64(host))
-		e.u64(uint64(pid))
-		e.u64(start)
-		in.reply(msgSpawned, e.b, pidfd)
-		unix.Close(pidfd)
+		e.U64(r.ID)
+		e.U64(uint64(host))
+		e.U64(uint64(pid))
+		e.U64(start)
+		in.reply(pidwire.MsgSpawned, e.Bytes(), pidfd)
+		syscall.Close(pidfd)
 		return pid, nil
 	})
 	if err != nil {
-		var e encoder
-		e.u64(r.id)
+		var e pidwire.Encoder
+		e.U64(r.ID)
 		var errno syscall.Errno
 		errors.As(err, &errno)
-		e.u32(uint32(errno))
-		msg := fmt.Sprintf("start %s: %v", r.argv[0], err)
-		e.str(msg[:min(len(msg), maxErrorMsg)])
-		in.reply(msgFailed, e.b, -1)
+		e.U32(uint32(errno))
+		msg := "start " + r.Argv[0] + ": " + err.Error()
+		e.Str(msg[:min(len(msg), pidwire.MaxErrorMsg)])
+		in.reply(pidwire.MsgFailed, e.Bytes(), -1)
 		return
 	}
 	go func() {
 		st := <-exited
-		var e encoder
-		e.u64(r.id)
-		e.u32(uint32(st.Status))
-		in.reply(msgExit, e.b, -1)
+		var e pidwire.Encoder
+		e.U64(r.ID)
+		e.U32(uint32(st.Status))
+		in.reply(pidwire.MsgExit, e.Bytes(), -1)
 	}()
 }
 
@@ -282,7 +261,7 @@ func (in *initProc) reply(typ byte, payload []byte, fd int) {
 	}
 	in.sendMu.Lock()
 	defer in.sendMu.Unlock()
-	in.conn.send(typ, 0, payload, fds)
+	in.conn.Send(typ, 0, payload, fds)
 }
 
 // forkExec forks, on one of the init's forking threads where the thread matters: with no_new_privs
@@ -308,13 +287,13 @@ func (in *initProc) forkExec(argv []string, attr *syscall.ProcAttr, nnp bool) (p
 
 func (in *initProc) forkerSetUp(nnp bool) error {
 	if in.userNS {
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-			return fmt.Errorf("clear the ambient capabilities of the forking thread: %w", err)
+		if err := prctl(prCapAmbient, prCapAmbientClearAll, 0); err != nil {
+			return &os.SyscallError{Syscall: "prctl: clear the ambient capabilities of the forking thread", Err: err}
 		}
 	}
 	if nnp {
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("set no_new_privs for tasks that run as another user: %w", err)
+		if err := prctl(prSetNoNewPrivs, 1, 0); err != nil {
+			return &os.SyscallError{Syscall: "prctl: set no_new_privs for tasks that run as another user", Err: err}
 		}
 	}
 	return nil
@@ -326,12 +305,12 @@ func (in *initProc) forkerSetUp(nnp bool) error {
 // /proc is not at hand; then the start time comes from the namespace's own /proc, if it was mounted.
 func (in *initProc) identify(nspid, pidfd int) (host int, start uint64) {
 	if in.hostProc >= 0 {
-		if b, ok := readAt(in.hostProc, "self/fdinfo/"+strconv.Itoa(pidfd)); ok {
-			host = fdinfoPid(b)
+		var buf [512]byte
+		if b, ok := procstat.ReadAt(in.hostProc, "self/fdinfo/"+strconv.Itoa(pidfd), buf[:]); ok {
+			host = procstat.FdinfoPid(b)
 		}
 		if host > 0 {
-			if b, ok := readAt(in.hostProc, strconv.Itoa(host)+"/stat"); ok {
-				st, _ := proc.ParseStat(host, b)
+			if st, ok := procstat.Read(in.hostProc, strconv.Itoa(host)+"/stat", host); ok {
 				return host, st.Start
 			}
 		}
@@ -339,36 +318,25 @@ func (in *initProc) identify(nspid, pidfd int) (host int, start uint64) {
 	if !in.procOK {
 		return host, 0 // /proc is the host's: nspid names another process there
 	}
-	st, _ := proc.NewWalker().Stat(nspid)
+	st, _ := procstat.Read(-1, "/proc/"+strconv.Itoa(nspid)+"/stat", nspid)
 	return host, st.Start
 }
 
-// readAt reads a small file below dir.
-func readAt(dir int, name string) ([]byte, bool) {
-	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, false
+// prctl is prctl(2) with two arguments, which package syscall does not wrap.
+func prctl(option, arg2, arg3 uintptr) error {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, option, arg2, arg3); e != 0 {
+		return e
 	}
-	defer unix.Close(fd)
-	buf := make([]byte, 2048)
-	n, err := unix.Read(fd, buf)
-	if err != nil || n <= 0 {
-		return nil, false
-	}
-	return buf[:n], true
+	return nil
 }
 
-// fdinfoPid returns the "Pid:" of a pidfd's fdinfo: the pid in the namespace of the /proc it was read
-// through, -1 once the process has been reaped, 0 if it cannot be seen from there.
-func fdinfoPid(b []byte) int {
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("Pid:")); ok {
-			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
-			if err != nil {
-				return 0
-			}
-			return n
-		}
-	}
-	return 0
-}
+// Options of prctl(2) that package syscall does not name.
+const (
+	prSetNoNewPrivs      = 38 // PR_SET_NO_NEW_PRIVS
+	prCapAmbient         = 47 // PR_CAP_AMBIENT
+	prCapAmbientClearAll = 4  // PR_CAP_AMBIENT_CLEAR_ALL
+)
+
+// oPath is O_PATH, which package syscall does not name: the same value on every architecture Go
+// supports on Linux.
+const oPath = 0x200000

@@ -1,0 +1,147 @@
+package pidwire
+
+import (
+	"io"
+	"os"
+	"syscall"
+	"time"
+)
+
+// A Conn is one end of the socket, on the runtime's network poller: a goroutine waiting to read or to
+// write holds no thread. (A read blocked in recvmsg would hold one thread per session in the server,
+// and, in the init, whose runtime has few, could leave no thread to run what wakes up.)
+type Conn struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+// NewConn takes over fd, which must be a socket; name names it in errors.
+func NewConn(fd int, name string) (*Conn, error) {
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Conn{f: f, rc: rc}, nil
+}
+
+// Close closes the socket; a read or write waiting on it returns at once.
+func (c *Conn) Close() error { return c.f.Close() }
+
+// SetReadDeadline sets the deadline of reads, as os.File's does; the zero time means none.
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.f.SetReadDeadline(t) }
+
+// Shutdown shuts the socket down both ways: the peer reads its end, and a read here returns io.EOF.
+func (c *Conn) Shutdown() {
+	c.rc.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+}
+
+// Send writes one message with its descriptors. MSG_NOSIGNAL: a peer that is gone is EPIPE, not a
+// SIGPIPE.
+func (c *Conn) Send(typ, flags byte, payload []byte, fds []int) error {
+	msg := make([]byte, 2+len(payload))
+	msg[0], msg[1] = typ, flags
+	copy(msg[2:], payload)
+	var oob []byte
+	if len(fds) > 0 {
+		oob = syscall.UnixRights(fds...)
+	}
+	var err error
+	werr := c.rc.Write(func(fd uintptr) bool {
+		err = syscall.Sendmsg(int(fd), msg, oob, nil, syscall.MSG_NOSIGNAL)
+		return err != syscall.EAGAIN && err != syscall.EINTR
+	})
+	return firstErr(werr, err)
+}
+
+// SendChunked writes a payload as one message or as chunks, the descriptors with the first.
+func (c *Conn) SendChunked(typ byte, payload []byte, fds []int) error {
+	for {
+		n := min(len(payload), MaxChunk)
+		var flags byte
+		if n < len(payload) {
+			flags = FlagMore
+		}
+		if err := c.Send(typ, flags, payload[:n], fds); err != nil {
+			return err
+		}
+		payload, fds = payload[n:], nil
+		if flags == 0 {
+			return nil
+		}
+	}
+}
+
+// Recv reads one message into buf (which must hold MaxChunk+2 bytes) and returns its type, flags and
+// payload (a slice of buf), and the descriptors that came with it (close-on-exec; the caller owns them,
+// also when an error is returned with them), at most maxfds. The end of the peer is io.EOF.
+func (c *Conn) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fds []int, err error) {
+	oob := make([]byte, syscall.CmsgSpace(maxfds*4))
+	var n, oobn, rflags int
+	rerr := c.rc.Read(func(fd uintptr) bool {
+		n, oobn, rflags, _, err = syscall.Recvmsg(int(fd), buf, oob, syscall.MSG_CMSG_CLOEXEC)
+		return err != syscall.EAGAIN && err != syscall.EINTR
+	})
+	if err = firstErr(rerr, err); err != nil {
+		return 0, 0, nil, nil, err
+	}
+	if oobn > 0 {
+		fds, err = parseRights(oob[:oobn])
+	}
+	switch {
+	case err != nil:
+		return 0, 0, nil, fds, err
+	case rflags&syscall.MSG_CTRUNC != 0:
+		return 0, 0, nil, fds, ProtocolError("more than " + itoa(maxfds) + " descriptors in a message")
+	case rflags&syscall.MSG_TRUNC != 0:
+		return 0, 0, nil, fds, ProtocolError("a message over " + itoa(len(buf)) + " bytes")
+	case n == 0 && len(fds) == 0:
+		return 0, 0, nil, nil, io.EOF
+	case n < 2:
+		return 0, 0, nil, fds, ProtocolError("a message of " + itoa(n) + " bytes")
+	}
+	return buf[0], buf[1], buf[2:n], fds, nil
+}
+
+// parseRights returns the descriptors in SCM_RIGHTS messages of oob.
+func parseRights(oob []byte) ([]int, error) {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, ProtocolError("control message: " + err.Error())
+	}
+	var fds []int
+	for i := range msgs {
+		if msgs[i].Header.Level != syscall.SOL_SOCKET || msgs[i].Header.Type != syscall.SCM_RIGHTS {
+			continue
+		}
+		got, err := syscall.ParseUnixRights(&msgs[i])
+		if err != nil {
+			CloseAll(fds)
+			return nil, ProtocolError("descriptors: " + err.Error())
+		}
+		fds = append(fds, got...)
+	}
+	return fds, nil
+}
+
+// CloseAll closes fds.
+func CloseAll(fds []int) {
+	for _, fd := range fds {
+		syscall.Close(fd)
+	}
+}
+
+// firstErr returns the first error that is not nil.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package pidwire
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"syscall"
+)
+
+// Request is a process for the init to start. The zero values of its flags leave the process in the
+// init's process group and session, with the init's user.
+type Request struct {
+	// Argv is the program (a path: the init does not search PATH) and its arguments.
+	Argv []string
+	// Env is the process's whole environment.
+	Env []string
+	// Dir is its working directory; empty means the init's.
+	Dir string
+	// FDs are its descriptors 0, 1, 2, 3...: descriptors of this process, or -1 for one the child gets
+	// closed. They are sent to the init (copies of the same open files: a non-blocking one stays so),
+	// which passes them on and closes its copies; the caller keeps and closes its own, and must keep
+	// them open until the request has been sent.
+	FDs []int
+	// Cgroup, if set, is an O_PATH descriptor of the cgroup directory the process is born in (clone3
+	// with CLONE_INTO_CGROUP).
+	Cgroup *os.File
+	// Setpgid puts the process in a process group of its own; Setsid in a session of its own.
+	Setpgid, Setsid bool
+	// Foreground makes its process group the foreground group of the terminal on its descriptor Ctty
+	// (an index into FDs), from the child before it runs anything (see syscall.SysProcAttr); Setctty
+	// makes that terminal its controlling terminal (with Setsid). Not both.
+	Foreground, Setctty bool
+	Ctty                int
+	// Credential, if set, is who the process runs as. The init forks such processes from a thread with
+	// no_new_privs set, so that they gain no privilege through execve.
+	Credential *syscall.Credential
+}
+
+// Bits of a spawn's attr.
+const (
+	attrSetpgid    = 1 << 0
+	attrSetsid     = 1 << 1
+	attrSetctty    = 1 << 2
+	attrForeground = 1 << 3
+	attrCgroup     = 1 << 4
+	attrCred       = 1 << 5
+)
+
+// EncodeSpawn checks r and encodes it as request id; the descriptors to send are returned in order.
+func EncodeSpawn(id uint64, r Request) ([]byte, []int, error) {
+	if len(r.Argv) == 0 {
+		return nil, nil, errors.New("no program")
+	}
+	if len(r.FDs) > maxFiles || len(r.Argv) > maxStrings || len(r.Env) > maxStrings {
+		return nil, nil, errors.New(itoa(len(r.FDs)) + " descriptors, " + itoa(len(r.Argv)) + " arguments, " +
+			itoa(len(r.Env)) + " environment entries: over the bounds (" + itoa(maxFiles) + ", " + itoa(maxStrings) + ", " + itoa(maxStrings) + ")")
+	}
+	if (r.Foreground || r.Setctty) && (r.Ctty < 0 || r.Ctty >= len(r.FDs) || r.FDs[r.Ctty] < 0) || r.Foreground && r.Setctty {
+		return nil, nil, errors.New("terminal descriptor " + itoa(r.Ctty) + " of " + itoa(len(r.FDs)) +
+			" (Foreground " + strconv.FormatBool(r.Foreground) + ", Setctty " + strconv.FormatBool(r.Setctty) + ")")
+	}
+	if r.Credential != nil && len(r.Credential.Groups) > maxGroups {
+		return nil, nil, errors.New(itoa(len(r.Credential.Groups)) + " supplementary groups, over " + itoa(maxGroups))
+	}
+	for _, s := range append(append([]string{r.Dir}, r.Argv...), r.Env...) {
+		if count(s, 0) > 0 { // execve cannot take it: a NUL byte ends a C string
+			return nil, nil, errors.New("argument " + strconv.Quote(s) + " contains a NUL byte")
+		}
+	}
+	var attr uint32
+	for bit, on := range map[uint32]bool{attrSetpgid: r.Setpgid, attrSetsid: r.Setsid, attrSetctty: r.Setctty,
+		attrForeground: r.Foreground, attrCgroup: r.Cgroup != nil, attrCred: r.Credential != nil} {
+		if on {
+			attr |= bit
+		}
+	}
+	fds := make([]int, 0, 8)
+	open := make([]byte, len(r.FDs)) // 1 where the child gets a descriptor, 0 where it gets none
+	for i, fd := range r.FDs {
+		if fd >= 0 {
+			fds = append(fds, fd)
+			open[i] = 1
+		}
+	}
+	if len(fds) > maxSent-1 {
+		return nil, nil, errors.New(itoa(len(fds)) + " descriptors to pass, over " + itoa(maxSent-1))
+	}
+	if r.Cgroup != nil {
+		fds = append(fds, int(r.Cgroup.Fd()))
+	}
+	var e Encoder
+	e.U64(id)
+	e.U32(attr)
+	e.U32(uint32(r.Ctty))
+	e.Str(string(open))
+	if c := r.Credential; c != nil {
+		e.U32(c.Uid)
+		e.U32(c.Gid)
+		e.U32(uint32(len(c.Groups)))
+		for _, g := range c.Groups {
+			e.U32(g)
+		}
+	}
+	e.Str(r.Dir)
+	e.Strs(r.Argv)
+	e.Strs(r.Env)
+	if len(e.b) > MaxRequest {
+		return nil, nil, errors.New(itoa(len(e.b)) + " bytes of arguments and environment, over the " + itoa(MaxRequest) + " the init accepts")
+	}
+	return e.b, fds, nil
+}
+
+// Spawn is a Request as the init receives it: the descriptors are its own.
+type Spawn struct {
+	ID                           uint64
+	Argv, Env                    []string
+	Dir                          string
+	Files                        []int // -1: closed in the child
+	Cgroup                       int   // -1: none
+	Setpgid, Setsid, Fg, Setctty bool
+	Ctty                         int
+	Cred                         *syscall.Credential
+}
+
+// DecodeSpawn decodes a spawn request and hands it the descriptors that came with it, which must be
+// exactly as many as it says. On error the caller still owns (and closes) fds.
+func DecodeSpawn(payload []byte, fds []int) (Spawn, error) {
+	d := NewDecoder(payload)
+	r := Spawn{ID: d.U64("id"), Cgroup: -1}
+	attr := d.U32("attr")
+	r.Ctty = int(d.U32("ctty"))
+	open := d.Str("descriptors")
+	if attr&attrCred != 0 {
+		r.Cred = &syscall.Credential{Uid: d.U32("uid"), Gid: d.U32("gid")}
+		n := d.U32("group count")
+		if n > maxGroups {
+			return r, ProtocolError(itoa(n) + " groups")
+		}
+		for i := uint32(0); i < n && d.err == nil; i++ {
+			r.Cred.Groups = append(r.Cred.Groups, d.U32("group"))
+		}
+	}
+	r.Dir = d.Str("dir")
+	r.Argv = d.Strs("argv")
+	r.Env = d.Strs("env")
+	if err := d.End("spawn request"); err != nil {
+		return r, err
+	}
+	want := count(open, 1)
+	if attr&attrCgroup != 0 {
+		want++
+	}
+	id := "spawn request " + itoa(r.ID)
+	if len(open) > maxFiles || count(open, 0)+count(open, 1) != len(open) || len(fds) != want {
+		return r, ProtocolError(id + " with " + itoa(len(fds)) + " descriptors, want " + itoa(want))
+	}
+	if len(r.Argv) == 0 {
+		return r, ProtocolError(id + " without a program")
+	}
+	if (attr&attrForeground != 0 || attr&attrSetctty != 0) && (r.Ctty >= len(open) || open[r.Ctty] == 0) {
+		return r, ProtocolError(id + ": terminal descriptor " + itoa(r.Ctty) + " of " + itoa(len(open)))
+	}
+	if attr&attrForeground != 0 && attr&attrSetctty != 0 {
+		return r, ProtocolError(id + ": Foreground and Setctty together")
+	}
+	r.Files = make([]int, len(open))
+	next := 0
+	for i := range open {
+		r.Files[i] = -1
+		if open[i] == 1 {
+			r.Files[i] = fds[next]
+			next++
+		}
+	}
+	if attr&attrCgroup != 0 {
+		r.Cgroup = fds[next]
+	}
+	r.Setpgid, r.Setsid = attr&attrSetpgid != 0, attr&attrSetsid != 0
+	r.Fg, r.Setctty = attr&attrForeground != 0, attr&attrSetctty != 0
+	return r, nil
+}
+
+// count returns how many bytes of s are c. (Package strings would put this package's initialisation
+// after the standard library's cryptography: see the package documentation.)
+func count(s string, c byte) int {
+	n := 0
+	for i := range len(s) {
+		if s[i] == c {
+			n++
+		}
+	}
+	return n
+}

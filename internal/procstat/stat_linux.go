@@ -1,0 +1,138 @@
+package procstat
+
+import (
+	"bytes"
+	"strconv"
+	"syscall"
+)
+
+// Stat is what reaper needs from /proc/<pid>/stat.
+type Stat struct {
+	Pid, PPid int
+	// Pgid and Sid are the process group and session (fields 5 and 6).
+	Pgid, Sid int
+	// Flags are the kernel's PF_* flags (field 9); see [Stat.Exiting].
+	Flags uint64
+	// Threads is the number of threads (field 20).
+	Threads int
+	// Start is the start time in clock ticks since boot (field 22); with Pid, a process's identity.
+	Start uint64
+	// State is 'R', 'S', 'D', 'T', 'Z' and so on (field 3).
+	State byte
+}
+
+// pfExiting is PF_EXITING: the process is inside do_exit.
+const pfExiting = 0x4
+
+// Exiting reports whether the process is past the point of no return in do_exit: a killed process
+// leaves its cgroup there, after its memory and files are released but before it becomes a zombie, so
+// for a moment it shows state R although it never runs user code again.
+func (s Stat) Exiting() bool { return s.Flags&pfExiting != 0 }
+
+// Dead reports whether the process has stopped running for good: a zombie, or exiting.
+func (s Stat) Dead() bool { return s.State == 'Z' || s.Exiting() }
+
+// Read reads and parses /proc/<pid>/stat, or the file name below the directory descriptor dir if
+// dir is not -1 (a /proc opened elsewhere, name "<pid>/stat"); ok is false if the process is gone.
+func Read(dir int, name string, pid int) (st Stat, ok bool) {
+	var buf [1024]byte // the fields Parse reads come within the first few hundred bytes
+	b, ok := ReadAt(dir, name, buf[:])
+	if !ok {
+		return Stat{}, false
+	}
+	return Parse(pid, b)
+}
+
+// Parse parses the contents of /proc/<pid>/stat. The command name (field 2) may itself contain
+// spaces and ')', so parsing starts after the last ')'.
+func Parse(pid int, b []byte) (Stat, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return Stat{}, false
+	}
+	st := Stat{Pid: pid, State: b[i+2]}
+	field := 3 // b[i+2] is field 3 (state)
+	var v uint64
+	for _, c := range b[i+3:] {
+		switch {
+		case c == ' ':
+			switch field {
+			case 4:
+				st.PPid = int(v)
+			case 5:
+				st.Pgid = int(v)
+			case 6:
+				st.Sid = int(v)
+			case 9:
+				st.Flags = v
+			case 20:
+				st.Threads = int(v)
+			case 22:
+				st.Start = v
+				return st, true
+			}
+			field++
+			v = 0
+		case c == '-':
+			// tty_pgrp (field 8) is -1 without a terminal; no field kept here is negative.
+		case c >= '0' && c <= '9':
+			v = v*10 + uint64(c-'0')
+		default:
+			return Stat{}, false
+		}
+	}
+	return Stat{}, false
+}
+
+// FdinfoPid returns the "Pid:" of a pidfd's fdinfo: the pid in the namespace of the /proc it was read
+// through, -1 once the process has been reaped, 0 if it cannot be seen from there.
+func FdinfoPid(b []byte) int {
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("Pid:")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+			if err != nil {
+				return 0
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// ReadAt reads what fits of a small file into buf: name below the directory descriptor dir, or the
+// path name if dir is -1. ok is false if it cannot be opened or read (the process is gone).
+func ReadAt(dir int, name string, buf []byte) (b []byte, ok bool) {
+	if dir < 0 {
+		dir = atFDCWD
+	}
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Openat(dir, name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, false
+	}
+	defer syscall.Close(fd)
+	n := 0
+	for n < len(buf) {
+		k, err := syscall.Read(fd, buf[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, false
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return buf[:n], true
+}
+
+// atFDCWD is AT_FDCWD, which package syscall does not name.
+const atFDCWD = -0x64
