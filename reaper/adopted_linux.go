@@ -64,8 +64,18 @@ type adopter struct {
 // orphans of a session with a namespace go to its init. In process containment every child of an
 // init belongs to its session (nothing but the session's processes is in its namespace), and dies with
 // it.
-func (r *Reaper) adopters() []adopter {
-	out := []adopter{{pid: r.pid, registered: r.kids.Registered()}}
+//
+// The Reaper is left out until it has started a task outside a PID namespace: a process in one is
+// re-parented to its namespace's init, or killed with it, never to the Reaper, whose children are
+// then its inits and the short-lived processes it waits for itself. So is ending's init, which its
+// teardown has killed: the kernel kills what is left in its namespace. Each adopter left out spares a read of
+// every thread's children file, and the dentries those reads leave for the kernel to drop when the
+// process is reaped.
+func (r *Reaper) adopters(ending *Session) []adopter {
+	var out []adopter
+	if r.direct.Load() {
+		out = append(out, adopter{pid: r.pid, registered: r.kids.Registered()})
+	}
 	if r.instance == nil {
 		return out
 	}
@@ -76,6 +86,9 @@ func (r *Reaper) adopters() []adopter {
 	}
 	r.mu.Unlock()
 	for _, s := range sessions {
+		if s == ending {
+			continue
+		}
 		if self, registered, in := s.walkRoot(); in != nil && in.Err() == nil {
 			out = append(out, adopter{pid: self, registered: registered})
 		}
@@ -93,7 +106,7 @@ func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Tim
 	start := time.Now()
 	w := proc.NewWalker()
 	var hs []proc.Handle
-	for _, a := range r.adopters() {
+	for _, a := range r.adopters(ending) {
 		candidates := adopted(w, a)
 		if len(candidates) == 0 {
 			continue

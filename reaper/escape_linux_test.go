@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,4 +253,47 @@ env -i /bin/sh -c 'setsid /bin/sh -c "echo 0 > %[1]s; /bin/sh -c \"echo \\\$\\\$
 	if l := s.List(); len(l.Leftovers) != 1 || len(l.Leftovers[0].Pids) != 1 {
 		t.Errorf("leftovers %+v, want the one sleep", l.Leftovers)
 	}
+}
+
+// TestAdoptersWithNamespaces: where every task ran in a PID namespace, the scans for escapees leave
+// the Reaper out (nothing outside a namespace can be orphaned to it), and a session's end leaves out
+// that session's own init, killed with its namespace.
+func TestAdoptersWithNamespaces(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{})
+	if !r.Containment().PIDNamespace.On {
+		t.Skipf("skipped: no PID namespaces here: %s", r.Containment().PIDNamespace.Reason)
+	}
+	s1, s2 := newTestSession(t, r, SessionOptions{}), newTestSession(t, r, SessionOptions{})
+	run(t, s1, "true")
+	run(t, s2, "true")
+	in1, _, _ := s1.walkRoot()
+	in2, _, _ := s2.walkRoot()
+	if got, want := adopterPids(r.adopters(nil)), []int{min(in1, in2), max(in1, in2)}; !slices.Equal(got, want) {
+		t.Errorf("adopters %v, want the inits %v", got, want)
+	}
+	if got := adopterPids(r.adopters(s1)); !slices.Equal(got, []int{in2}) {
+		t.Errorf("adopters at the end of the session of init %d: %v, want %v", in1, got, []int{in2})
+	}
+}
+
+// TestAdoptersWithout: once a task ran outside a PID namespace, the Reaper is scanned for escapees.
+func TestAdoptersWithout(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{PIDNamespace: PIDNamespaceOff})
+	if got := adopterPids(r.adopters(nil)); len(got) != 0 {
+		t.Errorf("adopters before any task: %v", got)
+	}
+	run(t, newTestSession(t, r, SessionOptions{}), "true")
+	if got := adopterPids(r.adopters(nil)); !slices.Equal(got, []int{r.pid}) {
+		t.Errorf("adopters after a task outside a namespace: %v, want the Reaper %d", got, r.pid)
+	}
+}
+
+// adopterPids returns the adopters' pids in order.
+func adopterPids(as []adopter) []int {
+	var out []int
+	for _, a := range as {
+		out = append(out, a.pid)
+	}
+	slices.Sort(out)
+	return out
 }

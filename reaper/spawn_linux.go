@@ -218,6 +218,9 @@ type spawned struct {
 // the Reaper remembers to do so from then on. With Options.User the child runs as that user. With
 // spec.init, the session's init starts it in the session's PID namespace (see forkInit).
 func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
+	if spec.init == nil {
+		r.direct.Store(true) // before the fork: its orphans come to the Reaper (see adopters)
+	}
 	if spec.leaf != nil && !r.noClone3.Load() {
 		sp, err := r.fork(spec, true)
 		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
