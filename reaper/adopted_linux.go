@@ -68,9 +68,10 @@ type adopter struct {
 // The Reaper is left out until it has started a task outside a PID namespace: a process in one is
 // re-parented to its namespace's init, or killed with it, never to the Reaper, whose children are
 // then its inits and the short-lived processes it waits for itself. So is ending's init, which its
-// teardown has killed: the kernel kills what is left in its namespace. Each adopter left out spares a read of
-// every thread's children file, and the dentries those reads leave for the kernel to drop when the
-// process is reaped.
+// teardown has killed: the kernel kills what is left in its namespace; and an init that has said its
+// namespace holds nothing but itself (pidns.Init.Quiet), an idle session's. Each adopter left out
+// spares a read of every thread's children file, and the dentries those reads leave for the kernel
+// to drop when the process is reaped.
 func (r *Reaper) adopters(ending *Session) []adopter {
 	var out []adopter
 	if r.direct.Load() {
@@ -86,12 +87,13 @@ func (r *Reaper) adopters(ending *Session) []adopter {
 	}
 	r.mu.Unlock()
 	for _, s := range sessions {
-		if s == ending {
+		s.mu.Lock()
+		in := s.ns
+		s.mu.Unlock()
+		if s == ending || in == nil || in.Err() != nil || in.Quiet() {
 			continue
 		}
-		if self, registered, in := s.walkRoot(); in != nil && in.Err() == nil {
-			out = append(out, adopter{pid: self, registered: registered})
-		}
+		out = append(out, adopter{pid: in.Pid(), registered: in.Registered()})
 	}
 	return out
 }

@@ -256,20 +256,22 @@ env -i /bin/sh -c 'setsid /bin/sh -c "echo 0 > %[1]s; /bin/sh -c \"echo \\\$\\\$
 }
 
 // TestAdoptersWithNamespaces: where every task ran in a PID namespace, the scans for escapees leave
-// the Reaper out (nothing outside a namespace can be orphaned to it), and a session's end leaves out
-// that session's own init, killed with its namespace.
+// the Reaper out (nothing outside a namespace can be orphaned to it), an init that said its namespace
+// is empty, and at a session's end that session's own init, killed with its namespace.
 func TestAdoptersWithNamespaces(t *testing.T) {
 	r := newTestReaper(t, ContainCgroup, Options{})
 	if !r.Containment().PIDNamespace.On {
 		t.Skipf("skipped: no PID namespaces here: %s", r.Containment().PIDNamespace.Reason)
 	}
 	s1, s2 := newTestSession(t, r, SessionOptions{}), newTestSession(t, r, SessionOptions{})
-	run(t, s1, "true")
-	run(t, s2, "true")
+	quiet := newTestSession(t, r, SessionOptions{})
+	run(t, s1, "sleep 1000 &") // an orphan of the session: its init's child
+	run(t, s2, "sleep 1000 &")
+	run(t, quiet, "true")
 	in1, _, _ := s1.walkRoot()
 	in2, _, _ := s2.walkRoot()
 	if got, want := adopterPids(r.adopters(nil)), []int{min(in1, in2), max(in1, in2)}; !slices.Equal(got, want) {
-		t.Errorf("adopters %v, want the inits %v", got, want)
+		t.Errorf("adopters %v, want the inits with an orphan %v", got, want)
 	}
 	if got := adopterPids(r.adopters(s1)); !slices.Equal(got, []int{in2}) {
 		t.Errorf("adopters at the end of the session of init %d: %v, want %v", in1, got, []int{in2})

@@ -245,9 +245,18 @@ func (in *initProc) spawn(r pidwire.Spawn) {
 	}
 	go func() {
 		st := <-exited
+		// With spawnMu held no task starts between the look at the children and the message: the
+		// last exit the server reads says whether the namespace is empty (see pidns.Init.Empty).
+		in.spawnMu.Lock()
+		defer in.spawnMu.Unlock()
+		var flags uint32
+		if !reap.HasChildren() {
+			flags |= pidwire.ExitEmpty
+		}
 		var e pidwire.Encoder
 		e.U64(r.ID)
 		e.U32(uint32(st.Status))
+		e.U32(flags)
 		in.reply(pidwire.MsgExit, e.Bytes(), -1)
 	}()
 }

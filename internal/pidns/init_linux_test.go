@@ -470,6 +470,29 @@ func TestEmpty(t *testing.T) {
 	}
 }
 
+// TestEmptyTold: the init tells with each exit whether it has a child left, so that Empty, once every
+// task has exited, need not read /proc: told empty after a task that left nothing, not after one that
+// left an orphan.
+func TestEmptyTold(t *testing.T) {
+	in := startInit(t)
+	told := func() bool {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		return in.empty
+	}
+	task, _ := spawnSh(t, in, "exit 0", nil)
+	exitCode(t, task)
+	if !told() || !in.Empty() {
+		t.Errorf("after a task that left nothing: told empty %v, Empty %v", told(), in.Empty())
+	}
+	file := filepath.Join(t.TempDir(), "pid")
+	task, _ = spawnSh(t, in, `setsid sleep 1000 & echo $! > `+file+`.tmp; mv `+file+`.tmp `+file, nil)
+	exitCode(t, task)
+	if told() || in.Empty() {
+		t.Errorf("after a task that left an orphan: told empty %v, Empty %v", told(), in.Empty())
+	}
+}
+
 // mustStart returns the start time of a live process.
 func mustStart(t testing.TB, pid int) uint64 {
 	t.Helper()

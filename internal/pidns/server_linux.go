@@ -73,6 +73,8 @@ type Init struct {
 	next   uint64
 	calls  map[uint64]*call
 	idle   bool      // the init said it ends because its namespace was empty
+	asked  bool      // a process was asked for
+	empty  bool      // the last exit the init reported said its namespace was empty then
 	err    error     // set once the init takes no more requests
 	ended  bool      // the init's exit was seen
 	status reap.Exit // that exit
@@ -275,6 +277,7 @@ func (in *Init) Spawn(r Request) (Task, error) {
 		return Task{}, err
 	}
 	in.calls[id] = c
+	in.asked = true
 	in.mu.Unlock()
 	in.sendMu.Lock()
 	err = in.conn.SendChunked(pidwire.MsgSpawn, payload, fds)
@@ -353,19 +356,37 @@ func (in *Init) Kill() error {
 // before), or it has no child, live or a zombie (every other process of a PID namespace descends from
 // its init: an orphan is adopted by it, and no process leaves its namespace). It is false when that
 // cannot be told: when the children cannot be read, or the init was closed before its exit was seen.
+//
+// Where no process was asked for, or every one has exited and the last exit the init reported said it
+// had no child left, the init has none: a new one comes only from a request (the init sends an exit
+// and handles a request one at a time). Otherwise Empty reads the init's threads' children in /proc.
 func (in *Init) Empty() bool {
 	in.mu.Lock()
-	ended, closed := in.ended, in.pidfd < 0
+	ended, closed, quiet := in.ended, in.pidfd < 0, in.quietLocked()
 	in.mu.Unlock()
 	switch {
 	case ended:
 		return true
 	case closed:
 		return false
+	case quiet:
+		return true
 	}
 	childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.pid, Start: in.start})
 	return ok && childless
 }
+
+// Quiet reports whether the init has no process in its namespace but itself by what it has said:
+// no process was asked for, or every one has exited and the last exit it reported said it had no
+// child left (see Empty). It reads nothing, and is false where only a look in /proc could tell.
+func (in *Init) Quiet() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.quietLocked()
+}
+
+// quietLocked is Quiet with in.mu held.
+func (in *Init) quietLocked() bool { return len(in.calls) == 0 && (!in.asked || in.empty) }
 
 // Wait waits until the init has ended (every process of its namespace is gone then: the kernel kills
 // them all, and waits for each to be reaped, before the init itself becomes a zombie), the deadline
@@ -495,12 +516,13 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		in.idle = true
 		in.mu.Unlock()
 	case pidwire.MsgExit:
-		id, status := d.U64("id"), syscall.WaitStatus(d.U32("status"))
+		id, status, flags := d.U64("id"), syscall.WaitStatus(d.U32("status")), d.U32("flags")
 		if err := cmpErr(d.End("exit"), lenErr(fds)); err != nil {
 			pidwire.CloseAll(fds)
 			return err
 		}
 		in.mu.Lock()
+		in.empty = flags&pidwire.ExitEmpty != 0
 		if c, ok := in.calls[id]; ok && c.spawned {
 			c.exit <- reap.Exit{Pid: c.pid, Status: status}
 			delete(in.calls, id)
@@ -530,6 +552,7 @@ func (in *Init) spawned(id uint64, t Task) error {
 	if !ok || c.spawned {
 		unix.PidfdSendSignal(t.PidFD, unix.SIGKILL, nil, 0)
 		unix.Close(t.PidFD)
+		in.empty = false // until its exit, which no call waits for, says otherwise
 		return nil
 	}
 	c.spawned, c.pid = true, t.Pid

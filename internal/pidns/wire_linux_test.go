@@ -69,6 +69,7 @@ func TestServerRefusesGarbage(t *testing.T) {
 	var exit pidwire.Encoder
 	exit.U64(1)
 	exit.U32(0)
+	exit.U32(0)
 	cases := map[string]func(c *pidwire.Conn) error{
 		"a message over the bound":  func(c *pidwire.Conn) error { return c.Send(pidwire.MsgExit, 0, make([]byte, pidwire.MaxReply+1), nil) },
 		"unknown type":              func(c *pidwire.Conn) error { return c.Send(77, 0, nil, nil) },

@@ -33,7 +33,8 @@ func IsInit(args []string) bool { return len(args) > 1 && args[1] == InitArg }
 //	                spawned: id u64, pid i64 (as the server sees it, 0 if unknown), nspid i64, start u64
 //	                         + the task's pidfd
 //	                failed:  id u64, errno u32, message str
-//	                exit:    id u64, wait status u32 (after the task's spawned, always)
+//	                exit:    id u64, wait status u32, flags u32 (ExitEmpty: the init had no child left
+//	                         once it had reaped this one) (after the task's spawned, always)
 //	                idle:    (empty) the namespace has been empty for the idle period; the init exits
 //	                         now, and starts nothing of what it has not answered
 const (
@@ -47,6 +48,7 @@ const (
 	FlagMore = 1 // another chunk of the same request follows
 
 	HelloProc = 1
+	ExitEmpty = 1
 )
 
 // Bounds. A chunk stays well below a socket's default send buffer (about 208 KiB), which a datagram
