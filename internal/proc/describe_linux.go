@@ -3,13 +3,12 @@ package proc
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/cgreaper/reaper/internal/procstat"
 )
 
 // Proc describes a process for reports: what outlived a kill, what a job left behind.
@@ -43,8 +42,8 @@ const clockTicks = 100
 // Describe reads a process's command name, state and age.
 func Describe(pid int) Proc {
 	p := Proc{Pid: pid, State: "?"}
-	b, err := readLimited("/proc/"+strconv.Itoa(pid)+"/stat", 4096)
-	if err != nil {
+	b, ok := readLimited("/proc/"+strconv.Itoa(pid)+"/stat", 4096)
+	if !ok {
 		return p
 	}
 	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
@@ -84,8 +83,8 @@ const maxCmdline = 512
 // process is gone. It reads no more than that of it: a process's arguments are as long as it made
 // them.
 func CommandLine(pid int) string {
-	b, err := readLimited("/proc/"+strconv.Itoa(pid)+"/cmdline", maxCmdline+1)
-	if err != nil {
+	b, ok := readLimited("/proc/"+strconv.Itoa(pid)+"/cmdline", maxCmdline+1)
+	if !ok {
 		return ""
 	}
 	b = bytes.TrimRight(b, "\x00")
@@ -104,8 +103,8 @@ func CommandLine(pid int) string {
 // Cgroup returns pid's cgroup v2 path as /proc/<pid>/cgroup shows it (relative to the reader's
 // cgroup namespace); "" when the process is gone or has none.
 func Cgroup(pid int) string {
-	b, err := readLimited("/proc/"+strconv.Itoa(pid)+"/cgroup", 64<<10)
-	if err != nil {
+	b, ok := readLimited("/proc/"+strconv.Itoa(pid)+"/cgroup", 64<<10)
+	if !ok {
 		return ""
 	}
 	for _, line := range bytes.Split(b, []byte{'\n'}) {
@@ -116,27 +115,8 @@ func Cgroup(pid int) string {
 	return ""
 }
 
-// readLimited reads at most max bytes of a file of /proc: open, read and close only.
-func readLimited(file string, max int) ([]byte, error) {
-	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	b := make([]byte, max)
-	n := 0
-	for n < max {
-		m, err := unix.Read(fd, b[n:])
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-	}
-	return b[:n], nil
+// readLimited reads at most max bytes of a file of /proc: open, read and close only. ok is false if
+// it cannot be opened or read (the process is gone).
+func readLimited(file string, max int) (b []byte, ok bool) {
+	return procstat.ReadAt(-1, file, make([]byte, max))
 }
