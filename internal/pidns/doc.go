@@ -17,10 +17,11 @@
 // A task cannot end its namespace by signalling its init, with one exception: signals 32 and 34,
 // which Go's runtime leaves at their default action in a program without cgo (glibc's SIGCANCEL and
 // SIGRTMIN; 33 it handles). The kernel drops a signal with the default action that is sent to a
-// namespace's init from inside, unless the init's thread it is sent to blocks it at that moment (as
-// the runtime's threads briefly do when it starts a thread): then it stays pending, and another
-// thread that does not block it takes it, and dies of it. A task that sends them may end its own
-// session's namespace, no other; the server starts a new init for the next command.
+// namespace's init from inside, but now and then (about one barrage of all 64 signals in twenty) one
+// of these is queued instead and the init dies of it: most likely the thread it was sent to blocked
+// it at that moment, as the runtime's threads briefly do when it starts a thread, and a blocked
+// signal is never dropped. A task that sends them may end its own session's namespace, no other;
+// the server starts a new init for the next command.
 //
 // The init trusts nothing but the server: the socket is the only way to reach it, and no task inherits
 // it. The server bounds what it reads from the init all the same (a root task may ptrace its init).
