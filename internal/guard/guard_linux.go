@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"unsafe"
+
+	"github.com/cgreaper/reaper/internal/reap"
 )
 
 // The environment of a guarded server: the guard's pid, and the descriptor on which the server
@@ -165,8 +166,8 @@ func (e Ended) Clean() bool {
 func (s *Server) Wait() (Ended, error) {
 	e := Ended{Pid: s.Pid}
 	// Waiting without reaping (WNOWAIT) first keeps the pid the server's while Signal may use it.
-	if err := waitExited(s.Pid); err != nil {
-		return e, err
+	if err := reap.WaitExited(s.Pid); err != nil {
+		return e, &Error{Op: "wait for pid " + strconv.Itoa(s.Pid), Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -184,28 +185,6 @@ func (s *Server) Wait() (Ended, error) {
 	e.Announced = readLines(s.announcements)
 	return e, nil
 }
-
-// waitExited blocks until the child pid has exited, without reaping it.
-func waitExited(pid int) error {
-	var info [128]byte // siginfo_t, unread
-	for {
-		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPid, uintptr(pid), uintptr(unsafe.Pointer(&info)),
-			syscall.WEXITED|wNoWait, 0, 0)
-		switch e {
-		case 0:
-			return nil
-		case syscall.EINTR:
-			continue
-		}
-		return &Error{Op: "wait for pid " + strconv.Itoa(pid), Err: e}
-	}
-}
-
-// Arguments of waitid(2) that package syscall does not name.
-const (
-	pPid    = 1         // P_PID
-	wNoWait = 0x1000000 // WNOWAIT
-)
 
 // maxAnnounced bounds what Wait keeps of the announcements: a record is a few hundred bytes.
 const maxAnnounced = 1 << 20

@@ -73,7 +73,6 @@ type Init struct {
 	next   uint64
 	calls  map[uint64]*call
 	idle   bool      // the init said it ends because its namespace was empty
-	asked  bool      // a process was asked for
 	empty  bool      // the last exit the init reported said its namespace was empty then
 	err    error     // set once the init takes no more requests
 	ended  bool      // the init's exit was seen
@@ -277,7 +276,6 @@ func (in *Init) Spawn(r Request) (Task, error) {
 		return Task{}, err
 	}
 	in.calls[id] = c
-	in.asked = true
 	in.mu.Unlock()
 	in.sendMu.Lock()
 	err = in.conn.SendChunked(pidwire.MsgSpawn, payload, fds)
@@ -386,7 +384,7 @@ func (in *Init) Quiet() bool {
 }
 
 // quietLocked is Quiet with in.mu held.
-func (in *Init) quietLocked() bool { return len(in.calls) == 0 && (!in.asked || in.empty) }
+func (in *Init) quietLocked() bool { return len(in.calls) == 0 && (in.next == 0 || in.empty) }
 
 // Wait waits until the init has ended (every process of its namespace is gone then: the kernel kills
 // them all, and waits for each to be reaped, before the init itself becomes a zombie), the deadline
@@ -563,8 +561,9 @@ func (in *Init) spawned(id uint64, t Task) error {
 
 // pidOfFD returns the pid a pidfd refers to, in this process's namespace (see procstat.FdinfoPid).
 func pidOfFD(fd int) int {
-	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
-	if err != nil {
+	var buf [512]byte // a pidfd's fdinfo is a few short lines
+	b, ok := procstat.ReadAt(-1, "/proc/self/fdinfo/"+strconv.Itoa(fd), buf[:])
+	if !ok {
 		return 0
 	}
 	return procstat.FdinfoPid(b)

@@ -100,7 +100,9 @@ func FdinfoPid(b []byte) int {
 }
 
 // ReadAt reads what fits of a small file into buf: name below the directory descriptor dir, or the
-// path name if dir is -1. ok is false if it cannot be opened or read (the process is gone).
+// path name if dir is -1. ok is false if it cannot be opened or read (the process is gone), or is not
+// a regular file: a /proc a task mounted over (the init's namespace shares its mounts with its tasks)
+// may hold a link, a FIFO or a device there, and none is followed, waited on or read.
 func ReadAt(dir int, name string, buf []byte) (b []byte, ok bool) {
 	if dir < 0 {
 		dir = atFDCWD
@@ -108,7 +110,7 @@ func ReadAt(dir int, name string, buf []byte) (b []byte, ok bool) {
 	var fd int
 	var err error
 	for {
-		fd, err = syscall.Openat(dir, name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err = syscall.Openat(dir, name, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err != syscall.EINTR {
 			break
 		}
@@ -117,6 +119,10 @@ func ReadAt(dir int, name string, buf []byte) (b []byte, ok bool) {
 		return nil, false
 	}
 	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, false
+	}
 	n := 0
 	for n < len(buf) {
 		k, err := syscall.Read(fd, buf[n:])

@@ -42,3 +42,27 @@ func TestFdinfoPid(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAtRefuses: a link, a FIFO (which an open would wait on) and a directory are not read; a
+// regular file is, up to the buffer's size.
+func TestReadAtRefuses(t *testing.T) {
+	dir := t.TempDir()
+	file, fifo, link := dir+"/file", dir+"/fifo", dir+"/link"
+	if err := os.WriteFile(file, []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{fifo, link, dir} {
+		if b, ok := ReadAt(-1, name, make([]byte, 16)); ok {
+			t.Errorf("ReadAt(%s) read %q", name, b)
+		}
+	}
+	if b, ok := ReadAt(-1, file, make([]byte, 4)); !ok || string(b) != "0123" {
+		t.Errorf("ReadAt of a regular file: %q, %v", b, ok)
+	}
+}

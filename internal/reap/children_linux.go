@@ -180,13 +180,26 @@ func HasChildren() bool {
 	}
 }
 
-// waitAny is waitid(P_ALL, 0, &info, WEXITED|WNOWAIT|options): it waits for any child to have exited
-// without reaping it. Package syscall has no Waitid; the package keeps to syscall so that the init of
-// a PID namespace, which uses it, runs before the program's other libraries initialise (see
+// WaitExited blocks until the child pid has exited, without reaping it (WNOWAIT): its pid stays its
+// own, a zombie, until whoever reaps it does. A guard waits for its server so (internal/guard).
+func WaitExited(pid int) error {
+	for {
+		if err := waitid(pPid, pid, 0); err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// waitAny waits for any child to have exited, without reaping it.
+func waitAny(options int) error { return waitid(pAll, 0, options) }
+
+// waitid is waitid(idtype, id, &info, WEXITED|WNOWAIT|options) with the siginfo unread. Package
+// syscall has no Waitid; the package keeps to syscall so that the init of a PID namespace and a
+// guard's first part, which use it, run before the program's other libraries initialise (see
 // cmd/reaper/internal/nsinit).
-func waitAny(options int) error {
-	var info [128]byte // siginfo_t, unread
-	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info)),
+func waitid(idtype, id, options int) error {
+	var info [128]byte // siginfo_t
+	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, uintptr(idtype), uintptr(id), uintptr(unsafe.Pointer(&info)),
 		uintptr(syscall.WEXITED|wNoWait|options), 0, 0)
 	if e != 0 {
 		return e
@@ -197,5 +210,6 @@ func waitAny(options int) error {
 // Arguments of waitid(2) that package syscall does not name.
 const (
 	pAll    = 0         // P_ALL
+	pPid    = 1         // P_PID
 	wNoWait = 0x1000000 // WNOWAIT
 )
