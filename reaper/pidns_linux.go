@@ -209,22 +209,27 @@ func (r *Reaper) recordPIDNamespace() {
 // exited idle. Taking it saves the session an init's start (about 5 ms: a fork and exec of reaper,
 // its runtime's start, the mounts, the hello); until taken it is a child of the Reaper like any init,
 // killed by the parent-death signal if the Reaper dies, and it forks nothing until asked. With
-// Options.ReadyInit, taking one asks readyInits for the next, unless the one ready had exited idle:
-// sessions come more than initIdle apart, and one made ready now would most likely exit unused too.
-func (r *Reaper) takeReady() *pidns.Init {
-	in := r.ready.Swap(nil)
+// Options.ReadyInit, the caller asks readyInits for the next (askReady) once the command it took it
+// for has been started, when again reports so: not at once, where the next init's fork, exec and
+// runtime start would take the CPU from that command's start (on a small host, most of a
+// millisecond of its round trip). Not when the one ready had exited idle: sessions come more than
+// initIdle apart, and one made ready now would most likely exit unused too.
+func (r *Reaper) takeReady() (in *pidns.Init, again bool) {
+	in = r.ready.Swap(nil)
 	idled := in != nil && in.Err() != nil
-	if r.opts.ReadyInit && !idled {
-		select {
-		case r.wantReady <- struct{}{}:
-		default: // asked already
-		}
-	}
 	if idled {
 		r.endInit(in)
-		return nil
+		return nil, false
 	}
-	return in
+	return in, r.wantReady != nil // made with Options.ReadyInit
+}
+
+// askReady asks readyInits for an init ready for the next session.
+func (r *Reaper) askReady() {
+	select {
+	case r.wantReady <- struct{}{}:
+	default: // asked already
+	}
 }
 
 // readyInits keeps an init ready for the next session (Options.ReadyInit): it makes one each time a
@@ -289,16 +294,17 @@ func (r *Reaper) initOptions(cg *os.File) pidns.Options {
 
 // initLocked returns the session's init, starting it on the session's first command, or when the one
 // it had has ended (whatever ended it, the kernel killed its namespace with it). It returns nil
-// without namespaces.
-func (s *Session) initLocked() (*pidns.Init, error) {
+// without namespaces. askReady is set where it took the init kept ready and the next one is to be
+// asked for once the command has started (see takeReady).
+func (s *Session) initLocked() (in *pidns.Init, askReady bool, err error) {
 	if err := s.r.pidNamespace(); err != nil || !s.r.info.PIDNamespace.On {
-		return nil, nil
+		return nil, false, nil
 	}
 	if s.ns != nil {
 		err := s.ns.Err()
 		switch {
 		case err == nil:
-			return s.ns, nil
+			return s.ns, false, nil
 		case errors.Is(err, pidns.ErrIdle):
 			s.ns.Close() // it has exited, with nothing left in its namespace
 		default:
@@ -308,35 +314,37 @@ func (s *Session) initLocked() (*pidns.Init, error) {
 		}
 		s.ns = nil
 	}
-	if in := s.r.takeReady(); in != nil {
+	if in, again := s.r.takeReady(); in != nil {
 		s.ns = in
-		return in, nil
+		return in, again, nil
 	}
 	var leaf *cgroup.Slice
 	if s.r.root != nil {
-		var err error
 		if leaf, err = s.r.initsLeaf(); err != nil {
-			return nil, fmt.Errorf("session %s: %w", s.id, err)
+			return nil, false, fmt.Errorf("session %s: %w", s.id, err)
 		}
 	}
-	in, err := s.r.startInit(leaf)
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", s.id, err)
+	if in, err = s.r.startInit(leaf); err != nil {
+		return nil, false, fmt.Errorf("session %s: %w", s.id, err)
 	}
 	s.ns = in
-	return in, nil
+	return in, false, nil
 }
 
 // spawnLocked starts spec in the session: through its init, where it has a PID namespace. An init
-// that ended idle before it took the request started nothing: the request goes to a new one.
+// that ended idle before it took the request started nothing: the request goes to a new one. Where
+// the init was the one kept ready, the next is asked for once spec has started (see takeReady).
 func (s *Session) spawnLocked(spec spawnSpec) (spawned, error) {
 	for attempt := 0; ; attempt++ {
-		in, err := s.initLocked()
+		in, askReady, err := s.initLocked()
 		if err != nil {
 			return spawned{}, err
 		}
 		spec.init = in
 		sp, err := s.r.spawn(spec)
+		if askReady {
+			s.r.askReady()
+		}
 		if attempt == 0 && errors.Is(err, pidns.ErrIdle) {
 			continue
 		}

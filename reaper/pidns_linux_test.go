@@ -411,8 +411,8 @@ func checkInitsLeaf(t *testing.T, r *Reaper, pids ...int) {
 }
 
 // TestReadyInit: with Options.ReadyInit every session's first command finds an init started ahead
-// (after the first session, the start-up probe's): once a session takes one, the next is made
-// ready in the background; Close ends the one left ready.
+// (after the first session, the start-up probe's): once the command of a session that took one has
+// started, the next is made ready in the background; Close ends the one left ready.
 func TestReadyInit(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
