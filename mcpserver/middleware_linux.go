@@ -16,8 +16,8 @@ import (
 //     IsError: it needs the tools' own result, not the wire form.
 //  3. trackSessions makes a session's record at the session's first request, whatever its method,
 //     so that the session's life is owned from then on (see session).
-//  4. dropNullArguments removes null arguments from tool calls before the SDK validates them
-//     against the schemas, which the SDK does inside, right after it.
+//  4. dropNullArguments removes null arguments from tool calls before they are validated against
+//     the schemas, which the tools' handlers do inside (see addTool).
 //  5. out gives the tools in tools/list results their output schemas (see outputSchemas), next to
 //     the SDK, so that every layer outside sees the tools as clients do.
 func (s *Server) middleware(out *outputSchemas) []mcp.Middleware {
@@ -38,8 +38,8 @@ func (s *Server) trackSessions(next mcp.MethodHandler) mcp.MethodHandler {
 // workspaceMiddleware is the receiving middleware of the workspace server (protocol 2026-07-28 over
 // HTTP, stateless: each request has a session of its own, which nothing tracks), outermost first, in
 // the order of middleware and for the same reasons; requireWorkspace comes after dropNullArguments,
-// so that a workspace sent as null counts as missing, and before the SDK's validation, so that the
-// error says how to get a handle.
+// so that a workspace sent as null counts as missing, and before the validation (see addTool), so
+// that the error says how to get a handle.
 func (s *Server) workspaceMiddleware(out *outputSchemas) []mcp.Middleware {
 	return []mcp.Middleware{encodeOnce, s.observe, dropNullArguments, requireWorkspace, out.middleware}
 }

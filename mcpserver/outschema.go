@@ -2,44 +2,93 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // outputSchemas holds the output schemas of one MCP server's tools and adds them to its tools/list
 // results. The tools are registered without them (see addTool): given one, the SDK resolves it for
 // validating results against it, which reaper's results never go through (structured hands the SDK
-// no output value), and that resolution was half of New's time, on the path of every stdio start.
-// Nothing is lost by it: the schemas are inferred once, at the first tools/list, and every list
-// carries them as before.
+// no output value). Nothing is lost by it: every list carries them.
 type outputSchemas struct {
-	infer map[string]func() *jsonschema.Schema // by tool name; filled by addTool before serving
-	get   func() map[string]*jsonschema.Schema // the inferred schemas, once
+	byTool map[string]json.RawMessage // filled by addTool before serving, read-only after
 }
 
 func newOutputSchemas() *outputSchemas {
-	o := &outputSchemas{infer: make(map[string]func() *jsonschema.Schema)}
-	o.get = sync.OnceValue(func() map[string]*jsonschema.Schema {
-		m := make(map[string]*jsonschema.Schema, len(o.infer))
-		for name, infer := range o.infer {
-			m[name] = infer()
-		}
-		return m
-	})
-	return o
+	return &outputSchemas{byTool: make(map[string]json.RawMessage)}
 }
 
-// addTool adds t to srv with h, as mcp.AddTool does, with In's schema as its input schema (see
-// schemaFor), and out as its output schema's inference, which o advertises. t's schemas must be nil.
-func addTool[In any](srv *mcp.Server, o *outputSchemas, t *mcp.Tool, out func() *jsonschema.Schema, h mcp.ToolHandlerFor[In, any]) {
+// addTool adds t to srv with h, as mcp.AddTool does for a handler whose output type is any: In's
+// schema is t's input schema and Out's is advertised as its output schema (by o; see schemaFile),
+// arguments are validated against In's schema and decoded into an In, and an error h returns becomes
+// a tool error unless it is a *jsonrpc.Error. Unlike mcp.AddTool, nothing is inferred or resolved
+// here: that was most of New's time, on the path of every stdio start. The schemas come from their
+// files, and the one that validates a tool's arguments is resolved at the tool's first call.
+// t's schemas must be nil.
+func addTool[Out, In any](srv *mcp.Server, o *outputSchemas, t *mcp.Tool, h mcp.ToolHandlerFor[In, any]) {
 	if t.InputSchema != nil || t.OutputSchema != nil {
 		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
 	}
-	t.InputSchema = schemaFor[In]()
-	o.infer[t.Name] = out
-	mcp.AddTool(srv, t, h)
+	t.InputSchema = schemaFile[In]()
+	o.byTool[t.Name] = schemaFile[Out]()
+	validator := sync.OnceValue(func() *jsonschema.Resolved {
+		r, err := schemaFor[In]().Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+		if err != nil {
+			panic(fmt.Sprintf("mcpserver: tool %s: input schema: %v", t.Name, err)) // the schema tests resolve every one
+		}
+		return r
+	})
+	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		in, err := decodeArguments[In](req.Params.Arguments, validator())
+		if err != nil {
+			return toolError(err), nil
+		}
+		res, _, err := h(ctx, req, in)
+		if err != nil {
+			if wire, ok := err.(*jsonrpc.Error); ok {
+				return nil, wire
+			}
+			return toolError(err), nil
+		}
+		if res == nil {
+			res = &mcp.CallToolResult{}
+		}
+		return res, nil
+	})
+}
+
+// decodeArguments validates a tool call's arguments against schema, as the SDK does (absent
+// arguments are the empty object), and decodes them into an In. The schemas refuse properties they
+// do not name, so the decoding's matching of names regardless of case finds only exact ones.
+func decodeArguments[In any](args json.RawMessage, schema *jsonschema.Resolved) (In, error) {
+	var in In
+	v := map[string]any{}
+	if len(args) > 0 {
+		if err := json.Unmarshal(args, &v); err != nil {
+			return in, fmt.Errorf("validating \"arguments\": unmarshaling arguments: %w", err)
+		}
+	}
+	if err := schema.Validate(v); err != nil {
+		return in, fmt.Errorf("validating \"arguments\": %w", err)
+	}
+	if len(args) > 0 {
+		if err := json.Unmarshal(args, &in); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
+// toolError is the result of a call that failed with err.
+func toolError(err error) *mcp.CallToolResult {
+	var res mcp.CallToolResult
+	res.SetError(err)
+	return &res
 }
 
 // middleware is receiving middleware that gives every tool in a tools/list result its output schema.
@@ -51,11 +100,10 @@ func (o *outputSchemas) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok || err != nil {
 			return res, err
 		}
-		schemas := o.get()
 		withSchemas := *list
 		withSchemas.Tools = make([]*mcp.Tool, len(list.Tools))
 		for i, t := range list.Tools {
-			if s := schemas[t.Name]; s != nil && t.OutputSchema == nil {
+			if s := o.byTool[t.Name]; s != nil && t.OutputSchema == nil {
 				c := *t
 				c.OutputSchema = s
 				t = &c

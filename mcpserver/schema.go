@@ -11,13 +11,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// schemaFor returns the JSON schema of T that the tools advertise and validate against: the one the
-// SDK would infer (properties, descriptions, required fields: those without omitempty), with every
-// "type" a single string. The inference gives pointers and slices the type ["null", X], which some
-// clients cannot read (one never offers an argument typed so) and others' validators warn about.
-// Results never hold null (reaper omits what is unset and sends empty lists as []), and a null
-// argument counts as absent (see dropNullArguments), so X alone says what is meant.
-// A type the inference refuses is a programming error: schemaFor panics, at registration.
+// schemaFor returns the JSON schema of T that the tools advertise (through its file, see schemaFile)
+// and validate against: the one the SDK would infer (properties, descriptions, required fields:
+// those without omitempty), with every "type" a single string. The inference gives pointers and
+// slices the type ["null", X], which some clients cannot read (one never offers an argument typed so)
+// and others' validators warn about. Results never hold null (reaper omits what is unset and sends
+// empty lists as []), and a null argument counts as absent (see dropNullArguments), so X alone says
+// what is meant. A type the inference refuses is a programming error: schemaFor panics.
 func schemaFor[T any]() *jsonschema.Schema {
 	s, err := jsonschema.For[T](nil)
 	if err != nil {
@@ -52,7 +52,7 @@ func singleTypes(s *jsonschema.Schema) {
 }
 
 // dropNullArguments is middleware that removes arguments whose value is null from tool calls
-// before the SDK validates them: some clients send null for an optional argument they leave unset,
+// before they are validated (see addTool): some clients send null for an optional argument they leave unset,
 // which the schemas (single types, no null) would refuse. A required argument sent as null is then
 // missing, and refused as such.
 func dropNullArguments(next mcp.MethodHandler) mcp.MethodHandler {

@@ -260,11 +260,11 @@ func (s *Server) addTools(l reaper.Limits) *outputSchemas {
 	t := taskTools(l, s.maxOutput, scope{in: "this session", the: "the session",
 		ends: fmt.Sprintf(" (over HTTP, also after %v without requests)", s.opts.IdleTimeout)})
 	o := newOutputSchemas()
-	addTool(s.mcp, o, t.bash, schemaFor[BashOutput], structured(inSession(s, s.bash)))
-	addTool(s.mcp, o, t.output, schemaFor[TaskOutput], structured(inSession(s, s.taskOutput)))
-	addTool(s.mcp, o, t.stop, schemaFor[TaskStopOutput], structured(inSession(s, s.taskStop)))
-	addTool(s.mcp, o, t.list, schemaFor[TaskListOutput], structured(inSession(s, s.taskList)))
-	addTool(s.mcp, o, t.input, schemaFor[WriteStdinOutput], structured(inSession(s, s.writeStdin)))
+	addTool[BashOutput](s.mcp, o, t.bash, structured(inSession(s, s.bash)))
+	addTool[TaskOutput](s.mcp, o, t.output, structured(inSession(s, s.taskOutput)))
+	addTool[TaskStopOutput](s.mcp, o, t.stop, structured(inSession(s, s.taskStop)))
+	addTool[TaskListOutput](s.mcp, o, t.list, structured(inSession(s, s.taskList)))
+	addTool[WriteStdinOutput](s.mcp, o, t.input, structured(inSession(s, s.writeStdin)))
 	return o
 }
 

@@ -131,29 +131,29 @@ func (s *Server) addWorkspaceTools(l reaper.Limits) *outputSchemas {
 		tool.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + tool.Description
 	}
 	o := newOutputSchemas()
-	addTool(s.ws, o, t.bash, schemaFor[BashOutput], structured(inWorkspace[WorkspaceBashInput](s, s.bash)))
-	addTool(s.ws, o, t.output, schemaFor[TaskOutput], structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)))
-	addTool(s.ws, o, t.stop, schemaFor[TaskStopOutput], structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)))
-	addTool(s.ws, o, t.list, schemaFor[TaskListOutput], structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)))
-	addTool(s.ws, o, t.input, schemaFor[WriteStdinOutput], structured(inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin)))
-	addTool(s.ws, o, &mcp.Tool{
+	addTool[BashOutput](s.ws, o, t.bash, structured(inWorkspace[WorkspaceBashInput](s, s.bash)))
+	addTool[TaskOutput](s.ws, o, t.output, structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)))
+	addTool[TaskStopOutput](s.ws, o, t.stop, structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)))
+	addTool[TaskListOutput](s.ws, o, t.list, structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)))
+	addTool[WriteStdinOutput](s.ws, o, t.input, structured(inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin)))
+	addTool[WorkspaceOpenOutput](s.ws, o, &mcp.Tool{
 		Name: "workspace_open",
 		Description: fmt.Sprintf(`Open a workspace and return its handle: pass it as workspace to bash, task_output, task_stop, task_list, write_stdin and workspace_close.
 A workspace keeps a working directory and background tasks across calls, as a shell session does. Its lease is %v: every call that names it renews the lease, and a call in progress holds it; unused for that long, it expires. When it is closed (workspace_close), expires, or the server stops, everything it started is killed, background tasks and escaped or detached processes included.
 A workspace belongs to the identity that opened it: with bearer tokens, the token's identity; without, the server listens on loopback only and every client is the same local identity. At most %d workspaces are open at once per identity.
 No notifications come between calls: wait for a background task with task_output block=true.`, lease, s.opts.MaxWorkspaces),
 		Annotations: &mcp.ToolAnnotations{Title: "Open a workspace"},
-	}, schemaFor[WorkspaceOpenOutput], structured(s.workspaceOpen))
-	addTool(s.ws, o, &mcp.Tool{
+	}, structured(s.workspaceOpen))
+	addTool[WorkspaceCloseOutput](s.ws, o, &mcp.Tool{
 		Name:        "workspace_close",
 		Description: fmt.Sprintf("Close a workspace now: every process it started, background tasks and escaped or detached processes included, gets %s; the handle is unusable at once. Answers within a second, closed or still closing.", graceText(l.Grace)),
 		Annotations: &mcp.ToolAnnotations{Title: "Close a workspace", DestructiveHint: ptr(true), IdempotentHint: true},
-	}, schemaFor[WorkspaceCloseOutput], structured(s.workspaceClose))
-	addTool(s.ws, o, &mcp.Tool{
+	}, structured(s.workspaceClose))
+	addTool[WorkspaceListOutput](s.ws, o, &mcp.Tool{
 		Name:        "workspace_list",
 		Description: fmt.Sprintf("List the caller's open workspaces: handle, when opened and last used, when the lease (%v) runs out, working directory, running background tasks.", lease),
 		Annotations: &mcp.ToolAnnotations{Title: "List your workspaces", ReadOnlyHint: true},
-	}, schemaFor[WorkspaceListOutput], structured(s.workspaceList))
+	}, structured(s.workspaceList))
 	return o
 }
 
@@ -296,8 +296,8 @@ func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ 
 }
 
 // requireWorkspace is middleware that answers a call of a tool that acts on a workspace without a
-// handle with an error result that says how to get one, before the SDK's validation would refuse it
-// with an error that does not.
+// handle with an error result that says how to get one, before the validation of its arguments (see
+// addTool) would refuse it with an error that does not.
 func requireWorkspace(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && slices.Contains(workspaceTools, call.Params.Name) && !namesWorkspace(call.Params.Arguments) {
@@ -310,13 +310,13 @@ func requireWorkspace(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // namesWorkspace reports whether a call's arguments have a workspace other than "" (of any type: the
-// SDK's validation refuses one that is not a string).
+// validation refuses one that is not a string).
 func namesWorkspace(args json.RawMessage) bool {
 	var a struct {
 		Workspace json.RawMessage `json:"workspace"`
 	}
 	if json.Unmarshal(args, &a) != nil {
-		return true // not an object: the SDK's validation says so
+		return true // not an object: the validation says so
 	}
 	return len(a.Workspace) > 0 && !bytes.Equal(a.Workspace, []byte(`""`))
 }
