@@ -248,6 +248,38 @@ func TestSignalsEndInTeardown(t *testing.T) {
 	}
 }
 
+// TestIgnoredSignals: the signals that mean nothing to reaper, asked for or not, neither end it nor
+// disturb a session: it still serves, and SIGTERM still ends it with a full teardown.
+func TestIgnoredSignals(t *testing.T) {
+	p := place(t, "")
+	r := startHTTP(t, append(p.args(), "--grace", grace.String())...)
+	cs := connectHTTP(t, r.url, "")
+	file, ps := hostile(t, cs)
+	for _, sig := range []syscall.Signal{syscall.SIGPIPE, syscall.SIGSTKFLT, syscall.SIGUSR1, syscall.SIGUSR2,
+		syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGIO, syscall.SIGXFSZ, syscall.SIGWINCH, syscall.SIGURG} {
+		if err := r.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		if res := bash(t, cs, "echo still here"); res.Output != "still here\n" {
+			t.Fatalf("after %v: %+v", sig, res)
+		}
+	}
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	testutil.AwaitDead(t, ps, grace+time.Second)
+	select {
+	case <-r.done:
+		if r.err != nil {
+			t.Errorf("reaper exited with %v", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reaper did not exit after SIGTERM")
+	}
+	if left := survivors(t, file, ps); len(left) > 0 {
+		t.Errorf("survivors: %v", left)
+	}
+	assertNothingLeft(t, p)
+}
+
 // TestClosedStderr: reaper's stderr is a pipe whose reader has gone (a host that read it and exited).
 // The next log line must not kill reaper: it serves a tool call, then tears down on SIGTERM.
 func TestClosedStderr(t *testing.T) {

@@ -238,6 +238,21 @@ func TestRunSignals(t *testing.T) {
 			t.Errorf("exit %d, stdout %q: the job did not get the forwarded SIGTERM", res.code, res.stdout)
 		}
 	})
+	t.Run("USR1, USR2 and WINCH forwarded", func(t *testing.T) {
+		mark := jobMark()
+		start := time.Now()
+		cmd, stdout, stderr := startRun(t, p, mark, nil, "bash", "-c",
+			`for s in USR1 USR2 WINCH; do trap "echo got $s" $s; done; trap 'exit 42' TERM; echo ready; while :; do sleep 0.1; done`)
+		await(t, stdout, "ready")
+		for _, sig := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH} {
+			cmd.Process.Signal(sig)
+			await(t, stdout, "got "+strings.TrimPrefix(unix.SignalName(sig), "SIG"))
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if res := finishRun(t, cmd, stdout, stderr, start, time.Minute); res.code != 42 {
+			t.Errorf("exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+		}
+	})
 	t.Run("ignored and forking", func(t *testing.T) {
 		mark := jobMark()
 		g := 2 * time.Second

@@ -21,12 +21,18 @@ var ShutdownSignals = []os.Signal{
 
 // IgnoredSignals would end reaper by their default action, and mean nothing to it. SIGPIPE above all:
 // a write to a closed stdout or stderr then fails with EPIPE instead of killing the program (a closed
-// stdout over stdio ends the session as a closed connection does). Handled, not ignored: a handled
-// signal is reset to its default in the programs reaper starts, so tasks see SIGPIPE as usual.
-var IgnoredSignals = []os.Signal{
-	syscall.SIGPIPE, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGIO,
-	syscall.SIGSTKFLT, syscall.SIGXFSZ,
-}
+// stdout over stdio ends the session as a closed connection does); and SIGSTKFLT, which Go's runtime
+// takes for a crash. Handled, not ignored: a handled signal is reset to its default in the programs
+// reaper starts, so tasks see SIGPIPE as usual.
+//
+// USR1, USR2, ALRM, VTALRM, IO and XFSZ mean nothing to reaper either, and are not asked for: Go's
+// runtime catches and drops them unless a program asks for them, and each signal asked for costs a
+// round trip to the runtime's signal-mask thread, at every start of guard and server alike.
+var IgnoredSignals = []os.Signal{syscall.SIGPIPE, syscall.SIGSTKFLT}
+
+// RunSignals are the signals beyond ShutdownSignals that reaper run's guard forwards to its server,
+// which passes them on to the job (job.ForwardedSignals).
+var RunSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
 
 // guarded is what the initialisation did as a guard whose server did not end cleanly: written
 // there, before main runs, and only read after (by Ended).
@@ -62,7 +68,11 @@ func init() {
 		return
 	}
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, slices.Concat(ShutdownSignals, IgnoredSignals)...)
+	asked := slices.Concat(ShutdownSignals, IgnoredSignals)
+	if os.Args[1] == "run" {
+		asked = append(asked, RunSignals...)
+	}
+	signal.Notify(sigs, asked...)
 	type waited struct {
 		e   guard.Ended
 		err error
