@@ -460,13 +460,11 @@ func TestProbeAnswerRecorded(t *testing.T) {
 			if got := r.Instance().PIDNamespace; got != on {
 				t.Errorf("Instance says pid namespaces %v, Containment %v", got, on)
 			}
-			b, err := os.ReadFile(filepath.Join(r.Instance().StateDir, "instance.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.Contains(string(b), `"pid_namespace":true`); got != on {
-				t.Errorf("the record says pid namespaces %v, Containment %v: %s", got, on, b)
-			}
+			// The answer reaches the disk in the background (see recordPIDNamespace).
+			testutil.Eventually(t, fmt.Sprintf("the record to say pid namespaces %v", on), func() bool {
+				b, err := os.ReadFile(filepath.Join(r.Instance().StateDir, "instance.json"))
+				return err == nil && strings.Contains(string(b), `"pid_namespace":true`) == on
+			})
 		})
 	}
 }

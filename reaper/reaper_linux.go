@@ -57,7 +57,7 @@ type Reaper struct {
 	watchOOM  bool                       // leaves have memory.events: a task's OOM kills can be told
 	noClone3  atomic.Bool                // the host refused clone3 into a cgroup once: join before exec instead
 	direct    atomic.Bool                // a task was started outside a PID namespace: orphans may come to the Reaper (see adopters)
-	wg        sync.WaitGroup             // the sweep after dead instances, the watch for escapees, readyInits
+	wg        sync.WaitGroup             // the sweep after dead instances, the watch for escapees, readyInits, the record's rewrite
 	adoptMu   sync.Mutex                 // serialises killAdopted
 	// stopWatch stops the watch for escapees (cgroup containment) and readyInits; Close closes it.
 	stopWatch chan struct{}
