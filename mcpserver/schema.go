@@ -52,9 +52,9 @@ func singleTypes(s *jsonschema.Schema) {
 }
 
 // dropNullArguments is middleware that removes arguments whose value is null from tool calls
-// before they are validated (see addTool): some clients send null for an optional argument they leave unset,
-// which the schemas (single types, no null) would refuse. A required argument sent as null is then
-// missing, and refused as such.
+// before they are validated (see addTool): some clients send null for an optional argument they
+// leave unset, which the schemas (single types, no null) would refuse. A required argument sent as
+// null is then missing, and refused as such.
 func dropNullArguments(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && bytes.Contains(call.Params.Arguments, []byte("null")) {

@@ -230,22 +230,30 @@ func TestSignalsEndInTeardown(t *testing.T) {
 			p := place(t, "")
 			r := startHTTP(t, append(p.args(), "--grace", grace.String())...)
 			file, ps := hostile(t, connectHTTP(t, r.url, ""))
-			r.cmd.Process.Signal(sig)
-			testutil.AwaitDead(t, ps, grace+time.Second)
-			select {
-			case <-r.done:
-				if r.err != nil {
-					t.Errorf("reaper exited with %v after %v", r.err, sig)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("reaper did not exit after %v", sig)
-			}
-			if left := survivors(t, file, ps); len(left) > 0 {
-				t.Errorf("survivors: %v", left)
-			}
-			assertNothingLeft(t, p)
+			endsInTeardown(t, r, sig, file, ps, p)
 		})
 	}
+}
+
+// endsInTeardown sends sig to r and checks that the teardown it starts kills the processes ps of the
+// session whose marker is file within the grace period and a second, that reaper exits cleanly, and
+// that nothing of p is left.
+func endsInTeardown(t *testing.T, r *reaperProc, sig syscall.Signal, file string, ps []testutil.Proc, p placement) {
+	t.Helper()
+	r.cmd.Process.Signal(sig)
+	testutil.AwaitDead(t, ps, grace+time.Second)
+	select {
+	case <-r.done:
+		if r.err != nil {
+			t.Errorf("reaper exited with %v after %v", r.err, sig)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("reaper did not exit after %v", sig)
+	}
+	if left := survivors(t, file, ps); len(left) > 0 {
+		t.Errorf("survivors: %v", left)
+	}
+	assertNothingLeft(t, p)
 }
 
 // TestIgnoredSignals: the signals that mean nothing to reaper, asked for or not, neither end it nor
@@ -264,20 +272,7 @@ func TestIgnoredSignals(t *testing.T) {
 			t.Fatalf("after %v: %+v", sig, res)
 		}
 	}
-	r.cmd.Process.Signal(syscall.SIGTERM)
-	testutil.AwaitDead(t, ps, grace+time.Second)
-	select {
-	case <-r.done:
-		if r.err != nil {
-			t.Errorf("reaper exited with %v", r.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("reaper did not exit after SIGTERM")
-	}
-	if left := survivors(t, file, ps); len(left) > 0 {
-		t.Errorf("survivors: %v", left)
-	}
-	assertNothingLeft(t, p)
+	endsInTeardown(t, r, syscall.SIGTERM, file, ps, p)
 }
 
 // TestClosedStderr: reaper's stderr is a pipe whose reader has gone (a host that read it and exited).
@@ -299,20 +294,7 @@ func TestClosedStderr(t *testing.T) {
 	if res := bash(t, cs, "echo still here"); res.Output != "still here\n" {
 		t.Errorf("after a write to the closed stderr: %+v", res)
 	}
-	r.cmd.Process.Signal(syscall.SIGTERM)
-	testutil.AwaitDead(t, ps, grace+time.Second)
-	select {
-	case <-r.done:
-		if r.err != nil {
-			t.Errorf("reaper exited with %v", r.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("reaper did not exit after SIGTERM")
-	}
-	if left := survivors(t, file, ps); len(left) > 0 {
-		t.Errorf("survivors: %v", left)
-	}
-	assertNothingLeft(t, p)
+	endsInTeardown(t, r, syscall.SIGTERM, file, ps, p)
 }
 
 // TestClosedStdout: a stdio client closes reaper's stdout while progress notifications are being
