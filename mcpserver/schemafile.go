@@ -22,7 +22,7 @@ func schemaFile[T any]() json.RawMessage {
 	name := reflect.TypeFor[T]().Name()
 	b, err := schemaFiles.ReadFile("schemas/" + name + ".json")
 	if err != nil {
-		panic("mcpserver: no schema file for " + name + ": add the type to schemaTypes (schemafile_test.go) and run go test ./mcpserver -run TestSchemaFiles -update")
+		panic("mcpserver: no schema file for " + name + ": add the type to schemaTypes (schemafile_linux_test.go) and run go test ./mcpserver -run TestSchemaFiles -update")
 	}
 	return b
 }
