@@ -16,17 +16,18 @@ import (
 )
 
 // initSignals are the signals the init must ask for: those whose default in a Go program ends it
-// (HUP, INT, TERM; QUIT, ABRT and the faults, which crash it when sent by kill(2)) or stops it (TSTP,
-// TTIN, TTOU). A task may not end its namespace by signalling its init (the kernel delivers a signal
-// sent from inside the namespace to its init only when the init handles it, and Go installs handlers
-// for every signal), and a signal sent to the server's process group must not end it either. The init
-// does nothing with them. Every other signal Go already catches and does nothing with (USR1, PIPE,
-// ALRM, ...): asking for those too would cost a round trip to the runtime's signal-mask thread each.
-// Handled, not ignored: a handled signal is reset to its default in a child, an ignored one would
-// stay ignored in every task. SIGKILL from outside the namespace still ends it.
+// (HUP, INT, TERM; QUIT, ABRT and the faults, which crash it when sent by kill(2)). A task may not end
+// its namespace by signalling its init (the kernel delivers a signal sent from inside the namespace to
+// its init only when the init handles it, and Go installs handlers for every signal), and a signal
+// sent to the server's process group must not end it either. The init does nothing with them. Every
+// other signal Go already catches and does nothing with (USR1, PIPE, ALRM, ...), or leaves at its
+// default action, which the kernel ignores for the init of a namespace wherever the signal comes
+// from (TSTP, TTIN and TTOU: the init is never stopped but by SIGSTOP from outside): asking for those
+// too would cost a round trip to the runtime's signal-mask thread each. Handled, not ignored: a
+// handled signal is reset to its default in a child, an ignored one would stay ignored in every task.
+// SIGKILL from outside the namespace still ends it.
 var initSignals = []os.Signal{
 	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGABRT,
-	syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
 	syscall.SIGSTKFLT, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV,
 }
 

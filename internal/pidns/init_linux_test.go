@@ -231,6 +231,36 @@ func TestInitDeath(t *testing.T) {
 // signal, SIGKILL and SIGSTOP included, whether initSignals names it or Go's runtime handles it
 // unasked, and the init's handling of signals is not inherited: a task dies of SIGTERM as usual.
 // Signals 32 and 34 are left out: see the package documentation.
+// TestSignalsToInitFromOutside: signals sent to the init from outside its namespace, as to the
+// server's process group, neither end nor stop it (a stopped init would start no task): the job
+// control stops, which the init leaves at their default action (the kernel ignores those for the init
+// of a namespace, from inside or out), and every signal it handles.
+func TestSignalsToInitFromOutside(t *testing.T) {
+	in := startInit(t)
+	// The first answer comes once the init is serving, and it serves once it has asked for its signals.
+	task, _ := spawnSh(t, in, "true", nil)
+	exitCode(t, task)
+	for _, sig := range []unix.Signal{unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGHUP, unix.SIGINT,
+		unix.SIGTERM, unix.SIGQUIT, unix.SIGUSR1, unix.SIGPIPE, unix.SIGALRM} {
+		if err := unix.Kill(in.Pid(), sig); err != nil {
+			t.Fatalf("kill %d %v: %v", in.Pid(), sig, err)
+		}
+	}
+	task, out := spawnSh(t, in, "echo ok", nil)
+	if code := exitCode(t, task); code != 0 {
+		t.Fatalf("the task exited %d", code)
+	}
+	if b, _ := os.ReadFile(out.Name()); string(b) != "ok\n" {
+		t.Errorf("the task printed %q", b)
+	}
+	if st, ok := proc.NewWalker().Stat(in.Pid()); !ok || st.State == 'T' {
+		t.Errorf("the init %d is stopped or gone (state %q)", in.Pid(), st.State)
+	}
+	if err := in.Err(); err != nil {
+		t.Fatalf("the init ended: %v", err)
+	}
+}
+
 func TestSignalsToInit(t *testing.T) {
 	in := startInit(t)
 	var sigs []string
