@@ -227,10 +227,6 @@ func TestInitDeath(t *testing.T) {
 	}
 }
 
-// TestSignalsToInit: a task cannot end (or stop) its namespace by signalling its init with any
-// signal, SIGKILL and SIGSTOP included, whether initSignals names it or Go's runtime handles it
-// unasked, and the init's handling of signals is not inherited: a task dies of SIGTERM as usual.
-// Signals 32 and 34 are left out: see the package documentation.
 // TestSignalsToInitFromOutside: signals sent to the init from outside its namespace, as to the
 // server's process group, neither end nor stop it (a stopped init would start no task): the job
 // control stops, which the init leaves at their default action (the kernel ignores those for the init
@@ -261,6 +257,11 @@ func TestSignalsToInitFromOutside(t *testing.T) {
 	}
 }
 
+// TestSignalsToInit: a task cannot end (or stop) its namespace by signalling its init with any
+// signal, SIGKILL and SIGSTOP included, whether initSignals names it, Go's runtime handles it
+// unasked or it is left at its default (TSTP, TTIN, TTOU), and the init's handling of signals is not
+// inherited: a task dies of SIGTERM as usual.
+// Signals 32 and 34 are left out: see the package documentation.
 func TestSignalsToInit(t *testing.T) {
 	in := startInit(t)
 	var sigs []string
