@@ -3,11 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"sync"
 
-	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,74 +17,6 @@ type outputSchemas struct {
 
 func newOutputSchemas() *outputSchemas {
 	return &outputSchemas{byTool: make(map[string]json.RawMessage)}
-}
-
-// addTool adds t to srv with h, as mcp.AddTool does for a handler whose output type is any: In's
-// schema is t's input schema and Out's is advertised as its output schema (by o; see schemaFile),
-// arguments are validated against In's schema and decoded into an In, and an error h returns becomes
-// a tool error unless it is a *jsonrpc.Error. Unlike mcp.AddTool, nothing is inferred or resolved
-// here: that was most of New's time, on the path of every stdio start. The schemas come from their
-// files, and the one that validates a tool's arguments is resolved at the tool's first call.
-// t's schemas must be nil.
-func addTool[Out, In any](srv *mcp.Server, o *outputSchemas, t *mcp.Tool, h mcp.ToolHandlerFor[In, any]) {
-	if t.InputSchema != nil || t.OutputSchema != nil {
-		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
-	}
-	t.InputSchema = schemaFile[In]()
-	o.byTool[t.Name] = schemaFile[Out]()
-	validator := sync.OnceValue(func() *jsonschema.Resolved {
-		r, err := schemaFor[In]().Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
-		if err != nil {
-			panic(fmt.Sprintf("mcpserver: tool %s: input schema: %v", t.Name, err)) // the schema tests resolve every one
-		}
-		return r
-	})
-	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		in, err := decodeArguments[In](req.Params.Arguments, validator())
-		if err != nil {
-			return toolError(err), nil
-		}
-		res, _, err := h(ctx, req, in)
-		if err != nil {
-			if wire, ok := err.(*jsonrpc.Error); ok {
-				return nil, wire
-			}
-			return toolError(err), nil
-		}
-		if res == nil {
-			res = &mcp.CallToolResult{}
-		}
-		return res, nil
-	})
-}
-
-// decodeArguments validates a tool call's arguments against schema, as the SDK does (absent
-// arguments are the empty object), and decodes them into an In. The schemas refuse properties they
-// do not name, so the decoding's matching of names regardless of case finds only exact ones.
-func decodeArguments[In any](args json.RawMessage, schema *jsonschema.Resolved) (In, error) {
-	var in In
-	v := map[string]any{}
-	if len(args) > 0 {
-		if err := json.Unmarshal(args, &v); err != nil {
-			return in, fmt.Errorf("validating \"arguments\": unmarshaling arguments: %w", err)
-		}
-	}
-	if err := schema.Validate(v); err != nil {
-		return in, fmt.Errorf("validating \"arguments\": %w", err)
-	}
-	if len(args) > 0 {
-		if err := json.Unmarshal(args, &in); err != nil {
-			return in, err
-		}
-	}
-	return in, nil
-}
-
-// toolError is the result of a call that failed with err.
-func toolError(err error) *mcp.CallToolResult {
-	var res mcp.CallToolResult
-	res.SetError(err)
-	return &res
 }
 
 // middleware is receiving middleware that gives every tool in a tools/list result its output schema.

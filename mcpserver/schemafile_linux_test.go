@@ -50,7 +50,10 @@ func TestSchemaFiles(t *testing.T) {
 			t.Fatalf("%s: %v", st.name, err)
 		}
 		want[st.name+".json"] = append(b, '\n')
-		if _, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); st.input && err != nil {
+		if !st.input {
+			continue
+		}
+		if _, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true}); err != nil {
 			t.Errorf("%s: the schema does not resolve: %v", st.name, err)
 		}
 	}

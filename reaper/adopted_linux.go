@@ -87,9 +87,7 @@ func (r *Reaper) adopters(ending *Session) []adopter {
 	}
 	r.mu.Unlock()
 	for _, s := range sessions {
-		s.mu.Lock()
-		in := s.ns
-		s.mu.Unlock()
+		in := s.currentInit()
 		if s == ending || in == nil || in.Err() != nil || in.Quiet() {
 			continue
 		}

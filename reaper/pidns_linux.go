@@ -437,13 +437,17 @@ func (r *Reaper) forkInit(spec spawnSpec, intoCgroup bool) (spawned, error) {
 // the task processes below it that each belong to a task of their own (their Skip): the session's
 // init and the tasks it reports, or the Reaper and its registered children. in is the init, if any.
 func (s *Session) walkRoot() (self int, skip map[int]bool, in *pidns.Init) {
-	s.mu.Lock()
-	in = s.ns
-	s.mu.Unlock()
-	if in != nil {
+	if in = s.currentInit(); in != nil {
 		return in.Pid(), in.Registered(), in
 	}
 	return s.r.pid, s.r.kids.Registered(), nil
+}
+
+// currentInit returns the session's init, nil before its first command or without namespaces.
+func (s *Session) currentInit() *pidns.Init {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ns
 }
 
 // sessionQuery is the query for every process of the session: below its init, everything (the init
