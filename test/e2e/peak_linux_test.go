@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -21,9 +22,15 @@ import (
 // A child's peak memory is not what wait4 reports: ru_maxrss is the largest of the child's own peak
 // and that of every memory it executed from, and a child started with vfork (as os/exec starts every
 // one) executes from its parent's memory, so it reports the test process's own peak (hundreds of MiB
-// after TestMemoryBound). runPeak reads the child's own peak (VmHWM of /proc/<pid>/status) instead, at
-// the one moment it is whole and final: the child stopped at its exit (PTRACE_EVENT_EXIT), its memory
-// still there, before it is released.
+// after TestMemoryBound). runPeak reads the child's own peak (VmHWM of /proc/<tid>/status) instead, at
+// the one moment it is whole and final: a thread of the child stopped at its exit
+// (PTRACE_EVENT_EXIT), its memory still there, before it is released.
+//
+// Every thread is traced, not only the first. A Go program exits from whichever thread runs the
+// goroutine that calls os.Exit; the other threads, the first among them, are then killed by the
+// kernel, and a thread killed that way can leave without stopping at its exit (seen here: a stop for
+// SIGURG, then the exit, and no exit stop). The thread that called exit_group is not killed: it
+// always stops.
 
 // peakRun is how a command run by runPeak ended.
 type peakRun struct {
@@ -34,8 +41,8 @@ type peakRun struct {
 }
 
 // runPeak runs argv (stdin /dev/null, stdout and stderr together) as a traced child, so that it stops
-// at each exec and at its exit; SIGKILL ends it after limit. Only the child is traced, not what it
-// starts. It returns once the child is reaped and its output read (a process it left that holds the
+// at each exec and each of its threads at its exit; SIGKILL ends it after limit. Only the child and
+// its threads are traced, not the processes it starts. It returns once the child is reaped and its output read (a process it left that holds the
 // output gets 5 s more).
 func runPeak(t testing.TB, argv []string, limit time.Duration) peakRun {
 	t.Helper()
@@ -65,7 +72,7 @@ func runPeak(t testing.TB, argv []string, limit time.Duration) peakRun {
 	attr := &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{null.Fd(), pw.Fd(), pw.Fd()},
-		Sys:   &syscall.SysProcAttr{Ptrace: true, PidFD: &pidfd},
+		Sys:   &syscall.SysProcAttr{Ptrace: true, PidFD: &pidfd, Setpgid: true}, // see traceToExit
 	}
 	pid, err := syscall.ForkExec(path, argv, attr)
 	pw.Close()
@@ -104,48 +111,60 @@ func runPeak(t testing.TB, argv []string, limit time.Duration) peakRun {
 	return run
 }
 
-// traceToExit resumes the tracee pid at each stop until it has exited, and reaps it. It returns its
-// status and VmHWM as read when it stopped at its exit.
+// traceToExit resumes the tracee pid, and each thread it starts (traced from its start), at each
+// stop until pid has exited, and reaps them. It returns pid's status and the largest VmHWM read
+// when one of them stopped at its exit. pid leads a process group of its own: waiting for that group
+// reaps only the tracee's threads, never another child of this process.
 func traceToExit(pid int) (unix.WaitStatus, int64, error) {
 	var peak int64
 	first := true
+	seen := map[int]bool{pid: true}
 	for {
 		var ws unix.WaitStatus
-		if _, err := unix.Wait4(pid, &ws, 0, nil); errors.Is(err, unix.EINTR) {
+		tid, err := unix.Wait4(-pid, &ws, unix.WALL, nil)
+		if errors.Is(err, unix.EINTR) {
 			continue
 		} else if err != nil {
-			return ws, 0, err
+			return ws, 0, fmt.Errorf("wait for the threads of %d: %w", pid, err)
 		}
 		if ws.Exited() || ws.Signaled() {
-			return ws, peak, nil
+			if tid == pid {
+				return ws, peak, nil
+			}
+			continue // a thread of pid, reaped
 		}
 		if !ws.Stopped() {
 			continue
 		}
 		var sig unix.Signal // the signal to deliver: none for the tracer's own stops
 		switch {
-		case first:
+		case first && tid == pid:
 			// The stop after the first exec, before any option was set.
 			first = false
-			if err := unix.PtraceSetOptions(pid, unix.PTRACE_O_TRACEEXIT|unix.PTRACE_O_TRACEEXEC|unix.PTRACE_O_EXITKILL); err != nil {
+			opts := unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_EXITKILL
+			if err := unix.PtraceSetOptions(pid, opts); err != nil {
 				unix.Kill(pid, unix.SIGKILL)
 				return ws, 0, err
 			}
+		case !seen[tid]:
+			// A new thread's first stop (a SIGSTOP of the kernel's, not to be delivered).
+			seen[tid] = true
 		case ws.TrapCause() == unix.PTRACE_EVENT_EXIT:
-			peak = vmHWM(pid)
-		case ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
+			peak = max(peak, vmHWM(tid))
+		case ws.TrapCause() == unix.PTRACE_EVENT_EXEC, ws.TrapCause() == unix.PTRACE_EVENT_CLONE:
 		default:
 			sig = ws.StopSignal() // a signal for the tracee itself (SIGURG, SIGCHLD, ...)
 		}
-		if err := unix.PtraceCont(pid, int(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
+		if err := unix.PtraceCont(tid, int(sig)); err != nil && !errors.Is(err, unix.ESRCH) {
 			return ws, 0, err
 		}
 	}
 }
 
-// vmHWM returns the peak resident memory of pid, from /proc/<pid>/status, in bytes; 0 if unreadable.
-func vmHWM(pid int) int64 {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+// vmHWM returns the peak resident memory of the process of thread tid, from /proc/<tid>/status, in
+// bytes; 0 if unreadable.
+func vmHWM(tid int) int64 {
+	f, err := os.Open("/proc/" + strconv.Itoa(tid) + "/status")
 	if err != nil {
 		return 0
 	}
