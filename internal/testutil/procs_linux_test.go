@@ -1,0 +1,58 @@
+package testutil
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+)
+
+func TestKillIn(t *testing.T) {
+	for _, c := range []struct {
+		status string
+		want   bool
+	}{
+		{"Name:\tsleep\nState:\tR (running)\nSigPnd:\t0000000000000100\nShdPnd:\t0000000000000000\n", true},
+		{"SigPnd:\t0000000000000000\nShdPnd:\t0000000000000100\n", true},
+		{"SigPnd:\t0000000000000200\nShdPnd:\t0000000000004000\n", false}, // SIGUSR1, SIGTERM
+		{"SigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\nSigBlk:\t0000000000000100\n", false},
+		{"Name:\tx\n", false},
+	} {
+		if got := killIn(c.status); got != c.want {
+			t.Errorf("killIn(%q) = %v, want %v", c.status, got, c.want)
+		}
+	}
+	// And this process's own status, which has nothing pending that kills.
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if killIn(string(b)) {
+		t.Errorf("this process has SIGKILL pending:\n%s", b)
+	}
+}
+
+func TestRunning(t *testing.T) {
+	cmd := exec.Command("sleep", "100")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	p, ok := ProcOf(cmd.Process.Pid)
+	if !ok || !Running(p) {
+		t.Fatalf("sleep %d does not run: %s", cmd.Process.Pid, procStatus(cmd.Process.Pid))
+	}
+	if Running(Proc{Pid: p.Pid, Start: p.Start + 1}) {
+		t.Error("a process with another start time counts as running")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if Running(p) {
+		t.Error("a reaped process counts as running")
+	}
+}
+
+func procStatus(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	return string(b)
+}
