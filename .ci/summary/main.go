@@ -1,10 +1,13 @@
 // Command summary reads `go test -json` output and prints failures in full, then a closing summary:
-// each package's result, every skipped test with its reason, and the totals.
+// each package's result, every skipped test with its reason, and the totals. With -digest FILE it
+// also writes the last lines of each failure's own output to FILE, for .ci/run to print last, where
+// a reader of only the end of the log still sees why.
 package main
 
 import (
 	"bufio"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"sort"
@@ -19,7 +22,12 @@ type event struct {
 	Elapsed float64
 }
 
+// digestLines is how many of a failure's last lines the digest keeps.
+const digestLines = 12
+
 func main() {
+	digest := flag.String("digest", "", "also write the last lines of each failure's output to this file")
+	flag.Parse()
 	output := map[string]*strings.Builder{} // package/test -> output
 	var failed, skipped []string
 	pkgs := map[string]string{}
@@ -59,8 +67,21 @@ func main() {
 			}
 		}
 	}
+	var dg strings.Builder
 	for _, k := range failed {
 		fmt.Printf("=== output of %s\n%s\n", k, text(output[k]))
+		if lines := said(text(output[k])); len(lines) > 0 {
+			fmt.Fprintf(&dg, "failed: %s\n", k)
+			for _, l := range lines[max(0, len(lines)-digestLines):] {
+				fmt.Fprintf(&dg, "  %s\n", l)
+			}
+		}
+	}
+	if *digest != "" {
+		if err := os.WriteFile(*digest, []byte(dg.String()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "summary:", err)
+			os.Exit(1)
+		}
 	}
 	fmt.Println("--- summary")
 	var names []string
@@ -86,6 +107,20 @@ func main() {
 	if fail > 0 || len(failed) > 0 {
 		os.Exit(1)
 	}
+}
+
+// said returns the lines of a test's output other than go test's own (=== RUN, --- FAIL, ...): what
+// the test said. A parent whose subtests failed says nothing of its own and is left out.
+func said(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- ") || t == "FAIL" || t == "PASS" {
+			continue
+		}
+		lines = append(lines, strings.TrimRight(l, " "))
+	}
+	return lines
 }
 
 func text(b *strings.Builder) string {
