@@ -42,8 +42,8 @@ type peakRun struct {
 
 // runPeak runs argv (stdin /dev/null, stdout and stderr together) as a traced child, so that it stops
 // at each exec and each of its threads at its exit; SIGKILL ends it after limit. Only the child and
-// its threads are traced, not the processes it starts. It returns once the child is reaped and its output read (a process it left that holds the
-// output gets 5 s more).
+// its threads are traced, not the processes it starts. It returns once the child is reaped and its
+// output read (a process it left that holds the output gets 5 s more).
 func runPeak(t testing.TB, argv []string, limit time.Duration) peakRun {
 	t.Helper()
 	path, err := exec.LookPath(argv[0])
