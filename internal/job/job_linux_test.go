@@ -54,7 +54,9 @@ func TestExitStatuses(t *testing.T) {
 			return c
 		}, ExitTimedOut},
 		{"leftovers", func(t *testing.T) Config {
-			c := config(t, "sh", "-c", "sleep 1000 & echo $! > "+pidFile)
+			// The job ends once its child is sleep, not before its exec: a leftover is named as it
+			// is when the job's end finds it, and a fork not yet exec'd is still "sh".
+			c := config(t, "sh", "-c", `sleep 1000 & until read c < /proc/$!/comm && [ "$c" = sleep ]; do :; done; echo $! > `+pidFile)
 			c.FailOnLeftovers = true
 			return c
 		}, ExitLeftovers},
