@@ -28,21 +28,21 @@ func ProcOf(pid int) (Proc, bool) {
 	return Proc{Pid: pid, Start: st.Start}, true
 }
 
-// Running reports whether p still runs: it exists with the same start time, is not a zombie, is not
-// exiting and has no SIGKILL pending. Neither of the last two ever runs user code again, though each
-// still shows state R for a while: a killed process leaves its cgroup inside do_exit (PF_EXITING),
-// after its memory and files are released but before it becomes a zombie, so a cgroup can report
-// "populated 0" while it is still there; and a process SIGKILLed by a namespace's end or a cgroup
-// kill on a busy machine can wait to be scheduled, to die, after those that killed it have finished.
+// Running reports whether p still runs: it exists with the same start time, is not a zombie, and is
+// not exiting. A process with PF_EXITING counts as dead: a killed process leaves its cgroup inside
+// do_exit, after its memory and files are released but before it becomes a zombie, so a cgroup can
+// report "populated 0" while such a process still shows state R; it never runs user code again.
 func Running(p Proc) bool {
 	st, ok := proc.NewWalker().Stat(p.Pid)
-	return ok && st.Start == p.Start && !st.Dead() && !killPending(p.Pid)
+	return ok && st.Start == p.Start && !st.Dead()
 }
 
-// killPending reports whether pid's first thread has SIGKILL pending (see killIn).
-func killPending(pid int) bool {
+// KillPending reports whether pid's first thread has SIGKILL pending: it is as good as dead (it never
+// runs user code again), but on a busy machine it may wait to be scheduled to die after whatever
+// killed it is done. See killIn.
+func KillPending(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	return err == nil && killIn(string(b)) // gone: Stat says so
+	return err == nil && killIn(string(b))
 }
 
 // killIn reports whether status, as /proc/<pid>/status reads, has SIGKILL pending for the thread or

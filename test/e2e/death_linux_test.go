@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,7 +48,10 @@ sh -c 'sh -c "echo \$\$ >> F; exec sleep 1000" &' &
 }
 
 // survivors returns the processes listed in file (the hostile ones and the replacements their
-// handler forked) that still run. A pid first read now is identified by its start time now.
+// handler forked) that still run. One that has SIGKILL pending is given up to doomedWait to die
+// first: a process SIGKILLed by its namespace's end or a cgroup kill can wait, on a busy machine, to
+// be scheduled to die after its killer is done (seen: a sleep in state R with SIGKILL pending, gone
+// 200 ms later). A pid first read now is identified by its start time now.
 func survivors(t testing.TB, file string, known []testutil.Proc) []testutil.Proc {
 	t.Helper()
 	b, _ := os.ReadFile(file)
@@ -62,8 +66,19 @@ func survivors(t testing.TB, file string, known []testutil.Proc) []testutil.Proc
 			ps = append(ps, p)
 		}
 	}
-	return testutil.Alive(ps)
+	deadline := time.Now().Add(doomedWait)
+	for {
+		alive := testutil.Alive(ps)
+		if !slices.ContainsFunc(alive, func(p testutil.Proc) bool { return testutil.KillPending(p.Pid) }) ||
+			time.Now().After(deadline) {
+			return alive
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
+
+// doomedWait is how long survivors gives a process with SIGKILL pending to die.
+const doomedWait = 10 * time.Second
 
 func containsPid(ps []testutil.Proc, pid int) bool {
 	for _, p := range ps {
@@ -364,19 +379,30 @@ func restartAfterBothKilled(t *testing.T, p placement, ns string) {
 		t.Logf("the dead instance's processes died with it, %v after its end", took.Round(time.Millisecond))
 	}
 
-	out, err := reaperCmd(append([]string{"sweep", "--dry-run", "--json"}, p.args()...)...).Output()
-	if err != nil {
-		t.Fatalf("reaper sweep --dry-run: %v\n%s", err, out)
-	}
-	var rep struct {
+	type sweepRep struct {
 		Dead []struct {
 			Name      string
 			Processes []struct{ Pid int }
 		}
 		Live []string
 	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("sweep --json printed %s: %v", out, err)
+	dryRun := func() (sweepRep, []byte) {
+		out, err := reaperCmd(append([]string{"sweep", "--dry-run", "--json"}, p.args()...)...).Output()
+		if err != nil {
+			t.Fatalf("reaper sweep --dry-run: %v\n%s", err, out)
+		}
+		var rep sweepRep
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("sweep --json printed %s: %v", out, err)
+		}
+		return rep, out
+	}
+	rep, out := dryRun()
+	// With PID namespaces a process killed by its namespace's end may still be on its way out (in
+	// the slice, SIGKILL pending) when the dry run looks: it is given a few seconds to be gone.
+	for deadline := time.Now().Add(10 * time.Second); ns == "on" && len(rep.Dead) == 1 && len(rep.Dead[0].Processes) > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		rep, out = dryRun()
 	}
 	if want := map[string]int{"off": 4, "on": 0}[ns]; len(rep.Dead) != 1 || len(rep.Live) != 1 || len(rep.Dead[0].Processes) < want || ns == "on" && len(rep.Dead[0].Processes) > 0 {
 		t.Errorf("sweep --dry-run: %s; want one dead instance with %d processes or more (none with PID namespaces) and one live one", out, want)
