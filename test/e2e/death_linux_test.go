@@ -398,9 +398,10 @@ func restartAfterBothKilled(t *testing.T, p placement, ns string) {
 		return rep, out
 	}
 	rep, out := dryRun()
-	// With PID namespaces a process killed by its namespace's end may still be on its way out (in
-	// the slice, SIGKILL pending) when the dry run looks: it is given a few seconds to be gone.
-	for deadline := time.Now().Add(10 * time.Second); ns == "on" && len(rep.Dead) == 1 && len(rep.Dead[0].Processes) > 0 && time.Now().Before(deadline); {
+	// With PID namespaces every process died with its namespace, but one may still be on its way
+	// out of the slice (exiting) when the dry run looks: it is given a few seconds to be gone.
+	deadline := time.Now().Add(10 * time.Second)
+	for ns == "on" && len(rep.Dead) == 1 && len(rep.Dead[0].Processes) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		rep, out = dryRun()
 	}
