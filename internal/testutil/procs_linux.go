@@ -48,16 +48,33 @@ func KillPending(pid int) bool {
 // killIn reports whether status, as /proc/<pid>/status reads, has SIGKILL pending for the thread or
 // its thread group: in SigPnd or ShdPnd, hexadecimal masks with signal n at bit n-1.
 func killIn(status string) bool {
-	for line := range strings.Lines(status) {
-		name, mask, ok := strings.Cut(line, ":")
-		if !ok || name != "SigPnd" && name != "ShdPnd" {
-			continue
-		}
-		if m, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && m&(1<<(9-1)) != 0 {
+	for _, name := range []string{"SigPnd", "ShdPnd"} {
+		v, _ := statusField(status, name)
+		if m, err := strconv.ParseUint(v, 16, 64); err == nil && m&(1<<(9-1)) != 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// StatusField returns field name of /proc/<id>/status (id a process's or a thread's), its value
+// trimmed ("4096 kB" for VmHWM); ok is false if the process or the field is missing.
+func StatusField(id int, name string) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(id) + "/status")
+	if err != nil {
+		return "", false
+	}
+	return statusField(string(b), name)
+}
+
+// statusField returns field name of status, as /proc/<pid>/status reads, trimmed.
+func statusField(status, name string) (string, bool) {
+	for line := range strings.Lines(status) {
+		if k, v, ok := strings.Cut(line, ":"); ok && k == name {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }
 
 // PidsIn identifies every whitespace-separated field of output that is a number as a process, now;
@@ -158,15 +175,10 @@ func HostPids(ns string) map[int]int {
 			continue
 		}
 		b, _ := os.ReadFile("/proc/" + d.Name() + "/status")
-		var nspid []string
-		ppid := 0
-		for line := range strings.Lines(string(b)) {
-			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-				nspid = strings.Fields(rest)
-			} else if rest, ok := strings.CutPrefix(line, "PPid:"); ok {
-				ppid, _ = strconv.Atoi(strings.TrimSpace(rest))
-			}
-		}
+		v, _ := statusField(string(b), "NSpid")
+		nspid := strings.Fields(v)
+		v, _ = statusField(string(b), "PPid")
+		ppid, _ := strconv.Atoi(v)
 		if len(nspid) < 2 || own == "" && NSOf(ppid) != ns {
 			continue
 		}

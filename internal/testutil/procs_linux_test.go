@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strconv"
 	"testing"
+
+	"github.com/cgreaper/reaper/internal/proc"
 )
 
 func TestKillIn(t *testing.T) {
@@ -23,7 +25,13 @@ func TestKillIn(t *testing.T) {
 		}
 	}
 	if KillPending(os.Getpid()) {
-		t.Errorf("this process has SIGKILL pending:\n%s", procStatus(os.Getpid()))
+		t.Error("this process has SIGKILL pending")
+	}
+	if v, ok := StatusField(os.Getpid(), "Pid"); !ok || v != strconv.Itoa(os.Getpid()) {
+		t.Errorf("StatusField(self, Pid) = %q, %v", v, ok)
+	}
+	if _, ok := StatusField(os.Getpid(), "NoSuchField"); ok {
+		t.Error("StatusField found a field that is not there")
 	}
 }
 
@@ -35,7 +43,7 @@ func TestRunning(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	p, ok := ProcOf(cmd.Process.Pid)
 	if !ok || !Running(p) {
-		t.Fatalf("sleep %d does not run: %s", cmd.Process.Pid, procStatus(cmd.Process.Pid))
+		t.Fatalf("sleep %d does not run: %+v", cmd.Process.Pid, proc.Describe(cmd.Process.Pid))
 	}
 	if Running(Proc{Pid: p.Pid, Start: p.Start + 1}) {
 		t.Error("a process with another start time counts as running")
@@ -45,9 +53,4 @@ func TestRunning(t *testing.T) {
 	if Running(p) {
 		t.Error("a reaped process counts as running")
 	}
-}
-
-func procStatus(pid int) string {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	return string(b)
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -164,17 +164,7 @@ func traceToExit(pid int) (unix.WaitStatus, int64, error) {
 // vmHWM returns the peak resident memory of the process of thread tid, from /proc/<tid>/status, in
 // bytes; 0 if unreadable.
 func vmHWM(tid int) int64 {
-	f, err := os.Open("/proc/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	v, _ := testutil.StatusField(tid, "VmHWM")
+	kb, _ := strconv.ParseInt(strings.TrimSuffix(v, " kB"), 10, 64)
+	return kb << 10
 }
