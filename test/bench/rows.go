@@ -160,6 +160,10 @@ var rows = func() []row {
 	g, m = ratioAtMost(1.15) // issue 23
 	add(row{bench: "BenchmarkChurn/clients=1", what: "session start + first call + close, http (one client: churn's time per session)",
 		figure: "reaper-session-ms", base: "lean-session-ms", unit: "ms", baseline: lean}, g, m)
+	info(row{bench: "BenchmarkChurn/clients=1", what: "… its CPU (reaper's guard, server, the session's init and its task; lean's server and task)",
+		figure: "reaper-cpu-ms/session", base: "lean-cpu-ms/session", unit: "ms", baseline: lean})
+	info(row{bench: "BenchmarkChurn/clients=1", what: "… of which the servers' own (reaper's guard and server)",
+		figure: "reaper-server-cpu-ms/session", base: "lean-server-cpu-ms/session", unit: "ms", baseline: lean})
 	for _, n := range []string{"4", "16"} {
 		info(row{bench: "BenchmarkChurn/clients=" + n, what: "sessions per second under churn, HTTP, " + n + " clients", figure: "reaper-sessions/s", base: "lean-sessions/s", unit: "/s", baseline: lean, inverse: true})
 	}

@@ -25,6 +25,18 @@ type httpTarget struct {
 	left func() int
 }
 
+// cpu returns the CPU time the target's processes have used so far, and that of the children they
+// have reaped: the tasks, and for reaper the inits of its sessions' PID namespaces with the tasks
+// those reaped. An init is counted once it has ended and been reaped (the one kept ready for the next
+// session, in the next run).
+func (t httpTarget) cpu(b *testing.B) (own, reaped time.Duration) {
+	for _, pid := range t.pids {
+		o, r := cpuTimes(b, pid)
+		own, reaped = own+o, reaped+r
+	}
+	return own, reaped
+}
+
 // reaperTarget starts reaper over HTTP. Its sessions are counted by their directories in its state
 // directory, which a session's teardown removes last, after its processes and its cgroup.
 func reaperTarget(b *testing.B) httpTarget {
@@ -276,7 +288,10 @@ func benchIdleSessions(b *testing.B, sessions int) {
 // each open a session, run one bash call (`echo hi`) and close it (DELETE), 100 sessions in all per
 // iteration; for reaper the iteration ends when the last session's teardown is done. ratio is of the
 // times. With one client, the time per session is an HTTP session's start, first call and close, one
-// after another, as a client lives it (session-ms).
+// after another, as a client lives it (session-ms), and the CPU a session costs is reported: the
+// servers' own (reaper's guard and server; server-cpu-ms/session) and, in cpu-ms/session, with what
+// they reaped added (the tasks, and reaper's PID namespace inits; see httpTarget.cpu), in ticks of
+// 10 ms over 100 sessions a run.
 //
 //	go test -run '^$' -bench BenchmarkChurn -benchtime 10x ./test/e2e
 func BenchmarkChurn(b *testing.B) {
@@ -288,9 +303,16 @@ func BenchmarkChurn(b *testing.B) {
 
 func benchChurn(b *testing.B, workers int) {
 	const sessions = 100
-	churn := func(t httpTarget) func() time.Duration {
+	var cpu [2]struct{ own, reaped time.Duration } // lean's, reaper's: over the measured iterations
+	churn := func(t httpTarget, c *struct{ own, reaped time.Duration }) func() time.Duration {
 		client := benchClient(workers)
 		return func() time.Duration {
+			own, reaped := t.cpu(b)
+			defer func() {
+				own2, reaped2 := t.cpu(b)
+				c.own += own2 - own
+				c.reaped += reaped2 - reaped
+			}()
 			start := time.Now()
 			err := parallel(sessions, workers, func(int) error {
 				ss, err := openSessions(t.url, client, 1, 1)
@@ -304,10 +326,18 @@ func benchChurn(b *testing.B, workers int) {
 			return time.Since(start)
 		}
 	}
-	lean, reaper := churn(leanTarget(b)), churn(reaperTarget(b))
+	lean, reaper := churn(leanTarget(b), &cpu[0]), churn(reaperTarget(b), &cpu[1])
 	lean()
 	reaper()
+	cpu = [2]struct{ own, reaped time.Duration }{} // the warm-up's
 	tl, tr := alternated(b, lean, reaper)
+	if workers == 1 {
+		per := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(sessions*b.N) }
+		b.ReportMetric(per(cpu[1].own+cpu[1].reaped), "reaper-cpu-ms/session")
+		b.ReportMetric(per(cpu[0].own+cpu[0].reaped), "lean-cpu-ms/session")
+		b.ReportMetric(per(cpu[1].own), "reaper-server-cpu-ms/session")
+		b.ReportMetric(per(cpu[0].own), "lean-server-cpu-ms/session")
+	}
 	rate := func(d time.Duration) float64 { return float64(sessions*b.N) / d.Seconds() }
 	b.ReportMetric(rate(tr), "reaper-sessions/s")
 	b.ReportMetric(rate(tl), "lean-sessions/s")

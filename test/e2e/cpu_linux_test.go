@@ -17,15 +17,25 @@ const clockTicks = 100
 
 // cpuTime returns the CPU time pid has used so far (utime + stime).
 func cpuTime(t testing.TB, pid int) time.Duration {
+	own, _ := cpuTimes(t, pid)
+	return own
+}
+
+// cpuTimes returns the CPU time pid has used so far (utime + stime), and that of its children it
+// has waited for, with theirs in turn (cutime + cstime).
+func cpuTimes(t testing.TB, pid int) (own, reaped time.Duration) {
 	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:])) // f[0] is field 3
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / clockTicks
+	var v [4]int64                                                 // utime, stime, cutime, cstime: fields 14 to 17
+	for i := range v {
+		v[i], _ = strconv.ParseInt(f[11+i], 10, 64)
+	}
+	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / clockTicks }
+	return tick(v[0] + v[1]), tick(v[2] + v[3])
 }
 
 // TestLeftoverWriterCostsLittle: a finished foreground command left `yes` writing into its output
