@@ -154,22 +154,30 @@ func rssKiB(b testing.TB, pids []int) int {
 // the inits share the binary's with the server.
 func initsPss(pids []int) int {
 	total := 0
-	for _, pid := range pids {
-		for _, c := range childrenOf(pid) {
-			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/cmdline")
-			if !strings.Contains(string(cmdline), "\x00--pidns-init") {
-				continue
-			}
-			b, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/smaps_rollup")
-			for line := range strings.Lines(string(b)) {
-				if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
-					n, _ := strconv.Atoi(f[1])
-					total += n
-				}
+	for _, c := range initsOf(pids) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/smaps_rollup")
+		for line := range strings.Lines(string(b)) {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+				n, _ := strconv.Atoi(f[1])
+				total += n
 			}
 		}
 	}
 	return total
+}
+
+// initsOf returns the PID namespace inits among the children of pids.
+func initsOf(pids []int) []int {
+	var out []int
+	for _, pid := range pids {
+		for _, c := range childrenOf(pid) {
+			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/cmdline")
+			if strings.Contains(string(cmdline), "\x00--pidns-init") {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // threadsCPU returns the CPU time the processes' threads have used, from the nanosecond clock of
@@ -203,7 +211,9 @@ func threadsCPU(b testing.TB, pids []int) time.Duration {
 // their namespaces empty for 10 s), the CPU the server uses while they sit
 // idle for ten seconds, from five seconds after the last was opened (ms of CPU per second; by then
 // the work the burst left is done: reaper serve collects and returns memory to the kernel within two
-// 2 s periods after a burst, and that is not idle cost), and the time
+// 2 s periods after a burst, and that is not idle cost; for reaper the window holds the inits' idle
+// exits, which the server reaps), the same for ten more seconds once every init has exited
+// (steady-idle-cpu-ms/s: what idle sessions cost for as long as they last), and the time
 // from the clients' DELETEs to the end of the
 // last session (for reaper, its state directory is gone: its processes are dead and its cgroup
 // removed). open-ms is the time to open them, 16 at a time.
@@ -219,7 +229,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 func benchIdleSessions(b *testing.B, sessions int) {
 	const settle, window = 5 * time.Second, 10 * time.Second
 	type figures struct {
-		kib, init, cpu, end, open float64
+		kib, init, cpu, steady, end, open float64
 	}
 	measure := func(t httpTarget) figures {
 		client := benchClient(64)
@@ -241,17 +251,26 @@ func benchIdleSessions(b *testing.B, sessions int) {
 		cpu0 := threadsCPU(b, t.pids)
 		time.Sleep(window)
 		cpu := threadsCPU(b, t.pids) - cpu0
+		for deadline := time.Now().Add(time.Minute); len(initsOf(t.pids)) > 0; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("inits still there a minute after the idle window: %v", initsOf(t.pids))
+			}
+		}
+		cpu0 = threadsCPU(b, t.pids)
+		time.Sleep(window)
+		steady := threadsCPU(b, t.pids) - cpu0
 		after := rssKiB(b, t.pids)
 		start = time.Now()
 		closeSessions(ss, 64)
 		awaitEnded(b, t)
 		end := time.Since(start)
 		return figures{
-			kib:  float64(after-before) / float64(sessions),
-			init: float64(inits) / float64(sessions),
-			cpu:  float64(cpu) / 1e6 / window.Seconds(),
-			end:  float64(end.Milliseconds()),
-			open: float64(open.Milliseconds()),
+			kib:    float64(after-before) / float64(sessions),
+			init:   float64(inits) / float64(sessions),
+			cpu:    float64(cpu) / 1e6 / window.Seconds(),
+			steady: float64(steady) / 1e6 / window.Seconds(),
+			end:    float64(end.Milliseconds()),
+			open:   float64(open.Milliseconds()),
 		}
 	}
 	var lean, reaper figures
@@ -259,6 +278,7 @@ func benchIdleSessions(b *testing.B, sessions int) {
 		sum.kib += f.kib
 		sum.init += f.init
 		sum.cpu += f.cpu
+		sum.steady += f.steady
 		sum.end += f.end
 		sum.open += f.open
 	}
@@ -278,6 +298,8 @@ func benchIdleSessions(b *testing.B, sessions int) {
 	b.ReportMetric(lean.kib/n, "lean-KiB/session")
 	b.ReportMetric(reaper.cpu/n, "reaper-idle-cpu-ms/s")
 	b.ReportMetric(lean.cpu/n, "lean-idle-cpu-ms/s")
+	b.ReportMetric(reaper.steady/n, "reaper-steady-idle-cpu-ms/s")
+	b.ReportMetric(lean.steady/n, "lean-steady-idle-cpu-ms/s")
 	b.ReportMetric(reaper.end/n, "reaper-end-ms")
 	b.ReportMetric(lean.end/n, "lean-end-ms")
 	b.ReportMetric(reaper.open/n, "reaper-open-ms")
