@@ -325,8 +325,9 @@ func BenchmarkChurn(b *testing.B) {
 
 func benchChurn(b *testing.B, workers int) {
 	const sessions = 100
-	var cpu [2]struct{ own, reaped time.Duration } // lean's, reaper's: over the measured iterations
-	churn := func(t httpTarget, c *struct{ own, reaped time.Duration }) func() time.Duration {
+	type cpuUse struct{ own, reaped time.Duration } // see httpTarget.cpu
+	var lc, rc cpuUse                               // lean's, reaper's: over the measured iterations
+	churn := func(t httpTarget, c *cpuUse) func() time.Duration {
 		client := benchClient(workers)
 		return func() time.Duration {
 			own, reaped := t.cpu(b)
@@ -348,17 +349,17 @@ func benchChurn(b *testing.B, workers int) {
 			return time.Since(start)
 		}
 	}
-	lean, reaper := churn(leanTarget(b), &cpu[0]), churn(reaperTarget(b), &cpu[1])
+	lean, reaper := churn(leanTarget(b), &lc), churn(reaperTarget(b), &rc)
 	lean()
 	reaper()
-	cpu = [2]struct{ own, reaped time.Duration }{} // the warm-up's
+	lc, rc = cpuUse{}, cpuUse{} // the warm-up's
 	tl, tr := alternated(b, lean, reaper)
 	if workers == 1 {
 		per := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(sessions*b.N) }
-		b.ReportMetric(per(cpu[1].own+cpu[1].reaped), "reaper-cpu-ms/session")
-		b.ReportMetric(per(cpu[0].own+cpu[0].reaped), "lean-cpu-ms/session")
-		b.ReportMetric(per(cpu[1].own), "reaper-server-cpu-ms/session")
-		b.ReportMetric(per(cpu[0].own), "lean-server-cpu-ms/session")
+		b.ReportMetric(per(rc.own+rc.reaped), "reaper-cpu-ms/session")
+		b.ReportMetric(per(lc.own+lc.reaped), "lean-cpu-ms/session")
+		b.ReportMetric(per(rc.own), "reaper-server-cpu-ms/session")
+		b.ReportMetric(per(lc.own), "lean-server-cpu-ms/session")
 	}
 	rate := func(d time.Duration) float64 { return float64(sessions*b.N) / d.Seconds() }
 	b.ReportMetric(rate(tr), "reaper-sessions/s")
