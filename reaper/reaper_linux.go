@@ -218,7 +218,7 @@ func (r *Reaper) undoNew() {
 	if r.nsProbe != nil {
 		r.pidNamespace() // the probe ends; its error, if any, is New's already
 	}
-	r.wg.Wait() // the record's rewrite with the probe's answer, before the state goes
+	r.wg.Wait()  // the record's rewrite with the probe's answer, before the state goes
 	r.endReady() // before the slice it is in is dropped
 	if r.nsThread != nil {
 		r.nsThread.Stop()
