@@ -18,7 +18,7 @@ import (
 // challenge (RFC 6750), with error="invalid_token" only when a bearer token was presented; and a
 // client with a good token still gets the streamed answers the challenge wrapper must not break.
 func TestUnauthorizedCarriesChallenge(t *testing.T) {
-	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir()})
+	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir(), StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

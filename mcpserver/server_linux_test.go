@@ -27,7 +27,7 @@ func connect(t testing.TB) (*Server, *mcp.ClientSession) {
 // connectWith is connect with opts for the Server (its Reaper is set here).
 func connectWith(t testing.TB, opts Options) (*Server, *mcp.ClientSession) {
 	t.Helper()
-	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir()})
+	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir(), StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestMillis(t *testing.T) {
 // serveHTTP runs a Server behind an httptest server, with a Reaper in process containment.
 func serveHTTP(t *testing.T) (*Server, string) {
 	t.Helper()
-	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir()})
+	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir(), StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

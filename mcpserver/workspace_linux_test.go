@@ -19,7 +19,7 @@ import (
 // httptest server with hopts, and returns it and its URL.
 func serveWith(t *testing.T, opts Options, hopts HTTPOptions) (*Server, string) {
 	t.Helper()
-	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir()})
+	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir(), StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func BenchmarkSpawnTrue(b *testing.B) {
 			}
 		}
 		plain += time.Since(start)
-		r, err := New(Options{Containment: ContainCgroup, Cgroup: benchRoot(b)})
+		r, err := New(Options{Containment: ContainCgroup, Cgroup: benchRoot(b), StateDir: b.TempDir()})
 		if err != nil {
 			b.Fatal(err)
 		}

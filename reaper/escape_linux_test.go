@@ -88,6 +88,12 @@ func threadFork() int {
 func runZoo(opts Options) (helperResult, error) {
 	var res helperResult
 	opts.Grace = new(300 * time.Millisecond)
+	state, err := os.MkdirTemp("", "reaper-zoo-state-") // never the host's state directory
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(state) // after the Close below
+	opts.StateDir = state
 	r, err := New(opts)
 	if err != nil {
 		return res, err

@@ -28,6 +28,10 @@ func newTestReaper(t testing.TB, mode Containment, opts Options) *Reaper {
 	if mode == ContainCgroup {
 		opts.Cgroup.Root = testutil.CgroupRoot(t)
 	}
+	if opts.StateDir == "" {
+		// Never the host's: a sweep there would end what a real instance left, which no test started.
+		opts.StateDir = t.TempDir()
+	}
 	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ func TestExplicitRootThatFailsIsAnError(t *testing.T) {
 	}
 	for what, root := range bad {
 		for _, mode := range []Containment{ContainAuto, ContainCgroup, ContainProcess} {
-			r, err := New(Options{Containment: mode, Cgroup: cgroup.Options{Root: root}})
+			r, err := New(Options{Containment: mode, Cgroup: cgroup.Options{Root: root}, StateDir: t.TempDir()})
 			if err == nil {
 				r.Close(context.Background())
 				t.Errorf("%s root %q under %v: New succeeded with %v", what, root, mode, r.Containment())
@@ -135,7 +135,7 @@ func TestCloseRemovesTheRootItMade(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		r, err := New(Options{Containment: ContainCgroup, Cgroup: cgroup.Options{Root: filepath.Join(root, "nested")}})
+		r, err := New(Options{Containment: ContainCgroup, Cgroup: cgroup.Options{Root: filepath.Join(root, "nested")}, StateDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}

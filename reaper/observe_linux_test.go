@@ -126,7 +126,7 @@ func TestLimitsWhereTheHostHasNoController(t *testing.T) {
 		}
 		return
 	}
-	_, err := New(Options{Containment: ContainCgroup, Cgroup: cgroup.Options{Root: root}, SessionLimits: limits})
+	_, err := New(Options{Containment: ContainCgroup, Cgroup: cgroup.Options{Root: root}, SessionLimits: limits, StateDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "memory controller") {
 		t.Fatalf("cgroup containment with a memory limit the host cannot apply: err = %v", err)
 	}
@@ -155,7 +155,7 @@ func TestLimitsWhereTheHostHasNoController(t *testing.T) {
 	run(t, s, "true")
 	s.Close(context.Background())
 
-	if _, err := New(Options{Containment: ContainProcess, SessionLimits: limits}); err == nil {
+	if _, err := New(Options{Containment: ContainProcess, SessionLimits: limits, StateDir: t.TempDir()}); err == nil {
 		t.Error("process containment accepted a memory limit")
 	}
 }

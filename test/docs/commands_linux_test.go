@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // mirrored names, for each command a user is told to run that this package does not run itself,
@@ -89,6 +92,7 @@ func checkCommand(t *testing.T, where, cmd string) {
 // under test, and checks what the example shows: the start of its stderr and, where a `$ echo $?`
 // follows, its exit status.
 func TestConsoleExamples(t *testing.T) {
+	testutil.RemoveIfNew(t, instance.DefaultStateDir()) // the examples run reaper with its defaults
 	ran := 0
 	for _, doc := range documents(t) {
 		for _, b := range blocks(t, doc) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 )
@@ -49,6 +50,7 @@ func TestQuickStart(t *testing.T) {
 	} else {
 		l.Close()
 	}
+	testutil.RemoveIfNew(t, instance.DefaultStateDir()) // the command runs reaper with its defaults
 	cmd := exec.Command("sh", "-c", serve)
 	cmd.Dir = repo
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
