@@ -90,7 +90,7 @@ func (r *Reaper) startPIDNamespace() error {
 		return err
 	}
 	opts := r.initOptions(nil)
-	opts.UserNS = r.opts.User == nil
+	opts.NoUserNS = r.opts.User != nil
 	go func() {
 		// The result channel is its only output, and pidNamespace (which Close and undoNew call)
 		// always receives it: this goroutine's owner waits for it there.

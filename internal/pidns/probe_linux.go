@@ -18,7 +18,8 @@ type Mode struct {
 
 // Probe starts an init as Start would (opts.UserNS and opts.Cgroup are ignored) and ends it again, to
 // learn whether PID namespaces can be made here and how: first directly (root, or CAP_SYS_ADMIN), and
-// where that is refused, through an unprivileged user namespace. The error says why neither works:
+// where that is refused, through an unprivileged user namespace, unless opts.NoUserNS. The error says
+// why neither works:
 // refused without CAP_SYS_ADMIN (EPERM), by a seccomp profile such as container runtimes' default one
 // (EPERM or ENOSYS), or user namespaces disabled (ENOSPC when user.max_user_namespaces is 0, EPERM
 // where the distribution restricts them).
@@ -53,6 +54,9 @@ func probeKeep(opts Options) (Mode, *Init, error) {
 	in, direct := Start(opts)
 	if direct == nil {
 		return mode(in, opts), in, nil
+	}
+	if opts.NoUserNS {
+		return Mode{}, nil, fmt.Errorf("creating PID and mount namespaces: %w; not through a user namespace, which would not map the tasks' user", cause(direct))
 	}
 	opts.UserNS = true
 	in, err := Start(opts)

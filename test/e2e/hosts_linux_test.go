@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,8 +27,38 @@ import (
 // "namespaces" refuses every namespace as container runtimes' default profiles do; "userns" answers
 // user namespaces with ENOSPC, as a host where they are disabled; "none"), becomes the user E2E_UID
 // (and group E2E_GID) if set, and then becomes E2E_BIN with the arguments in E2E_ARGS (separated by
-// spaces). The binary starts under the filter, as in such a container or on such a host.
+// spaces). The binary starts under the filter, as in such a container or on such a host. With
+// E2E_NO_SYS_ADMIN set it starts without CAP_SYS_ADMIN, even as root, as in a container that keeps
+// only some capabilities: dropped from the bounding and inheritable sets of the thread that executes
+// it.
 func seccompServe() int {
+	if os.Getenv("E2E_NO_SYS_ADMIN") != "" {
+		runtime.LockOSThread() // never unlocked: capabilities are per thread, and this one executes the binary
+		if err := dropSysAdmin(); err != nil {
+			fmt.Fprintln(os.Stderr, "dropping CAP_SYS_ADMIN:", err)
+			return 1
+		}
+	}
+	return seccompServeOn()
+}
+
+// dropSysAdmin removes CAP_SYS_ADMIN from this thread's bounding and inheritable sets: a program it
+// executes, root's included, does not get it.
+func dropSysAdmin() error {
+	if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_ADMIN, 0, 0, 0); err != nil {
+		return err
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	data[0].Inheritable &^= 1 << unix.CAP_SYS_ADMIN // CAP_SYS_ADMIN is 21: the first word
+	return unix.Capset(&hdr, &data[0])
+}
+
+// seccompServeOn is seccompServe, on the thread that executes the binary.
+func seccompServeOn() int {
 	var err error
 	switch os.Getenv("E2E_SECCOMP") {
 	case "":

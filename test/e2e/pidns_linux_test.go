@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -19,7 +20,10 @@ import (
 // user (no CAP_SYS_ADMIN; user namespaces allowed here), the same with user namespaces disabled (a
 // seccomp filter answering CLONE_NEWUSER with ENOSPC, what user.max_user_namespaces=0 gives, without
 // changing that machine-wide setting), and root under a seccomp profile that refuses every namespace,
-// as Docker's default does without CAP_SYS_ADMIN; and an unprivileged user whose /proc has a path
+// as Docker's default does without CAP_SYS_ADMIN; root without CAP_SYS_ADMIN running tasks as another
+// user (--user), as in a container that keeps only the capabilities --user needs, where a user
+// namespace could be made but would not map the tasks' user (switching to it there fails: every
+// command would); and an unprivileged user whose /proc has a path
 // masked by a mount over it, as a container's has (/proc/kcore, /proc/timer_list and others), where
 // the kernel refuses the init a /proc of its own: auto then goes without, since tasks would see pids
 // that are not theirs, and on uses the namespace anyway and says so.
@@ -33,22 +37,28 @@ func TestPIDNamespaceFallbacks(t *testing.T) {
 		want          string // the start line's pid_namespace
 		own           bool   // the shell's pid is its own namespace's
 		rootOwner     string // the owner of / as a task sees it: nobody where root is not mapped
+		tasksAs       bool   // reaper runs as root without CAP_SYS_ADMIN, its tasks as tu (--user)
 	}{
-		{"unprivileged user", "none", true, false, "", `pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace)"`, true, "65534"},
+		{"unprivileged user", "none", true, false, "", `pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace)"`, true, "65534", false},
 		{"unprivileged user, user namespaces disabled", "userns", true, false, "",
-			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: no space left on device)"`, false, "0"},
+			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: no space left on device)"`, false, "0", false},
 		{"root under a container runtime's seccomp profile", "namespaces", false, false, "",
-			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: operation not permitted)"`, false, "0"},
+			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: operation not permitted)"`, false, "0", false},
+		{"root without CAP_SYS_ADMIN, tasks as another user", "none", false, false, fmt.Sprintf(" --user %d:%d", tu.Uid, tu.Gid),
+			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; not through a user namespace, which would not map the tasks' user)"`, false, "0", true},
 		{"unprivileged user, /proc masked as in a container", "none", true, true, "",
-			`pid_namespace="off (a PID namespace could be made but not a /proc of its own (mounting /proc: operation not permitted); --pid-namespace=on uses it anyway)"`, false, "0"},
+			`pid_namespace="off (a PID namespace could be made but not a /proc of its own (mounting /proc: operation not permitted); --pid-namespace=on uses it anyway)"`, false, "0", false},
 		{"unprivileged user, /proc masked, on", "none", true, true, " --pid-namespace on",
-			`pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace; /proc not remounted, tasks' ps shows the host's processes: mounting /proc: operation not permitted)"`, true, "65534"},
+			`pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace; /proc not remounted, tasks' ps shows the host's processes: mounting /proc: operation not permitted)"`, true, "65534", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := fallbackHelper(t, tu, c.user, c.seccomp, "serve --containment process"+c.args)
 			if c.masked {
 				maskProc(t, cmd)
+			}
+			if c.tasksAs {
+				cmd.Env = append(cmd.Env, "E2E_NO_SYS_ADMIN=1")
 			}
 			stderr := &testutil.Buffer{}
 			cmd.Stderr = stderr
@@ -58,7 +68,7 @@ func TestPIDNamespaceFallbacks(t *testing.T) {
 			}
 			r := bash(t, cs, "id -u; echo $$; stat -c %u /")
 			uid := "0"
-			if c.user {
+			if c.user || c.tasksAs {
 				uid = strconv.Itoa(tu.Uid)
 			}
 			f := strings.Fields(r.Output)
