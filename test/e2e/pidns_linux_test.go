@@ -23,10 +23,10 @@ import (
 // as Docker's default does without CAP_SYS_ADMIN; root without CAP_SYS_ADMIN running tasks as another
 // user (--user), as in a container that keeps only the capabilities --user needs, where a user
 // namespace could be made but would not map the tasks' user (switching to it there fails: every
-// command would); and an unprivileged user whose /proc has a path
-// masked by a mount over it, as a container's has (/proc/kcore, /proc/timer_list and others), where
-// the kernel refuses the init a /proc of its own: auto then goes without, since tasks would see pids
-// that are not theirs, and on uses the namespace anyway and says so.
+// command would); and an unprivileged user whose /proc has a path masked by a mount over it, as a
+// container's has (/proc/kcore, /proc/timer_list and others), where the kernel refuses the init a
+// /proc of its own: auto then goes without, since tasks would see pids that are not theirs, and on
+// uses the namespace anyway and says so.
 func TestPIDNamespaceFallbacks(t *testing.T) {
 	tu := testutil.User(t)
 	cases := []struct {
