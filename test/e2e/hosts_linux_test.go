@@ -168,7 +168,7 @@ func TestCgroupNamespaceShowingTheHostHierarchy(t *testing.T) {
 	if info.Mountpoint != "/sys/fs/cgroup" {
 		script = fmt.Sprintf(`mount --bind %s /sys/fs/cgroup && exec "$0" "$@"`, info.Mountpoint)
 	}
-	cmd := exec.Command("unshare", "--cgroup", "--mount", "--propagation", "private", "/bin/sh", "-c", script, bin, "serve")
+	cmd := exec.Command("unshare", "--cgroup", "--mount", "--propagation", "private", "/bin/sh", "-c", script, bin, "serve", "--state-dir", t.TempDir())
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(fd.Fd())}
 	stderr := &testutil.Buffer{}
 	cmd.Stderr = stderr
@@ -227,7 +227,7 @@ func TestExplicitCgroupRootThatFails(t *testing.T) {
 
 // TestLogsTheAddressAskedFor: --http 0.0.0.0:PORT is logged as such, not as the listener's [::].
 func TestLogsTheAddressAskedFor(t *testing.T) {
-	p := start(t, []string{"serve", "--http", "0.0.0.0:0", "--token", testutil.UniqueName("t-"), "--containment", "process"}, nil, nil)
+	p := start(t, append([]string{"serve", "--http", "0.0.0.0:0", "--token", testutil.UniqueName("t-")}, place(t, "process").args()...), nil, nil)
 	p.awaitServing(t)
 	if !regexp.MustCompile(`^http://0\.0\.0\.0:[1-9][0-9]*/mcp$`).MatchString(p.url) {
 		t.Errorf("the start-up line names %q, want http://0.0.0.0:PORT/mcp with the port reaper got:\n%s", p.url, p.stderr)
