@@ -80,6 +80,12 @@ func survivors(t testing.TB, file string, known []testutil.Proc) []testutil.Proc
 // doomedWait is how long survivors gives a process with SIGKILL pending to die.
 const doomedWait = 10 * time.Second
 
+// killedWait is how long a test waits for the processes of a session to die once it has killed
+// reaper or asked for the session's end: they take a few hundred milliseconds at most on an idle
+// machine (the tests log how long), but more than a second has been seen beside the race-built full
+// suite on two cores, and how fast is for the benchmarks to say, not a test.
+const killedWait = 10 * time.Second
+
 func containsPid(ps []testutil.Proc, pid int) bool {
 	for _, p := range ps {
 		if p.Pid == pid {
@@ -197,7 +203,8 @@ func TestStdioShutdownSequence(t *testing.T) {
 }
 
 // TestReaperKilled: whichever of reaper's two processes is SIGKILLed (the guard, whose pid clients
-// know, or the server, as an OOM kill would), every process of every session dies within a second,
+// know, or the server, as an OOM kill would), every process of every session dies (promptly: the
+// time is logged),
 // and the slices and state go, with no restart.
 func TestReaperKilled(t *testing.T) {
 	for _, mode := range []string{"cgroup", "process"} {
@@ -221,7 +228,7 @@ func TestReaperKilled(t *testing.T) {
 						pid = serverOf(t, guard)
 					}
 					syscall.Kill(pid, syscall.SIGKILL)
-					took := testutil.AwaitDead(t, ps, time.Second)
+					took := testutil.AwaitDead(t, ps, killedWait)
 					t.Logf("all dead %v after the %s was killed", took.Round(time.Millisecond), victim)
 					select {
 					case <-done:

@@ -298,7 +298,7 @@ func TestRunSignals(t *testing.T) {
 }
 
 // TestRunKilled: reaper run SIGKILLed in the middle of a job (its guard, the pid a CI runner knows,
-// or its server): the job's whole tree is dead within a second.
+// or its server): the job's whole tree dies (promptly: the time is logged).
 func TestRunKilled(t *testing.T) {
 	for _, mode := range []string{"cgroup", "process"} {
 		for _, victim := range []string{"guard", "server", "both"} {
@@ -329,7 +329,7 @@ func TestRunKilled(t *testing.T) {
 					syscall.Kill(server, syscall.SIGKILL)
 					syscall.Kill(guard, syscall.SIGKILL)
 				}
-				t.Logf("dead %v after killing %s", testutil.AwaitDead(t, ps, time.Second).Round(time.Millisecond), victim)
+				t.Logf("dead %v after killing %s", testutil.AwaitDead(t, ps, killedWait).Round(time.Millisecond), victim)
 				finishRun(t, cmd, stdout, stderr, start, 30*time.Second)
 				if left := marked(mark); len(left) > 0 {
 					t.Errorf("left running: %v", left)

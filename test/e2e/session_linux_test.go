@@ -297,7 +297,7 @@ func TestDeleteDuringLongCall(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent || took > time.Second {
 		t.Errorf("DELETE during a long call: %s after %v", resp.Status, took)
 	}
-	testutil.AwaitDead(t, ps, time.Second)
+	testutil.AwaitDead(t, ps, killedWait)
 	select {
 	case <-returned:
 	case <-time.After(10 * time.Second):

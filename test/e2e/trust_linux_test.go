@@ -686,7 +686,7 @@ func TestNoWaitATaskCanHold(t *testing.T) {
 				case <-time.After(3 * time.Second):
 					t.Errorf("reaper had not exited 3 s after a second signal\n%s", r.stderr)
 				}
-				testutil.AwaitDead(t, ps, time.Second)
+				testutil.AwaitDead(t, ps, killedWait)
 				<-r.done
 				assertNothingLeft(t, p)
 			})
