@@ -3,12 +3,10 @@ package reaper
 import (
 	"context"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/testutil"
 )
@@ -101,18 +99,11 @@ func descendants(t testing.TB) []proc.Stat {
 	}
 	out := d[:0]
 	for _, p := range d {
-		if !isInit(p.Pid) {
+		if !testutil.IsInit(p.Pid) {
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-// isInit reports whether pid is the init of a session's PID namespace.
-func isInit(pid int) bool {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	args := strings.Split(string(b), "\x00")
-	return pidns.IsInit(args)
 }
 
 // taskPids waits until a task has printed n lines and returns the pids among them.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/pidwire"
 	"github.com/cgreaper/reaper/internal/proc"
 )
 
@@ -41,8 +42,8 @@ func Running(p Proc) bool {
 // runs user code again), but on a busy machine it may wait to be scheduled to die after whatever
 // killed it is done. See killIn.
 func KillPending(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	return err == nil && killIn(string(b))
+	status, ok := readStatus(pid)
+	return ok && killIn(status)
 }
 
 // killIn reports whether status, as /proc/<pid>/status reads, has SIGKILL pending for the thread or
@@ -60,11 +61,23 @@ func killIn(status string) bool {
 // StatusField returns field name of /proc/<id>/status (id a process's or a thread's), its value
 // trimmed ("4096 kB" for VmHWM); ok is false if the process or the field is missing.
 func StatusField(id int, name string) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(id) + "/status")
-	if err != nil {
+	status, ok := readStatus(id)
+	if !ok {
 		return "", false
 	}
-	return statusField(string(b), name)
+	return statusField(status, name)
+}
+
+// readStatus returns /proc/<id>/status; ok is false once the process or thread is gone.
+func readStatus(id int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(id) + "/status")
+	return string(b), err == nil
+}
+
+// IsInit reports whether pid is the init of a reaper session's PID namespace, by its command line.
+func IsInit(pid int) bool {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return pidwire.IsInit(strings.Split(string(b), "\x00"))
 }
 
 // statusField returns field name of status, as /proc/<pid>/status reads, trimmed.

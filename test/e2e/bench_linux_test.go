@@ -105,12 +105,7 @@ func benchPair(b *testing.B, transport string, extra ...string) (reaper, lean se
 // withInits adds to reaper's processes the inits of its sessions' PID namespaces, which their first
 // calls started: what users run, and what its CPU and memory figures count, includes them.
 func withInits(s served) served {
-	server := s.pids[len(s.pids)-1]
-	for _, c := range childrenOf(server) {
-		if cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/cmdline"); strings.Contains(string(cmdline), "\x00--pidns-init") {
-			s.pids = append(s.pids, c)
-		}
-	}
+	s.pids = append(s.pids, initsOf(s.pids[len(s.pids)-1:])...)
 	return s
 }
 

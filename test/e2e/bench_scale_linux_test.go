@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/internal/mcptest"
+	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -171,8 +172,7 @@ func initsOf(pids []int) []int {
 	var out []int
 	for _, pid := range pids {
 		for _, c := range childrenOf(pid) {
-			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/cmdline")
-			if strings.Contains(string(cmdline), "\x00--pidns-init") {
+			if testutil.IsInit(c) {
 				out = append(out, c)
 			}
 		}

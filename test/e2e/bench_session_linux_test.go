@@ -120,12 +120,7 @@ func benchSessionStart(b *testing.B, ns string) {
 // map them, as the init shares the binary's with the server) of the init of a session's PID namespace
 // below guard, in KiB; ok is false where there is none (a lean server, or no namespace).
 func sessionInitMemory(guard int) (rss, pss int, ok bool) {
-	server := childOf(guard)
-	for _, c := range childrenOf(server) {
-		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(c) + "/cmdline")
-		if !strings.Contains(string(cmdline), "\x00--pidns-init") {
-			continue
-		}
+	for _, c := range initsOf([]int{childOf(guard)}) {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(c) + "/smaps_rollup")
 		if err != nil {
 			return 0, 0, false

@@ -398,8 +398,7 @@ func adoptedByReaper(pid, server int) bool {
 	if ppid == server {
 		return true
 	}
-	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/cmdline")
-	return parentOf(ppid) == server && strings.Contains(string(cmdline), "\x00--pidns-init")
+	return parentOf(ppid) == server && testutil.IsInit(ppid)
 }
 
 // parentOf returns pid's parent as /proc/<pid>/status names it, or 0.
