@@ -58,6 +58,7 @@ func TestExitStatuses(t *testing.T) {
 			// is when the job's end finds it, and a fork not yet exec'd is still "sh".
 			c := config(t, "sh", "-c", `sleep 1000 & until read c < /proc/$!/comm && [ "$c" = sleep ]; do :; done; echo $! > `+pidFile)
 			c.FailOnLeftovers = true
+			c.Timeout = time.Minute // the wait for the exec, bounded: a job stuck there ends timed out
 			return c
 		}, ExitLeftovers},
 	} {
