@@ -120,22 +120,23 @@ func benchSessionStart(b *testing.B, ns string) {
 // map them, as the init shares the binary's with the server) of the init of a session's PID namespace
 // below guard, in KiB; ok is false where there is none (a lean server, or no namespace).
 func sessionInitMemory(guard int) (rss, pss int, ok bool) {
-	for _, c := range initsOf([]int{childOf(guard)}) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(c) + "/smaps_rollup")
-		if err != nil {
-			return 0, 0, false
-		}
-		for line := range strings.Lines(string(b)) {
-			f := strings.Fields(line)
-			if len(f) >= 2 && f[0] == "Rss:" {
-				rss, _ = strconv.Atoi(f[1])
-			} else if len(f) >= 2 && f[0] == "Pss:" {
-				pss, _ = strconv.Atoi(f[1])
-			}
-		}
-		return rss, pss, true
+	inits := initsOf([]int{childOf(guard)})
+	if len(inits) == 0 {
+		return 0, 0, false
 	}
-	return 0, 0, false
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(inits[0]) + "/smaps_rollup")
+	if err != nil {
+		return 0, 0, false
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "Rss:" {
+			rss, _ = strconv.Atoi(f[1])
+		} else if len(f) >= 2 && f[0] == "Pss:" {
+			pss, _ = strconv.Atoi(f[1])
+		}
+	}
+	return rss, pss, true
 }
 
 // childrenOf returns pid's children, from every thread's children file; childOf the first of them.
