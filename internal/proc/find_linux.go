@@ -15,7 +15,8 @@ import (
 type Query struct {
 	// Self is the subreaper whose descendants are searched.
 	Self int
-	// Seeds are processes known to belong, pid -> start time; a start time of 0 matches any.
+	// Seeds are processes known to belong, with their descendants, whether below Self or not: pid ->
+	// start time; a start time of 0 matches any.
 	Seeds map[int]uint64
 	// Trusted are ids just listed in the scope's cgroup (cgroup.threads): members, whose stat is not
 	// even read, so that a cgroup of a thousand processes costs only its listing. They may be thread
@@ -80,8 +81,9 @@ func (w *Walker) scan(q Query) ([]Stat, error) {
 		member[procs[i].Pid] = true
 		stack = append(stack, kids[procs[i].Pid]...)
 	}
-	// Walk Self's subtree; a process is in the scope if it is a member, carries the marker, or
-	// descends from one that is.
+	// Walk Self's subtree, and the seeds' where they are not in it (as tree does: a process forked
+	// into a PID namespace is its forker's child, not the init's); a process is in the scope if it
+	// is a member, carries the marker, or descends from one that is.
 	type item struct {
 		i      int
 		inside bool
@@ -90,6 +92,11 @@ func (w *Walker) scan(q Query) ([]Stat, error) {
 	var walk []item
 	for _, i := range kids[q.Self] {
 		walk = append(walk, item{i, false})
+	}
+	for pid, start := range q.Seeds {
+		if i, ok := byPid[pid]; ok && pid != q.Self && (start == 0 || procs[i].Start == start) {
+			walk = append(walk, item{i, true})
+		}
 	}
 	for pid := range q.Trusted {
 		for _, i := range kids[pid] {

@@ -233,6 +233,8 @@ func TestFind(t *testing.T) {
 	}{
 		{"seed", Query{Self: self, Seeds: map[int]uint64{sh.Pid: sh.Start}}, all},
 		{"stale seed", Query{Self: self, Seeds: map[int]uint64{sh.Pid: sh.Start + 1}}, []int{}},
+		// A seed that is not below Self (a task forked into a PID namespace whose init is Self).
+		{"seed elsewhere", Query{Self: sh2.Pid, Seeds: map[int]uint64{sh.Pid: sh.Start}}, all},
 		{"trusted", Query{Self: self, Trusted: map[int]bool{sh.Pid: true}, Known: map[int]bool{sh.Pid: true}}, kids},
 		// The marked shell with both its children (one cleared the marker but descends from it), and
 		// the marked child of the other shell; not that shell, nor its other child.
