@@ -42,7 +42,7 @@ type Children struct {
 
 	// mu guards the fields that follow, and is held across each fork.
 	mu       sync.Mutex
-	waiting  map[int]chan<- Exit
+	waiting  map[int]waiter
 	orphans  int  // reaped processes nobody registered
 	stopping bool // Close was called: return at the next ECHILD or when wake is reaped
 	wake     int  // the pid Close started to wake the loop
@@ -53,7 +53,7 @@ func NewChildren() *Children {
 	c := &Children{
 		forked:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
-		waiting: make(map[int]chan<- Exit),
+		waiting: make(map[int]waiter),
 	}
 	go c.loop()
 	return c
@@ -64,6 +64,13 @@ func NewChildren() *Children {
 // returned the child cannot be reaped: fork may still read what it needs of the child in /proc (a
 // zombie's too), or tell its pid to someone before the exit can be reported.
 func (c *Children) Start(fork func() (int, error)) (int, <-chan Exit, error) {
+	return c.StartNotify(fork, nil)
+}
+
+// StartNotify is Start, and also calls notify, if set, with the child's exit, on the loop's
+// goroutine just before the channel receives it: notify must return quickly and never wait for
+// anything that waits for an exit.
+func (c *Children) StartNotify(fork func() (int, error), notify func(Exit)) (int, <-chan Exit, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pid, err := fork()
@@ -71,7 +78,7 @@ func (c *Children) Start(fork func() (int, error)) (int, <-chan Exit, error) {
 		return 0, nil, err
 	}
 	ch := make(chan Exit, 1)
-	c.waiting[pid] = ch
+	c.waiting[pid] = waiter{ch, notify}
 	select {
 	case c.forked <- struct{}{}:
 	default:
@@ -117,7 +124,7 @@ func (c *Children) reap() bool {
 		c.mu.Unlock()
 		return false
 	}
-	ch, ok := c.waiting[pid]
+	w, ok := c.waiting[pid]
 	delete(c.waiting, pid)
 	if !ok {
 		c.orphans++
@@ -125,9 +132,29 @@ func (c *Children) reap() bool {
 	stop := c.stopping && pid == c.wake
 	c.mu.Unlock()
 	if ok {
-		ch <- Exit{Pid: pid, Status: ws}
+		if w.notify != nil {
+			w.notify(Exit{Pid: pid, Status: ws})
+		}
+		w.ch <- Exit{Pid: pid, Status: ws}
 	}
 	return stop
+}
+
+// waiter is who a registered child's exit goes to.
+type waiter struct {
+	ch     chan<- Exit // buffered: receives the exit exactly once
+	notify func(Exit)  // called first, if set
+}
+
+// Wake makes the loop look for exited children again if it sleeps for want of any. It is for a
+// process that gets children it did not start through Start, whose arrival no fork announces: the
+// init of a PID namespace that adopts the orphans of processes another process started there calls
+// it on SIGCHLD.
+func (c *Children) Wake() {
+	select {
+	case c.forked <- struct{}{}:
+	default:
+	}
 }
 
 // Registered returns the pids of the live children started through Start.
