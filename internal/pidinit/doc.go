@@ -7,8 +7,8 @@
 // strings, no x/sys/unix): the init then runs after some twenty packages have initialised rather than
 // sixty, which a session's first command waits for.
 //
-// Lock order. spawnMu (held while a request is handled, and by the idle exit) comes before sendMu
-// (one message at a time) and before its reap.Children's lock (held across each fork).
+// Lock order. spawnMu (held while a request is handled, and while an exit is reported) comes before
+// sendMu (one message at a time) and before its reap.Children's lock (held across each fork).
 //
 // The package is Linux-only; elsewhere it is empty.
 package pidinit

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/cgreaper/reaper/internal/pidwire"
 	"github.com/cgreaper/reaper/internal/procstat"
@@ -46,12 +45,26 @@ func Main() int {
 	// Asking for a signal Go may deliver unasked is a round trip to the runtime's signal-mask thread
 	// (tens of microseconds each on a small VM): it runs while the init mounts /proc and says hello,
 	// and serve waits for it before it reads the first request, so no task starts before it is done.
+	//
+	// SIGCHLD wakes the child reaper's loop, which sleeps while the init has no child: orphans come to
+	// the init from processes it did not start (the server forks into the namespace, see
+	// pidns.Init.Fork), so no fork of its own says when to look. One wake after asking covers an
+	// orphan that exited before.
+	kids := reap.NewChildren()
 	asked := make(chan struct{})
 	go func() {
 		sigs := make(chan os.Signal, 16)
+		chld := make(chan os.Signal, 1)
 		signal.Notify(sigs, initSignals...)
+		signal.Notify(chld, syscall.SIGCHLD)
+		kids.Wake()
 		close(asked)
-		for range sigs {
+		for {
+			select {
+			case <-sigs:
+			case <-chld:
+				kids.Wake()
+			}
 		}
 	}()
 	c, err := pidwire.NewConn(pidwire.InitFD, "pidns")
@@ -61,14 +74,9 @@ func Main() int {
 	}
 	in := &initProc{conn: c, userNS: len(os.Args) > 2 && os.Args[2] == pidwire.ModeUserNS, hostProc: -1}
 	hello := in.setUp()
-	in.kids = reap.NewChildren()
+	in.kids = kids
 	if err := c.Send(pidwire.MsgHello, 0, hello, nil); err != nil {
 		return 0 // the server is gone already
-	}
-	if len(os.Args) > 3 {
-		if idle, err := time.ParseDuration(os.Args[3]); err == nil && idle > 0 {
-			go in.exitWhenIdle(idle)
-		}
 	}
 	<-asked
 	if err := in.serve(); !errors.Is(err, io.EOF) { // serve returns only with an error: EOF when the server went
@@ -86,7 +94,7 @@ type initProc struct {
 	procOK   bool // /proc is the namespace's own
 	kids     *reap.Children
 	sendMu   sync.Mutex // one message at a time on the socket
-	spawnMu  sync.Mutex // held while a request is handled, and by the idle exit
+	spawnMu  sync.Mutex // held while a request is handled, and while an exit is reported
 
 	// The threads tasks are forked from, started on first use: plain, and with no_new_privs for
 	// tasks with credentials. Only serve's goroutine uses them.
@@ -140,33 +148,6 @@ func (in *initProc) serve() error {
 		in.spawn(req)
 		in.spawnMu.Unlock()
 		pidwire.CloseAll(fds)
-	}
-}
-
-// exitWhenIdle ends the init once its namespace has been empty (the init has no child, not even a
-// zombie) for idle: an idle session then holds no process, and its next command starts a new init. It
-// says so first, under spawnMu, so that the server knows that whatever it asked and got no answer to
-// was not started, and may ask a new init.
-func (in *initProc) exitWhenIdle(idle time.Duration) {
-	tick := time.NewTicker(min(idle/4, time.Second))
-	defer tick.Stop()
-	busy := time.Now()
-	for range tick.C {
-		if reap.HasChildren() {
-			busy = time.Now()
-			continue
-		}
-		if time.Since(busy) < idle {
-			continue
-		}
-		in.spawnMu.Lock()
-		if reap.HasChildren() { // one was started meanwhile
-			in.spawnMu.Unlock()
-			busy = time.Now()
-			continue
-		}
-		in.reply(pidwire.MsgIdle, nil, -1)
-		os.Exit(0) // with spawnMu held: nothing more is started
 	}
 }
 

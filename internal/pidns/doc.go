@@ -6,13 +6,17 @@
 // The init is this program run again with [InitArg] as its first argument, in new PID and mount
 // namespaces (and a user namespace where that is how they can be made), with SIGKILL as its
 // parent-death signal. It makes the mounts it inherited slaves of the host's, mounts a /proc of its
-// namespace so that ps, top and kill inside see the namespace's processes, and then starts processes
-// when the server asks, over the socket it inherits as descriptor 3: the task's argv, environment,
-// directory, process group and terminal flags, credentials, and every descriptor it gets (passed with
-// SCM_RIGHTS, with the directory of the cgroup it is to be born in). It answers with the task's pid
-// as the server sees it, its start time and a pidfd of it, reports each task's exit, and reaps every
-// other process that ends up its child (the orphans of the namespace), silently. It exits when the
-// socket reaches its end: the server is gone.
+// namespace so that ps, top and kill inside see the namespace's processes, and reaps every process that
+// ends up its child (the orphans of the namespace), silently. It exits when the socket it inherits as
+// descriptor 3 reaches its end: the server is gone, or ended it (an idle one: see Options.Idle).
+//
+// Processes get into the namespace one of two ways. Where the server can enter the namespaces (they
+// were made without a user namespace), a thread of its own does, and forks them there ([Init.Fork],
+// see entry_linux.go): they are the server's children. Otherwise the init starts them when the server
+// asks ([Init.Spawn]), over the socket: the task's argv, environment, directory, process group and
+// terminal flags, credentials, and every descriptor it gets (passed with SCM_RIGHTS, with the
+// directory of the cgroup it is to be born in). It answers with the task's pid as the server sees it,
+// its start time and a pidfd of it, and reports each task's exit.
 //
 // A task cannot end its namespace by signalling its init, with one exception: signals 32 and 34,
 // which Go's runtime leaves at their default action in a program without cgo (glibc's SIGCANCEL and
@@ -27,8 +31,10 @@
 // it. The server bounds what it reads from the init all the same (a root task may ptrace its init).
 //
 // Lock order. Init.mu guards the Init's state and Init.sendMu one request's messages on the socket;
-// they are never held together, and neither is held while waiting for the init. The package takes no
-// lock of its callers'; a Reaper calls Init's methods with its Session.mu held.
+// they are never held together, and neither is held while waiting for the init. Fork holds neither
+// while it forks (the child reaper's lock is held then), and the child reaper reports an exit to the
+// Init (taking Init.mu) with its own lock released. The package takes no lock of its callers'; a
+// Reaper calls Init's methods with its Session.mu held.
 //
 // The package is Linux-only; elsewhere it is empty.
 package pidns

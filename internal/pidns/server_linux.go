@@ -50,7 +50,9 @@ type Options struct {
 	// DefaultTimeout.
 	Timeout time.Duration
 	// Idle, if positive, ends the init once its namespace has been empty that long (no process in it
-	// but the init): Spawn then fails with ErrIdle, and a new init can be started. Zero means never.
+	// but the init): Spawn and Fork then fail with ErrIdle, and a new init can be started. Zero means
+	// never. The server decides it (see idleCheck), not the init: only the server knows of the
+	// processes Fork starts, which are its children, not the init's.
 	Idle time.Duration
 }
 
@@ -65,6 +67,7 @@ type Init struct {
 	procOK  bool
 	note    string
 	inCg    bool             // born in Options.Cgroup
+	idle    time.Duration    // Options.Idle
 	exited  <-chan reap.Exit // the init's own exit, from the server's child reaper: read by the reader only
 	stop    chan struct{}    // closed by Close: the reader stops waiting for the init's exit
 	done    chan struct{}    // closed when the reader has returned; status is set before if ended
@@ -76,8 +79,11 @@ type Init struct {
 	pidfd  int // the init's, until Close; -1 after
 	next   uint64
 	calls  map[uint64]*call
-	idle   bool      // the init said it ends because its namespace was empty
 	empty  bool      // the last exit the init reported said its namespace was empty then
+	live   int       // processes Fork is starting or started that have not exited
+	forked bool      // Fork started a process since the init was last seen childless
+	forks  uint64    // processes Fork started, ever
+	quiet  time.Time // when the last request or process ended (or the init started): the idle clock
 	err    error     // set once the init takes no more requests
 	ended  bool      // the init's exit was seen
 	status reap.Exit // that exit
@@ -148,8 +154,8 @@ func Start(opts Options) (*Init, error) {
 		unix.Close(pair[1])
 		return nil, fmt.Errorf("start the init of a PID namespace: %w", err)
 	}
-	in := &Init{conn: c, timeout: opts.Timeout, pidfd: -1, stop: make(chan struct{}), done: make(chan struct{}),
-		calls: make(map[uint64]*call)}
+	in := &Init{conn: c, timeout: opts.Timeout, idle: max(opts.Idle, 0), pidfd: -1, stop: make(chan struct{}),
+		done: make(chan struct{}), calls: make(map[uint64]*call)}
 	err = in.fork(opts, pair[1])
 	unix.Close(pair[1])
 	if err != nil {
@@ -163,6 +169,9 @@ func Start(opts Options) (*Init, error) {
 		in.Close()
 		return nil, fmt.Errorf("start the init of a PID namespace (pid %d): %w", in.pid, err)
 	}
+	in.mu.Lock()
+	in.armLocked()
+	in.mu.Unlock()
 	go in.read()
 	return in, nil
 }
@@ -185,7 +194,7 @@ func (in *Init) fork(opts Options, end int) error {
 	if name == "" {
 		name = "reaper-init"
 	}
-	argv := []string{name, InitArg, pidwire.ModePlain, max(opts.Idle, 0).String()}
+	argv := []string{name, InitArg, pidwire.ModePlain}
 	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL, PidFD: &in.pidfd}
 	if opts.UserNS {
 		argv[2] = pidwire.ModeUserNS
@@ -315,11 +324,12 @@ func (in *Init) forget(id uint64) bool {
 		return false
 	}
 	delete(in.calls, id)
+	in.armLocked()
 	return true
 }
 
-// Registered returns the pids of the tasks whose exits have not been reported yet (those whose pid
-// is known).
+// Registered returns the pids of the tasks Spawn started whose exits have not been reported yet
+// (those whose pid is known); not those Fork started, which are the caller's children.
 func (in *Init) Registered() map[int]bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -362,14 +372,17 @@ func (in *Init) Kill() error {
 // Where no process was asked for, or every one has exited and the last exit the init reported said it
 // had no child left, the init has none: a new one comes only from a request (the init sends an exit
 // and handles a request one at a time). Otherwise Empty reads the init's threads' children in /proc.
+// A process Fork started is the server's child, not the init's: while one is alive, or being started,
+// the namespace is not empty; one Fork starts after Empty has looked is missed, so a caller holds
+// them off (a session being torn down starts nothing).
 func (in *Init) Empty() bool {
 	in.mu.Lock()
-	ended, closed, quiet := in.ended, in.pidfd < 0, in.quietLocked()
+	ended, closed, quiet, live := in.ended, in.pidfd < 0, in.quietLocked(), in.live
 	in.mu.Unlock()
 	switch {
 	case ended:
 		return true
-	case closed:
+	case closed, live > 0:
 		return false
 	case quiet:
 		return true
@@ -380,7 +393,8 @@ func (in *Init) Empty() bool {
 
 // Quiet reports whether the init has no process in its namespace but itself by what it has said:
 // no process was asked for, or every one has exited and the last exit it reported said it had no
-// child left (see Empty). It reads nothing, and is false where only a look in /proc could tell.
+// child left (see Empty); and Fork has started none since the init was last seen childless. It reads
+// nothing, and is false where only a look in /proc could tell.
 func (in *Init) Quiet() bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -388,7 +402,61 @@ func (in *Init) Quiet() bool {
 }
 
 // quietLocked is Quiet with in.mu held.
-func (in *Init) quietLocked() bool { return len(in.calls) == 0 && (in.next == 0 || in.empty) }
+func (in *Init) quietLocked() bool {
+	return len(in.calls) == 0 && in.live == 0 && !in.forked && (in.next == 0 || in.empty)
+}
+
+// busyLocked reports whether a process the server asked for may be alive: a request not answered,
+// a task whose exit has not come, a process Fork starts or started that has not exited.
+func (in *Init) busyLocked() bool { return len(in.calls) > 0 || in.live > 0 }
+
+// armLocked restarts the idle clock once the init is no longer busy: the reader looks again when
+// the idle period has passed (see idleCheck).
+func (in *Init) armLocked() {
+	if in.idle <= 0 || in.busyLocked() || in.err != nil {
+		return
+	}
+	in.quiet = time.Now()
+	in.conn.SetReadDeadline(in.quiet.Add(in.idle))
+}
+
+// idlePoll is how often an init that is not busy but whose namespace holds orphans is looked at again.
+const idlePoll = time.Second
+
+// idleCheck runs on the reader when the read deadline has passed. It ends the init if it is not busy,
+// has not been for the idle period, and its namespace holds nothing else: it refuses every request
+// from then on (under mu, which Spawn and Fork take to register theirs, so none is lost) and shuts the
+// socket down, at whose end the init exits. Otherwise it sets the next deadline: none while busy (the
+// end of the last process sets one), idlePoll while orphans are left, else the rest of the period.
+// Orphans are seen in the init's children (orphans of a namespace go to its init); while any is
+// left, the idle clock starts again.
+func (in *Init) idleCheck() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	now := time.Now()
+	if in.err != nil || in.busyLocked() {
+		// A read past its deadline fails before it looks at the socket: the deadline goes, so that
+		// the reader sees the next message or the end.
+		in.conn.SetReadDeadline(time.Time{})
+		return
+	}
+	if !in.quietLocked() {
+		childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.pid, Start: in.start})
+		if !ok || !childless {
+			in.quiet = now
+			in.conn.SetReadDeadline(now.Add(min(idlePoll, in.idle)))
+			return
+		}
+		in.forked, in.empty = false, true
+	}
+	if rest := in.idle - now.Sub(in.quiet); rest > 0 {
+		in.conn.SetReadDeadline(now.Add(rest))
+		return
+	}
+	in.err = fmt.Errorf("%w (pid %d): %w", ErrEnded, in.pid, ErrIdle)
+	in.conn.SetReadDeadline(time.Time{})
+	in.conn.Shutdown()
+}
 
 // Wait waits until the init has ended (every process of its namespace is gone then: the kernel kills
 // them all, and waits for each to be reaped, before the init itself becomes a zombie), the deadline
@@ -440,6 +508,10 @@ func (in *Init) read() {
 	var err error
 	for err == nil {
 		typ, flags, payload, fds, rerr := in.conn.Recv(buf, 1)
+		if errors.Is(rerr, os.ErrDeadlineExceeded) {
+			in.idleCheck()
+			continue
+		}
 		if rerr != nil {
 			pidwire.CloseAll(fds)
 			err = rerr
@@ -458,9 +530,7 @@ func (in *Init) read() {
 	}
 	in.mu.Lock()
 	switch {
-	case in.err != nil: // closed
-	case in.idle && errors.Is(err, io.EOF):
-		in.err = fmt.Errorf("%w (pid %d): %w", ErrEnded, in.pid, ErrIdle)
+	case in.err != nil: // closed, or ended idle
 	case errors.Is(err, io.EOF):
 		in.err = fmt.Errorf("%w (pid %d)", ErrEnded, in.pid)
 	default:
@@ -507,15 +577,8 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		if c, ok := in.calls[id]; ok && !c.spawned {
 			c.reply <- reply{err: &SpawnError{Errno: errno, Msg: msg}}
 			delete(in.calls, id)
+			in.armLocked()
 		}
-		in.mu.Unlock()
-	case pidwire.MsgIdle:
-		if err := cmpErr(d.End("idle"), lenErr(fds)); err != nil {
-			pidwire.CloseAll(fds)
-			return err
-		}
-		in.mu.Lock()
-		in.idle = true
 		in.mu.Unlock()
 	case pidwire.MsgExit:
 		id, status, flags := d.U64("id"), syscall.WaitStatus(d.U32("status")), d.U32("flags")
@@ -528,6 +591,7 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		if c, ok := in.calls[id]; ok && c.spawned {
 			c.exit <- reap.Exit{Pid: c.pid, Status: status}
 			delete(in.calls, id)
+			in.armLocked()
 		}
 		in.mu.Unlock()
 	default:

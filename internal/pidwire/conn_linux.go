@@ -33,6 +33,9 @@ func NewConn(fd int, name string) (*Conn, error) {
 // Close closes the socket; a read or write waiting on it returns at once.
 func (c *Conn) Close() error { return c.f.Close() }
 
+// SyscallConn returns the socket's raw connection, for what Conn does not wrap.
+func (c *Conn) SyscallConn() syscall.RawConn { return c.rc }
+
 // SetReadDeadline sets the deadline of reads, as os.File's does; the zero time means none.
 func (c *Conn) SetReadDeadline(t time.Time) error { return c.f.SetReadDeadline(t) }
 

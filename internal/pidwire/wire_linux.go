@@ -7,9 +7,9 @@ import (
 
 // How the server starts the init: this program again, with InitArg as its first argument, then its
 // mode (ModeUserNS: it runs in a user namespace of its own, where it was given CAP_SYS_ADMIN as an
-// ambient capability to mount /proc, which its tasks must not inherit; else ModePlain), then its idle
-// period (a duration; 0: none), with its end of the socket as descriptor InitFD. The program
-// dispatches on InitArg before it does anything else: cmd/reaper from its earliest package
+// ambient capability to mount /proc, which its tasks must not inherit; else ModePlain), with its end
+// of the socket as descriptor InitFD. The init never ends by itself while the server lives: the
+// server ends it (an idle one by shutting the socket down). The program dispatches on InitArg before it does anything else: cmd/reaper from its earliest package
 // initialisation (cmd/reaper/internal/nsinit), before the libraries the init never uses initialise.
 const (
 	InitArg    = "--pidns-init"
@@ -35,15 +35,12 @@ func IsInit(args []string) bool { return len(args) > 1 && args[1] == InitArg }
 //	                failed:  id u64, errno u32, message str
 //	                exit:    id u64, wait status u32, flags u32 (ExitEmpty: the init had no child left
 //	                         once it had reaped this one) (after the task's spawned, always)
-//	                idle:    (empty) the namespace has been empty for the idle period; the init exits
-//	                         now, and starts nothing of what it has not answered
 const (
 	MsgSpawn   = 1
 	MsgHello   = 2
 	MsgSpawned = 3
 	MsgFailed  = 4
 	MsgExit    = 5
-	MsgIdle    = 6
 
 	FlagMore = 1 // another chunk of the same request follows
 
