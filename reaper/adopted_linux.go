@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/internal/kill"
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"golang.org/x/sys/unix"
 )
@@ -58,6 +59,9 @@ func (r *Reaper) watchAdopted(stop <-chan struct{}) {
 type adopter struct {
 	pid        int
 	registered map[int]bool
+	init       *pidns.Init // if the adopter is a session's init
+	forks      uint64      // its forks when it was listed calm (see pidns.Init.Calm); calm is false otherwise
+	calm       bool
 }
 
 // adopters are the Reaper and, in cgroup containment, the init of every session's PID namespace:
@@ -91,7 +95,8 @@ func (r *Reaper) adopters(ending *Session) []adopter {
 		if s == ending || in == nil || in.Err() != nil || in.Quiet() {
 			continue
 		}
-		out = append(out, adopter{pid: in.Pid(), registered: in.Registered()})
+		forks, calm := in.Calm()
+		out = append(out, adopter{pid: in.Pid(), registered: in.Registered(), init: in, forks: forks, calm: calm})
 	}
 	return out
 }
@@ -149,14 +154,23 @@ func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Tim
 		"when", when, "count", len(killed), "processes", killed)
 }
 
-// adopted returns the live children of a that it did not start.
+// adopted returns the live children of a that it did not start. An init found without a child
+// while calm is told so (pidns.Init.SawChildless): the next looks skip it until it forks again.
 func adopted(w *proc.Walker, a adopter) []proc.Stat {
 	self, ok := w.Stat(a.pid)
 	if !ok {
 		return nil
 	}
+	children := w.Children(self)
+	if len(children) == 0 && a.calm && a.init != nil {
+		// Told only on a reading that cannot be wrong (every thread's file read, still the init):
+		// a Quiet init's orphans would be left to its idle end.
+		if childless, ok := w.Childless(self); ok && childless {
+			a.init.SawChildless(a.forks)
+		}
+	}
 	var out []proc.Stat
-	for _, pid := range w.Children(self) {
+	for _, pid := range children {
 		if a.registered[pid] {
 			continue
 		}

@@ -145,7 +145,8 @@ type Options struct {
 	// environment without its REAPER_* variables (which may hold secrets such as a token) and
 	// without NOTIFY_SOCKET (the service manager's socket, reaper's to use).
 	Env []string
-	// WorkDir is a new session's working directory. Empty means this process's.
+	// WorkDir is a new session's working directory, relative to this process's; empty means this
+	// process's.
 	WorkDir string
 	// StateDir is where the Reaper makes its state directory (reaper-<instance>, holding its
 	// sessions' records and a record of the instance that a later Reaper reads to sweep up after this

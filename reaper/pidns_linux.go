@@ -23,8 +23,11 @@ import (
 // dies, by whatever cause (the session's end kills it; the Reaper's death, even by SIGKILL, kills it
 // through the parent-death signal), the kernel kills every process in the namespace, and no process
 // can leave it: what reaper otherwise does only while it lives, the kernel then does without it. The
-// init starts every task of the session and reports its exit; outside, everything goes by the pids
-// the Reaper sees, as without namespaces.
+// Reaper forks every task of the session into the namespace itself, from its entry thread
+// (pidns.Init.Fork), where the probe found that it can enter the namespaces (they are made without a
+// user namespace, and their root is the Reaper's); the task is then its child, as without namespaces.
+// Otherwise the init starts every task and reports its exit. Outside, everything goes by the pids the
+// Reaper sees, as without namespaces.
 //
 // In cgroup containment the inits are born in a leaf of the Reaper's slice, "inits", beside the
 // sessions' slices: the kill of the Reaper's slice (its guard's, a sweep's) reaches them, and a
@@ -35,13 +38,15 @@ import (
 // session exists: the start-up probe's init serves the first session, and with Options.ReadyInit an
 // init is kept ready for each next one (see takeReady).
 //
-// An init whose namespace has been empty for initIdle (no process of the session left) exits, and the
-// session's next command starts a new one: an idle session then holds no process of reaper's. A
-// session's processes never notice: the namespace they were in was empty.
+// An init whose namespace has been empty for initIdle (no process of the session left) is ended by
+// the Reaper (pidns.Options.Idle), and the session's next command starts a new one: an idle session
+// then holds no process of reaper's. A session's processes never notice: the namespace they were in
+// was empty.
 //
 // Orphans of a session go to its init, not to the Reaper: the init is the walks' root (the Self of
 // their queries) for a session with a namespace, and the watch for escapees looks at the children of
-// every init too.
+// every init too. The tasks the Reaper forked are not below the init: the walks find them as seeds
+// (proc.Query.Seeds), as they always did.
 
 // PIDNamespaceInfo says whether sessions get PID namespaces, how, and why.
 type PIDNamespaceInfo struct {
@@ -102,6 +107,9 @@ func (r *Reaper) startPIDNamespace() error {
 		if opts.Cgroup != nil {
 			opts.Cgroup.Close()
 		}
+		if res.err == nil && !res.m.UserNS {
+			res.entry, res.entryErr = r.newEntry(res.ready)
+		}
 		r.nsProbe <- res
 	}()
 	// The probe's init is on the path of the first session's first command; the start-up goes on
@@ -141,9 +149,30 @@ func (r *Reaper) initsFD() *os.File {
 
 // nsProbeResult is what the start-up probe found.
 type nsProbeResult struct {
-	m     pidns.Mode
-	ready *pidns.Init // the init that answered, alive
-	err   error
+	m        pidns.Mode
+	ready    *pidns.Init // the init that answered, alive
+	err      error
+	entry    *pidns.Entry // the thread that forks tasks into the namespaces, where it can
+	entryErr error        // why there is none, if namespaces can be made
+}
+
+// newEntry starts the thread that forks tasks into the sessions' namespaces (see forkEntered), with
+// no_new_privs where tasks run as another user (as the Reaper's forker for them has), and checks with
+// in that it can enter an init's namespaces and see the same root there.
+func (r *Reaper) newEntry(in *pidns.Init) (*pidns.Entry, error) {
+	var setup func() error
+	if r.opts.User != nil {
+		setup = setNoNewPrivs
+	}
+	e, err := pidns.NewEntry(setup)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.CanEnter(e); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
 }
 
 // pidNamespace waits for the start-up probe and applies its answer, once; it returns the error that
@@ -161,6 +190,13 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 		return nil
 	}
 	m, ready, err := p.m, p.ready, p.err
+	if p.entry != nil {
+		defer func() {
+			if !r.info.PIDNamespace.On {
+				p.entry.Close()
+			}
+		}()
+	}
 	if err != nil {
 		r.nsThread.Stop()
 		r.nsThread = nil
@@ -184,6 +220,10 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 		return nil
 	}
 	r.info.PIDNamespace = PIDNamespaceInfo{On: true, UserNS: m.UserNS, Proc: m.Proc, Reason: m.Note}
+	r.entry = p.entry
+	if p.entryErr != nil {
+		r.log.Debug("the inits start every task: their namespaces cannot be entered", "error", p.entryErr)
+	}
 	r.recordPIDNamespace()
 	if r.root != nil && !ready.InCgroup() {
 		// In cgroup containment an init born outside would have to be moved into the inits' leaf,

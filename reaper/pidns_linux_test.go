@@ -67,6 +67,39 @@ func TestSessionsSeeThemselves(t *testing.T) {
 	}
 }
 
+// TestTasksForkedIntoNamespace: where the namespaces can be entered (made without a user namespace,
+// as root here), the Reaper forks each task into its session's namespace itself: the task is the
+// Reaper's child, its parent inside the namespace is 0, and the init has no child of it; a relative
+// working directory given to the session still works, though the forking thread's own is the
+// namespace's root.
+func TestTasksForkedIntoNamespace(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(filepath.Dir(dir))
+	r := nsReaper(t, ContainProcess, Options{})
+	if r.Containment().PIDNamespace.UserNS {
+		t.Skip("skipped: the namespaces are made through a user namespace here, which the Reaper cannot enter: the init starts the tasks")
+	}
+	if r.entry == nil {
+		t.Fatal("namespaces made without a user namespace, but the Reaper has no entry thread")
+	}
+	s := newTestSession(t, r, SessionOptions{WorkDir: filepath.Base(dir)})
+	if out := run(t, s, "echo $PPID $(pwd)").Output; strings.TrimSpace(out) != "0 "+dir {
+		t.Errorf("the task printed %q, want parent 0 and %s", out, dir)
+	}
+	ti, err := s.Start("echo $$; exec sleep 1000", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := taskPids(t, s, ti.ID, 1)[0]
+	if st, ok := proc.NewWalker().Stat(p.Pid); !ok || st.PPid != os.Getpid() {
+		t.Errorf("the task's parent is %d, want the Reaper %d", st.PPid, os.Getpid())
+	}
+	in := s.mustInit(t)
+	if childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.Pid(), Start: in.StartTime()}); !ok || !childless {
+		t.Errorf("the init has a child (read: %v): the tasks are the Reaper's", ok)
+	}
+}
+
 // mustInit returns the session's init, failing the test if it has none.
 func (s *Session) mustInit(t testing.TB) *pidns.Init {
 	t.Helper()

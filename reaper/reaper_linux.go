@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,7 @@ type Reaper struct {
 	policy    kill.Policy
 	forker    *reap.Forker               // with Options.User: the thread tasks are forked from (no_new_privs)
 	nsThread  *reap.Forker               // with PID namespaces: the thread inits are forked from (their parent-death signal)
+	entry     *pidns.Entry               // with PID namespaces, where they can be entered: the thread tasks are forked from
 	nsIdle    time.Duration              // how long an init lives on in an empty namespace: initIdle (tests shorten it)
 	ready     atomic.Pointer[pidns.Init] // an init started ahead, until a session takes it (see takeReady)
 	wantReady chan struct{}              // asks readyInits for an init (Options.ReadyInit)
@@ -139,10 +141,13 @@ func newReaper(opts Options) (*Reaper, error) {
 		return nil, err
 	}
 	r.dupCwd, r.bash = namesHighFDs(r.shell), shellName(r.shell) == "bash"
-	if r.workDir = opts.WorkDir; r.workDir == "" {
-		if r.workDir, err = os.Getwd(); err != nil {
-			return nil, fmt.Errorf("working directory: %w", err)
-		}
+	// Both absolute: a task forked into a session's PID namespace starts from the namespace's root
+	// (see pidns.Init.Fork), not from this process's working directory.
+	if r.shell, err = filepath.Abs(r.shell); err != nil {
+		return nil, fmt.Errorf("shell %s: %w", r.shell, err)
+	}
+	if r.workDir, err = filepath.Abs(opts.WorkDir); err != nil {
+		return nil, fmt.Errorf("working directory: %w", err)
 	}
 	if opts.User != nil {
 		r.env = userEnv(r.env, opts.User)
@@ -222,6 +227,9 @@ func (r *Reaper) undoNew() {
 	r.endReady() // before the slice it is in is dropped
 	if r.nsThread != nil {
 		r.nsThread.Stop()
+	}
+	if r.entry != nil {
+		r.entry.Close()
 	}
 	if r.kids != nil {
 		r.kids.Close(nil)
@@ -353,6 +361,8 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	dir := opts.WorkDir
 	if dir == "" {
 		dir = r.workDir
+	} else if abs, err := filepath.Abs(dir); err == nil { // absolute, as the Reaper's (see New)
+		dir = abs
 	}
 	r.mu.Lock()
 	closing := r.closing
@@ -430,6 +440,9 @@ func (r *Reaper) Close(ctx context.Context) error {
 	}
 	if r.nsThread != nil {
 		r.nsThread.Stop() // every init is dead: its thread's end kills nothing
+	}
+	if r.entry != nil {
+		r.entry.Close()
 	}
 	r.kids.Close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()

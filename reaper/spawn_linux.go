@@ -216,14 +216,15 @@ type spawned struct {
 // through cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command (or, for tasks
 // that run as Options.User, which may not join it, held until the Reaper has moved it: spawnHeld), and
 // the Reaper remembers to do so from then on. With Options.User the child runs as that user. With
-// spec.init, the session's init starts it in the session's PID namespace (see forkInit).
+// spec.init it starts in the session's PID namespace: forked there by the Reaper's entry thread
+// (pidns.Init.Fork) where the namespaces can be entered, else by the session's init (forkInit).
 func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 	if spec.init == nil {
 		r.direct.Store(true) // before the fork: its orphans come to the Reaper (see adopters)
 	}
 	if spec.leaf != nil && !r.noClone3.Load() {
 		sp, err := r.fork(spec, true)
-		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
+		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) || errors.Is(err, pidns.ErrEnter) {
 			return sp, err
 		}
 		if r.noClone3.CompareAndSwap(false, true) {
@@ -240,7 +241,7 @@ func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 }
 
 func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
-	if spec.init != nil {
+	if spec.init != nil && r.entry == nil {
 		return r.forkInit(spec, intoCgroup)
 	}
 	pidfd := -1
@@ -270,15 +271,26 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		attr.Files = append(attr.Files, uintptr(fd)) // -1: closed in the child
 	}
 	var start uint64
-	pid, exited, err := r.kids.Start(func() (int, error) {
-		pid, err := r.forkExec(spec.argv, attr)
-		if err == nil {
-			// The child cannot be reaped while the lock is held, so its pid is still its own.
-			st, _ := proc.NewWalker().Stat(pid)
-			start = st.Start
-		}
-		return pid, err
-	})
+	identify := func(pid int) {
+		// The child cannot be reaped while the lock is held, so its pid is still its own.
+		st, _ := proc.NewWalker().Stat(pid)
+		start = st.Start
+	}
+	var pid int
+	var exited <-chan reap.Exit
+	if spec.init != nil {
+		pid, exited, err = spec.init.Fork(r.entry, r.kids, func() (int, error) {
+			return syscall.ForkExec(spec.argv[0], spec.argv, attr)
+		}, identify)
+	} else {
+		pid, exited, err = r.kids.Start(func() (int, error) {
+			pid, err := r.forkExec(spec.argv, attr)
+			if err == nil {
+				identify(pid)
+			}
+			return pid, err
+		})
+	}
 	if err != nil {
 		return spawned{}, fmt.Errorf("start %s in %s: %w", spec.argv[0], spec.dir, err)
 	}

@@ -57,12 +57,15 @@ func userEnv(env []string, u *User) []string {
 // privileges, which the Reaper never needs; setuid() by the still-privileged child before it executes
 // the task is unaffected.
 func startUserForker() (*reap.Forker, error) {
-	return reap.StartForker(func() error {
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("set no_new_privs for tasks that run as another user: %w", err)
-		}
-		return nil
-	})
+	return reap.StartForker(setNoNewPrivs)
+}
+
+// setNoNewPrivs sets no_new_privs on the calling thread, which its children inherit.
+func setNoNewPrivs() error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("set no_new_privs for tasks that run as another user: %w", err)
+	}
+	return nil
 }
 
 // checkUser runs the shell as the user in the working directory, to fail at start rather than at
