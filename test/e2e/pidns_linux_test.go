@@ -38,18 +38,21 @@ func TestPIDNamespaceFallbacks(t *testing.T) {
 		own           bool   // the shell's pid is its own namespace's
 		rootOwner     string // the owner of / as a task sees it: nobody where root is not mapped
 		tasksAs       bool   // reaper runs as root without CAP_SYS_ADMIN, its tasks as tu (--user)
+		ppid          string // the shell's parent pid inside its namespace: 0 where reaper forked it there, 1 where the init did
 	}{
-		{"unprivileged user", "none", true, false, "", `pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace)"`, true, "65534", false},
+		{"root", "none", false, false, "", `pid_namespace="on (a PID namespace per session)"`, true, "0", false, "0"},
+		{"root, setns refused (the init starts the tasks)", "setns", false, false, "", `pid_namespace="on (a PID namespace per session)"`, true, "0", false, "1"},
+		{"unprivileged user", "none", true, false, "", `pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace)"`, true, "65534", false, "1"},
 		{"unprivileged user, user namespaces disabled", "userns", true, false, "",
-			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: no space left on device)"`, false, "0", false},
+			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: no space left on device)"`, false, "0", false, ""},
 		{"root under a container runtime's seccomp profile", "namespaces", false, false, "",
-			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: operation not permitted)"`, false, "0", false},
+			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: operation not permitted)"`, false, "0", false, ""},
 		{"root without CAP_SYS_ADMIN, tasks as another user", "none", false, false, fmt.Sprintf(" --user %d:%d", tu.Uid, tu.Gid),
-			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; not through a user namespace, which would not map the tasks' user)"`, false, "0", true},
+			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; not through a user namespace, which would not map the tasks' user)"`, false, "0", true, ""},
 		{"unprivileged user, /proc masked as in a container", "none", true, true, "",
-			`pid_namespace="off (a PID namespace could be made but not a /proc of its own (mounting /proc: operation not permitted); --pid-namespace=on uses it anyway)"`, false, "0", false},
+			`pid_namespace="off (a PID namespace could be made but not a /proc of its own (mounting /proc: operation not permitted); --pid-namespace=on uses it anyway)"`, false, "0", false, ""},
 		{"unprivileged user, /proc masked, on", "none", true, true, " --pid-namespace on",
-			`pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace; /proc not remounted, tasks' ps shows the host's processes: mounting /proc: operation not permitted)"`, true, "65534", false},
+			`pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace; /proc not remounted, tasks' ps shows the host's processes: mounting /proc: operation not permitted)"`, true, "65534", false, "1"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,14 +69,17 @@ func TestPIDNamespaceFallbacks(t *testing.T) {
 			if !stderr.Await(c.want) {
 				t.Fatalf("the start line does not say %s:\n%s", c.want, stderr)
 			}
-			r := bash(t, cs, "id -u; echo $$; stat -c %u /")
+			r := bash(t, cs, "id -u; echo $$; stat -c %u /; echo $PPID")
 			uid := "0"
 			if c.user || c.tasksAs {
 				uid = strconv.Itoa(tu.Uid)
 			}
 			f := strings.Fields(r.Output)
-			if len(f) != 3 || f[0] != uid || f[2] != c.rootOwner {
+			if len(f) != 4 || f[0] != uid || f[2] != c.rootOwner {
 				t.Fatalf("the task printed %q, want uid %s and / owned by %s", r.Output, uid, c.rootOwner)
+			}
+			if c.ppid != "" && f[3] != c.ppid {
+				t.Errorf("the shell's parent pid is %s, want %s", f[3], c.ppid)
 			}
 			if pid, _ := strconv.Atoi(f[1]); (pid < 100) != c.own {
 				t.Errorf("the shell's pid is %d, want one of its own namespace: %v", pid, c.own)
