@@ -100,6 +100,13 @@ func (r *Reaper) startPIDNamespace() error {
 		// The result channel is its only output, and pidNamespace (which Close and undoNew call)
 		// always receives it: this goroutine's owner waits for it there.
 		var res nsProbeResult
+		// The entry thread is made while the probe's init starts (its fork, exec and runtime's
+		// start), which the probe waits for: off the start-up's path.
+		entry := make(chan struct{})
+		go func() {
+			defer close(entry)
+			res.entry, res.entryErr = r.newEntry()
+		}()
 		if r.instance != nil {
 			opts.Cgroup = r.initsFD()
 		}
@@ -107,8 +114,12 @@ func (r *Reaper) startPIDNamespace() error {
 		if opts.Cgroup != nil {
 			opts.Cgroup.Close()
 		}
-		if res.err == nil && !res.m.UserNS {
-			res.entry, res.entryErr = r.newEntry(res.ready)
+		<-entry
+		if res.entry != nil && (res.err != nil || res.m.UserNS) {
+			// Nothing to enter, or namespaces owned by a user namespace, which a threaded process
+			// cannot enter: the inits start the tasks.
+			res.entry.Close()
+			res.entry, res.entryErr = nil, errors.New("the namespaces are made through a user namespace")
 		}
 		r.nsProbe <- res
 	}()
@@ -156,23 +167,14 @@ type nsProbeResult struct {
 	entryErr error        // why there is none, if namespaces can be made
 }
 
-// newEntry starts the thread that forks tasks into the sessions' namespaces (see forkEntered), with
-// no_new_privs where tasks run as another user (as the Reaper's forker for them has), and checks with
-// in that it can enter an init's namespaces and see the same root there.
-func (r *Reaper) newEntry(in *pidns.Init) (*pidns.Entry, error) {
+// newEntry starts the thread that forks tasks into the sessions' namespaces (pidns.Init.Fork), with
+// no_new_privs where tasks run as another user (as the Reaper's forker for them has).
+func (r *Reaper) newEntry() (*pidns.Entry, error) {
 	var setup func() error
 	if r.opts.User != nil {
 		setup = setNoNewPrivs
 	}
-	e, err := pidns.NewEntry(setup)
-	if err != nil {
-		return nil, err
-	}
-	if err := in.CanEnter(e); err != nil {
-		e.Close()
-		return nil, err
-	}
-	return e, nil
+	return pidns.NewEntry(setup)
 }
 
 // pidNamespace waits for the start-up probe and applies its answer, once; it returns the error that

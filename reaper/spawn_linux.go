@@ -241,7 +241,7 @@ func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 }
 
 func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
-	if spec.init != nil && r.entry == nil {
+	if spec.init != nil && (r.entry == nil || r.entryOff.Load()) {
 		return r.forkInit(spec, intoCgroup)
 	}
 	pidfd := -1
@@ -282,6 +282,14 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		pid, exited, err = spec.init.Fork(r.entry, r.kids, func() (int, error) {
 			return syscall.ForkExec(spec.argv[0], spec.argv, attr)
 		}, identify)
+		if errors.Is(err, pidns.ErrEnter) {
+			// The start-up's check entered a mount namespace, not a PID namespace through a pidfd:
+			// what refuses this refuses it for every session.
+			if r.entryOff.CompareAndSwap(false, true) {
+				r.log.Warn("the sessions' PID namespaces cannot be entered; their inits start the tasks from now on", "error", err)
+			}
+			return r.forkInit(spec, intoCgroup)
+		}
 	} else {
 		pid, exited, err = r.kids.Start(func() (int, error) {
 			pid, err := r.forkExec(spec.argv, attr)

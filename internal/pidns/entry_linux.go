@@ -30,12 +30,19 @@ type Entry struct {
 }
 
 // ErrEnter is wrapped by the error of a Fork that could not enter the init's namespaces, with the
-// errno of setns.
+// errno of setns, and by NewEntry's where entering cannot work here.
 var ErrEnter = errors.New("cannot enter the namespaces of the init")
 
 // NewEntry starts the thread, and runs setup on it first, if set (a flag its children inherit, such as
-// no_new_privs).
+// no_new_privs). It fails where the thread cannot enter a mount namespace (setns refused, say by a
+// seccomp profile), and where what it would fork would not see this process's root directory: where
+// the process is chrooted, the root of a mount namespace it enters is not the chroot. It checks both
+// by entering its own mount namespace, which resets the thread's root to that namespace's.
 func NewEntry(setup func() error) (*Entry, error) {
+	var ours unix.Stat_t
+	if err := unix.Stat("/", &ours); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: "/", Err: err}
+	}
 	e := &Entry{pid: -1, mnt: -1}
 	f, err := reap.StartForker(func() error {
 		if err := unix.Unshare(unix.CLONE_FS); err != nil {
@@ -47,6 +54,16 @@ func NewEntry(setup func() error) (*Entry, error) {
 		}
 		if e.mnt, err = unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
 			return &os.PathError{Op: "open", Path: "/proc/thread-self/ns/mnt", Err: err}
+		}
+		if err := unix.Setns(e.mnt, unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("%w: setns into its own mount namespace: %w", ErrEnter, err)
+		}
+		var root unix.Stat_t
+		if err := unix.Stat("/", &root); err != nil {
+			return &os.PathError{Op: "stat", Path: "/", Err: err}
+		}
+		if root.Dev != ours.Dev || root.Ino != ours.Ino {
+			return fmt.Errorf("%w: the mount namespace's root is not this process's (a chroot?)", ErrEnter)
 		}
 		if setup != nil {
 			return setup()
@@ -91,41 +108,8 @@ func (e *Entry) in(pidfd int, fn func()) error {
 	return err
 }
 
-// CanEnter reports whether e can fork into the init's namespaces, and that what it forks there sees
-// the same root directory as this process: not where the server runs chrooted (the mount namespace's
-// root is not the chroot), nor where the init was made through a user namespace.
-func (in *Init) CanEnter(e *Entry) error {
-	fd, err := in.pidfdDup()
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	var ours, theirs unix.Stat_t
-	if err := unix.Stat("/", &ours); err != nil {
-		return &os.PathError{Op: "stat", Path: "/", Err: err}
-	}
-	var serr error
-	if err := e.in(fd, func() { serr = unix.Stat("/", &theirs) }); err != nil {
-		return fmt.Errorf("%w (pid %d): %w", ErrEnter, in.pid, err)
-	}
-	switch {
-	case serr != nil:
-		return fmt.Errorf("stat / in the namespaces of the init (pid %d): %w", in.pid, serr)
-	case ours.Dev != theirs.Dev || ours.Ino != theirs.Ino:
-		return fmt.Errorf("the root directory in the namespaces of the init (pid %d) is not this process's (a chroot?)", in.pid)
-	}
-	return nil
-}
-
-// pidfdDup returns a duplicate of the init's pidfd, for a use that must not race with Close; it fails
-// with ErrEnded once the init takes no more requests.
-func (in *Init) pidfdDup() (int, error) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.pidfdDupLocked()
-}
-
-// pidfdDupLocked is pidfdDup with in.mu held.
+// pidfdDupLocked returns a duplicate of the init's pidfd, for a use that must not race with Close; it
+// fails with ErrEnded once the init takes no more requests. in.mu is held.
 func (in *Init) pidfdDupLocked() (int, error) {
 	if in.err != nil {
 		return -1, in.err

@@ -42,6 +42,7 @@ func TestPIDNamespaceFallbacks(t *testing.T) {
 	}{
 		{"root", "none", false, false, "", `pid_namespace="on (a PID namespace per session)"`, true, "0", false, "0"},
 		{"root, setns refused (the init starts the tasks)", "setns", false, false, "", `pid_namespace="on (a PID namespace per session)"`, true, "0", false, "1"},
+		{"root, setns into a PID namespace refused (found at the first command)", "setns-pid", false, false, "", `pid_namespace="on (a PID namespace per session)"`, true, "0", false, "1"},
 		{"unprivileged user", "none", true, false, "", `pid_namespace="on (a PID namespace per session, made through an unprivileged user namespace)"`, true, "65534", false, "1"},
 		{"unprivileged user, user namespaces disabled", "userns", true, false, "",
 			`pid_namespace="off (creating PID and mount namespaces: operation not permitted; through a user namespace: no space left on device)"`, false, "0", false, ""},
@@ -80,6 +81,9 @@ func TestPIDNamespaceFallbacks(t *testing.T) {
 			}
 			if c.ppid != "" && f[3] != c.ppid {
 				t.Errorf("the shell's parent pid is %s, want %s", f[3], c.ppid)
+			}
+			if c.seccomp == "setns-pid" && !stderr.Await("the sessions' PID namespaces cannot be entered; their inits start the tasks from now on") {
+				t.Errorf("no warning that the namespaces cannot be entered:\n%s", stderr)
 			}
 			if pid, _ := strconv.Atoi(f[1]); (pid < 100) != c.own {
 				t.Errorf("the shell's pid is %d, want one of its own namespace: %v", pid, c.own)
