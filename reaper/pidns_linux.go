@@ -222,7 +222,7 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 		return nil
 	}
 	r.info.PIDNamespace = PIDNamespaceInfo{On: true, UserNS: m.UserNS, Proc: m.Proc, Reason: m.Note}
-	r.entry = p.entry
+	r.entry, r.entryErr = p.entry, p.entryErr
 	if p.entryErr != nil {
 		r.log.Debug("the inits start every task: their namespaces cannot be entered", "error", p.entryErr)
 	}

@@ -48,6 +48,7 @@ type Reaper struct {
 	forker    *reap.Forker               // with Options.User: the thread tasks are forked from (no_new_privs)
 	nsThread  *reap.Forker               // with PID namespaces: the thread inits are forked from (their parent-death signal)
 	entry     *pidns.Entry               // with PID namespaces, where they can be entered: the thread tasks are forked from
+	entryErr  error                      // why there is no entry, with PID namespaces
 	entryOff  atomic.Bool                // entering a session's namespace failed once: the inits start the tasks
 	nsIdle    time.Duration              // how long an init lives on in an empty namespace: initIdle (tests shorten it)
 	ready     atomic.Pointer[pidns.Init] // an init started ahead, until a session takes it (see takeReady)
