@@ -104,6 +104,17 @@ func (h Handle) SignalGroup(sig unix.Signal) (bool, error) {
 	return false, fmt.Errorf("send %v to the process group of pid %d: %w", sig, h.Pid, err)
 }
 
+// Exited reports whether the process has exited (it is a zombie, or reaped), as its pidfd tells at
+// once: it becomes readable when the process exits. Without a pidfd it cannot tell, and reports false.
+func (h Handle) Exited() bool {
+	if h.fd < 0 {
+		return false
+	}
+	p := []unix.PollFd{{Fd: int32(h.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(p, 0)
+	return err == nil && n > 0 && p[0].Revents&unix.POLLIN != 0
+}
+
 // Close releases the pidfd. It is safe to call on a handle without one.
 func (h Handle) Close() {
 	if h.fd >= 0 {

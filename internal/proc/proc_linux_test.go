@@ -166,6 +166,9 @@ func TestHandles(t *testing.T) {
 	if alive := w.WaitGone(context.Background(), hs, time.Now().Add(10*time.Millisecond)); len(alive) != 1 {
 		t.Fatalf("WaitGone before any signal = %v, want the process alive", alive)
 	}
+	if hs[0].Exited() {
+		t.Fatal("Exited reports a live process as exited")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if alive := w.WaitGone(ctx, hs, time.Now().Add(time.Hour)); len(alive) != 1 {
@@ -177,6 +180,12 @@ func TestHandles(t *testing.T) {
 	// A pidfd becomes readable when its process exits: a zombie counts, nobody need reap it first.
 	if alive := w.WaitGone(context.Background(), hs, time.Now().Add(30*time.Second)); len(alive) != 0 {
 		t.Fatalf("the killed process is still alive: %v", alive)
+	}
+	if !hs[0].Exited() {
+		t.Error("Exited reports a killed process, seen gone, as alive")
+	}
+	if (Handle{Stat: st, fd: -1}).Exited() {
+		t.Error("Exited without a pidfd claims to know")
 	}
 	// Signalling a process that is gone is not an error.
 	if err := hs[0].Signal(unix.SIGKILL); err != nil {
