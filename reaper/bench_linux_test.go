@@ -16,6 +16,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/shell"
 	"github.com/cgreaper/reaper/internal/testutil"
 )
 
@@ -27,7 +28,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkSpawnTrue -benchtime 1000x ./reaper
 func BenchmarkSpawnTrue(b *testing.B) {
-	shell, err := findShell("")
+	shell, err := shell.Find("")
 	if err != nil {
 		b.Fatal(err)
 	}

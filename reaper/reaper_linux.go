@@ -19,6 +19,7 @@ import (
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
+	"github.com/cgreaper/reaper/internal/shell"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,8 +34,8 @@ type Reaper struct {
 	kids      *reap.Children
 	devnull   *os.File
 	shell     string
-	dupCwd    bool // the shell names cwdFD itself (see shellScript)
-	bash      bool // the shell is bash (see shellScript)
+	dupCwd    bool // the shell names shell.CwdFD itself (see shell.Script)
+	bash      bool // the shell is bash (see shell.Script)
 	env       []string
 	workDir   string
 	info      ContainmentInfo
@@ -139,10 +140,10 @@ func newReaper(opts Options) (*Reaper, error) {
 		}
 	}()
 	var err error
-	if r.shell, err = findShell(opts.Shell); err != nil {
+	if r.shell, err = shell.Find(opts.Shell); err != nil {
 		return nil, err
 	}
-	r.dupCwd, r.bash = namesHighFDs(r.shell), shellName(r.shell) == "bash"
+	r.dupCwd, r.bash = shell.NamesHighFDs(r.shell), shell.Name(r.shell) == "bash"
 	// Both absolute: a task forked into a session's PID namespace starts from the namespace's root
 	// (see pidns.Init.Fork), not from this process's working directory.
 	if r.shell, err = filepath.Abs(r.shell); err != nil {

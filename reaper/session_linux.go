@@ -16,6 +16,7 @@ import (
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/safefs"
+	"github.com/cgreaper/reaper/internal/shell"
 	"github.com/cgreaper/reaper/internal/tty"
 )
 
@@ -214,7 +215,7 @@ func (s *Session) launchLocked(t *task, command string, l launch) (spawned, erro
 	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
 	sp, err := s.spawnLocked(spawnSpec{
-		argv:   []string{s.r.shell, "-c", shellScript(command, cwdW != nil, s.r.dupCwd, s.r.bash)},
+		argv:   []string{s.r.shell, "-c", shell.Script(command, cwdW != nil, s.r.dupCwd, s.r.bash)},
 		env:    env,
 		dir:    s.cwd,
 		stdin:  io.stdin,
@@ -402,7 +403,7 @@ func (s *Session) watch(t *task, sp spawned) {
 	// The shell's EXIT trap wrote its directory before it exited; a process it left may still hold
 	// the pipe, so it is read without waiting, and closed.
 	if t.cwd != nil && !t.isBackground() {
-		if dir, ok := readCwd(t.cwd); ok {
+		if dir, ok := shell.ReadCwd(t.cwd); ok {
 			s.mu.Lock()
 			s.cwd = dir
 			t.cwdNotice = s.checkCwdLocked() // the command may have removed its own directory

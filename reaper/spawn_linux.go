@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
+	"github.com/cgreaper/reaper/internal/shell"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,20 +21,6 @@ const (
 	EnvSession = instance.EnvSession
 	EnvTask    = instance.EnvTask
 )
-
-// findShell returns the shell commands run with: shell if set, else bash from PATH, else /bin/sh.
-func findShell(shell string) (string, error) {
-	if shell != "" {
-		return exec.LookPath(shell)
-	}
-	if p, err := exec.LookPath("bash"); err == nil {
-		return p, nil
-	}
-	if _, err := os.Stat("/bin/sh"); err != nil {
-		return "", errors.New("no shell: neither bash in PATH nor /bin/sh")
-	}
-	return "/bin/sh", nil
-}
 
 // baseEnv returns env, or this process's environment without REAPER_* variables (configuration,
 // possibly a token, and the markers of an outer reaper that ours replace) and without NOTIFY_SOCKET
@@ -53,87 +37,6 @@ func baseEnv(env []string) []string {
 		}
 	}
 	return out
-}
-
-// shellScript prefixes command, if cwd is set, with a trap that writes the shell's final working
-// directory, and a NUL, to the descriptor cwdFD when the shell exits, by whatever path: the end of
-// the script, `exit 3`, a failed `cd`, errexit (see cwd_linux.go). The prefix shares the command's
-// first line so that the shell's line numbers stay right. Nothing is written to the command's output,
-// so no marker can be confused with what the command prints, and a top-level `&` backgrounds only its
-// own part of the command. Subshells and background jobs do not inherit the trap. A command that is
-// killed leaves the directory unchanged.
-//
-// A shell that can name descriptors above 9 (bash, zsh, ksh, busybox ash: dup set) writes to the
-// descriptor itself, which is non-blocking: if the command's processes filled the pipe, the write
-// fails and the directory stays as it was, rather than hold the shell's exit. Others (dash, which is
-// often /bin/sh) open it again through /dev/fd, and that open blocks as any pipe does.
-//
-// With bash, two ways a command would lose its directory are covered, each only where the command's
-// text names it, so that other commands pay nothing: a command that replaces the shell (`exec
-// prog`) never runs the EXIT trap, so a DEBUG trap records the directory before each command whose
-// text holds "exec"; and a command that sets its own EXIT trap replaces reaper's, so `trap` becomes a
-// function that runs the builtin and then puts the recording in front of the EXIT trap, whatever it
-// is now, keeping $? for it (see trapWrapper). What still loses the directory: an exec or a trap the
-// text does not spell (eval "ex""ec prog", `command trap ...`, a sourced file), `set -T` with a DEBUG
-// trap of the command's own, and, with dash, any exec or EXIT trap: dash has no DEBUG trap and no
-// function may be named trap.
-func shellScript(command string, cwd, dup, bash bool) string {
-	if !cwd {
-		return command
-	}
-	target := ">&" + strconv.Itoa(cwdFD)
-	if !dup {
-		target = ">>/dev/fd/" + strconv.Itoa(cwdFD)
-	}
-	record := `{ pwd; printf "\0"; } 2>/dev/null ` + target
-	if !bash {
-		return `trap '` + record + `' EXIT; ` + command
-	}
-	var b strings.Builder
-	if strings.Contains(command, "exec") {
-		b.WriteString(`trap '[[ $BASH_COMMAND == *exec* ]] && ` + record + ` || :' DEBUG; `)
-	}
-	if strings.Contains(command, "trap") {
-		b.WriteString(trapWrapper(record))
-	} else {
-		b.WriteString(`trap '` + record + `' EXIT; `)
-	}
-	b.WriteString(command)
-	return b.String()
-}
-
-// trapWrapper defines __reaper_cwd, which records the directory and returns the status it was called
-// with, and a function trap that runs the builtin and then, in the shell itself (not a subshell, whose
-// directory is not the command's), makes the EXIT trap start with "__reaper_cwd && :", followed by
-// whatever the builtin left there. The && keeps errexit from ending the trap when the status is not
-// zero (a command in an && list other than the last is exempt), and $? is the exit status still when
-// the command's own handler starts. `trap -p EXIT` shows the recording in front of the handler.
-func trapWrapper(record string) string {
-	const call = `__reaper_cwd && :`
-	return `__reaper_cwd() { local s=$?; ` + record + `; return $s; }; ` +
-		`trap() { builtin trap "$@"; local r=$? t; [ "$BASHPID" = "$$" ] || return $r; t=$(builtin trap -p EXIT); ` +
-		`if [ -z "$t" ]; then builtin trap '` + call + `' EXIT; else eval "set -- $t"; ` +
-		`case $3 in '` + call + `'|'` + call + `; '*) ;; *) builtin trap -- "` + call + `; $3" EXIT;; esac; fi; return $r; }; ` +
-		`builtin trap '` + call + `' EXIT; `
-}
-
-// shellName returns the name of the program the path shell leads to.
-func shellName(shell string) string {
-	if real, err := filepath.EvalSymlinks(shell); err == nil {
-		shell = real
-	}
-	return filepath.Base(shell)
-}
-
-// namesHighFDs reports whether shell can name a descriptor above 9 in a redirection (>&97): bash,
-// zsh, the ksh family and busybox's ash can; dash cannot. Decided by the name of the program the
-// path leads to.
-func namesHighFDs(shell string) bool {
-	switch shellName(shell) {
-	case "bash", "rbash", "zsh", "ksh", "ksh93", "mksh", "busybox":
-		return true
-	}
-	return false
 }
 
 // checkCommand refuses commands that cannot be run as one shell argument.
@@ -167,17 +70,17 @@ type spawnSpec struct {
 	tty bool
 	// extra, if set, is the child's descriptor 3.
 	extra *os.File
-	// cwd, if set, is the child's descriptor cwdFD: the write end of the pipe its shell's EXIT trap
-	// writes its final working directory to (see shellScript).
+	// cwd, if set, is the child's descriptor shell.CwdFD: the write end of the pipe its shell's EXIT
+	// trap writes its final working directory to (see shell.Script).
 	cwd *os.File
 	// init, if set, is the init of the session's PID namespace, which starts the process there.
 	init *pidns.Init
 }
 
 // fds returns the child's descriptor table as this process's descriptors, from 0: stdin (/dev/null
-// if unset), stdout, stderr (stdout if unset), extra, and the cwd pipe at cwdFD, with -1 for the
+// if unset), stdout, stderr (stdout if unset), extra, and the cwd pipe at shell.CwdFD, with -1 for the
 // descriptors the child gets closed. The standard and extra ones are made blocking (Fd), as a
-// program expects its standard files; the cwd pipe is not (see shellScript).
+// program expects its standard files; the cwd pipe is not (see shell.Script).
 func (spec spawnSpec) fds(devnull *os.File) ([]int, error) {
 	stdin, stderr := spec.stdin, spec.stderr
 	if stdin == nil {
@@ -191,7 +94,7 @@ func (spec spawnSpec) fds(devnull *os.File) ([]int, error) {
 		fds = append(fds, int(spec.extra.Fd()))
 	}
 	if spec.cwd != nil {
-		for len(fds) < cwdFD {
+		for len(fds) < shell.CwdFD {
 			fds = append(fds, -1)
 		}
 		rc, err := spec.cwd.SyscallConn()

@@ -27,7 +27,7 @@ const module = "github.com/cgreaper/reaper"
 //	  internal/guard, ...         in another process); a task's terminal or input pipe; a guard's start
 //	                              of its server
 //	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text,
-//	                              the protocol with a PID namespace's init
+//	                              the protocol with a PID namespace's init, the scripts commands run in
 //	internal/procstat             /proc/<pid>/stat
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
@@ -41,7 +41,8 @@ var layers = [][]string{
 	{"internal/instance"},
 	{"internal/kill"},
 	{"internal/pidns", "internal/tty", "internal/admin", "internal/guard", "internal/pidinit"},
-	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics", "internal/pidwire"},
+	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics", "internal/pidwire",
+		"internal/shell"},
 	{"internal/procstat"},
 }
 
@@ -56,6 +57,7 @@ var allowed = map[string][]string{
 	"internal/reap":      nil,
 	"internal/safefs":    nil,
 	"internal/textfit":   nil,
+	"internal/shell":     nil,
 	"internal/httpguard": nil,
 	"internal/metrics":   nil,
 	"internal/pidns":     {"internal/proc", "internal/procstat", "internal/reap", "internal/pidwire"},
@@ -66,7 +68,7 @@ var allowed = map[string][]string{
 	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/guard"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
-		"internal/textfit", "internal/guard"},
+		"internal/textfit", "internal/guard", "internal/shell"},
 	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit"},
 	"internal/job":               {"reaper", "internal/instance"},
 	"cmd/reaper/internal/early":  {"internal/guard", "internal/reap"},
