@@ -23,7 +23,8 @@
 // has exited (never waiting for pipe EOF, which an escaped grandchild may hold forever), and
 // background tasks with a status, bounded output that can be read incrementally, a wait and a stop.
 // The session's working directory persists across its foreground commands; environment variables do
-// not. [Session.Close] kills everything: SIGTERM, a grace period, cgroup.kill, then a walk of /proc
+// not. From its second foreground command on, a session keeps the next one's shell started ahead
+// (see ready_linux.go). [Session.Close] kills everything: SIGTERM, a grace period, cgroup.kill, then a walk of /proc
 // for whatever got out of the slice (by parent pid and by the REAPER_SESSION marker every task
 // inherits), repeated until a pass finds nothing new; then the slice is removed.
 //

@@ -102,15 +102,20 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (res
 		defer ticker.Stop()
 		tickC = ticker.C
 	}
+	// Once the command has ended and its result is made, the next one's shell starts (see
+	// ready_linux.go): its working directory is known then, and its fork is off this call's path.
 	for {
 		select {
 		case <-t.done:
+			defer s.keepReady()
 			return s.finalResult(t, notice, opts.Budget), nil
 		case <-timeoutC:
 			s.end(t, TimedOut)
+			defer s.keepReady()
 			return s.finalResult(t, notice, opts.Budget), nil
 		case <-ctx.Done():
 			s.end(t, Killed)
+			defer s.keepReady()
 			return s.finalResult(t, notice, opts.Budget), ctx.Err()
 		case <-autoC:
 			if s.promote(t) {

@@ -90,16 +90,28 @@ func assertNoZombies(t testing.TB) {
 }
 
 // descendants returns this process's live descendants but the inits of sessions' PID namespaces,
-// which live as long as their sessions.
-func descendants(t testing.TB) []proc.Stat {
+// which live as long as their sessions, and the ready shells of sessions, which wait for their next
+// commands (once each session has started the one it was starting, if any).
+func descendants(t testing.TB, sessions ...*Session) []proc.Stat {
 	t.Helper()
+	ready := map[int]bool{}
+	for _, s := range sessions {
+		testutil.Eventually(t, "the session's ready shell started", func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.ready != nil {
+				ready[s.ready.t.pid] = true
+			}
+			return !s.preparing
+		})
+	}
 	d, err := proc.NewWalker().Descendants(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := d[:0]
 	for _, p := range d {
-		if !testutil.IsInit(p.Pid) {
+		if !testutil.IsInit(p.Pid) && !ready[p.Pid] {
 			out = append(out, p)
 		}
 	}

@@ -141,6 +141,11 @@ type Options struct {
 	// Shell is the shell that runs commands with -c. Empty means bash from PATH, or /bin/sh where
 	// bash is missing.
 	Shell string
+	// NoReadyShell turns off the ready shell: by default, where the shell is bash, a session that has
+	// run two foreground commands keeps a bash started ahead for its next one, so that a command's
+	// start forks nothing (see ready_linux.go). It costs a bash process per active session, for
+	// 10 s at most after the session's last command.
+	NoReadyShell bool
 	// Env is the environment of tasks, before the markers are added. Nil means this process's
 	// environment without its REAPER_* variables (which may hold secrets such as a token) and
 	// without NOTIFY_SOCKET (the service manager's socket, reaper's to use).

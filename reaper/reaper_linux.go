@@ -52,6 +52,8 @@ type Reaper struct {
 	entryErr  error                      // why there is no entry, with PID namespaces
 	entryOff  atomic.Bool                // entering a session's namespace failed once: the inits start the tasks
 	nsIdle    time.Duration              // how long an init lives on in an empty namespace: initIdle (tests shorten it)
+	keepShell bool                       // sessions keep a ready shell: the shell is bash, and not Options.NoReadyShell
+	shellIdle time.Duration              // how long a ready shell waits for a command: readyShellIdle (tests shorten it)
 	ready     atomic.Pointer[pidns.Init] // an init started ahead, until a session takes it (see takeReady)
 	wantReady chan struct{}              // asks readyInits for an init (Options.ReadyInit)
 	nsProbe   chan nsProbeResult         // the start-up probe's answer, received once by pidNamespace
@@ -124,6 +126,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	r := &Reaper{
 		opts: opts, lim: opts.limits(), log: opts.Logger, pid: os.Getpid(), env: baseEnv(opts.Env),
 		sessions: make(map[*Session]bool), done: make(chan struct{}), stopWatch: make(chan struct{}), nsIdle: initIdle,
+		shellIdle: readyShellIdle,
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -144,6 +147,7 @@ func newReaper(opts Options) (*Reaper, error) {
 		return nil, err
 	}
 	r.dupCwd, r.bash = shell.NamesHighFDs(r.shell), shell.Name(r.shell) == "bash"
+	r.keepShell = r.bash && !opts.NoReadyShell
 	// Both absolute: a task forked into a session's PID namespace starts from the namespace's root
 	// (see pidns.Init.Fork), not from this process's working directory.
 	if r.shell, err = filepath.Abs(r.shell); err != nil {

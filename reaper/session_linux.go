@@ -68,6 +68,11 @@ type Session struct {
 	known   map[int]uint64    // process containment: processes seen in the session (pid -> start time), which seed Close's walk
 	closing bool
 	reason  string // why the session ends, from the first CloseFor
+	// foreground counts the foreground commands started: from the second on, the session keeps a
+	// ready shell (see ready_linux.go).
+	foreground int
+	ready      *readyShell // a shell started ahead for the next foreground command, or nil
+	preparing  bool        // a goroutine is about to start ready
 
 	// Set by the teardown before done is closed; read only after.
 	rep KillReport
@@ -125,15 +130,21 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 		return nil, "", err
 	}
 	notice := s.checkCwdLocked()
-	id := newID("t-")
-	t := &task{
-		id: id, command: listed, description: l.description, started: time.Now(),
-		background: l.background, status: Running, done: make(chan struct{}),
-		out: newOutput(s.outputs, id+".out"),
+	t, sp, ready := s.takeReadyLocked(command, listed, l)
+	if !ready {
+		id := newID("t-")
+		t = &task{
+			id: id, command: listed, description: l.description, started: time.Now(),
+			background: l.background, status: Running, done: make(chan struct{}),
+			out: newOutput(s.outputs, id+".out"),
+		}
+		var err error
+		if sp, err = s.launchLocked(t, command, l); err != nil {
+			return nil, "", fmt.Errorf("session %s: %w", s.id, err)
+		}
 	}
-	sp, err := s.launchLocked(t, command, l)
-	if err != nil {
-		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
+	if !l.background {
+		s.foreground++
 	}
 	s.tasks[t.id] = t
 	s.ran = true
@@ -141,7 +152,7 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 		s.pumps = make(map[*pump]bool)
 	}
 	s.pumps[t.pump] = true
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		t.pump.run()
@@ -153,7 +164,10 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 		delete(s.pumps, t.pump)
 		s.mu.Unlock()
 	}()
-	go s.watch(t, sp)
+	if !ready { // a ready shell's watcher is its readyLife
+		s.wg.Add(1)
+		go s.watch(t, sp)
+	}
 	return t, notice, nil
 }
 
@@ -647,6 +661,8 @@ func (s *Session) teardown(ctx context.Context) {
 	start := time.Now()
 	// Every wait of the teardown for killed processes ends by then (see kill.Policy.Terminate).
 	waitEnd := start.Add(s.r.lim.Grace + s.r.lim.CloseTimeout)
+	// The ready shell first: once it has ended, the session's processes are its tasks' alone.
+	s.dropReady(waitEnd, ctx.Done())
 	s.mu.Lock()
 	tasks, sc := s.scopeLocked(waitEnd)
 	ran := s.ran

@@ -361,7 +361,7 @@ func TestForegroundTimeoutAndCancel(t *testing.T) {
 				t.Errorf("want the 2 pids the command printed before its timeout, got %q", res.Output)
 			}
 			// The command's tree, setsid child included, is gone: nothing is left below us.
-			if d := descendants(t); len(d) != 0 {
+			if d := descendants(t, s); len(d) != 0 {
 				t.Errorf("processes left after the timeout: %v", d)
 			}
 
@@ -374,7 +374,7 @@ func TestForegroundTimeoutAndCancel(t *testing.T) {
 			if l := s.List(); len(l.Leftovers) != 0 {
 				t.Errorf("leftovers after timeout and cancel: %+v", l.Leftovers)
 			}
-			if d := descendants(t); len(d) != 0 {
+			if d := descendants(t, s); len(d) != 0 {
 				t.Errorf("processes left after the cancel: %v", d)
 			}
 		})

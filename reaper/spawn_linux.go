@@ -70,6 +70,9 @@ type spawnSpec struct {
 	tty bool
 	// extra, if set, is the child's descriptor 3.
 	extra *os.File
+	// command and gate, if set, are the child's descriptors shell.CommandFD and shell.GateFD: a ready
+	// shell's (see ready_linux.go).
+	command, gate *os.File
 	// cwd, if set, is the child's descriptor shell.CwdFD: the write end of the pipe its shell's EXIT
 	// trap writes its final working directory to (see shell.Script).
 	cwd *os.File
@@ -78,7 +81,8 @@ type spawnSpec struct {
 }
 
 // fds returns the child's descriptor table as this process's descriptors, from 0: stdin (/dev/null
-// if unset), stdout, stderr (stdout if unset), extra, and the cwd pipe at shell.CwdFD, with -1 for the
+// if unset), stdout, stderr (stdout if unset), extra, a ready shell's command and gate at
+// shell.CommandFD and shell.GateFD, and the cwd pipe at shell.CwdFD, with -1 for the
 // descriptors the child gets closed. The standard and extra ones are made blocking (Fd), as a
 // program expects its standard files; the cwd pipe is not (see shell.Script).
 func (spec spawnSpec) fds(devnull *os.File) ([]int, error) {
@@ -92,6 +96,12 @@ func (spec spawnSpec) fds(devnull *os.File) ([]int, error) {
 	fds := []int{int(stdin.Fd()), int(spec.stdout.Fd()), int(stderr.Fd())}
 	if spec.extra != nil {
 		fds = append(fds, int(spec.extra.Fd()))
+	}
+	if spec.command != nil {
+		for len(fds) < shell.CommandFD {
+			fds = append(fds, -1)
+		}
+		fds = append(fds, int(spec.command.Fd()), int(spec.gate.Fd()))
 	}
 	if spec.cwd != nil {
 		for len(fds) < shell.CwdFD {

@@ -148,6 +148,25 @@ func (t *task) signalGroup(sigs ...unix.Signal) error {
 	return nil
 }
 
+// kill sends SIGKILL to the main process through its pidfd, until its exit has been seen; without a
+// pidfd it does nothing (a pid alone could name another process once this one is reaped).
+func (t *task) kill() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.main.HasFD() {
+		return nil
+	}
+	return t.main.Signal(unix.SIGKILL)
+}
+
+// hasExited reports whether the main process has exited, as its pidfd tells at once (see
+// proc.Handle.Exited): false without one, or once its exit has been seen.
+func (t *task) hasExited() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.main.Exited()
+}
+
 // exited closes the main process's pidfd once its exit has been seen.
 func (t *task) exited() {
 	t.mu.Lock()

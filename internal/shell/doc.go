@@ -1,6 +1,6 @@
 // Package shell writes the scripts commands run in, and reads back what they record: which shell runs
-// them, and the EXIT trap through which a foreground command hands back the working directory it
-// leaves.
+// them, the EXIT trap through which a foreground command hands back the working directory it leaves,
+// and the loader of a shell started ahead of its command (a ready shell) that waits for it.
 //
 // The working directory of a session persists across its foreground commands: each command's shell
 // writes its final directory, as it exits, to a pipe that reaper reads once the shell has exited. A

@@ -9,9 +9,30 @@ import (
 	"strings"
 )
 
-// CwdFD is the write end of the pipe a foreground command's EXIT trap writes its directory to (see
-// Script): high, so that a script's own redirections (exec 3>file, exec 9>lockfile) do not meet it.
-const CwdFD = 97
+// Descriptors a command's shell may hold beside its standard ones: high, so that a script's own
+// redirections (exec 3>file, exec 9>lockfile) do not meet them.
+const (
+	// CommandFD and GateFD are a ready shell's: the memory file its command is written into, and the
+	// pipe whose end lets it read the command (see Loader). The loader closes both before the script
+	// runs.
+	CommandFD = 95
+	GateFD    = 96
+	// CwdFD is the write end of the pipe a foreground command's EXIT trap writes its directory to
+	// (see Script).
+	CwdFD = 97
+)
+
+// LoaderVar is the variable a ready shell's loader reads the command into; nothing else in a ready
+// shell's command line names it (tests tell a ready shell by it).
+const LoaderVar = "__reaper_command"
+
+// Loader is a ready shell's script, for bash (bash -c Loader): wait until the pipe at GateFD reaches
+// its end (whatever is written into it is read and dropped: only the end of every writer lets the
+// shell go), read the command from the file at CommandFD up to its NUL (none means it was never
+// written: exit), close both, and run the command with the loader's variable unset. bash reads a
+// regular file in blocks, a pipe a byte at a time: hence a file for the command, and a pipe only to
+// wait on. A loop's condition is exempt from errexit, which the environment may set (SHELLOPTS).
+const Loader = `while read -r -u 96 ` + LoaderVar + `; do :; done; IFS= read -r -d '' -u 95 ` + LoaderVar + ` || exit; exec 95<&- 96<&-; eval "unset ` + LoaderVar + `; $` + LoaderVar + `"`
 
 // Find returns the shell commands run with: shell if set (looked up in PATH), else bash from PATH,
 // else /bin/sh.

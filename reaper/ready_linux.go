@@ -1,0 +1,300 @@
+package reaper
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
+	"github.com/cgreaper/reaper/internal/shell"
+	"golang.org/x/sys/unix"
+)
+
+// A ready shell. Most of a short command's round trip is its shell's start: the fork, the exec of
+// bash, the dynamic loader and bash's own initialisation, about 0.9 ms of the 1.8 ms an `echo hi`
+// takes over MCP on a 2-core VM. So a session that has run two foreground commands keeps a bash
+// started ahead for its next one, from the end of the last (when the working directory it leaves is
+// known): born as that command's shell would be (the same program, user, environment and markers,
+// directory, leaf, PID namespace, output pipe and working-directory pipe, under a task id of its
+// own), but running the loader below, which waits for the command. Starting the command then writes
+// it and lets the shell go: nothing is forked on the path the caller waits on.
+//
+// The command reaches the shell as data (see shell.Loader): the loader waits until the gate (a pipe)
+// is closed, reads the script from a memory file, closes both, and evals the script with its own
+// variable unset. `bash -c script` and the ready shell's `eval "$script"` differ only in what names
+// the script's source: a syntax error reads "bash: eval: line 1:" instead of "bash: -c: line 1:",
+// and $BASH_EXECUTION_STRING and the shell's command line (ps) show the loader. The process tree is
+// the same (a foreground script starts with shell.Script's EXIT trap, which keeps bash from exec'ing
+// its last command either way), and so are $0, $$, $LINENO, error messages with their line numbers,
+// the exit status, exit, exec, traps and errexit (TestReadyShellRunsAsBashC compares them).
+//
+// The ready shell is left unused, and ends, where the next command is not a plain foreground one (a
+// background task, one with an input or a terminal), where the session's working directory is not
+// the one it started in, where it has died, where the session's PID namespace has ended, and where
+// nobody takes it within shellIdle. An unused shell is killed and reaped like any task, and its leaf
+// goes back to the session. The teardown kills it first, and waits for it (about a tenth of a
+// millisecond) before it looks whether the session holds only its inits. It costs a bash process per
+// session that runs commands, for shellIdle at most after the session's last command; in a PID
+// namespace, the init's idle clock starts when the ready shell has ended.
+//
+// Only bash (Reaper.keepShell): the loader is bash's, and other shells would run commands differently.
+
+// readyShellIdle is how long a ready shell waits for a command before it is ended: as long as an
+// init lives on in an empty namespace (initIdle), the pause an agent's turn takes, most of the time.
+const readyShellIdle = initIdle
+
+// readyShell is a shell started ahead for the session's next foreground command.
+type readyShell struct {
+	t       *task    // the task it becomes: its id, output and pump, leaf, working-directory pipe, main process
+	sp      spawned  // the shell's process
+	dir     string   // the session's working directory it started in
+	command *os.File // the memory file the command is written into (the shell's shell.CommandFD)
+	gate    *os.File // the write end of the pipe it waits on (its shell.GateFD); closing it lets the shell go
+	// claimed is closed when a command takes the shell, dropped when the session lets go of it
+	// unused; each under Session.mu, and at most one of them (see takeReadyLocked).
+	claimed, dropped chan struct{}
+	gone             chan struct{} // closed once an unused shell has exited and its files are closed
+}
+
+// keepReady starts a ready shell in the background for the session's next foreground command, if the
+// session has run two and has none. It is called once a foreground command has ended.
+func (s *Session) keepReady() {
+	if !s.r.keepShell {
+		return
+	}
+	s.mu.Lock()
+	want := !s.closing && s.ready == nil && !s.preparing && s.foreground >= 2
+	if want {
+		s.preparing = true
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	if !want {
+		return
+	}
+	go func() {
+		defer s.wg.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.preparing = false
+		if s.closing || s.ready != nil {
+			return
+		}
+		rs, err := s.startReadyLocked()
+		if err != nil {
+			// The next command starts its own shell, and says what fails, if it does.
+			s.r.log.Debug("no ready shell", "session", s.id, "error", err)
+			return
+		}
+		s.ready = rs
+		s.wg.Add(1)
+		go s.readyLife(rs)
+	}()
+}
+
+// startReadyLocked starts a ready shell. s.mu is held, as for any spawn (Close then misses none).
+func (s *Session) startReadyLocked() (*readyShell, error) {
+	id := newID("t-")
+	t := &task{id: id, status: Running, done: make(chan struct{}), out: newOutput(s.outputs, id+".out")}
+	if s.r.root != nil {
+		if err := s.placeLocked(t); err != nil {
+			return nil, err
+		}
+	}
+	rs := &readyShell{t: t, dir: s.cwd, claimed: make(chan struct{}), dropped: make(chan struct{}), gone: make(chan struct{})}
+	var gateR, cwdW *os.File
+	// Whatever was made is closed again if a step fails; what succeeded is kept (see below).
+	ok := false
+	defer func() {
+		for _, f := range []*os.File{gateR, cwdW} {
+			if f != nil {
+				f.Close()
+			}
+		}
+		if !ok {
+			for _, f := range []*os.File{rs.command, rs.gate} {
+				if f != nil {
+					f.Close()
+				}
+			}
+			t.closeCwd()
+			s.releaseLeafLocked(t.leaf)
+		}
+	}()
+	fd, err := unix.MemfdCreate("reaper-command", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("ready shell: memfd_create: %w", err)
+	}
+	rs.command = os.NewFile(uintptr(fd), "reaper-command")
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("ready shell: gate pipe: %w", err)
+	}
+	gateR, rs.gate = os.NewFile(uintptr(p[0]), "gate"), os.NewFile(uintptr(p[1]), "gate")
+	if t.cwd, cwdW, err = s.r.cwdPipe(); err != nil {
+		return nil, fmt.Errorf("ready shell: working-directory pipe: %w", err)
+	}
+	io, err := s.r.taskFiles(t, launch{})
+	if err != nil {
+		return nil, fmt.Errorf("ready shell: %w", err)
+	}
+	defer io.closeChild()
+	sp, err := s.spawnLocked(spawnSpec{
+		argv:    []string{s.r.shell, "-c", shell.Loader},
+		env:     append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id),
+		dir:     s.cwd,
+		stdout:  io.stdout,
+		cwd:     cwdW,
+		command: rs.command,
+		gate:    gateR,
+		leaf:    t.leaf,
+	})
+	if err != nil {
+		io.closeOurs()
+		return nil, fmt.Errorf("ready shell: %w", err)
+	}
+	t.pid, t.start = sp.pid, sp.start
+	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
+	rs.sp = sp
+	ok = true
+	return rs, nil
+}
+
+// takeReadyLocked hands the ready shell command, as a foreground command's script (see shell.Script),
+// and returns the task it now runs, where it can: the session has one, the command is a plain
+// foreground one, the session's working directory is the one the shell started in, the shell is
+// alive and so is the session's PID namespace. Otherwise it lets go of the shell (which ends) and
+// reports false: the caller starts a shell as it would have. listed is the task's command as it is
+// listed. s.mu is held.
+func (s *Session) takeReadyLocked(command, listed string, l launch) (*task, spawned, bool) {
+	rs := s.ready
+	if rs == nil || l.background || l.stdin || l.tty != nil {
+		return nil, spawned{}, false
+	}
+	s.ready = nil
+	if rs.dir != s.cwd || rs.t.hasExited() || s.ns != nil && s.ns.Err() != nil ||
+		rs.send(shell.Script(command, true, s.r.dupCwd, s.r.bash)) != nil {
+		close(rs.dropped)
+		return nil, spawned{}, false
+	}
+	t := rs.t
+	t.command, t.description, t.started = listed, l.description, time.Now()
+	close(rs.claimed)
+	return t, rs.sp, true
+}
+
+// send writes the script, ended by a NUL (which no command holds), into the shell's memory file at
+// its start (the shell reads it from there: its offset, shared with this descriptor, stays 0), seals
+// the file against every change, checks that it holds the script, and lets the shell go.
+//
+// The seal and the check are for processes that may open the file through /proc/<pid>/fd (those of
+// another session of the same user, without PID namespaces: see docs/security.md): what they wrote
+// before is overwritten up to the NUL, or ignored after it; what they write between the write and
+// the seal fails the check, and the shell is not used. The gate lets the shell go only at its end
+// (see shell.Loader), which such a process cannot bring about while this one holds the write end.
+func (rs *readyShell) send(script string) error {
+	fd := int(rs.command.Fd())
+	b := make([]byte, 0, len(script)+1)
+	b = append(append(b, script...), 0)
+	for off := 0; off < len(b); {
+		n, err := unix.Pwrite(fd, b[off:], int64(off))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("ready shell %d: write the command: %w", rs.t.pid, err)
+		}
+		off += n
+	}
+	seals := unix.F_SEAL_WRITE | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		return fmt.Errorf("ready shell %d: seal the command: %w", rs.t.pid, err)
+	}
+	back := make([]byte, len(b))
+	if n, err := unix.Pread(fd, back, 0); err != nil || n != len(b) || !bytes.Equal(back, b) {
+		return fmt.Errorf("ready shell %d: the command file does not hold the command (read %d bytes: %v)", rs.t.pid, n, err)
+	}
+	rs.command.Close()
+	return rs.gate.Close()
+}
+
+// readyLife is the ready shell's owner from its start: until a command takes it, it waits; then it
+// is the task's watcher (watch). Unused (dropped, idle for shellIdle, dead, or abandoned by the
+// teardown), it ends the shell, waits for its exit, lets go of its files and its leaf, and closes
+// gone. The session's wg counts it.
+func (s *Session) readyLife(rs *readyShell) {
+	idle := time.NewTimer(s.r.shellIdle)
+	var exit reap.Exit
+	exited := false
+	select {
+	case <-rs.claimed:
+	case <-rs.dropped:
+	case <-idle.C:
+	case exit = <-rs.sp.exited:
+		exited = true
+	case <-s.abandon:
+	}
+	idle.Stop()
+	// A command may take the shell until it is no longer the session's ready one; from then on none
+	// can, and claimed says for good whether one did.
+	s.mu.Lock()
+	if s.ready == rs {
+		s.ready = nil
+	}
+	s.mu.Unlock()
+	select {
+	case <-rs.claimed:
+		if exited { // taken as it died: the task sees that death
+			ch := make(chan reap.Exit, 1)
+			ch <- exit
+			rs.sp.exited = ch
+		}
+		s.watch(rs.t, rs.sp)
+		return
+	default:
+	}
+	defer s.wg.Done()
+	defer close(rs.gone)
+	rs.command.Close()
+	rs.gate.Close()
+	if !exited {
+		rs.t.kill()
+		select {
+		case <-rs.sp.exited:
+		case <-s.abandon:
+			// The teardown gave up on processes that do not die (in D state): the leaf stays
+			// populated (the teardown reports it), and the shell's files are let go of below.
+		}
+	}
+	rs.t.exited()
+	rs.t.pump.f.Close()
+	rs.t.closeCwd()
+	s.mu.Lock()
+	s.releaseLeafLocked(rs.t.leaf)
+	s.mu.Unlock()
+}
+
+// dropReady lets go of the session's ready shell, if it has one, and waits until it has ended, until
+// end or ctx is done; the teardown calls it first (a live shell is a process in the session's slice
+// and its namespace).
+func (s *Session) dropReady(end time.Time, wait <-chan struct{}) {
+	s.mu.Lock()
+	rs := s.ready
+	s.ready = nil
+	if rs != nil {
+		close(rs.dropped)
+	}
+	s.mu.Unlock()
+	if rs == nil {
+		return
+	}
+	timer := time.NewTimer(max(time.Until(end), 0))
+	defer timer.Stop()
+	select {
+	case <-rs.gone:
+	case <-timer.C:
+	case <-wait:
+	}
+}
