@@ -2,10 +2,12 @@ package mcpserver
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // The framing of the stdio transport (see StdioTransport): newline-delimited JSON-RPC messages, each
@@ -39,6 +41,9 @@ type lineReader struct {
 	line   []byte // the line being handed out
 	off    int    // how much of line has been handed out
 	err    error  // the source's error, returned once line is handed out
+	// batch is set once a line holds a JSON-RPC batch (an array), before the SDK reads it: the SDK
+	// then answers with one message for the batch (see responseConn).
+	batch atomic.Bool
 }
 
 func (l *lineReader) Read(p []byte) (int, error) {
@@ -83,9 +88,17 @@ func (l *lineReader) next() {
 		l.err = err
 		if over != nil {
 			l.refuse(size, over.id)
+		} else if isBatch(l.line) {
+			l.batch.Store(true)
 		}
 		return
 	}
+}
+
+// isBatch reports whether line holds a JSON array: a JSON-RPC batch.
+func isBatch(line []byte) bool {
+	t := bytes.TrimLeft(line, " \t\r\n")
+	return len(t) > 0 && t[0] == '['
 }
 
 // idScanner finds the id of a JSON-RPC request as its bytes stream by, wherever it is among the

@@ -27,15 +27,7 @@ func connect(t testing.TB) (*Server, *mcp.ClientSession) {
 // connectWith is connect with opts for the Server (its Reaper is set here).
 func connectWith(t testing.TB, opts Options) (*Server, *mcp.ClientSession) {
 	t.Helper()
-	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir(), StateDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Reaper = r
-	srv, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newTestServer(t, opts)
 	st, ct := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
@@ -43,10 +35,29 @@ func connectWith(t testing.TB, opts Options) (*Server, *mcp.ClientSession) {
 	t.Cleanup(func() { // after the client's session is closed (cleanups run last first)
 		cancel()
 		<-ran
+	})
+	return srv, mcptest.Connect(t, ct, mcptest.Options{})
+}
+
+// newTestServer returns a Server with opts, its Reaper set here (process containment, as connect's);
+// cleanup closes both, after what the test registered later.
+func newTestServer(t testing.TB, opts Options) *Server {
+	t.Helper()
+	r, err := reaper.New(reaper.Options{Containment: reaper.ContainProcess, Grace: new(200 * time.Millisecond), WorkDir: t.TempDir(), StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Reaper = r
+	srv, err := New(opts)
+	if err != nil {
+		r.Close(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
 		srv.Close(context.Background())
 		r.Close(context.Background())
 	})
-	return srv, mcptest.Connect(t, ct, mcptest.Options{})
+	return srv
 }
 
 func TestTaskLifecycleThroughTools(t *testing.T) {

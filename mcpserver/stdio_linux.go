@@ -37,7 +37,8 @@ func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 		})
 		w.Write(append(msg, '\n'))
 	}
-	return &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: -1} // lineReader enforces the limit
+	// lineReader enforces the limit; responses are written around their results (see respond.go).
+	return &responseTransport{inner: &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: -1}, out: w, batch: &r.batch}
 }
 
 // StdioCloseGrace caps the grace period of a session whose stdio client closed the connection. MCP

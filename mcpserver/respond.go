@@ -1,0 +1,85 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A response over stdio is written around its result's bytes. The SDK encodes a response by
+// handing the JSON-RPC message to encoding/json, which compacts the result (a json.RawMessage) into
+// the message byte by byte: one more pass over all of a command's output, after the pass that
+// encoded the result (see wire.go). The result is what the SDK's own marshaling made (compact, valid,
+// and without HTML escaping, as the message around it): written as it is, the message comes out the
+// same, byte for byte (TestResponseLine), in a fraction of the time (a fifth of the server's CPU in
+// reading finished 24 KB tasks).
+
+// responseTransport is a transport whose connections write responses with results themselves (see
+// responseLine) and everything else through the SDK's connection.
+type responseTransport struct {
+	inner *mcp.IOTransport
+	out   *lockedWriter // where inner writes too: each message with one Write
+	batch *atomic.Bool  // a batch came in: the SDK's connection answers it as one
+}
+
+func (t *responseTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &responseConn{Connection: c, out: t.out, batch: t.batch}, nil
+}
+
+// responseConn is a connection of responseTransport.
+type responseConn struct {
+	mcp.Connection
+	out   *lockedWriter
+	batch *atomic.Bool
+}
+
+// Write writes a response with a result as responseLine makes it, unless a batch came in on the
+// connection (the SDK collects a batch's responses into one message): then, and for every other
+// message, the SDK's connection writes it. A failed write closes the connection, as the SDK's does.
+func (c *responseConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok || c.batch.Load() {
+		return c.Connection.Write(ctx, msg)
+	}
+	line, ok := responseLine(resp)
+	if !ok {
+		return c.Connection.Write(ctx, msg)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := c.out.Write(line); err != nil {
+		c.Close()
+		return err
+	}
+	return nil
+}
+
+// responseLine returns resp as the SDK would write it, newline included, for a response with a
+// result and a valid id; ok is false for any other (an error, no result), which the SDK writes.
+func responseLine(resp *jsonrpc.Response) (line []byte, ok bool) {
+	if resp.Error != nil || len(resp.Result) == 0 || !resp.ID.IsValid() {
+		return nil, false
+	}
+	var id bytes.Buffer
+	enc := json.NewEncoder(&id)
+	enc.SetEscapeHTML(false) // as the SDK's encoding of the message
+	if err := enc.Encode(resp.ID.Raw()); err != nil {
+		return nil, false
+	}
+	idJSON := bytes.TrimSuffix(id.Bytes(), []byte{'\n'})
+	line = make([]byte, 0, len(resp.Result)+len(idJSON)+32)
+	line = append(line, `{"jsonrpc":"2.0","id":`...)
+	line = append(line, idJSON...)
+	line = append(line, `,"result":`...)
+	line = append(line, resp.Result...)
+	return append(line, '}', '\n'), true
+}
