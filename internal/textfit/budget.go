@@ -22,6 +22,19 @@ type Budget struct {
 	Cost func(r rune) int
 	// Max is the most the returned output may cost; zero (or a nil Cost) means no cap.
 	Max int
+	// ASCII, if set, holds Cost of each ASCII character (see CostTable), which the cuts then read
+	// instead of calling Cost for each: most output is ASCII.
+	ASCII *[utf8.RuneSelf]uint8
+}
+
+// CostTable returns cost's price of each ASCII character, for Budget.ASCII; cost must price each at
+// most 255.
+func CostTable(cost func(rune) int) *[utf8.RuneSelf]uint8 {
+	var t [utf8.RuneSelf]uint8
+	for c := range t {
+		t[c] = uint8(cost(rune(c)))
+	}
+	return &t
 }
 
 // On reports whether the budget caps anything.
@@ -81,6 +94,20 @@ func (b Budget) Prefix(p []byte, left Spend) (n int, used Spend) {
 		return len(p), Spend{Chars: utf8.RuneCount(p)}
 	}
 	for n < len(p) {
+		if c := p[n]; c < utf8.RuneSelf && (b.ASCII != nil || b.Cost == nil) {
+			// An ASCII character, priced without a call (the common case, in a loop of its own).
+			cost := 0
+			if b.ASCII != nil {
+				cost = int(b.ASCII[c])
+			}
+			if !b.fits(used, left, cost) {
+				break
+			}
+			used.Chars++
+			used.Cost += cost
+			n++
+			continue
+		}
 		r, size := utf8.DecodeRune(p[n:])
 		c := b.price(r)
 		if !b.fits(used, left, c) {

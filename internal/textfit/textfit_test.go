@@ -157,6 +157,29 @@ func FuzzFit(f *testing.F) {
 	})
 }
 
+// FuzzPrefixTable: a budget with its cost of ASCII characters in a table (Budget.ASCII) cuts where
+// the same budget without it does, and counts the same.
+func FuzzPrefixTable(f *testing.F) {
+	f.Add([]byte("hello, \"world\"\n"), uint8(5), uint16(9))
+	f.Add([]byte("日本語\x01\x02 text\xff"), uint8(0), uint16(20))
+	f.Fuzz(func(t *testing.T, p []byte, chars uint8, limit uint16) {
+		slow := Budget{Chars: int(chars), Cost: jsonish, Max: int(limit)}
+		fast := slow
+		fast.ASCII = CostTable(jsonish)
+		for _, left := range []Spend{slow.All(), slow.Half()} {
+			n1, u1 := slow.Prefix(p, left)
+			n2, u2 := fast.Prefix(p, left)
+			if n1 != n2 || u1 != u2 {
+				t.Fatalf("Prefix(%q, %+v): %d, %+v without the table, %d, %+v with it", p, left, n1, u1, n2, u2)
+			}
+		}
+		none := Budget{Chars: int(chars)}
+		if n, used := none.Prefix(p, none.All()); used != cost(none, p[:n]) {
+			t.Fatalf("Prefix(%q) without a cost: %d, %+v; the characters cost %+v", p, n, used, cost(none, p[:n]))
+		}
+	})
+}
+
 func TestByteSize(t *testing.T) {
 	for n, want := range map[int64]string{0: "0 bytes", 100: "100 bytes", 1024: "1 KiB", 1536 << 10: "1536 KiB", 64 << 20: "64 MiB", 1 << 30: "1 GiB", 1<<30 + 1: "1073741825 bytes"} {
 		if got := ByteSize(n); got != want {
