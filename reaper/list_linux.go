@@ -34,6 +34,10 @@ func (s *Session) List() Listing {
 		tasks = append(tasks, t)
 	}
 	recent := maps.Clone(s.recent)
+	ready := ""
+	if s.ready != nil {
+		ready = s.ready.t.id // reaper's own, waiting for the next command: no leftover
+	}
 	s.mu.Unlock()
 	sort.Slice(tasks, func(i, j int) bool { return tasks[i].started.Before(tasks[j].started) })
 
@@ -41,6 +45,7 @@ func (s *Session) List() Listing {
 	var byTask map[string][]int
 	if s.r.root == nil {
 		byTask = s.processesByTask(tasks)
+		delete(byTask, ready)
 	}
 	var l Listing
 	w := proc.NewWalker()

@@ -138,6 +138,9 @@ func TestReadyShell(t *testing.T) {
 						t.Errorf("the ready shell's leaf holds %v, want [%d]", pids, rs.t.pid)
 					}
 				}
+				if l := s.List(); len(l.Tasks) != 0 || len(l.Leftovers) != 0 {
+					t.Errorf("the session lists its ready shell: %+v", l)
+				}
 
 				// A background task leaves it; the next foreground command runs in it.
 				ti, err := s.Start("echo bg", "")
