@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/shell"
 	"golang.org/x/sys/unix"
@@ -94,35 +93,12 @@ func (s *Session) keepReady() {
 	}()
 }
 
-// startReadyLocked starts a ready shell. s.mu is held, as for any spawn (Close then misses none).
+// startReadyLocked starts a ready shell, as launchLocked starts a foreground task, with the loader
+// for its command. s.mu is held, as for any spawn (Close then misses none).
 func (s *Session) startReadyLocked() (*readyShell, error) {
 	id := newID("t-")
 	t := &task{id: id, status: Running, done: make(chan struct{}), out: newOutput(s.outputs, id+".out")}
-	if s.r.root != nil {
-		if err := s.placeLocked(t); err != nil {
-			return nil, err
-		}
-	}
 	rs := &readyShell{t: t, dir: s.cwd, claimed: make(chan struct{}), dropped: make(chan struct{}), gone: make(chan struct{})}
-	var gateR, cwdW *os.File
-	// Whatever was made is closed again if a step fails; what succeeded is kept (see below).
-	ok := false
-	defer func() {
-		for _, f := range []*os.File{gateR, cwdW} {
-			if f != nil {
-				f.Close()
-			}
-		}
-		if !ok {
-			for _, f := range []*os.File{rs.command, rs.gate} {
-				if f != nil {
-					f.Close()
-				}
-			}
-			t.closeCwd()
-			s.releaseLeafLocked(t.leaf)
-		}
-	}()
 	fd, err := unix.MemfdCreate("reaper-command", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("ready shell: memfd_create: %w", err)
@@ -130,35 +106,17 @@ func (s *Session) startReadyLocked() (*readyShell, error) {
 	rs.command = os.NewFile(uintptr(fd), "reaper-command")
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		rs.command.Close()
 		return nil, fmt.Errorf("ready shell: gate pipe: %w", err)
 	}
-	gateR, rs.gate = os.NewFile(uintptr(p[0]), "gate"), os.NewFile(uintptr(p[1]), "gate")
-	if t.cwd, cwdW, err = s.r.cwdPipe(); err != nil {
-		return nil, fmt.Errorf("ready shell: working-directory pipe: %w", err)
-	}
-	io, err := s.r.taskFiles(t, launch{})
-	if err != nil {
+	gate := os.NewFile(uintptr(p[0]), "gate")
+	defer gate.Close() // the shell's end, which it has once started
+	rs.gate = os.NewFile(uintptr(p[1]), "gate")
+	if rs.sp, err = s.launchLocked(t, "", launch{loader: &loaderFiles{command: rs.command, gate: gate}}); err != nil {
+		rs.command.Close()
+		rs.gate.Close()
 		return nil, fmt.Errorf("ready shell: %w", err)
 	}
-	defer io.closeChild()
-	sp, err := s.spawnLocked(spawnSpec{
-		argv:    []string{s.r.shell, "-c", shell.Loader},
-		env:     append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id),
-		dir:     s.cwd,
-		stdout:  io.stdout,
-		cwd:     cwdW,
-		command: rs.command,
-		gate:    gateR,
-		leaf:    t.leaf,
-	})
-	if err != nil {
-		io.closeOurs()
-		return nil, fmt.Errorf("ready shell: %w", err)
-	}
-	t.pid, t.start = sp.pid, sp.start
-	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
-	rs.sp = sp
-	ok = true
 	return rs, nil
 }
 

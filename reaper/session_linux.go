@@ -109,7 +109,13 @@ type launch struct {
 	background  bool
 	stdin       bool
 	tty         *TermSize
+	// loader, if set, starts the task as a ready shell (see ready_linux.go): its shell runs
+	// shell.Loader, with these as its command file and gate, instead of a command.
+	loader *loaderFiles
 }
+
+// loaderFiles are a ready shell's command file and the read end of its gate.
+type loaderFiles struct{ command, gate *os.File }
 
 // start spawns command as a new task. The caller holds no lock.
 func (s *Session) start(command string, l launch) (*task, string, error) {
@@ -228,8 +234,7 @@ func (s *Session) launchLocked(t *task, command string, l launch) (spawned, erro
 		defer cwdW.Close()
 	}
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
-	sp, err := s.spawnLocked(spawnSpec{
-		argv:   []string{s.r.shell, "-c", shell.Script(command, cwdW != nil, s.r.dupCwd, s.r.bash)},
+	spec := spawnSpec{
 		env:    env,
 		dir:    s.cwd,
 		stdin:  io.stdin,
@@ -237,7 +242,14 @@ func (s *Session) launchLocked(t *task, command string, l launch) (spawned, erro
 		cwd:    cwdW,
 		leaf:   t.leaf,
 		tty:    l.tty != nil,
-	})
+	}
+	if l.loader != nil {
+		spec.argv = []string{s.r.shell, "-c", shell.Loader}
+		spec.command, spec.gate = l.loader.command, l.loader.gate
+	} else {
+		spec.argv = []string{s.r.shell, "-c", shell.Script(command, cwdW != nil, s.r.dupCwd, s.r.bash)}
+	}
+	sp, err := s.spawnLocked(spec)
 	if err != nil {
 		io.closeOurs()
 		t.closeCwd()
