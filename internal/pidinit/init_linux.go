@@ -135,6 +135,18 @@ func (in *initProc) serve() error {
 			pidwire.CloseAll(fds)
 			return err
 		}
+		if typ == pidwire.MsgSignal {
+			id, sigs, err := pidwire.DecodeSignal(payload)
+			if err == nil && len(fds) > 0 {
+				err = pidwire.ProtocolError("descriptors with a signal request")
+			}
+			if err != nil {
+				pidwire.CloseAll(fds)
+				return err
+			}
+			in.signal(id, sigs)
+			continue
+		}
 		if typ != pidwire.MsgSpawn {
 			pidwire.CloseAll(fds)
 			return pidwire.ProtocolError("message type " + strconv.Itoa(int(typ)) + " from the server")
@@ -241,6 +253,23 @@ func (in *initProc) spawn(r pidwire.Spawn) {
 		e.U32(flags)
 		in.reply(pidwire.MsgExit, e.Bytes(), -1)
 	}()
+}
+
+// signal sends each of sigs in turn to every process of the namespace but the init (kill(2) with pid
+// -1, from pid 1: the kernel reaches the namespace's processes, and those of namespaces below it, and
+// no other), then answers: 0, or the first failure other than ESRCH (no process left to signal).
+func (in *initProc) signal(id uint64, sigs []syscall.Signal) {
+	var errno syscall.Errno
+	for _, sig := range sigs {
+		err := syscall.Kill(-1, sig)
+		if e, ok := err.(syscall.Errno); ok && e != syscall.ESRCH && errno == 0 {
+			errno = e
+		}
+	}
+	var e pidwire.Encoder
+	e.U64(id)
+	e.U32(uint32(errno))
+	in.reply(pidwire.MsgSignaled, e.Bytes(), -1)
 }
 
 // reply sends a message to the server, with a descriptor if fd >= 0. A failure means the server is

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -532,4 +533,56 @@ func mustStart(t testing.TB, pid int) uint64 {
 		t.Fatalf("pid %d is gone", pid)
 	}
 	return st.Start
+}
+
+// TestSignal: Signal reaches every process of the namespace but the init, whatever its process group
+// or session (a setsid one that was stopped included: SIGCONT follows SIGTERM), and nothing outside
+// it: a process of the test's, beside the namespace, lives on. A request after Close fails with
+// ErrEnded.
+func TestSignal(t *testing.T) {
+	in := startInit(t)
+	outside := exec.Command("/bin/sleep", "1000")
+	if err := outside.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { outside.Process.Kill(); outside.Wait() })
+	dir := t.TempDir()
+	// The setsid child stops itself; each writes "term" to a file of its own once SIGTERM reaches it.
+	task, _ := spawnSh(t, in, `setsid sh -c 'trap "echo term > `+dir+`/setsid; exit 0" TERM; kill -STOP $$; while :; do sleep 0.01; done' &
+trap "echo term > `+dir+`/main; exit 0" TERM; while :; do sleep 0.01; done`, nil)
+	eventually(t, "the setsid child, stopped", func() bool {
+		ps, _ := proc.NewWalker().Descendants(in.Pid())
+		for _, p := range ps {
+			if p.Pid != task.Pid && p.State == 'T' {
+				return true
+			}
+		}
+		return false
+	})
+	files := []string{"main", "setsid"}
+	if err := in.Signal(time.Now().Add(30*time.Second), unix.SIGTERM, unix.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(t, task); code != 0 {
+		t.Errorf("the task exited %d, want 0 (its TERM trap)", code)
+	}
+	for _, f := range files {
+		eventually(t, "the "+f+" process to say it got SIGTERM", func() bool {
+			b, _ := os.ReadFile(filepath.Join(dir, f))
+			return string(b) == "term\n"
+		})
+	}
+	if err := in.Err(); err != nil {
+		t.Fatalf("the init ended: %v", err)
+	}
+	if err := unix.Kill(outside.Process.Pid, 0); err != nil {
+		t.Errorf("the process outside the namespace: %v", err)
+	}
+	if st, ok := proc.NewWalker().Stat(outside.Process.Pid); !ok || st.State == 'Z' {
+		t.Errorf("the process outside the namespace was signalled (state %q)", st.State)
+	}
+	in.Close()
+	if err := in.Signal(time.Now().Add(30*time.Second), unix.SIGTERM); !errors.Is(err, ErrEnded) {
+		t.Errorf("Signal after Close: %v, want ErrEnded", err)
+	}
 }

@@ -79,14 +79,16 @@ type Init struct {
 	pidfd  int // the init's, until Close; -1 after
 	next   uint64
 	calls  map[uint64]*call
-	empty  bool      // the last exit the init reported said its namespace was empty then
-	live   int       // processes Fork is starting or started that have not exited
-	forked bool      // Fork started a process since the init was last seen childless
-	forks  uint64    // processes Fork started, ever
-	quiet  time.Time // when the last request or process ended (or the init started): the idle clock
-	err    error     // set once the init takes no more requests
-	ended  bool      // the init's exit was seen
-	status reap.Exit // that exit
+	sigs   map[uint64]chan syscall.Errno // signal requests waiting for their answer, by id
+	sigID  uint64                        // the last signal request's id
+	empty  bool                          // the last exit the init reported said its namespace was empty then
+	live   int                           // processes Fork is starting or started that have not exited
+	forked bool                          // Fork started a process since the init was last seen childless
+	forks  uint64                        // processes Fork started, ever
+	quiet  time.Time                     // when the last request or process ended (or the init started): the idle clock
+	err    error                         // set once the init takes no more requests
+	ended  bool                          // the init's exit was seen
+	status reap.Exit                     // that exit
 }
 
 // call is one spawn, from its request to its exit.
@@ -155,7 +157,7 @@ func Start(opts Options) (*Init, error) {
 		return nil, fmt.Errorf("start the init of a PID namespace: %w", err)
 	}
 	in := &Init{conn: c, timeout: opts.Timeout, idle: max(opts.Idle, 0), pidfd: -1, stop: make(chan struct{}),
-		done: make(chan struct{}), calls: make(map[uint64]*call)}
+		done: make(chan struct{}), calls: make(map[uint64]*call), sigs: make(map[uint64]chan syscall.Errno)}
 	err = in.fork(opts, pair[1])
 	unix.Close(pair[1])
 	if err != nil {
@@ -311,6 +313,54 @@ func (in *Init) Spawn(r Request) (Task, error) {
 		}
 		rep := <-c.reply // answered as the time ran out: the reader has put it there
 		return rep.task, rep.err
+	}
+}
+
+// Signal has the init send each of sigs in turn to every other process of its namespace, whatever
+// their cgroup, process group or parent (kill(2) with pid -1 inside it: the kernel reaches the
+// namespace's processes and those of namespaces below it, and no other), and returns once it has, or
+// at deadline. It fails with ErrEnded once the init has ended or was closed; a failure to signal a
+// process other than its having exited comes back wrapped (the processes the init could signal were
+// signalled).
+func (in *Init) Signal(deadline time.Time, sigs ...syscall.Signal) error {
+	in.mu.Lock()
+	if in.err != nil {
+		err := in.err
+		in.mu.Unlock()
+		return err
+	}
+	in.sigID++
+	id := in.sigID
+	answer := make(chan syscall.Errno, 1)
+	in.sigs[id] = answer
+	in.mu.Unlock()
+	defer func() {
+		in.mu.Lock()
+		delete(in.sigs, id)
+		in.mu.Unlock()
+	}()
+	payload, err := pidwire.EncodeSignal(id, sigs)
+	if err != nil {
+		return fmt.Errorf("signal the PID namespace of init %d: %w", in.pid, err)
+	}
+	in.sendMu.Lock()
+	err = in.conn.Send(pidwire.MsgSignal, 0, payload, nil)
+	in.sendMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w (pid %d): sending a request: %w", ErrEnded, in.pid, err)
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case errno := <-answer:
+		if errno != 0 {
+			return fmt.Errorf("signal the PID namespace of init %d: %w", in.pid, errno)
+		}
+		return nil
+	case <-in.done:
+		return in.Err()
+	case <-timer.C:
+		return fmt.Errorf("the init of the PID namespace (pid %d) did not answer a signal request by %v", in.pid, deadline.Format(time.TimeOnly))
 	}
 }
 
@@ -592,6 +642,18 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 			c.exit <- reap.Exit{Pid: c.pid, Status: status}
 			delete(in.calls, id)
 			in.armLocked()
+		}
+		in.mu.Unlock()
+	case pidwire.MsgSignaled:
+		id, errno := d.U64("id"), syscall.Errno(d.U32("errno"))
+		if err := cmpErr(d.End("signaled"), lenErr(fds)); err != nil {
+			pidwire.CloseAll(fds)
+			return err
+		}
+		in.mu.Lock()
+		if answer, ok := in.sigs[id]; ok {
+			answer <- errno // buffered, and sent once: the entry goes now
+			delete(in.sigs, id)
 		}
 		in.mu.Unlock()
 	default:

@@ -16,6 +16,11 @@ import (
 // it takes orders from the server only, and a server that sends garbage is not one.
 func TestInitRefusesGarbage(t *testing.T) {
 	good, _, _ := pidwire.EncodeSpawn(1, Request{Argv: []string{"/bin/true"}, FDs: fdsOf(os.Stdin)})
+	term, _ := pidwire.EncodeSignal(1, []unix.Signal{unix.SIGTERM})
+	var badSig pidwire.Encoder // signal 0 is no signal: kill(-1, 0) would only probe
+	badSig.U64(1)
+	badSig.U32(1)
+	badSig.U32(0)
 	cases := map[string]func(c *pidwire.Conn) error{
 		"unknown type":         func(c *pidwire.Conn) error { return c.Send(9, 0, nil, nil) },
 		"descriptors missing":  func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSpawn, 0, good, nil) },
@@ -27,7 +32,10 @@ func TestInitRefusesGarbage(t *testing.T) {
 		"a request too large": func(c *pidwire.Conn) error {
 			return c.SendChunked(pidwire.MsgSpawn, make([]byte, pidwire.MaxRequest+1), nil)
 		},
-		"a datagram over a chunk": func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSpawn, 0, make([]byte, pidwire.MaxChunk+1), nil) },
+		"a datagram over a chunk":    func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSpawn, 0, make([]byte, pidwire.MaxChunk+1), nil) },
+		"a signal with a descriptor": func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSignal, 0, term, []int{0}) },
+		"signal 0":                   func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSignal, 0, badSig.Bytes(), nil) },
+		"a cut signal request":       func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSignal, 0, term[:len(term)-1], nil) },
 	}
 	for name, bad := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -78,6 +86,9 @@ func TestServerRefusesGarbage(t *testing.T) {
 		"an exit with a descriptor": func(c *pidwire.Conn) error { return c.Send(pidwire.MsgExit, 0, exit.Bytes(), []int{pidfd}) },
 		"a lie about the pid":       func(c *pidwire.Conn) error { return c.Send(pidwire.MsgSpawned, 0, lie.Bytes(), []int{pidfd}) },
 		"a second hello":            func(c *pidwire.Conn) error { return c.Send(pidwire.MsgHello, 0, []byte{1, 0, 0, 0, 0, 0, 0, 0}, nil) },
+		"a signal answer with a descriptor": func(c *pidwire.Conn) error {
+			return c.Send(pidwire.MsgSignaled, 0, make([]byte, 12), []int{pidfd})
+		},
 	}
 	for name, bad := range cases {
 		t.Run(name, func(t *testing.T) {

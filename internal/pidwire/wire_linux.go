@@ -29,18 +29,24 @@ func IsInit(args []string) bool { return len(args) > 1 && args[1] == InitArg }
 //	server -> init  spawn:   id u64, attr u32, ctty u32, open str (a byte per descriptor: 1 passed, 0 closed),
 //	                         [uid u32, gid u32, ngroups u32, groups u32...], dir str, argc u32, argv str...,
 //	                         envc u32, env str...  + descriptors: the files, then the cgroup (attrCgroup)
+//	                signal:  id u64, n u32, signal u32 (n of them, 1 to 4): the init sends each in turn to
+//	                         every other process of its namespace (kill(2) with pid -1), then answers
 //	init -> server  hello:   flags u32 (HelloProc: /proc was mounted), note str
 //	                spawned: id u64, pid i64 (as the server sees it, 0 if unknown), nspid i64, start u64
 //	                         + the task's pidfd
 //	                failed:  id u64, errno u32, message str
 //	                exit:    id u64, wait status u32, flags u32 (ExitEmpty: the init had no child left
 //	                         once it had reaped this one) (after the task's spawned, always)
+//	                signaled: id u64, errno u32 (0, or the first failure other than ESRCH: no process
+//	                         left to signal is no failure)
 const (
-	MsgSpawn   = 1
-	MsgHello   = 2
-	MsgSpawned = 3
-	MsgFailed  = 4
-	MsgExit    = 5
+	MsgSpawn    = 1
+	MsgHello    = 2
+	MsgSpawned  = 3
+	MsgFailed   = 4
+	MsgExit     = 5
+	MsgSignal   = 6
+	MsgSignaled = 7
 
 	FlagMore = 1 // another chunk of the same request follows
 
