@@ -26,7 +26,9 @@
 // not. From its second foreground command on, a session keeps the next one's shell started ahead
 // (see ready_linux.go). [Session.Close] kills everything: SIGTERM, a grace period, cgroup.kill, then a walk of /proc
 // for whatever got out of the slice (by parent pid and by the REAPER_SESSION marker every task
-// inherits), repeated until a pass finds nothing new; then the slice is removed.
+// inherits), repeated until a pass finds nothing new; then the slice is removed. With PID
+// namespaces the first walk waits for the slice to empty, and the init signals its namespace (see
+// kill.Scope.Namespaced).
 //
 // PID namespaces. Where this process can make them (Options.PIDNamespace), each session's tasks run
 // in a PID namespace of the session's own, whose init is this program in another mode

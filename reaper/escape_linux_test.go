@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -161,34 +162,99 @@ func TestJoinBeforeExecWhenClone3IsRefused(t *testing.T) {
 	}
 }
 
+// TestWalkFindsProcessesMovedOutOfTheSlice: two processes leave the session's slice, one of them
+// with its environment cleared; the teardown finds both, kills them and counts them. With PID
+// namespaces the walk comes once the slice is empty, below the init, and both get SIGTERM within the
+// grace period (each says so from its trap). Without, the walk before the kill follows parent links
+// only (reading the marker of every child of the Reaper's would cost each teardown a read of every
+// orphan of every session): the one whose parent had ended, now the Reaper's child, is found by its
+// marker after the slice's kill, and killed.
 func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
-	r := newTestReaper(t, ContainCgroup, Options{})
-	s := newTestSession(t, r, SessionOptions{})
-	// Root may write cgroup.procs: these two leave the slice for the hierarchy's top. The first
-	// keeps the marker; the second clears its environment but its parent is still in the slice.
-	procs := filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs")
-	pids := filepath.Join(t.TempDir(), "pids")
-	res := run(t, s, fmt.Sprintf(`
-sh -c 'echo $$ > %[1]s; echo $$ >> %[2]s; exec sleep 1000' &
-sh -c 'env -i /bin/sh -c "echo \$\$ > %[1]s; echo \$\$ >> %[2]s; exec sleep 1000" & wait' &
-`, procs, pids)+testutil.AwaitLines(pids, 2))
-	escaped := s.pidsIn(t, res.Output)
-	if len(escaped) != 2 {
-		t.Fatalf("want 2 pids, got %q", res.Output)
+	for _, ns := range []PIDNamespace{PIDNamespaceOff, PIDNamespaceOn} {
+		t.Run("pidns="+ns.String(), func(t *testing.T) {
+			opts := Options{PIDNamespace: ns, Grace: new(5 * time.Second)}
+			var r *Reaper
+			if ns == PIDNamespaceOn {
+				r = nsReaper(t, ContainCgroup, opts)
+			} else {
+				r = newTestReaper(t, ContainCgroup, opts)
+			}
+			s := newTestSession(t, r, SessionOptions{})
+			// Root may write cgroup.procs: these two leave the slice for the hierarchy's top. The
+			// first keeps the marker; the second clears its environment but its parent is still in
+			// the slice (until the teardown's SIGTERM).
+			dir := t.TempDir()
+			pids, terms, script := filepath.Join(dir, "pids"), filepath.Join(dir, "terms"), filepath.Join(dir, "escape")
+			err := os.WriteFile(script, fmt.Appendf(nil, "trap 'echo term >> %s; exit 0' TERM\necho $$ > %s\necho $$ >> %s\nwhile :; do /bin/sleep 0.05; done\n",
+				terms, filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs"), pids), 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := run(t, s, "sh "+script+" & sh -c 'env -i /bin/sh "+script+" & wait' & "+testutil.AwaitLines(pids, 2))
+			escaped := s.pidsIn(t, res.Output)
+			if len(escaped) != 2 {
+				t.Fatalf("want 2 pids, got %q", res.Output)
+			}
+			for _, p := range escaped {
+				if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.Pid)); !strings.Contains(string(b), "0::/\n") {
+					t.Fatalf("pid %d did not leave the slice: %s", p.Pid, b)
+				}
+			}
+			rep, err := s.Close(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Found < 2 {
+				t.Errorf("report %v: the walk should have found both escapees", rep)
+			}
+			want := 1 // the one whose parent lives in the slice
+			if ns == PIDNamespaceOn {
+				want = 2
+				if rep.Killed > 0 {
+					t.Errorf("report %v: SIGTERM should have ended every process", rep)
+				}
+			}
+			if b, _ := os.ReadFile(terms); bytes.Count(b, []byte("term\n")) != want {
+				t.Errorf("the escapees' traps wrote %q, want %d lines", b, want)
+			}
+			testutil.AssertDead(t, escaped)
+			if d := descendants(t); len(d) != 0 {
+				t.Errorf("left: %v", d)
+			}
+		})
 	}
-	for _, p := range escaped {
-		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.Pid)); !strings.Contains(string(b), "0::/\n") {
-			t.Fatalf("pid %d did not leave the slice: %s", p.Pid, b)
-		}
+}
+
+// TestEscapeeWarnedWhileTheSliceHoldsOut: with PID namespaces the walk for what left the slice comes
+// once the slice is empty; where a process of the slice ignores SIGTERM, it comes after half the grace
+// period, and a process that left the slice (and its task's process group, which the first SIGTERM
+// goes to) still gets SIGTERM before the hard kill: its trap says so.
+func TestEscapeeWarnedWhileTheSliceHoldsOut(t *testing.T) {
+	r := nsReaper(t, ContainCgroup, Options{PIDNamespace: PIDNamespaceOn, Grace: new(2 * time.Second)})
+	s := newTestSession(t, r, SessionOptions{})
+	dir := t.TempDir()
+	pids, terms, script := filepath.Join(dir, "pids"), filepath.Join(dir, "terms"), filepath.Join(dir, "escape")
+	err := os.WriteFile(script, fmt.Appendf(nil, "trap 'echo term >> %s; exit 0' TERM\necho $$ > %s\necho $$ >> %s\nwhile :; do /bin/sleep 0.05; done\n",
+		terms, filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs"), pids), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, s, "setsid sh -c 'trap \"\" TERM; echo $$ >> "+pids+"; exec sleep 1000' & setsid env -i /bin/sh "+script+" & "+testutil.AwaitLines(pids, 2))
+	left := s.pidsIn(t, res.Output)
+	if len(left) != 2 {
+		t.Fatalf("want 2 pids, got %q", res.Output)
 	}
 	rep, err := s.Close(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Found < 2 {
-		t.Errorf("report %v: the walk should have found both escapees", rep)
+	if b, _ := os.ReadFile(terms); string(b) != "term\n" {
+		t.Errorf("the escapee's trap wrote %q: it got no SIGTERM before the hard kill (report %v)", b, rep)
 	}
-	testutil.AssertDead(t, escaped)
+	if rep.Killed < 1 || rep.Found < 1 {
+		t.Errorf("report %v: the process that ignores SIGTERM is killed, the escapee found", rep)
+	}
+	testutil.AssertDead(t, left)
 	if d := descendants(t); len(d) != 0 {
 		t.Errorf("left: %v", d)
 	}

@@ -797,6 +797,9 @@ func (s *Session) scopeLocked(waitEnd time.Time) ([]*task, kill.Scope) {
 		sc.Self, sc.Skip = s.ns.Pid(), s.ns.Registered()
 		sc.Seeds[sc.Self] = s.ns.StartTime()
 		sc.Known = map[int]bool{sc.Self: true}
+		// Every task of a session with namespaces was born in one (spawnLocked): below its init,
+		// everything is the session's; no other init was left alive (initLocked).
+		sc.Namespaced = true
 	}
 	return tasks, sc
 }

@@ -69,6 +69,11 @@ type Scope struct {
 	// Inits, for a session, are the inits of its PID namespaces: the hard kill kills them too, and
 	// once they have ended nothing of their namespaces is left.
 	Inits []*pidns.Init
+	// Namespaced says that every process of the scope was born in the namespaces of Inits, whose last
+	// init is Self. No process leaves its PID namespace, so with a slice there is nothing to find
+	// before the kill: the polite phase has the inits signal their namespaces, and the walk, which
+	// only counts and waits for what left the slice, comes once the slice is empty, when it is short.
+	Namespaced bool
 }
 
 // SignalGroup sends each of sigs in turn to a task's process group, which holds most of its
@@ -87,7 +92,7 @@ const sweepTime = 5 * time.Second
 //
 //  1. A first walk of /proc, while the process tree is intact, finds processes outside the slice that
 //     descend from the scope's processes (by parent pid); without a slice, also those that carry the
-//     marker.
+//     marker. In a Namespaced scope with a slice it comes later: see below.
 //  2. Polite, if there is a grace period: SIGTERM and SIGCONT to the tasks' process groups, then to
 //     every process of the slice (re-read until no new pid appears) and every process found outside;
 //     then up to the grace period for all of them to exit. Cancelling ctx cuts the wait short.
@@ -104,6 +109,14 @@ const sweepTime = 5 * time.Second
 // Phases 3 to 5 share one deadline (sc.End, or the Timeout from the hard kill), and once ctx is
 // done they wait at most HurryWait more: what survives SIGKILL (uninterruptible sleep) is reported,
 // not waited for. The error says what failed, not in which scope: the caller, who knows, says that.
+//
+// In a Namespaced scope with a slice, the walk of phase 1 comes in phase 2, once the slice is empty
+// or half the grace period has passed, below the init (a seed: everything below it is the scope's),
+// and is short then: a walk before the kill costs every process of the slice an entry made in /proc
+// (and removed again at its exit), a tenth of the time the kernel takes to kill a thousand
+// processes. What it finds gets its SIGTERM then, and each init signals its whole namespace too, for
+// a process the walk missed (re-parented to the init as it ran); they have the rest of the grace
+// period. Without a grace period the walk comes after the slice's kill.
 func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 	t := &teardown{
 		p: p, log: p.log(), sc: sc, w: proc.NewWalker(), start: time.Now(), skip: sc.Skip,
@@ -113,8 +126,9 @@ func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 	var cancel context.CancelFunc
 	t.wait, cancel = DeathWait(ctx)
 	defer cancel()
-	t.findEscaped()
-	t.alive = t.outside
+	if !sc.Namespaced || sc.Slice == nil {
+		t.findEscaped()
+	}
 	if p.Grace > 0 {
 		t.polite(ctx)
 	}
@@ -122,6 +136,7 @@ func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 		t.killEnd = time.Now().Add(p.timeout())
 	}
 	t.killSlice()
+	t.findEscaped() // a Namespaced scope's, without a grace period
 	t.killNamespaces()
 	t.killEscaped()
 	t.await()
@@ -149,15 +164,21 @@ type teardown struct {
 	nsEnded bool            // the scope had inits, and they have all ended
 	killEnd time.Time       // phases 3 to 5 together wait at most until then for what they killed
 	wait    context.Context // done HurryWait after the teardown is hurried: the waits of phases 3 to 5 end
+	found   bool            // the walk of phase 1 has run
 	outside []proc.Handle   // processes found outside the slice, verified; closed at the end
 	alive   []proc.Handle   // those not yet seen to exit
 }
 
-// findEscaped is phase 1. With a slice it looks for what left it by parent pid only, from the threads
-// listed in the slice now (a child belongs to the thread that forked it); those threads are the
-// scope's without a start time to check, so they seed this first walk only: after the kill they are
-// dead and their ids may be reused by anyone.
+// findEscaped is phase 1; it runs once, and a later call does nothing. With a slice it looks for
+// what left it by parent pid only, from the threads listed in the slice now (a child belongs to the
+// thread that forked it); those threads are the scope's without a start time to check, so they seed
+// this first walk only: after the kill they are dead and their ids may be reused by anyone. In a
+// PID namespace the init is a seed: everything below it is the scope's.
 func (t *teardown) findEscaped() {
+	if t.found {
+		return
+	}
+	t.found = true
 	var trusted map[int]bool
 	marker := t.sc.Marker
 	if t.sc.Slice != nil {
@@ -183,6 +204,7 @@ func (t *teardown) findEscaped() {
 		t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
 	}
 	t.outside = t.w.Verify(found)
+	t.alive = t.outside
 }
 
 // polite is phase 2.
@@ -200,14 +222,40 @@ func (t *teardown) polite(ctx context.Context) {
 	}
 	t.signalFailed(proc.SignalAll(t.outside, unix.SIGTERM, unix.SIGCONT))
 	if t.sc.Slice != nil {
-		empty, err := t.sc.Slice.WaitEmpty(ctx, graceEnd)
-		if err != nil {
-			t.errs = append(t.errs, err)
+		until := graceEnd
+		if !t.found {
+			until = t.start.Add(t.p.Grace / 2)
 		}
-		t.emptied = empty
+		t.waitEmpty(ctx, until)
+	}
+	if !t.found {
+		// A Namespaced scope's walk, short once the slice is empty: what left the slice lives on
+		// below the init. Where the slice holds out, it comes after half the grace period, and what
+		// it finds has the other half.
+		t.findEscaped()
+		t.signalFailed(proc.SignalAll(t.outside, unix.SIGTERM, unix.SIGCONT))
+		// And what the walk missed: a process re-parented to the init as it ran (its parent ended
+		// after the init's children were read).
+		for _, in := range t.sc.Inits {
+			if err := in.Signal(graceEnd, unix.SIGTERM, unix.SIGCONT); !errors.Is(err, pidns.ErrEnded) {
+				t.signalFailed(err)
+			}
+		}
+		if !t.emptied {
+			t.waitEmpty(ctx, graceEnd)
+		}
 	}
 	t.alive = t.w.WaitGone(ctx, t.outside, graceEnd)
 	t.rep.Terminated += len(t.outside) - len(t.alive)
+}
+
+// waitEmpty waits until the slice is empty, until or ctx is done, and records whether it is.
+func (t *teardown) waitEmpty(ctx context.Context, until time.Time) {
+	empty, err := t.sc.Slice.WaitEmpty(ctx, until)
+	if err != nil {
+		t.errs = append(t.errs, err)
+	}
+	t.emptied = empty
 }
 
 // killSlice is phase 3. Processes of the slice seen before the hard kill but not at it count as
