@@ -25,7 +25,9 @@ import (
 // processes shows. Each runs with and without PID namespaces (pidns=on, off, and auto, the default,
 // which gives them where they can be made): with them, the first call also starts the session's init,
 // and the close kills it; the resident memory of that init (its Rss and Pss, read after the call) is
-// reported too.
+// reported too. cpu-ms is the CPU time a session's processes used, from the rusage of the server's
+// exit, which counts every process it waited for: reaper's guard, server, init and task; the lean
+// server and its task.
 //
 //	go test -run '^$' -bench BenchmarkSessionStart -benchtime 50x ./test/e2e
 func BenchmarkSessionStart(b *testing.B) {
@@ -54,7 +56,7 @@ func benchSessionStart(b *testing.B, ns string) {
 	args := append(append([]string{"serve"}, benchPlace(b).args()...), "--pid-namespace", ns)
 	var initRss, initPss, inits int
 	leanPath := leanBin(b)
-	type phases struct{ connect, call, close time.Duration }
+	type phases struct{ connect, call, close, cpu time.Duration }
 	cycle := func(cmd *exec.Cmd) phases {
 		var stderr testutil.Buffer
 		cmd.Stderr = &stderr
@@ -79,6 +81,7 @@ func benchSessionStart(b *testing.B, ns string) {
 		if !cmd.ProcessState.Success() {
 			b.Fatalf("%s exited with %v\n%s", cmd.Path, cmd.ProcessState, stderr.String())
 		}
+		p.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		return p
 	}
 	var lean, reaper phases
@@ -86,6 +89,7 @@ func benchSessionStart(b *testing.B, ns string) {
 		sum.connect += p.connect
 		sum.call += p.call
 		sum.close += p.close
+		sum.cpu += p.cpu
 	}
 	runLean := func() { add(&lean, cycle(exec.Command(leanPath))) }
 	runReaper := func() { add(&reaper, cycle(reaperCmd(args...))) }
@@ -109,6 +113,8 @@ func benchSessionStart(b *testing.B, ns string) {
 	b.ReportMetric(ms(lean.call), "lean-call-ms")
 	b.ReportMetric(ms(reaper.close), "reaper-close-ms")
 	b.ReportMetric(ms(lean.close), "lean-close-ms")
+	b.ReportMetric(ms(reaper.cpu), "reaper-cpu-ms")
+	b.ReportMetric(ms(lean.cpu), "lean-cpu-ms")
 	reportPair(b, "ms", reaper.connect+reaper.call+reaper.close, lean.connect+lean.call+lean.close)
 	if inits > 0 {
 		b.ReportMetric(float64(initRss)/float64(inits), "init-rss-KiB")
