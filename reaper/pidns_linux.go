@@ -41,7 +41,8 @@ import (
 // An init whose namespace has been empty for initIdle (no process of the session left) is ended by
 // the Reaper (pidns.Options.Idle), and the session's next command starts a new one: an idle session
 // then holds no process of reaper's. A session's processes never notice: the namespace they were in
-// was empty.
+// was empty. A ready shell (ready_linux.go) is a process of the namespace that holds that clock back;
+// the init ends with it when it ends unused after the same period.
 //
 // Orphans of a session go to its init, not to the Reaper: the init is the walks' root (the Self of
 // their queries) for a session with a namespace, and the watch for escapees looks at the children of

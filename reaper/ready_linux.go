@@ -36,7 +36,8 @@ import (
 // goes back to the session. The teardown kills it first, and waits for it before it looks whether
 // the session holds only its inits (0.3-0.4 ms of a session's close on the VM). It costs a bash
 // process per session that runs commands, for shellIdle at most after the session's last command; in
-// a PID namespace, the init's idle clock starts when the ready shell has ended.
+// a PID namespace the init ends with an idle shell, where nothing else ran meanwhile (the shell held
+// the init's own idle clock back: see endIdleInitLocked).
 //
 // Only bash (Reaper.keepShell): the loader is bash's; other shells would run commands differently.
 
@@ -46,11 +47,12 @@ const readyShellIdle = initIdle
 
 // readyShell is a shell started ahead for the session's next foreground command.
 type readyShell struct {
-	t       *task    // the task it becomes: its id, output and pump, leaf, working-directory pipe, main process
-	sp      spawned  // the shell's process
-	dir     string   // the session's working directory it started in
-	command *os.File // the memory file the command is written into (the shell's shell.CommandFD)
-	gate    *os.File // the write end of the pipe it waits on (its shell.GateFD); closing it lets the shell go
+	t       *task     // the task it becomes: its id, output and pump, leaf, working-directory pipe, main process
+	sp      spawned   // the shell's process
+	started time.Time // when it was started: the end of the session's last foreground command
+	dir     string    // the session's working directory it started in
+	command *os.File  // the memory file the command is written into (the shell's shell.CommandFD)
+	gate    *os.File  // the write end of the pipe it waits on (its shell.GateFD); closing it lets the shell go
 	// claimed is closed when a command takes the shell, dropped when the session lets go of it
 	// unused; each under Session.mu, and at most one of them (see takeReadyLocked).
 	claimed, dropped chan struct{}
@@ -98,7 +100,7 @@ func (s *Session) keepReady() {
 func (s *Session) startReadyLocked() (*readyShell, error) {
 	id := newID("t-")
 	t := &task{id: id, status: Running, done: make(chan struct{}), out: newOutput(s.outputs, id+".out")}
-	rs := &readyShell{t: t, dir: s.cwd, claimed: make(chan struct{}), dropped: make(chan struct{}), gone: make(chan struct{})}
+	rs := &readyShell{t: t, dir: s.cwd, started: time.Now(), claimed: make(chan struct{}), dropped: make(chan struct{}), gone: make(chan struct{})}
 	fd, err := unix.MemfdCreate("reaper-command", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("ready shell: memfd_create: %w", err)
@@ -185,11 +187,12 @@ func (rs *readyShell) send(script string) error {
 func (s *Session) readyLife(rs *readyShell) {
 	idle := time.NewTimer(s.r.shellIdle)
 	var exit reap.Exit
-	exited := false
+	exited, idled := false, false
 	select {
 	case <-rs.claimed:
 	case <-rs.dropped:
 	case <-idle.C:
+		idled = true
 	case exit = <-rs.sp.exited:
 		exited = true
 	case <-s.abandon:
@@ -232,8 +235,28 @@ func (s *Session) readyLife(rs *readyShell) {
 	s.mu.Lock()
 	if !s.closing { // else the teardown removes the slice, this leaf with it
 		s.releaseLeafLocked(rs.t.leaf)
+		if idled {
+			s.endIdleInitLocked(rs)
+		}
 	}
 	s.mu.Unlock()
+}
+
+// endIdleInitLocked ends the session's init once its ready shell has waited shellIdle for a command
+// that did not come, if nothing else of the session ran meanwhile: its namespace has then been idle
+// for the init's own idle period (shellIdle is initIdle), which the shell, a process of that
+// namespace, held back; without this an idle session's init lived twice that after its last command.
+// A task still running, or one that ended after the shell started, keeps the init to its own clock.
+func (s *Session) endIdleInitLocked(rs *readyShell) {
+	if s.ns == nil {
+		return
+	}
+	for _, t := range s.tasks {
+		if t.endedAt().After(rs.started) {
+			return
+		}
+	}
+	s.ns.EndIdle() // refused while a task runs, or an orphan lives in the namespace
 }
 
 // dropReady lets go of the session's ready shell, if it has one, and waits until it has ended, until

@@ -2,12 +2,14 @@ package reaper
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/shell"
 	"github.com/cgreaper/reaper/internal/testutil"
@@ -215,8 +217,9 @@ func TestReadyShell(t *testing.T) {
 	}
 }
 
-// TestReadyShellIdle: a ready shell left unused for its idle period ends, leaving its leaf empty, and
-// the session starts the next command's shell as it did before it had one.
+// TestReadyShellIdle: a ready shell left unused for its idle period ends, leaving its leaf empty; with
+// PID namespaces the session's init ends with it; and the session starts the next command's shell
+// (and init) as it did before it had one.
 func TestReadyShellIdle(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -230,6 +233,14 @@ func TestReadyShellIdle(t *testing.T) {
 			if now, _ := s.readyNow(); now == rs || rs.taken() {
 				t.Errorf("the idle ready shell is still the session's (%v) or was taken (%v)", now == rs, rs.taken())
 			}
+			// The shell held the init's idle clock: the init ends with it (before the shell counts
+			// as gone), not an idle period later.
+			s.mu.Lock()
+			in := s.ns
+			s.mu.Unlock()
+			if in != nil && !errors.Is(in.Err(), pidns.ErrIdle) {
+				t.Errorf("the session's init after its idle ready shell: %v, want ended idle", in.Err())
+			}
 			if testutil.Running(testutil.Proc{Pid: rs.t.pid, Start: rs.t.start}) {
 				t.Errorf("the idle ready shell %d still runs", rs.t.pid)
 			}
@@ -242,6 +253,31 @@ func TestReadyShellIdle(t *testing.T) {
 				t.Errorf("the next command printed %q", out)
 			}
 		})
+	}
+}
+
+// TestReadyShellIdleAfterTask: a task that ended while the ready shell waited keeps the session's
+// init to its own idle clock: the shell's end does not end it.
+func TestReadyShellIdleAfterTask(t *testing.T) {
+	r := nsReaper(t, ContainCgroup, Options{})
+	r.shellIdle = 300 * time.Millisecond
+	s := newTestSession(t, r, SessionOptions{})
+	run(t, s, "true")
+	run(t, s, "true")
+	rs := awaitReady(t, s)
+	ti, err := s.Start("true", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Wait(context.Background(), ti.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	awaitGone(t, rs)
+	s.mu.Lock()
+	in := s.ns
+	s.mu.Unlock()
+	if err := in.Err(); err != nil {
+		t.Errorf("the session's init after a task ended during its ready shell's wait: %v, want it serving", err)
 	}
 }
 

@@ -430,6 +430,53 @@ func TestIdleExit(t *testing.T) {
 	}
 }
 
+// TestEndIdle: EndIdle does nothing while a process lives in the namespace (an orphan of a task
+// that has exited included), and once it is empty ends the init at once, long before its idle period:
+// requests then fail with ErrIdle.
+func TestEndIdle(t *testing.T) {
+	opts := testOptions(t)
+	m, err := Probe(opts)
+	if err != nil {
+		t.Skipf("skipped: this host gives no PID namespaces: %v", err)
+	}
+	opts.UserNS, opts.Idle = m.UserNS, time.Hour
+	in, err := Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	file := filepath.Join(t.TempDir(), "orphan")
+	task, _ := spawnSh(t, in, "(exec sleep 1000) & echo $! > "+file+"; exec sleep 1000", nil)
+	if in.EndIdle() {
+		t.Fatal("EndIdle ended the init while its task ran")
+	}
+	eventually(t, "the task's child", func() bool {
+		b, _ := os.ReadFile(file)
+		return strings.HasSuffix(string(b), "\n")
+	})
+	unix.PidfdSendSignal(task.PidFD, unix.SIGKILL, nil, 0)
+	exitCode(t, task)
+	if in.EndIdle() {
+		t.Fatal("EndIdle ended the init while an orphan lived in its namespace")
+	}
+	orphans, _ := proc.NewWalker().Descendants(in.Pid())
+	if len(orphans) != 1 {
+		t.Fatalf("the namespace holds %v, want the orphan", orphans)
+	}
+	unix.Kill(orphans[0].Pid, unix.SIGKILL)
+	// Until the init has reaped the orphan, its zombie is still the init's child.
+	eventually(t, "EndIdle to end the init of an empty namespace", in.EndIdle)
+	if !in.Wait(t.Context(), time.Now().Add(30*time.Second)) {
+		t.Fatal("the init did not end")
+	}
+	if _, err := in.Spawn(Request{Argv: []string{"/bin/true"}, FDs: fdsOf(devNull(t))}); !errors.Is(err, ErrIdle) {
+		t.Errorf("a spawn after EndIdle: %v, want ErrIdle", err)
+	}
+	if in.EndIdle() {
+		t.Error("EndIdle ended an init that had ended")
+	}
+}
+
 // TestClosedAndNonBlockingDescriptors: a descriptor the request leaves out is closed in the child,
 // and one passed keeps its open file's flags (reaper's working-directory pipe must stay non-blocking).
 func TestClosedAndNonBlockingDescriptors(t *testing.T) {

@@ -503,6 +503,32 @@ func (in *Init) idleCheck() {
 		in.conn.SetReadDeadline(now.Add(rest))
 		return
 	}
+	in.endIdleLocked()
+}
+
+// EndIdle ends the init now, as the end of its idle period would (Spawn and Fork fail with ErrIdle
+// from then on), if nothing is asked of it and its namespace holds no process but the init; it
+// reports whether it did. It is for a caller that knows by its own clock that the namespace has been
+// idle long enough: a process that caller kept ready in it, and has just ended, held the init's.
+func (in *Init) EndIdle() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.err != nil || in.busyLocked() {
+		return false
+	}
+	if !in.quietLocked() {
+		childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.pid, Start: in.start})
+		if !ok || !childless {
+			return false
+		}
+	}
+	in.endIdleLocked()
+	return true
+}
+
+// endIdleLocked refuses every request from now on and shuts the socket down, at whose end the init
+// exits.
+func (in *Init) endIdleLocked() {
 	in.err = fmt.Errorf("%w (pid %d): %w", ErrEnded, in.pid, ErrIdle)
 	in.conn.SetReadDeadline(time.Time{})
 	in.conn.Shutdown()
