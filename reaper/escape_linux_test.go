@@ -182,15 +182,7 @@ func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
 			// Root may write cgroup.procs: these two leave the slice for the hierarchy's top. The
 			// first keeps the marker; the second clears its environment but its parent is still in
 			// the slice (until the teardown's SIGTERM).
-			dir := t.TempDir()
-			pids, terms, script := filepath.Join(dir, "pids"), filepath.Join(dir, "terms"), filepath.Join(dir, "escape")
-			// Each trap names its shell: a second SIGTERM that comes while the trap runs (the init's,
-			// after the walk's) may run it again.
-			err := os.WriteFile(script, fmt.Appendf(nil, "trap 'echo term $$ >> %s; exit 0' TERM\necho $$ > %s\necho $$ >> %s\nwhile :; do /bin/sleep 0.05; done\n",
-				terms, filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs"), pids), 0o644)
-			if err != nil {
-				t.Fatal(err)
-			}
+			pids, terms, script := escapeeScript(t, r)
 			res := run(t, s, "sh "+script+" & sh -c 'env -i /bin/sh "+script+" & wait' & "+testutil.AwaitLines(pids, 2))
 			escaped := s.pidsIn(t, res.Output)
 			if len(escaped) != 2 {
@@ -234,13 +226,7 @@ func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
 func TestEscapeeWarnedWhileTheSliceHoldsOut(t *testing.T) {
 	r := nsReaper(t, ContainCgroup, Options{PIDNamespace: PIDNamespaceOn, Grace: new(2 * time.Second)})
 	s := newTestSession(t, r, SessionOptions{})
-	dir := t.TempDir()
-	pids, terms, script := filepath.Join(dir, "pids"), filepath.Join(dir, "terms"), filepath.Join(dir, "escape")
-	err := os.WriteFile(script, fmt.Appendf(nil, "trap 'echo term >> %s; exit 0' TERM\necho $$ > %s\necho $$ >> %s\nwhile :; do /bin/sleep 0.05; done\n",
-		terms, filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs"), pids), 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pids, terms, script := escapeeScript(t, r)
 	res := run(t, s, "setsid sh -c 'trap \"\" TERM; echo $$ >> "+pids+"; exec sleep 1000' & setsid env -i /bin/sh "+script+" & "+testutil.AwaitLines(pids, 2))
 	left := s.pidsIn(t, res.Output)
 	if len(left) != 2 {
@@ -250,7 +236,7 @@ func TestEscapeeWarnedWhileTheSliceHoldsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(terms); !strings.HasPrefix(string(b), "term\n") { // twice, if the init's SIGTERM came as it ran
+	if b, _ := os.ReadFile(terms); !strings.HasPrefix(string(b), "term ") { // twice, if the init's SIGTERM came as it ran
 		t.Errorf("the escapee's trap wrote %q: it got no SIGTERM before the hard kill (report %v)", b, rep)
 	}
 	if rep.Killed < 1 || rep.Found < 1 {
@@ -260,6 +246,21 @@ func TestEscapeeWarnedWhileTheSliceHoldsOut(t *testing.T) {
 	if d := descendants(t); len(d) != 0 {
 		t.Errorf("left: %v", d)
 	}
+}
+
+// escapeeScript writes a script that moves its shell out of its slice, to the top of r's hierarchy
+// (root may), appends its pid to the file pids, and loops until SIGTERM, whose trap appends "term"
+// and its pid to the file terms: a second SIGTERM that comes while the trap runs may run it again.
+func escapeeScript(t testing.TB, r *Reaper) (pids, terms, script string) {
+	t.Helper()
+	dir := t.TempDir()
+	pids, terms, script = filepath.Join(dir, "pids"), filepath.Join(dir, "terms"), filepath.Join(dir, "escape")
+	err := os.WriteFile(script, fmt.Appendf(nil, "trap 'echo term $$ >> %s; exit 0' TERM\necho $$ > %s\necho $$ >> %s\nwhile :; do /bin/sleep 0.05; done\n",
+		terms, filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs"), pids), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pids, terms, script
 }
 
 // TestWalkFindsChildOfAnotherThread: a process in the slice forks from a thread other than its main

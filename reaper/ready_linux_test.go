@@ -223,22 +223,14 @@ func TestReadyShell(t *testing.T) {
 func TestReadyShellIdle(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
-			r := newTestReaper(t, mode, Options{})
-			r.shellIdle = 200 * time.Millisecond
-			s := newTestSession(t, r, SessionOptions{})
-			run(t, s, "true")
-			run(t, s, "true")
-			rs := awaitReady(t, s)
+			s, rs := idleReady(t, newTestReaper(t, mode, Options{}), 200*time.Millisecond)
 			awaitGone(t, rs)
 			if now, _ := s.readyNow(); now == rs || rs.taken() {
 				t.Errorf("the idle ready shell is still the session's (%v) or was taken (%v)", now == rs, rs.taken())
 			}
 			// The shell held the init's idle clock: the init ends with it (before the shell counts
 			// as gone), not an idle period later.
-			s.mu.Lock()
-			in := s.ns
-			s.mu.Unlock()
-			if in != nil && !errors.Is(in.Err(), pidns.ErrIdle) {
+			if in := s.currentInit(); in != nil && !errors.Is(in.Err(), pidns.ErrIdle) {
 				t.Errorf("the session's init after its idle ready shell: %v, want ended idle", in.Err())
 			}
 			if testutil.Running(testutil.Proc{Pid: rs.t.pid, Start: rs.t.start}) {
@@ -259,12 +251,7 @@ func TestReadyShellIdle(t *testing.T) {
 // TestReadyShellIdleAfterTask: a task that ended while the ready shell waited keeps the session's
 // init to its own idle clock: the shell's end does not end it.
 func TestReadyShellIdleAfterTask(t *testing.T) {
-	r := nsReaper(t, ContainCgroup, Options{})
-	r.shellIdle = 300 * time.Millisecond
-	s := newTestSession(t, r, SessionOptions{})
-	run(t, s, "true")
-	run(t, s, "true")
-	rs := awaitReady(t, s)
+	s, rs := idleReady(t, nsReaper(t, ContainCgroup, Options{}), 300*time.Millisecond)
 	ti, err := s.Start("true", "")
 	if err != nil {
 		t.Fatal(err)
@@ -273,12 +260,20 @@ func TestReadyShellIdleAfterTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitGone(t, rs)
-	s.mu.Lock()
-	in := s.ns
-	s.mu.Unlock()
-	if err := in.Err(); err != nil {
+	if err := s.currentInit().Err(); err != nil {
 		t.Errorf("the session's init after a task ended during its ready shell's wait: %v, want it serving", err)
 	}
+}
+
+// idleReady returns a session of r that has run two commands, and its ready shell, which waits idle
+// long for a command.
+func idleReady(t testing.TB, r *Reaper, idle time.Duration) (*Session, *readyShell) {
+	t.Helper()
+	r.shellIdle = idle
+	s := newTestSession(t, r, SessionOptions{})
+	run(t, s, "true")
+	run(t, s, "true")
+	return s, awaitReady(t, s)
 }
 
 // TestNoReadyShell: with Options.NoReadyShell a session keeps none.
