@@ -237,7 +237,7 @@ func (t *teardown) polite(ctx context.Context) {
 		// And what the walk missed: a process re-parented to the init as it ran (its parent ended
 		// after the init's children were read).
 		for _, in := range t.sc.Inits {
-			if err := in.Signal(graceEnd, unix.SIGTERM, unix.SIGCONT); !errors.Is(err, pidns.ErrEnded) {
+			if err := in.Signal(ctx, graceEnd, unix.SIGTERM, unix.SIGCONT); !errors.Is(err, pidns.ErrEnded) && !errors.Is(err, ctx.Err()) {
 				t.signalFailed(err)
 			}
 		}

@@ -2,6 +2,7 @@ package pidns
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -584,8 +585,8 @@ func mustStart(t testing.TB, pid int) uint64 {
 
 // TestSignal: Signal reaches every process of the namespace but the init, whatever its process group
 // or session (a setsid one that was stopped included: SIGCONT follows SIGTERM), and nothing outside
-// it: a process of the test's, beside the namespace, lives on. A request after Close fails with
-// ErrEnded.
+// it: a process of the test's, beside the namespace, lives on. A request to an init that does not
+// answer ends with its context; one after Close fails with ErrEnded.
 func TestSignal(t *testing.T) {
 	in := startInit(t)
 	outside := exec.Command("/bin/sleep", "1000")
@@ -607,7 +608,7 @@ trap "echo term > `+dir+`/main; exit 0" TERM; while :; do sleep 0.01; done`, nil
 		return false
 	})
 	files := []string{"main", "setsid"}
-	if err := in.Signal(time.Now().Add(30*time.Second), unix.SIGTERM, unix.SIGCONT); err != nil {
+	if err := in.Signal(t.Context(), time.Now().Add(30*time.Second), unix.SIGTERM, unix.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	if code := exitCode(t, task); code != 0 {
@@ -628,8 +629,22 @@ trap "echo term > `+dir+`/main; exit 0" TERM; while :; do sleep 0.01; done`, nil
 	if st, ok := proc.NewWalker().Stat(outside.Process.Pid); !ok || st.State == 'Z' {
 		t.Errorf("the process outside the namespace was signalled (state %q)", st.State)
 	}
+	// An init that does not answer (stopped here from outside, as a root process could) holds a
+	// request until ctx is done; its late answer, which nobody waits for, is dropped.
+	if err := unix.Kill(in.Pid(), unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := in.Signal(ctx, time.Now().Add(30*time.Second), unix.SIGTERM); !errors.Is(err, context.Canceled) {
+		t.Errorf("Signal to a stopped init with a cancelled context: %v, want context.Canceled", err)
+	}
+	unix.Kill(in.Pid(), unix.SIGCONT)
+	if err := in.Signal(t.Context(), time.Now().Add(30*time.Second), unix.SIGTERM); err != nil || in.Err() != nil {
+		t.Errorf("Signal once the init runs again: %v (the init: %v)", err, in.Err())
+	}
 	in.Close()
-	if err := in.Signal(time.Now().Add(30*time.Second), unix.SIGTERM); !errors.Is(err, ErrEnded) {
+	if err := in.Signal(t.Context(), time.Now().Add(30*time.Second), unix.SIGTERM); !errors.Is(err, ErrEnded) {
 		t.Errorf("Signal after Close: %v, want ErrEnded", err)
 	}
 }

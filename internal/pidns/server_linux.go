@@ -319,10 +319,10 @@ func (in *Init) Spawn(r Request) (Task, error) {
 // Signal has the init send each of sigs in turn to every other process of its namespace, whatever
 // their cgroup, process group or parent (kill(2) with pid -1 inside it: the kernel reaches the
 // namespace's processes and those of namespaces below it, and no other), and returns once it has, or
-// at deadline. It fails with ErrEnded once the init has ended or was closed; a failure to signal a
-// process other than its having exited comes back wrapped (the processes the init could signal were
-// signalled).
-func (in *Init) Signal(deadline time.Time, sigs ...syscall.Signal) error {
+// at deadline or when ctx is done. It fails with ErrEnded once the init has ended or was closed; a
+// failure to signal a process other than its having exited comes back wrapped (the processes the init
+// could signal were signalled).
+func (in *Init) Signal(ctx context.Context, deadline time.Time, sigs ...syscall.Signal) error {
 	in.mu.Lock()
 	if in.err != nil {
 		err := in.err
@@ -359,6 +359,8 @@ func (in *Init) Signal(deadline time.Time, sigs ...syscall.Signal) error {
 		return nil
 	case <-in.done:
 		return in.Err()
+	case <-ctx.Done():
+		return fmt.Errorf("signal the PID namespace of init %d: %w", in.pid, ctx.Err())
 	case <-timer.C:
 		return fmt.Errorf("the init of the PID namespace (pid %d) did not answer a signal request by %v", in.pid, deadline.Format(time.TimeOnly))
 	}
