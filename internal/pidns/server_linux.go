@@ -79,16 +79,17 @@ type Init struct {
 	pidfd  int // the init's, until Close; -1 after
 	next   uint64
 	calls  map[uint64]*call
-	sigs   map[uint64]chan syscall.Errno // signal requests waiting for their answer, by id
-	sigID  uint64                        // the last signal request's id
-	empty  bool                          // the last exit the init reported said its namespace was empty then
-	live   int                           // processes Fork is starting or started that have not exited
-	forked bool                          // Fork started a process since the init was last seen childless
-	forks  uint64                        // processes Fork started, ever
-	quiet  time.Time                     // when the last request or process ended (or the init started): the idle clock
-	err    error                         // set once the init takes no more requests
-	ended  bool                          // the init's exit was seen
-	status reap.Exit                     // that exit
+	empty  bool      // the last exit the init reported said its namespace was empty then
+	live   int       // processes Fork is starting or started that have not exited
+	forked bool      // Fork started a process since the init was last seen childless
+	forks  uint64    // processes Fork started, ever
+	quiet  time.Time // when the last request or process ended (or the init started): the idle clock
+	err    error     // set once the init takes no more requests
+	ended  bool      // the init's exit was seen
+	status reap.Exit // that exit
+
+	sigs  map[uint64]chan syscall.Errno // signal requests waiting for their answer, by id
+	sigID uint64                        // the last signal request's id
 }
 
 // call is one spawn, from its request to its exit.
