@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -69,16 +70,20 @@ func responseLine(resp *jsonrpc.Response) (line []byte, ok bool) {
 	if resp.Error != nil || len(resp.Result) == 0 || !resp.ID.IsValid() {
 		return nil, false
 	}
-	var id bytes.Buffer
-	enc := json.NewEncoder(&id)
-	enc.SetEscapeHTML(false) // as the SDK's encoding of the message
-	if err := enc.Encode(resp.ID.Raw()); err != nil {
-		return nil, false
-	}
-	idJSON := bytes.TrimSuffix(id.Bytes(), []byte{'\n'})
-	line = make([]byte, 0, len(resp.Result)+len(idJSON)+32)
+	line = make([]byte, 0, len(resp.Result)+64)
 	line = append(line, `{"jsonrpc":"2.0","id":`...)
-	line = append(line, idJSON...)
+	switch id := resp.ID.Raw().(type) {
+	case int64: // what clients send, most of them
+		line = strconv.AppendInt(line, id, 10)
+	default: // a string: escaped as the SDK's encoding of the message does, without HTML escaping
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(id); err != nil {
+			return nil, false
+		}
+		line = append(line, bytes.TrimSuffix(b.Bytes(), []byte{'\n'})...)
+	}
 	line = append(line, `,"result":`...)
 	line = append(line, resp.Result...)
 	return append(line, '}', '\n'), true
