@@ -101,7 +101,11 @@ func (spec spawnSpec) fds(devnull *os.File) ([]int, error) {
 		for len(fds) < shell.CommandFD {
 			fds = append(fds, -1)
 		}
-		fds = append(fds, int(spec.command.Fd()), int(spec.gate.Fd()))
+		fds = append(fds, int(spec.command.Fd()))
+		for len(fds) < shell.GateFD {
+			fds = append(fds, -1)
+		}
+		fds = append(fds, int(spec.gate.Fd()))
 	}
 	if spec.cwd != nil {
 		for len(fds) < shell.CwdFD {
