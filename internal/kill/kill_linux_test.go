@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/testutil"
 )
@@ -190,6 +191,36 @@ func TestTerminateContextCutsGrace(t *testing.T) {
 	}
 	if rep.Killed != 1 || rep.Duration > time.Minute {
 		t.Errorf("report %v: cancelling the context should end the grace period and hard-kill", rep)
+	}
+	testutil.AssertDead(t, left)
+}
+
+// TestTerminateStrangerInTheSlice: a scope whose walks look below this process, which has no child,
+// has nothing alive outside its slice; but a process that is not this one's descendant may still sit
+// in the slice (moved there by someone else), and it dies with the slice all the same. Here it is
+// the orphan of a shell started while this process was no subreaper, so that init adopted it.
+func TestTerminateStrangerInTheSlice(t *testing.T) {
+	_, s, _ := testSlice(t)
+	dir := t.TempDir()
+	f := filepath.Join(dir, "pids")
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	left := startAwait(t, s, `sleep 1000 & echo $! >> `+f, f, 1)
+	testutil.Eventually(t, "the sleeper adopted by another process", func() bool {
+		st, ok := proc.NewWalker().Stat(left[0].Pid)
+		return ok && st.PPid != os.Getpid()
+	})
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the shell reaped", func() bool { return !reap.HasChildren() })
+	rep, err := Policy{}.Terminate(context.Background(), Scope{Name: "test", Slice: s, Self: os.Getpid()})
+	if err != nil {
+		t.Fatalf("Terminate: %v (report %v)", err, rep)
+	}
+	if rep.Killed != 1 {
+		t.Errorf("report %+v: want the stranger killed with the slice", rep)
 	}
 	testutil.AssertDead(t, left)
 }

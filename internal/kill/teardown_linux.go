@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
 )
 
@@ -123,6 +125,10 @@ func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 		seen: make(map[int]bool), termed: make(map[int]bool),
 	}
 	defer func() { proc.CloseAll(t.outside) }()
+	if t.nothingLeft() {
+		t.rep.Duration = time.Since(t.start)
+		return t.rep, nil
+	}
 	var cancel context.CancelFunc
 	t.wait, cancel = DeathWait(ctx)
 	defer cancel()
@@ -167,6 +173,27 @@ type teardown struct {
 	found   bool            // the walk of phase 1 has run
 	outside []proc.Handle   // processes found outside the slice, verified; closed at the end
 	alive   []proc.Handle   // those not yet seen to exit
+}
+
+// nothingLeft reports whether the scope has no process left, read in two system calls where the
+// phases would read the slice's files and this process's children several times over: the close of
+// a session whose commands have all ended, the common case, would pay that at every close. It holds
+// when the walks look below this process and it has no child, not even a zombie, and the slice (if
+// any) is not populated. Every process of such a scope descends from this process (a task is its
+// child, an orphan is re-parented to it, the subreaper, and a process group or session holds only
+// descendants of whoever made it), so none lives outside the slice; and a process that someone else
+// moved into the slice is there to be killed, so the slice is read too. A scope with inits has
+// them as children.
+func (t *teardown) nothingLeft() bool {
+	if t.sc.Self != os.Getpid() || len(t.sc.Inits) > 0 {
+		return false
+	}
+	if t.sc.Slice != nil {
+		if populated, err := t.sc.Slice.Populated(); err != nil || populated {
+			return false
+		}
+	}
+	return !reap.HasChildren()
 }
 
 // findEscaped is phase 1; it runs once, and a later call does nothing. With a slice it looks for
