@@ -3,11 +3,13 @@ package reaper
 import (
 	"bytes"
 	"context"
+	"os"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
 )
 
@@ -157,6 +159,11 @@ func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Tim
 // adopted returns the live children of a that it did not start. An init found without a child
 // while calm is told so (pidns.Init.SawChildless): the next looks skip it until it forks again.
 func adopted(w *proc.Walker, a adopter) []proc.Stat {
+	if a.pid == os.Getpid() && !reap.HasChildren() {
+		// The Reaper with no child at all, not even a zombie: one waitid says so, where listing
+		// them reads every thread's children file (at every session's end and periodic check).
+		return nil
+	}
 	self, ok := w.Stat(a.pid)
 	if !ok {
 		return nil
