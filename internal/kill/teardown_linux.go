@@ -182,18 +182,17 @@ type teardown struct {
 // any) is not populated. Every process of such a scope descends from this process (a task is its
 // child, an orphan is re-parented to it, the subreaper, and a process group or session holds only
 // descendants of whoever made it), so none lives outside the slice; and a process that someone else
-// moved into the slice is there to be killed, so the slice is read too. A scope with inits has
-// them as children.
+// moved into the slice is there to be killed, so the slice is read too (second: where another scope
+// has a process, the waitid alone says no). A scope with inits has them as children.
 func (t *teardown) nothingLeft() bool {
-	if t.sc.Self != os.Getpid() || len(t.sc.Inits) > 0 {
+	if t.sc.Self != os.Getpid() || len(t.sc.Inits) > 0 || reap.HasChildren() {
 		return false
 	}
 	if t.sc.Slice != nil {
-		if populated, err := t.sc.Slice.Populated(); err != nil || populated {
-			return false
-		}
+		populated, err := t.sc.Slice.Populated()
+		return err == nil && !populated
 	}
-	return !reap.HasChildren()
+	return true
 }
 
 // findEscaped is phase 1; it runs once, and a later call does nothing. With a slice it looks for
