@@ -108,6 +108,9 @@ const sweepTime = 5 * time.Second
 //     inits have ended there is nothing left to walk for: no process leaves its PID namespace.
 //  5. A bounded wait for those processes to exit; what is left is reported.
 //
+// A scope whose walks look below this process, which has no child, and whose slice is not populated
+// has no process left: Terminate returns at once with an empty report (see nothingLeft).
+//
 // Phases 3 to 5 share one deadline (sc.End, or the Timeout from the hard kill), and once ctx is
 // done they wait at most HurryWait more: what survives SIGKILL (uninterruptible sleep) is reported,
 // not waited for. The error says what failed, not in which scope: the caller, who knows, says that.
