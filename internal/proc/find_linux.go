@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/cgreaper/reaper/internal/reap"
 )
 
 // Query names a scope's processes: everything that descends (by parent pid) from a seed or from a
@@ -157,8 +159,9 @@ func (w *Walker) tree(q Query, budget int) ([]Stat, bool) {
 	}
 	if q.Marker != "" {
 		self, _ := w.Stat(q.Self)
+		own := q.Self == os.Getpid() // its dead children are told apart without /proc (reap.Exited)
 		for _, c := range w.Children(self) {
-			if seen[c] || q.Skip[c] {
+			if seen[c] || q.Skip[c] || own && reap.Exited(c) {
 				continue
 			}
 			if st, ok := w.Stat(c); ok && st.State != 'Z' && w.Marked(c, q.Marker) {

@@ -217,6 +217,21 @@ func WaitExited(pid int) error {
 	}
 }
 
+// Exited reports whether pid is a child of this process that has exited and awaits its reaping (a
+// zombie), without reaping it, in one system call that reads nothing in /proc. A walk that meets
+// this process's children skips the dead among them so: after a session's kill a thousand of them
+// may wait for the loop, and reading each one's stat cost the kernel an entry in /proc per child
+// (made, then dropped when the child is reaped). It is false for a live child, for a pid that is
+// not this process's child, and for one already reaped.
+func Exited(pid int) bool {
+	for {
+		signo, err := waitidInfo(pPid, pid, syscall.WNOHANG)
+		if err != syscall.EINTR {
+			return err == nil && signo == syscall.SIGCHLD
+		}
+	}
+}
+
 // waitAny waits for any child to have exited, without reaping it.
 func waitAny(options int) error { return waitid(pAll, 0, options) }
 
@@ -225,13 +240,20 @@ func waitAny(options int) error { return waitid(pAll, 0, options) }
 // guard's first part, which use it, run before the program's other libraries initialise (see
 // cmd/reaper/internal/nsinit).
 func waitid(idtype, id, options int) error {
-	var info [128]byte // siginfo_t
+	_, err := waitidInfo(idtype, id, options)
+	return err
+}
+
+// waitidInfo is waitid with the siginfo's signal number: SIGCHLD when a child was found, 0 when
+// WNOHANG found none waitable (the kernel then clears the siginfo).
+func waitidInfo(idtype, id, options int) (syscall.Signal, error) {
+	var info [128]byte // siginfo_t; si_signo is its first int
 	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, uintptr(idtype), uintptr(id), uintptr(unsafe.Pointer(&info)),
 		uintptr(syscall.WEXITED|wNoWait|options), 0, 0)
 	if e != 0 {
-		return e
+		return 0, e
 	}
-	return nil
+	return syscall.Signal(*(*int32)(unsafe.Pointer(&info[0]))), nil
 }
 
 // Arguments of waitid(2) that package syscall does not name.

@@ -96,3 +96,45 @@ func TestNotReapedDuringStart(t *testing.T) {
 		}
 	}
 }
+
+// TestExited: a child that has exited is told so, and stays a zombie for whoever reaps it; a live
+// child, a process that is not a child and a child already reaped are not told as exited.
+func TestExited(t *testing.T) {
+	reapNow := func(pid int) error {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		return err
+	}
+	sleeper, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "1000"}, &syscall.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.Kill(sleeper, unix.SIGKILL)
+		reapNow(sleeper)
+	})
+	done, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reapNow(done) }) // in case the test fails before it reaps it
+	deadline := time.Now().Add(30 * time.Second)
+	for !Exited(done) {
+		if time.Now().After(deadline) {
+			t.Fatalf("true (pid %d) not told as exited within 30 s", done)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if Exited(sleeper) {
+		t.Errorf("the live sleeper (pid %d) told as exited", sleeper)
+	}
+	if Exited(os.Getppid()) {
+		t.Errorf("this process's parent (pid %d), not a child, told as exited", os.Getppid())
+	}
+	if err := reapNow(done); err != nil {
+		t.Fatalf("reaping true (pid %d) after Exited: %v (Exited must not reap)", done, err)
+	}
+	if Exited(done) {
+		t.Errorf("true (pid %d) told as exited after it was reaped", done)
+	}
+}
