@@ -198,6 +198,15 @@ func (t *teardown) nothingLeft() bool {
 	return true
 }
 
+// exited is what the walks use to pass over dead children of Self unread (proc.Query.Exited): only
+// this process can ask the kernel about its own children.
+func (t *teardown) exited() func(int) bool {
+	if t.sc.Self == os.Getpid() {
+		return reap.Exited
+	}
+	return nil
+}
+
 // findEscaped is phase 1; it runs once, and a later call does nothing. With a slice it looks for
 // what left it by parent pid only, from the threads listed in the slice now (a child belongs to the
 // thread that forked it); those threads are the scope's without a start time to check, so they seed
@@ -227,7 +236,7 @@ func (t *teardown) findEscaped() {
 	}
 	maps.Copy(known, t.sc.Known)
 	found, err := t.w.Find(proc.Query{
-		Self: t.sc.Self, Seeds: t.sc.Seeds, Trusted: trusted, Known: known, Skip: t.skip, Marker: marker,
+		Self: t.sc.Self, Seeds: t.sc.Seeds, Trusted: trusted, Known: known, Skip: t.skip, Marker: marker, Exited: t.exited(),
 	})
 	if err != nil {
 		t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
@@ -380,7 +389,7 @@ func (t *teardown) killEscaped() {
 		if t.nsEnded {
 			break // what was found lived in the namespaces, which are empty now
 		}
-		more, err := t.w.Find(proc.Query{Self: t.sc.Self, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.Marker})
+		more, err := t.w.Find(proc.Query{Self: t.sc.Self, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.Marker, Exited: t.exited()})
 		if err != nil {
 			t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
 			break

@@ -6,8 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-
-	"github.com/cgreaper/reaper/internal/reap"
 )
 
 // Query names a scope's processes: everything that descends (by parent pid) from a seed or from a
@@ -33,6 +31,11 @@ type Query struct {
 	// Marker is an environment entry ("KEY=value") that every process of the scope inherits; empty
 	// means the marker is not looked for.
 	Marker string
+	// Exited, if set, tells a child of Self that has exited and awaits its reaping without reading
+	// /proc; the walk for the marker passes over such children unread. Self passes reap.Exited: after
+	// a kill it may have a thousand zombies the wait loop has not reaped yet, and reading each one's
+	// stat made an entry in /proc that the reaping then dropped.
+	Exited func(pid int) bool
 }
 
 // Find returns the processes of q's scope that are not Known or Trusted, the cheaper way. Walking
@@ -159,9 +162,8 @@ func (w *Walker) tree(q Query, budget int) ([]Stat, bool) {
 	}
 	if q.Marker != "" {
 		self, _ := w.Stat(q.Self)
-		own := q.Self == os.Getpid() // its dead children are told apart without /proc (reap.Exited)
 		for _, c := range w.Children(self) {
-			if seen[c] || q.Skip[c] || own && reap.Exited(c) {
+			if seen[c] || q.Skip[c] || q.Exited != nil && q.Exited(c) {
 				continue
 			}
 			if st, ok := w.Stat(c); ok && st.State != 'Z' && w.Marked(c, q.Marker) {

@@ -218,11 +218,9 @@ func WaitExited(pid int) error {
 }
 
 // Exited reports whether pid is a child of this process that has exited and awaits its reaping (a
-// zombie), without reaping it, in one system call that reads nothing in /proc. A walk that meets
-// this process's children skips the dead among them so: after a session's kill a thousand of them
-// may wait for the loop, and reading each one's stat cost the kernel an entry in /proc per child
-// (made, then dropped when the child is reaped). It is false for a live child, for a pid that is
-// not this process's child, and for one already reaped.
+// zombie), without reaping it, in one system call that reads nothing in /proc (a walk passes over
+// the dead among this process's children so: see proc.Query.Exited). It is false for a live child,
+// for a pid that is not this process's child, and for one already reaped.
 func Exited(pid int) bool {
 	for {
 		signo, err := waitidInfo(pPid, pid, syscall.WNOHANG)
