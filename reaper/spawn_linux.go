@@ -98,26 +98,26 @@ func (spec spawnSpec) fds(devnull *os.File) ([]int, error) {
 		fds = append(fds, int(spec.extra.Fd()))
 	}
 	if spec.command != nil {
-		for len(fds) < shell.CommandFD {
-			fds = append(fds, -1)
-		}
-		fds = append(fds, int(spec.command.Fd()))
-		for len(fds) < shell.GateFD {
-			fds = append(fds, -1)
-		}
-		fds = append(fds, int(spec.gate.Fd()))
+		fds = placeAt(fds, shell.CommandFD, int(spec.command.Fd()))
+		fds = placeAt(fds, shell.GateFD, int(spec.gate.Fd()))
 	}
 	if spec.cwd != nil {
-		for len(fds) < shell.CwdFD {
-			fds = append(fds, -1)
-		}
 		rc, err := spec.cwd.SyscallConn()
 		if err != nil {
 			return nil, err
 		}
-		rc.Control(func(fd uintptr) { fds = append(fds, int(fd)) })
+		rc.Control(func(fd uintptr) { fds = placeAt(fds, shell.CwdFD, int(fd)) })
 	}
 	return fds, nil
+}
+
+// placeAt returns fds with fd appended at index at, the slots before it that fds does not reach
+// closed (-1). The descriptors are placed in increasing order, so at is never below len(fds).
+func placeAt(fds []int, at, fd int) []int {
+	for len(fds) < at {
+		fds = append(fds, -1)
+	}
+	return append(fds, fd)
 }
 
 // spawned is a started process.
