@@ -3,7 +3,6 @@ package reaper
 import (
 	"bytes"
 	"context"
-	"os"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/kill"
@@ -159,7 +158,7 @@ func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Tim
 // adopted returns the live children of a that it did not start. An init found without a child
 // while calm is told so (pidns.Init.SawChildless): the next looks skip it until it forks again.
 func adopted(w *proc.Walker, a adopter) []proc.Stat {
-	if a.pid == os.Getpid() && !reap.HasChildren() {
+	if reap.Childless(a.pid) {
 		// The Reaper with no child at all, not even a zombie: one waitid says so, where listing
 		// them reads every thread's children file (at every session's end and periodic check).
 		return nil

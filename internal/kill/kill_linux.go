@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
@@ -164,7 +163,7 @@ func (p Policy) Sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, 
 // process and it has no child, not even a zombie, it has no descendant either: one waitid says so,
 // without reading /proc (each thread's children file), at every guard's and server's exit.
 func (p Policy) Descendants(ctx context.Context, self int) []proc.Proc {
-	if self == os.Getpid() && !reap.HasChildren() {
+	if reap.Childless(self) {
 		return nil
 	}
 	w := proc.NewWalker()

@@ -188,7 +188,7 @@ type teardown struct {
 // moved into the slice is there to be killed, so the slice is read too (second: where another scope
 // has a process, the waitid alone says no). A scope with inits has them as children.
 func (t *teardown) nothingLeft() bool {
-	if t.sc.Self != os.Getpid() || len(t.sc.Inits) > 0 || reap.HasChildren() {
+	if len(t.sc.Inits) > 0 || !reap.Childless(t.sc.Self) {
 		return false
 	}
 	if t.sc.Slice != nil {

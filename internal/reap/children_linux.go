@@ -207,6 +207,11 @@ func HasChildren() bool {
 	}
 }
 
+// Childless reports whether pid is this process and it has no child, live or a zombie (HasChildren):
+// then nothing descends from it, and a walk below it has nothing to find. A subreaper's callers ask
+// it before reading /proc for what it may have been left with.
+func Childless(pid int) bool { return pid == syscall.Getpid() && !HasChildren() }
+
 // WaitExited blocks until the child pid has exited, without reaping it (WNOWAIT): its pid stays its
 // own, a zombie, until whoever reaps it does. A guard waits for its server so (internal/guard).
 func WaitExited(pid int) error {

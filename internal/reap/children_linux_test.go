@@ -98,7 +98,8 @@ func TestNotReapedDuringStart(t *testing.T) {
 }
 
 // TestExited: a child that has exited is told so, and stays a zombie for whoever reaps it; a live
-// child, a process that is not a child and a child already reaped are not told as exited.
+// child, a process that is not a child and a child already reaped are not told as exited. Childless
+// is false while a child lives, and for any process but this one.
 func TestExited(t *testing.T) {
 	reapNow := func(pid int) error {
 		var ws unix.WaitStatus
@@ -130,6 +131,12 @@ func TestExited(t *testing.T) {
 	}
 	if Exited(os.Getppid()) {
 		t.Errorf("this process's parent (pid %d), not a child, told as exited", os.Getppid())
+	}
+	if Childless(os.Getpid()) {
+		t.Errorf("this process told childless while its sleeper (pid %d) lives", sleeper)
+	}
+	if Childless(os.Getppid()) {
+		t.Errorf("another process (pid %d) told childless: only this process can tell", os.Getppid())
 	}
 	if err := reapNow(done); err != nil {
 		t.Fatalf("reaping true (pid %d) after Exited: %v (Exited must not reap)", done, err)
