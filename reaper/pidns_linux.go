@@ -388,8 +388,9 @@ func (s *Session) initLocked() (in *pidns.Init, askReady bool, err error) {
 }
 
 // spawnLocked starts spec in the session: through its init, where it has a PID namespace. An init
-// that ended idle before it took the request started nothing: the request goes to a new one. Where
-// the init was the one kept ready, the next is asked for once spec has started (see takeReady).
+// that had ended when it was asked (idle, or killed with its namespace before the session noticed)
+// started nothing: the request goes to a new one. Where the init was the one kept ready, the next is
+// asked for once spec has started (see takeReady).
 func (s *Session) spawnLocked(spec spawnSpec) (spawned, error) {
 	for attempt := 0; ; attempt++ {
 		in, askReady, err := s.initLocked()
@@ -401,7 +402,7 @@ func (s *Session) spawnLocked(spec spawnSpec) (spawned, error) {
 		if askReady {
 			s.r.askReady()
 		}
-		if attempt == 0 && errors.Is(err, pidns.ErrIdle) {
+		if attempt == 0 && errors.Is(err, pidns.ErrEnded) {
 			continue
 		}
 		return sp, err

@@ -166,7 +166,7 @@ func (in *Init) Fork(e *Entry, c *reap.Children, fork func() (int, error), start
 	if in.hungUp() {
 		// The init has died (its socket is closed before its namespace refuses new processes), or
 		// was ended meanwhile.
-		return 0, nil, fmt.Errorf("%w (pid %d): %w", ErrEnded, in.pid, err)
+		return 0, nil, in.foundEnded(fmt.Errorf("%w (pid %d): %w", ErrEnded, in.pid, err))
 	}
 	if enterErr != nil {
 		return 0, nil, fmt.Errorf("%w (pid %d): %w", ErrEnter, in.pid, enterErr)
@@ -185,6 +185,19 @@ func (in *Init) hungUp() bool {
 		hup = err == nil && n > 0 && p[0].Revents&(unix.POLLHUP|unix.POLLRDHUP) != 0
 	})
 	return hup
+}
+
+// foundEnded records err, which wraps ErrEnded, as the reason the init takes no more requests
+// unless one is known already, and returns it. A request can find the init dead before the reader
+// of its socket has: Err must say so from then on, or a caller that asks for a new init when a spawn
+// fails with ErrEnded would be handed this one again.
+func (in *Init) foundEnded(err error) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.err == nil {
+		in.err = err
+	}
+	return err
 }
 
 // exitedOne counts the exit of a process Fork started; the child reaper calls it.

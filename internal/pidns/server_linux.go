@@ -132,8 +132,8 @@ func (e *SpawnError) Error() string { return e.Msg }
 func (e *SpawnError) Unwrap() error { return e.Errno }
 
 // ErrEnded is wrapped by the errors of spawns asked of an init that has ended or was closed; ErrIdle
-// too where it ended because its namespace was empty for its idle period (Options.Idle): it started
-// nothing it did not answer, and a new init may be asked instead.
+// too where it ended because its namespace was empty for its idle period (Options.Idle). Either way
+// the spawn started nothing, and a new init may be asked instead.
 var (
 	ErrEnded = errors.New("the init of the PID namespace has ended")
 	ErrIdle  = errors.New("its namespace was empty for its idle period")
@@ -301,7 +301,7 @@ func (in *Init) Spawn(r Request) (Task, error) {
 		// it can no longer be talked to (it has most likely ended already).
 		in.Kill()
 		in.forget(id)
-		return Task{}, fmt.Errorf("%w (pid %d): sending a request: %w", ErrEnded, in.pid, err)
+		return Task{}, in.foundEnded(fmt.Errorf("%w (pid %d): sending a request: %w", ErrEnded, in.pid, err))
 	}
 	timer := time.NewTimer(in.timeout)
 	defer timer.Stop()
@@ -609,7 +609,7 @@ func (in *Init) read() {
 	}
 	in.mu.Lock()
 	switch {
-	case in.err != nil: // closed, or ended idle
+	case in.err != nil: // closed, ended idle, or found dead by a request (see foundEnded)
 	case errors.Is(err, io.EOF):
 		in.err = fmt.Errorf("%w (pid %d)", ErrEnded, in.pid)
 	default:
