@@ -3,6 +3,7 @@ package reaper
 import (
 	"bytes"
 	"context"
+	"os"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/kill"
@@ -113,18 +114,7 @@ func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Tim
 	w := proc.NewWalker()
 	var hs []proc.Handle
 	for _, a := range r.adopters(ending) {
-		candidates := adopted(w, a)
-		if len(candidates) == 0 {
-			continue
-		}
-		// Read after the candidates were listed: a task born since is not among them.
-		owned := r.owned(w, ending)
-		seeds := make(map[int]uint64)
-		for _, st := range candidates {
-			if !owned(st) {
-				seeds[st.Pid] = st.Start
-			}
-		}
+		seeds := r.escapees(w, a, ending)
 		if len(seeds) == 0 {
 			continue
 		}
@@ -155,6 +145,24 @@ func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Tim
 		"when", when, "count", len(killed), "processes", killed)
 }
 
+// escapees returns the children of a that it did not start and no live session owns (see owned),
+// with their start times.
+func (r *Reaper) escapees(w *proc.Walker, a adopter, ending *Session) map[int]uint64 {
+	candidates := adopted(w, a)
+	if len(candidates) == 0 {
+		return nil
+	}
+	// Read after the candidates were listed: a task born since is not among them.
+	owned := r.owned(w, ending)
+	seeds := make(map[int]uint64)
+	for _, st := range candidates {
+		if !owned(st) {
+			seeds[st.Pid] = st.Start
+		}
+	}
+	return seeds
+}
+
 // adopted returns the live children of a that it did not start. An init found without a child
 // while calm is told so (pidns.Init.SawChildless): the next looks skip it until it forks again.
 func adopted(w *proc.Walker, a adopter) []proc.Stat {
@@ -175,9 +183,12 @@ func adopted(w *proc.Walker, a adopter) []proc.Stat {
 			a.init.SawChildless(a.forks)
 		}
 	}
+	// The Reaper's dead children are passed over unread: after a session's kill it may have
+	// hundreds the wait loop has not reaped yet (see proc.Query.Exited).
+	mine := a.pid == os.Getpid()
 	var out []proc.Stat
 	for _, pid := range children {
-		if a.registered[pid] {
+		if a.registered[pid] || mine && reap.Exited(pid) {
 			continue
 		}
 		if st, ok := w.Stat(pid); ok && st.PPid == a.pid && !st.Dead() {

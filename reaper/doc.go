@@ -26,9 +26,11 @@
 // not. From its second foreground command on, a session keeps the next one's shell started ahead
 // (see ready_linux.go). [Session.Close] kills everything: SIGTERM, a grace period, cgroup.kill, then a walk of /proc
 // for whatever got out of the slice (by parent pid and by the REAPER_SESSION marker every task
-// inherits), repeated until a pass finds nothing new; then the slice is removed. With PID
-// namespaces the first walk waits for the slice to empty, and the init signals its namespace (see
-// kill.Scope.Namespaced).
+// inherits), repeated until a pass finds nothing new; then the slice is removed. In cgroup
+// containment the first walk waits for the slice to empty: with PID namespaces it starts below the
+// init, which signals its namespace too (kill.Scope.Namespaced); without, from the Reaper's adopted
+// children outside every slice, where what left the slice is once its parent has died
+// (kill.Scope.Adopted).
 //
 // PID namespaces. Where this process can make them (Options.PIDNamespace), each session's tasks run
 // in a PID namespace of the session's own, whose init is this program in another mode

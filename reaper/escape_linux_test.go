@@ -162,12 +162,13 @@ func TestJoinBeforeExecWhenClone3IsRefused(t *testing.T) {
 }
 
 // TestWalkFindsProcessesMovedOutOfTheSlice: two processes leave the session's slice, one of them
-// with its environment cleared; the teardown finds both, kills them and counts them. With PID
-// namespaces the walk comes once the slice is empty, below the init, and both get SIGTERM within the
-// grace period (each says so from its trap). Without, the walk before the kill follows parent links
-// only (reading the marker of every child of the Reaper's would cost each teardown a read of every
-// orphan of every session): the one whose parent had ended, now the Reaper's child, is found by its
-// marker after the slice's kill, and killed.
+// with its environment cleared; the teardown finds both, counts them, and both get SIGTERM within the
+// grace period (each says so from its trap). The walk comes once the slice is empty: with PID
+// namespaces below the init; without, from the Reaper's children outside every slice, where the one
+// whose parent ended before the close already is, and the other is once the SIGTERM to the slice
+// has ended its parent (the last process of the slice: the kernel hands its children to the Reaper
+// a few instructions after it leaves the cgroup, long before the teardown learns that the slice is
+// empty).
 func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
 	for _, ns := range []PIDNamespace{PIDNamespaceOff, PIDNamespaceOn} {
 		t.Run("pidns="+ns.String(), func(t *testing.T) {
@@ -200,16 +201,12 @@ func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
 			if rep.Found < 2 {
 				t.Errorf("report %v: the walk should have found both escapees", rep)
 			}
-			want := 1 // the one whose parent lives in the slice
-			if ns == PIDNamespaceOn {
-				want = 2
-				if rep.Killed > 0 {
-					t.Errorf("report %v: SIGTERM should have ended every process", rep)
-				}
+			if rep.Killed > 0 {
+				t.Errorf("report %v: SIGTERM should have ended every process", rep)
 			}
 			b, _ := os.ReadFile(terms)
-			if got := len(slices.Compact(slices.Sorted(slices.Values(strings.Split(strings.TrimSpace(string(b)), "\n"))))); got != want {
-				t.Errorf("the escapees' traps wrote %q: %d of them ran, want %d", b, got, want)
+			if got := len(slices.Compact(slices.Sorted(slices.Values(strings.Split(strings.TrimSpace(string(b)), "\n"))))); got != 2 {
+				t.Errorf("the escapees' traps wrote %q: %d of them ran, want 2", b, got)
 			}
 			testutil.AssertDead(t, escaped)
 			if d := descendants(t); len(d) != 0 {
@@ -219,32 +216,42 @@ func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
 	}
 }
 
-// TestEscapeeWarnedWhileTheSliceHoldsOut: with PID namespaces the walk for what left the slice comes
-// once the slice is empty; where a process of the slice ignores SIGTERM, it comes after half the grace
-// period, and a process that left the slice (and its task's process group, which the first SIGTERM
-// goes to) still gets SIGTERM before the hard kill: its trap says so.
+// TestEscapeeWarnedWhileTheSliceHoldsOut: the walk for what left the slice comes once the slice is
+// empty; where a process of the slice ignores SIGTERM, it comes after half the grace period, and a
+// process that left the slice (and its task's process group, which the first SIGTERM goes to) still
+// gets SIGTERM before the hard kill: its trap says so.
 func TestEscapeeWarnedWhileTheSliceHoldsOut(t *testing.T) {
-	r := nsReaper(t, ContainCgroup, Options{PIDNamespace: PIDNamespaceOn, Grace: new(2 * time.Second)})
-	s := newTestSession(t, r, SessionOptions{})
-	pids, terms, script := escapeeScript(t, r)
-	res := run(t, s, "setsid sh -c 'trap \"\" TERM; echo $$ >> "+pids+"; exec sleep 1000' & setsid env -i /bin/sh "+script+" & "+testutil.AwaitLines(pids, 2))
-	left := s.pidsIn(t, res.Output)
-	if len(left) != 2 {
-		t.Fatalf("want 2 pids, got %q", res.Output)
-	}
-	rep, err := s.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(terms); !strings.HasPrefix(string(b), "term ") { // twice, if the init's SIGTERM came as it ran
-		t.Errorf("the escapee's trap wrote %q: it got no SIGTERM before the hard kill (report %v)", b, rep)
-	}
-	if rep.Killed < 1 || rep.Found < 1 {
-		t.Errorf("report %v: the process that ignores SIGTERM is killed, the escapee found", rep)
-	}
-	testutil.AssertDead(t, left)
-	if d := descendants(t); len(d) != 0 {
-		t.Errorf("left: %v", d)
+	for _, ns := range []PIDNamespace{PIDNamespaceOff, PIDNamespaceOn} {
+		t.Run("pidns="+ns.String(), func(t *testing.T) {
+			opts := Options{PIDNamespace: ns, Grace: new(2 * time.Second)}
+			var r *Reaper
+			if ns == PIDNamespaceOn {
+				r = nsReaper(t, ContainCgroup, opts)
+			} else {
+				r = newTestReaper(t, ContainCgroup, opts)
+			}
+			s := newTestSession(t, r, SessionOptions{})
+			pids, terms, script := escapeeScript(t, r)
+			res := run(t, s, "setsid sh -c 'trap \"\" TERM; echo $$ >> "+pids+"; exec sleep 1000' & setsid env -i /bin/sh "+script+" & "+testutil.AwaitLines(pids, 2))
+			left := s.pidsIn(t, res.Output)
+			if len(left) != 2 {
+				t.Fatalf("want 2 pids, got %q", res.Output)
+			}
+			rep, err := s.Close(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(terms); !strings.HasPrefix(string(b), "term ") { // twice, if the init's SIGTERM came as it ran
+				t.Errorf("the escapee's trap wrote %q: it got no SIGTERM before the hard kill (report %v)", b, rep)
+			}
+			if rep.Killed < 1 || rep.Found < 1 {
+				t.Errorf("report %v: the process that ignores SIGTERM is killed, the escapee found", rep)
+			}
+			testutil.AssertDead(t, left)
+			if d := descendants(t); len(d) != 0 {
+				t.Errorf("left: %v", d)
+			}
+		})
 	}
 }
 

@@ -800,6 +800,12 @@ func (s *Session) scopeLocked(waitEnd time.Time) ([]*task, kill.Scope) {
 		// Every task of a session with namespaces was born in one (spawnLocked): below its init,
 		// everything is the session's; no other init was left alive (initLocked).
 		sc.Namespaced = true
+	} else if s.slice != nil {
+		// Every process of the session descends from the Reaper, the child subreaper: what left the
+		// slice is its child once its parent has died, an escapee (see adopted_linux.go).
+		sc.Adopted = func() map[int]uint64 {
+			return s.r.escapees(proc.NewWalker(), adopter{pid: s.r.pid, registered: s.r.kids.Registered()}, s)
+		}
 	}
 	return tasks, sc
 }

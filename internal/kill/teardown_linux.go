@@ -76,6 +76,13 @@ type Scope struct {
 	// before the kill: the polite phase has the inits signal their namespaces, and the walk, which
 	// only counts and waits for what left the slice, comes once the slice is empty, when it is short.
 	Namespaced bool
+	// Adopted, if set, returns the children of Self that it adopted (their parents died) and that sit
+	// outside every slice of the caller's, with their start times. Where Self is the child subreaper
+	// that every process of the scope descends from, a process that left the slice becomes one of
+	// them once its parent has died; with those as seeds, a walk once the slice is empty finds all
+	// that left it, so with a slice the walk of phase 1 is deferred as in a Namespaced scope. They may
+	// include another scope's escapees, orphaned as this teardown ran: the caller kills those anyway.
+	Adopted func() map[int]uint64
 }
 
 // SignalGroup sends each of sigs in turn to a task's process group, which holds most of its
@@ -94,7 +101,7 @@ const sweepTime = 5 * time.Second
 //
 //  1. A first walk of /proc, while the process tree is intact, finds processes outside the slice that
 //     descend from the scope's processes (by parent pid); without a slice, also those that carry the
-//     marker. In a Namespaced scope with a slice it comes later: see below.
+//     marker. In a scope with a slice that is Namespaced or has Adopted it comes later: see below.
 //  2. Polite, if there is a grace period: SIGTERM and SIGCONT to the tasks' process groups, then to
 //     every process of the slice (re-read until no new pid appears) and every process found outside;
 //     then up to the grace period for all of them to exit. Cancelling ctx cuts the wait short.
@@ -115,13 +122,19 @@ const sweepTime = 5 * time.Second
 // done they wait at most HurryWait more: what survives SIGKILL (uninterruptible sleep) is reported,
 // not waited for. The error says what failed, not in which scope: the caller, who knows, says that.
 //
-// In a Namespaced scope with a slice, the walk of phase 1 comes in phase 2, once the slice is empty
-// or half the grace period has passed, below the init (a seed: everything below it is the scope's),
-// and is short then: a walk before the kill costs every process of the slice an entry made in /proc
-// (and removed again at its exit), a tenth of the time the kernel takes to kill a thousand
-// processes. What it finds gets its SIGTERM then, and each init signals its whole namespace too, for
-// a process the walk missed (re-parented to the init as it ran); they have the rest of the grace
-// period. Without a grace period the walk comes after the slice's kill.
+// In a scope with a slice that is Namespaced or has Adopted, the walk of phase 1 comes in phase 2,
+// once the slice is empty or half the grace period has passed, and is short then: a walk before the
+// kill costs every process of the slice an entry made in /proc (and removed again at its exit), a
+// tenth of the time the kernel takes to kill a thousand processes. It starts below the init (a seed:
+// everything below it is the scope's), or from the processes Adopted names: a process that left the
+// slice is a child of Self by then, unless its parent still lives (outside the slice: below another
+// seed; inside: the slice held out, and its threads seed the walk). What it finds gets its SIGTERM
+// then, and each init signals its whole namespace too, for a process the walk missed (re-parented to
+// the init as it ran); they have the rest of the grace period. Without a namespace, a process whose
+// parent was the last of the slice to exit can be missed the same way (the kernel takes a process
+// out of its cgroup just before it hands its children to the subreaper): phase 4 finds it by its
+// marker, or the caller's check for escapees, with SIGKILL. Without a grace period the walk comes
+// after the slice's kill.
 func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 	t := &teardown{
 		p: p, log: p.log(), sc: sc, w: proc.NewWalker(), start: time.Now(), skip: sc.Skip,
@@ -135,7 +148,7 @@ func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 	var cancel context.CancelFunc
 	t.wait, cancel = DeathWait(ctx)
 	defer cancel()
-	if !sc.Namespaced || sc.Slice == nil {
+	if !t.deferred() {
 		t.findEscaped()
 	}
 	if p.Grace > 0 {
@@ -145,7 +158,7 @@ func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 		t.killEnd = time.Now().Add(p.timeout())
 	}
 	t.killSlice()
-	t.findEscaped() // a Namespaced scope's, without a grace period
+	t.findEscaped() // a deferred walk, without a grace period
 	t.killNamespaces()
 	t.killEscaped()
 	t.await()
@@ -198,6 +211,11 @@ func (t *teardown) nothingLeft() bool {
 	return true
 }
 
+// deferred reports whether the walk of phase 1 waits for the slice to empty (see Terminate).
+func (t *teardown) deferred() bool {
+	return t.sc.Slice != nil && (t.sc.Namespaced || t.sc.Adopted != nil)
+}
+
 // exited is what the walks use to pass over dead children of Self unread (proc.Query.Exited): only
 // this process can ask the kernel about its own children.
 func (t *teardown) exited() func(int) bool {
@@ -211,12 +229,22 @@ func (t *teardown) exited() func(int) bool {
 // what left it by parent pid only, from the threads listed in the slice now (a child belongs to the
 // thread that forked it); those threads are the scope's without a start time to check, so they seed
 // this first walk only: after the kill they are dead and their ids may be reused by anyone. In a
-// PID namespace the init is a seed: everything below it is the scope's.
+// PID namespace the init is a seed: everything below it is the scope's; so is what Adopted names.
 func (t *teardown) findEscaped() {
 	if t.found {
 		return
 	}
 	t.found = true
+	seeds := t.sc.Seeds
+	if t.sc.Adopted != nil {
+		if adopted := t.sc.Adopted(); len(adopted) > 0 {
+			seeds = maps.Clone(seeds)
+			if seeds == nil {
+				seeds = make(map[int]uint64, len(adopted))
+			}
+			maps.Copy(seeds, adopted)
+		}
+	}
 	var trusted map[int]bool
 	marker := t.sc.Marker
 	if t.sc.Slice != nil {
@@ -236,7 +264,7 @@ func (t *teardown) findEscaped() {
 	}
 	maps.Copy(known, t.sc.Known)
 	found, err := t.w.Find(proc.Query{
-		Self: t.sc.Self, Seeds: t.sc.Seeds, Trusted: trusted, Known: known, Skip: t.skip, Marker: marker, Exited: t.exited(),
+		Self: t.sc.Self, Seeds: seeds, Trusted: trusted, Known: known, Skip: t.skip, Marker: marker, Exited: t.exited(),
 	})
 	if err != nil {
 		t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
@@ -267,9 +295,9 @@ func (t *teardown) polite(ctx context.Context) {
 		t.waitEmpty(ctx, until)
 	}
 	if !t.found {
-		// A Namespaced scope's walk, short once the slice is empty: what left the slice lives on
-		// below the init. Where the slice holds out, it comes after half the grace period, and what
-		// it finds has the other half.
+		// The deferred walk, short once the slice is empty: what left the slice lives on below the
+		// init, or as an orphan Adopted names. Where the slice holds out, it comes after half the
+		// grace period, and what it finds has the other half.
 		t.findEscaped()
 		t.signalFailed(proc.SignalAll(t.outside, unix.SIGTERM, unix.SIGCONT))
 		// And what the walk missed: a process re-parented to the init as it ran (its parent ended
