@@ -172,13 +172,7 @@ func TestJoinBeforeExecWhenClone3IsRefused(t *testing.T) {
 func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
 	for _, ns := range []PIDNamespace{PIDNamespaceOff, PIDNamespaceOn} {
 		t.Run("pidns="+ns.String(), func(t *testing.T) {
-			opts := Options{PIDNamespace: ns, Grace: new(5 * time.Second)}
-			var r *Reaper
-			if ns == PIDNamespaceOn {
-				r = nsReaper(t, ContainCgroup, opts)
-			} else {
-				r = newTestReaper(t, ContainCgroup, opts)
-			}
+			r := escapeReaper(t, ns, 5*time.Second)
 			s := newTestSession(t, r, SessionOptions{})
 			// Root may write cgroup.procs: these two leave the slice for the hierarchy's top. The
 			// first keeps the marker; the second clears its environment but its parent is still in
@@ -223,13 +217,7 @@ func TestWalkFindsProcessesMovedOutOfTheSlice(t *testing.T) {
 func TestEscapeeWarnedWhileTheSliceHoldsOut(t *testing.T) {
 	for _, ns := range []PIDNamespace{PIDNamespaceOff, PIDNamespaceOn} {
 		t.Run("pidns="+ns.String(), func(t *testing.T) {
-			opts := Options{PIDNamespace: ns, Grace: new(2 * time.Second)}
-			var r *Reaper
-			if ns == PIDNamespaceOn {
-				r = nsReaper(t, ContainCgroup, opts)
-			} else {
-				r = newTestReaper(t, ContainCgroup, opts)
-			}
+			r := escapeReaper(t, ns, 2*time.Second)
 			s := newTestSession(t, r, SessionOptions{})
 			pids, terms, script := escapeeScript(t, r)
 			res := run(t, s, "setsid sh -c 'trap \"\" TERM; echo $$ >> "+pids+"; exec sleep 1000' & setsid env -i /bin/sh "+script+" & "+testutil.AwaitLines(pids, 2))
@@ -253,6 +241,17 @@ func TestEscapeeWarnedWhileTheSliceHoldsOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// escapeReaper returns a Reaper in cgroup containment with the grace period grace, and PID
+// namespaces as ns says: with PIDNamespaceOn the test skips, saying why, where none can be made.
+func escapeReaper(t *testing.T, ns PIDNamespace, grace time.Duration) *Reaper {
+	t.Helper()
+	opts := Options{PIDNamespace: ns, Grace: new(grace)}
+	if ns == PIDNamespaceOn {
+		return nsReaper(t, ContainCgroup, opts)
+	}
+	return newTestReaper(t, ContainCgroup, opts)
 }
 
 // escapeeScript writes a script that moves its shell out of its slice, to the top of r's hierarchy
