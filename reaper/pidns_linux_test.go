@@ -483,6 +483,31 @@ func TestReadyInit(t *testing.T) {
 	}
 }
 
+// TestReadyInitKilled: an init made ready for the next session that dies before a session takes it
+// (killed from outside) costs that session nothing: its first command runs in a new init. Whether
+// the Reaper has noticed the death before the command asks (takeReady passes the dead one over) or
+// only when the spawn fails (spawnLocked asks a new one), the command must not fail.
+func TestReadyInitKilled(t *testing.T) {
+	r := nsReaper(t, ContainCgroup, Options{ReadyInit: true})
+	var ready *pidns.Init
+	testutil.Eventually(t, "an init made ready", func() bool {
+		ready = r.ready.Load()
+		return ready != nil
+	})
+	dead := testutil.Proc{Pid: ready.Pid(), Start: ready.StartTime()}
+	if err := unix.Kill(dead.Pid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.AwaitDead(t, []testutil.Proc{dead}, 10*time.Second)
+	s := newTestSession(t, r, SessionOptions{})
+	if res := run(t, s, "echo ok"); res.Output != "ok\n" || res.ExitCode != 0 {
+		t.Fatalf("the first command after the ready init died: %q, exit code %d", res.Output, res.ExitCode)
+	}
+	if _, _, in := s.walkRoot(); in == nil || in == ready {
+		t.Errorf("the session's init is %v, want a new one (the dead one was pid %d)", in, dead.Pid)
+	}
+}
+
 // TestProbeAnswerRecorded: New does not wait for the probe of PID namespaces (auto), and what it
 // answers reaches the instance's record on disk, as Containment and Instance report it.
 func TestProbeAnswerRecorded(t *testing.T) {
