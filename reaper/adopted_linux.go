@@ -81,7 +81,7 @@ type adopter struct {
 func (r *Reaper) adopters(ending *Session) []adopter {
 	var out []adopter
 	if r.direct.Load() {
-		out = append(out, adopter{pid: r.pid, registered: r.kids.Registered()})
+		out = append(out, r.asAdopter())
 	}
 	if r.instance == nil {
 		return out
@@ -102,6 +102,9 @@ func (r *Reaper) adopters(ending *Session) []adopter {
 	}
 	return out
 }
+
+// asAdopter returns the Reaper as an adopter, with the task processes it has started now.
+func (r *Reaper) asAdopter() adopter { return adopter{pid: r.pid, registered: r.kids.Registered()} }
 
 // killAdopted kills the escapees among the adopters' children (see above) with their descendants,
 // and logs what it killed and why it looked (when); it waits for them until deadline, or

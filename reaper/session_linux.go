@@ -804,7 +804,7 @@ func (s *Session) scopeLocked(waitEnd time.Time) ([]*task, kill.Scope) {
 		// Every process of the session descends from the Reaper, the child subreaper: what left the
 		// slice is its child once its parent has died, an escapee (see adopted_linux.go).
 		sc.Adopted = func() map[int]uint64 {
-			return s.r.escapees(proc.NewWalker(), adopter{pid: s.r.pid, registered: s.r.kids.Registered()}, s)
+			return s.r.escapees(proc.NewWalker(), s.r.asAdopter(), s)
 		}
 	}
 	return tasks, sc
