@@ -163,9 +163,11 @@ func (in *Init) Fork(e *Entry, c *reap.Children, fork func() (int, error), start
 	in.live--
 	in.armLocked()
 	in.mu.Unlock()
-	if in.hungUp() {
+	if in.hungUp() || errors.Is(enterErr, unix.ESRCH) {
 		// The init has died (its socket is closed before its namespace refuses new processes), or
-		// was ended meanwhile.
+		// was ended meanwhile. setns with its pidfd fails with ESRCH once it has exited, which can
+		// come before its socket is closed: an exiting process drops its namespaces before the
+		// kernel releases the files it closed.
 		return 0, nil, in.foundEnded(fmt.Errorf("%w (pid %d): %w", ErrEnded, in.pid, err))
 	}
 	if enterErr != nil {
