@@ -110,50 +110,76 @@ func (r *Reaper) asAdopter() adopter { return adopter{pid: r.pid, registered: r.
 // and logs what it killed and why it looked (when); it waits for them until deadline, or
 // kill.HurryWait after ctx is done. Concurrent calls take turns. ending, if set, is the session whose
 // teardown calls it: listed until its files are gone, it owns nothing any more.
+//
+// It looks again after each kill, until a look finds neither an escapee nor a child it had not seen
+// that exited before it could be read (maxAdoptedPasses at most). A process that forks its successor
+// and exits, over and over, is never the same pid twice: the one a look found may have forked and
+// exited before its signal, and its successor was then handed to the adopter after the look had read
+// the children (the kernel hands a dying process's children on before it becomes a zombie). Such a
+// chain always leaves a trace in the next look: its successor, alive, or a new child gone.
 func (r *Reaper) killAdopted(ctx context.Context, when string, deadline time.Time, ending *Session) {
 	r.adoptMu.Lock()
 	defer r.adoptMu.Unlock()
 	start := time.Now()
 	w := proc.NewWalker()
-	var hs []proc.Handle
-	for _, a := range r.adopters(ending) {
-		seeds := r.escapees(w, a, ending)
-		if len(seeds) == 0 {
-			continue
-		}
-		// The escapees and everything below them. Skip: the registered are tasks.
-		found, _ := w.Find(proc.Query{Self: a.pid, Seeds: seeds, Skip: a.registered})
-		hs = append(hs, w.Verify(found)...)
-	}
-	if len(hs) == 0 {
-		return
-	}
-	defer proc.CloseAll(hs)
-	killed := make([]proc.Proc, 0, len(hs))
-	for _, h := range hs {
-		killed = append(killed, proc.Describe(h.Pid))
-	}
-	if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
-		r.log.Warn("signal failed", "scope", "escapees", "error", err)
-	}
 	wctx, cancel := kill.DeathWait(ctx)
 	defer cancel()
-	left := w.WaitGone(wctx, hs, deadline)
-	rep := KillReport{Killed: len(hs), Walked: len(hs), Found: len(hs), Duration: time.Since(start)}
-	for _, h := range left {
-		rep.Remaining = append(rep.Remaining, proc.Describe(h.Pid))
+	var killed []proc.Proc
+	var rep KillReport
+	seen := make(map[int]bool)
+	for pass := 0; pass < maxAdoptedPasses; pass++ {
+		var hs []proc.Handle
+		moved := false
+		for _, a := range r.adopters(ending) {
+			seeds, gone := r.escapees(w, a, ending, seen)
+			// An escapee found that has gone before it could be pinned may have forked first.
+			moved = moved || gone || len(seeds) > 0
+			if len(seeds) == 0 {
+				continue
+			}
+			// The escapees and everything below them. Skip: the registered are tasks.
+			found, _ := w.Find(proc.Query{Self: a.pid, Seeds: seeds, Skip: a.registered})
+			hs = append(hs, w.Verify(found)...)
+		}
+		if len(hs) == 0 {
+			if moved && time.Now().Before(deadline) && wctx.Err() == nil {
+				continue
+			}
+			break
+		}
+		for _, h := range hs {
+			killed = append(killed, proc.Describe(h.Pid))
+		}
+		if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
+			r.log.Warn("signal failed", "scope", "escapees", "error", err)
+		}
+		left := w.WaitGone(wctx, hs, deadline)
+		proc.CloseAll(hs)
+		rep.Killed += len(hs)
+		for _, h := range left {
+			rep.Remaining = append(rep.Remaining, proc.Describe(h.Pid))
+		}
 	}
+	if len(killed) == 0 {
+		return
+	}
+	rep.Walked, rep.Found, rep.Duration = rep.Killed, rep.Killed, time.Since(start)
 	r.obs.Teardown(rep) // counted as escapees found and killed by the walk
 	r.log.Warn("killed escapees: processes that left every session (adopted by reaper or a session's init outside its sessions)",
 		"when", when, "count", len(killed), "processes", killed)
 }
 
+// maxAdoptedPasses bounds killAdopted's looks: a chain of successors dies in a few (each look kills
+// what it finds before it can fork again, most of the time).
+const maxAdoptedPasses = 64
+
 // escapees returns the children of a that it did not start and no live session owns (see owned),
-// with their start times.
-func (r *Reaper) escapees(w *proc.Walker, a adopter, ending *Session) map[int]uint64 {
-	candidates := adopted(w, a)
+// with their start times, and whether a child not in seen had exited or gone before it could be
+// read (see adopted). Children in seen are passed over; those read are added to it. seen may be nil.
+func (r *Reaper) escapees(w *proc.Walker, a adopter, ending *Session, seen map[int]bool) (map[int]uint64, bool) {
+	candidates, gone := adopted(w, a, seen)
 	if len(candidates) == 0 {
-		return nil
+		return nil, gone
 	}
 	// Read after the candidates were listed: a task born since is not among them.
 	owned := r.owned(w, ending)
@@ -163,20 +189,21 @@ func (r *Reaper) escapees(w *proc.Walker, a adopter, ending *Session) map[int]ui
 			seeds[st.Pid] = st.Start
 		}
 	}
-	return seeds
+	return seeds, gone
 }
 
-// adopted returns the live children of a that it did not start. An init found without a child
+// adopted returns the live children of a that it did not start and that are not in seen, and
+// whether one of them had exited or gone by the time it was read. An init found without a child
 // while calm is told so (pidns.Init.SawChildless): the next looks skip it until it forks again.
-func adopted(w *proc.Walker, a adopter) []proc.Stat {
+func adopted(w *proc.Walker, a adopter, seen map[int]bool) (out []proc.Stat, gone bool) {
 	if reap.Childless(a.pid) {
 		// The Reaper with no child at all, not even a zombie: one waitid says so, where listing
 		// them reads every thread's children file (at every session's end and periodic check).
-		return nil
+		return nil, false
 	}
 	self, ok := w.Stat(a.pid)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	children := w.Children(self)
 	if len(children) == 0 && a.calm && a.init != nil {
@@ -189,16 +216,24 @@ func adopted(w *proc.Walker, a adopter) []proc.Stat {
 	// The Reaper's dead children are passed over unread: after a session's kill it may have
 	// hundreds the wait loop has not reaped yet (see proc.Query.Exited).
 	mine := a.pid == os.Getpid()
-	var out []proc.Stat
 	for _, pid := range children {
-		if a.registered[pid] || mine && reap.Exited(pid) {
+		if a.registered[pid] || seen[pid] {
+			continue
+		}
+		if seen != nil {
+			seen[pid] = true
+		}
+		if mine && reap.Exited(pid) {
+			gone = true
 			continue
 		}
 		if st, ok := w.Stat(pid); ok && st.PPid == a.pid && !st.Dead() {
 			out = append(out, st)
+		} else {
+			gone = true
 		}
 	}
-	return out
+	return out, gone
 }
 
 // owned returns what tells an adopted child that belongs to a session from an escapee: in cgroup

@@ -804,7 +804,8 @@ func (s *Session) scopeLocked(waitEnd time.Time) ([]*task, kill.Scope) {
 		// Every process of the session descends from the Reaper, the child subreaper: what left the
 		// slice is its child once its parent has died, an escapee (see adopted_linux.go).
 		sc.Adopted = func() map[int]uint64 {
-			return s.r.escapees(proc.NewWalker(), s.r.asAdopter(), s)
+			seeds, _ := s.r.escapees(proc.NewWalker(), s.r.asAdopter(), s, nil)
+			return seeds
 		}
 	}
 	return tasks, sc

@@ -3,10 +3,13 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,4 +189,130 @@ func shellf(format string, args ...string) string {
 		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return fmt.Sprintf(format, q...)
+}
+
+// hopperScript runs chains of processes that keep changing pid: each forks its successor and exits,
+// so no pid a walk reads lives long. Four chains stay in the task's session and process group and
+// four start sessions of their own; every process ignores SIGTERM, SIGHUP and SIGINT. The task itself
+// ends in a sleep. $HOPTAG, set by the caller, is in every chain's environment: bash forks the chains
+// without exec, and /proc/<pid>/environ shows what the last exec was given.
+const hopperScript = `trap '' TERM HUP INT
+h() { (trap '' TERM HUP INT; h &); exit 0; }
+for i in 1 2 3 4; do
+	(h &)
+	(setsid bash -c "trap '' TERM HUP INT; $(declare -f h); h" &)
+done
+exec sleep 1000
+`
+
+// TestPidHoppersDieWithTheirSession: processes that fork their successor and exit, faster than any
+// walk of /proc can follow them one by one, die with their session in each containment mode, with
+// and without a PID namespace: the slice's kill, the namespace's end or, in process containment
+// without one, the check for escapees, which looks again until a look finds no trace of a chain (a
+// chain's processes become reaper's children as they hop). Another session lives on.
+func TestPidHoppersDieWithTheirSession(t *testing.T) {
+	for _, mode := range []string{"cgroup", "process"} {
+		for _, ns := range []string{"off", "on"} {
+			t.Run(mode+"/pid-namespace-"+ns, func(t *testing.T) {
+				if ns == "on" {
+					needPIDNamespaces(t)
+				}
+				pidHoppers(t, place(t, mode), ns)
+			})
+		}
+	}
+}
+
+func pidHoppers(t *testing.T, pl placement, ns string) {
+	p := startHTTP(t, append(pl.args(), "--grace", grace.String(), "--pid-namespace", ns)...)
+	a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
+	bash(t, b, "true")
+	tag := testutil.UniqueName("hop-")
+	t.Cleanup(func() { killTagged(t, tag) })
+	script := filepath.Join(t.TempDir(), "hop.sh")
+	if err := os.WriteFile(script, []byte(hopperScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := bash(t, a, "HOPTAG="+tag+" exec bash "+script, "run_in_background", true); r.TaskID == "" {
+		t.Fatalf("no task: %+v", r)
+	}
+	// Hopping: pids seen once are gone and new ones have come.
+	var first map[int]bool
+	testutil.Eventually(t, "the chains to hop", func() bool {
+		now := tagged(tag)
+		if first == nil {
+			if len(now) >= 8 {
+				first = now
+			}
+			return false
+		}
+		gone, came := false, false
+		for pid := range first {
+			gone = gone || !now[pid]
+		}
+		for pid := range now {
+			came = came || !first[pid]
+		}
+		return gone && came
+	})
+	a.Close() // DELETE: session a ends
+	if !p.stderr.Await("session ended") {
+		t.Fatalf("no end of session a logged:\n%s", p.stderr)
+	}
+	// Once the teardown is over, every process of the chains is dead or has SIGKILL pending; a chain
+	// it missed hops on (in process containment, until reaper exits). A scan of /proc
+	// can miss a chain between its fork and its parent's exit: two scans, and what both found alive
+	// and not doomed is left.
+	running := func() map[int]bool {
+		m := tagged(tag)
+		maps.DeleteFunc(m, func(pid int, _ bool) bool { return testutil.KillPending(pid) })
+		return m
+	}
+	left := running()
+	maps.Copy(left, running())
+	now := running()
+	maps.DeleteFunc(left, func(pid int, _ bool) bool { return !now[pid] })
+	if len(left) > 0 {
+		t.Errorf("processes of the chains outlived their session's teardown: %v", slices.Sorted(maps.Keys(left)))
+	}
+	if r := bash(t, b, "echo b lives"); r.Output != "b lives\n" {
+		t.Errorf("session b: %+v", r)
+	}
+}
+
+// tagged returns the live processes whose environment holds HOPTAG=tag.
+func tagged(tag string) map[int]bool {
+	want := []byte("\x00HOPTAG=" + tag + "\x00")
+	pids := map[int]bool{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if bytes.Contains(append([]byte{0}, env...), want) {
+			pids[pid] = true
+		}
+	}
+	return pids
+}
+
+// killTagged kills what is left of the chains that carry tag, which this test started: stopped
+// first, so that none forks a successor while the others are killed, until none is left.
+func killTagged(t testing.TB, tag string) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		left := tagged(tag)
+		if len(left) == 0 {
+			return
+		}
+		for pid := range left {
+			syscall.Kill(pid, syscall.SIGSTOP)
+		}
+		for pid := range tagged(tag) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("cleanup: processes tagged %s still alive", tag)
 }
