@@ -9,12 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // rootProcs is the cgroup.procs file of the cgroup2 hierarchy's top, where an escapee moves itself.
@@ -282,36 +282,45 @@ func pidHoppers(t *testing.T, pl placement, ns string) {
 
 // tagged returns the live processes whose environment holds HOPTAG=tag.
 func tagged(tag string) map[int]bool {
-	want := []byte("\x00HOPTAG=" + tag + "\x00")
 	pids := map[int]bool{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if bytes.Contains(append([]byte{0}, env...), want) {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && hasTag(pid, tag) {
 			pids[pid] = true
 		}
 	}
 	return pids
 }
 
+// hasTag reports whether pid's environment holds HOPTAG=tag.
+func hasTag(pid int, tag string) bool {
+	env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return bytes.Contains(append([]byte{0}, env...), []byte("\x00HOPTAG="+tag+"\x00"))
+}
+
 // killTagged kills what is left of the chains that carry tag, which this test started: stopped
-// first, so that none forks a successor while the others are killed, until none is left.
+// first, so that none forks a successor while the others are killed, until none is left. Each is
+// signalled through a pidfd opened before its tag is read again, so that a pid reused meanwhile by
+// another process is left alone.
 func killTagged(t testing.TB, tag string) {
+	signal := func(sig unix.Signal) {
+		for pid := range tagged(tag) {
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				continue
+			}
+			if hasTag(pid, tag) {
+				unix.PidfdSendSignal(fd, sig, nil, 0)
+			}
+			unix.Close(fd)
+		}
+	}
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		left := tagged(tag)
-		if len(left) == 0 {
+		if len(tagged(tag)) == 0 {
 			return
 		}
-		for pid := range left {
-			syscall.Kill(pid, syscall.SIGSTOP)
-		}
-		for pid := range tagged(tag) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
+		signal(unix.SIGSTOP)
+		signal(unix.SIGKILL)
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Errorf("cleanup: processes tagged %s still alive", tag)
