@@ -261,21 +261,24 @@ func (r *Reaper) recordPIDNamespace() {
 }
 
 // takeReady returns the init started ahead for the next session's first command (the start-up
-// probe's, or with Options.ReadyInit the last one made ready), or nil if there is none or it has
-// exited idle. Taking it saves the session an init's start (about 5 ms: a fork and exec of reaper,
-// its runtime's start, the mounts, the hello); until taken it is a child of the Reaper like any init,
-// killed by the parent-death signal if the Reaper dies, and it forks nothing until asked. With
-// Options.ReadyInit, the caller asks readyInits for the next (askReady) once the command it took it
-// for has been started, when again reports so: not at once, where the next init's fork, exec and
-// runtime start would take the CPU from that command's start (on a small host, most of a
-// millisecond of its round trip). Not when the one ready had exited idle: sessions come more than
-// initIdle apart, and one made ready now would most likely exit unused too.
+// probe's, or with Options.ReadyInit the last one made ready), or nil if there is none, or it has
+// exited (idle, or killed). Taking it saves the session an init's start (about 5 ms: a fork and exec
+// of reaper, its runtime's start, the mounts, the hello); until taken it is a child of the Reaper like
+// any init, killed by the parent-death signal if the Reaper dies, and it forks nothing until asked.
+//
+// With Options.ReadyInit, again reports that the caller is to ask readyInits for the next init
+// (askReady) once the command it needs an init for has started, whether it took one or starts its
+// own: not at once, where the next init's fork, exec and runtime start would take the CPU from that
+// command's start (on a small host, most of a millisecond of its round trip). A session that found
+// none asks too: one ready had exited idle (sessions came more than initIdle apart), or another
+// session took it while its successor was starting. Without that ask, one such session stopped ready
+// inits until the server exited, and every later first command paid for its init's start (1.5-2.4 ms
+// of an HTTP session's first call on the VM).
 func (r *Reaper) takeReady() (in *pidns.Init, again bool) {
 	in = r.ready.Swap(nil)
-	idled := in != nil && in.Err() != nil
-	if idled {
+	if in != nil && in.Err() != nil {
 		r.endInit(in)
-		return nil, false
+		in = nil
 	}
 	return in, r.wantReady != nil // made with Options.ReadyInit
 }
@@ -350,8 +353,8 @@ func (r *Reaper) initOptions(cg *os.File) pidns.Options {
 
 // initLocked returns the session's init, starting it on the session's first command, or when the one
 // it had has ended (whatever ended it, the kernel killed its namespace with it). It returns nil
-// without namespaces. askReady is set where it took the init kept ready and the next one is to be
-// asked for once the command has started (see takeReady).
+// without namespaces. askReady is set where it took the init kept ready, or started one of its own,
+// and the next is to be asked for once the command has started (see takeReady).
 func (s *Session) initLocked() (in *pidns.Init, askReady bool, err error) {
 	if err := s.r.pidNamespace(); err != nil || !s.r.info.PIDNamespace.On {
 		return nil, false, nil
@@ -370,9 +373,10 @@ func (s *Session) initLocked() (in *pidns.Init, askReady bool, err error) {
 		}
 		s.ns = nil
 	}
-	if in, again := s.r.takeReady(); in != nil {
+	in, askReady = s.r.takeReady()
+	if in != nil {
 		s.ns = in
-		return in, again, nil
+		return in, askReady, nil
 	}
 	var leaf *cgroup.Slice
 	if s.r.root != nil {
@@ -384,12 +388,12 @@ func (s *Session) initLocked() (in *pidns.Init, askReady bool, err error) {
 		return nil, false, fmt.Errorf("session %s: %w", s.id, err)
 	}
 	s.ns = in
-	return in, false, nil
+	return in, askReady, nil
 }
 
 // spawnLocked starts spec in the session: through its init, where it has a PID namespace. An init
 // that had ended when it was asked (idle, or killed with its namespace before the session noticed)
-// started nothing: the request goes to a new one. Where the init was the one kept ready, the next is
+// started nothing: the request goes to a new one. With Options.ReadyInit, the next init is
 // asked for once spec has started (see takeReady).
 func (s *Session) spawnLocked(spec spawnSpec) (spawned, error) {
 	for attempt := 0; ; attempt++ {

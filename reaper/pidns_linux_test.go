@@ -483,10 +483,56 @@ func TestReadyInit(t *testing.T) {
 	}
 }
 
+// TestReadyInitResumes: with Options.ReadyInit, a session whose first command finds no init ready
+// (another session took the last one and the next is still starting, or the one ready had exited
+// idle) starts its own and has the next made ready: the sessions after it find one again.
+func TestReadyInitResumes(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := nsReaper(t, mode, Options{ReadyInit: true})
+			r.nsIdle = 2 * time.Second // before any session: readyInits reads it only when asked
+			takesReady := func(what string) {
+				t.Helper()
+				var ready *pidns.Init
+				testutil.Eventually(t, "an init made ready "+what, func() bool {
+					ready = r.ready.Load()
+					return ready != nil && ready.Err() == nil
+				})
+				s := newTestSession(t, r, SessionOptions{})
+				if in := s.mustInit(t); in != ready {
+					t.Fatalf("%s: the session's init is pid %d, not the one ready, %d", what, in.Pid(), ready.Pid())
+				}
+			}
+			takesReady("at start-up") // the probe's
+			// The next is being made; take it away as a session would while it starts.
+			testutil.Eventually(t, "an init made ready after the first session", func() bool { return r.ready.Load() != nil })
+			r.endInit(r.ready.Swap(nil))
+			newTestSession(t, r, SessionOptions{}).mustInit(t)
+			takesReady("after a session that found none")
+
+			var idle *pidns.Init
+			testutil.Eventually(t, "an init made ready to exit idle", func() bool {
+				idle = r.ready.Load()
+				return idle != nil
+			})
+			select {
+			case <-idle.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the ready init %d did not exit idle", idle.Pid())
+			}
+			if in := newTestSession(t, r, SessionOptions{}).mustInit(t); in == idle {
+				t.Fatalf("a session took the ready init %d that had exited idle", idle.Pid())
+			}
+			takesReady("after a session whose ready init had exited idle")
+		})
+	}
+}
+
 // TestReadyInitKilled: an init made ready for the next session that dies before a session takes it
-// (killed from outside) costs that session nothing: its first command runs in a new init. Whether
-// the Reaper has noticed the death before the command asks (takeReady passes the dead one over) or
-// only when the spawn fails (spawnLocked asks a new one), the command must not fail.
+// (killed from outside) costs that session nothing: its first command runs in a new init, and the
+// next session finds one ready again. Whether the Reaper has noticed the death before the command
+// asks (takeReady passes the dead one over) or only when the spawn fails (spawnLocked asks a new
+// one), the command must not fail.
 func TestReadyInitKilled(t *testing.T) {
 	r := nsReaper(t, ContainCgroup, Options{ReadyInit: true})
 	var ready *pidns.Init
@@ -505,6 +551,15 @@ func TestReadyInitKilled(t *testing.T) {
 	}
 	if _, _, in := s.walkRoot(); in == nil || in == ready {
 		t.Errorf("the session's init is %v, want a new one (the dead one was pid %d)", in, dead.Pid)
+	}
+	// And the next session finds one ready again.
+	var next *pidns.Init
+	testutil.Eventually(t, "an init made ready after the dead one", func() bool {
+		next = r.ready.Load()
+		return next != nil && next.Err() == nil
+	})
+	if in := newTestSession(t, r, SessionOptions{}).mustInit(t); in != next {
+		t.Errorf("the next session's init is pid %d, not the one ready, %d", in.Pid(), next.Pid())
 	}
 }
 
