@@ -24,6 +24,7 @@ var groups = []group{
 	{pkg: "./reaper", bench: "BenchmarkIdleSessionHeap", benchtime: "1x"},
 	{pkg: "./test/e2e", bench: "BenchmarkIdleSessions", benchtime: "1x", maxRounds: 3},
 	{pkg: "./test/e2e", bench: "BenchmarkChurn", benchtime: "5x"},
+	{pkg: "./test/e2e", bench: "BenchmarkSessionApart", benchtime: "1x"},
 	{pkg: "./test/e2e", bench: "BenchmarkMemory", benchtime: "1x", maxRounds: 1},
 }
 
@@ -166,6 +167,11 @@ var rows = func() []row {
 		figure: "reaper-cpu-ms/session", base: "lean-cpu-ms/session", unit: "ms", baseline: lean})
 	info(row{bench: "BenchmarkChurn/clients=1", what: "… of which the servers' own (reaper's guard and server)",
 		figure: "reaper-server-cpu-ms/session", base: "lean-server-cpu-ms/session", unit: "ms", baseline: lean})
+	g, m = ratioAtMost(1.15) // issue 23, the same path as churn's one client, on an idle CPU
+	add(row{bench: "BenchmarkSessionApart", what: "session start + first call + close, http (sessions 20 ms apart, after 11 s without any)",
+		figure: "reaper-session-ms", base: "lean-session-ms", unit: "ms", baseline: lean}, g, m)
+	info(row{bench: "BenchmarkSessionApart", what: "… of which first call",
+		figure: "reaper-call-ms", base: "lean-call-ms", unit: "ms", baseline: lean})
 	for _, n := range []string{"4", "16"} {
 		info(row{bench: "BenchmarkChurn/clients=" + n, what: "sessions per second under churn, HTTP, " + n + " clients", figure: "reaper-sessions/s", base: "lean-sessions/s", unit: "/s", baseline: lean, inverse: true})
 	}

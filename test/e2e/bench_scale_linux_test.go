@@ -368,3 +368,58 @@ func benchChurn(b *testing.B, workers int) {
 	b.ReportMetric(1e3/rate(tl), "lean-session-ms")
 	b.ReportMetric(float64(tr)/float64(tl), "ratio")
 }
+
+// BenchmarkSessionApart measures an HTTP session (its start, one bash call, `echo hi`, and its close)
+// as a server sees sessions that come one at a time, apart: each starts on an idle CPU, and the
+// servers have first been left alone for longer than one of reaper's inits lives unused (so the init
+// it had made ready at start-up has exited idle, as happens on any server between bursts of work).
+// Where BenchmarkChurn's one client starts each session as the last one ends, and so weighs the CPU
+// each costs, this weighs what a client waits on. Sessions alternate between the servers, sessionGap
+// apart; the figures are means over apartSessions sessions of each, of the session and of its call.
+//
+//	go test -run '^$' -bench BenchmarkSessionApart -benchtime 1x ./test/e2e
+func BenchmarkSessionApart(b *testing.B) {
+	const (
+		apartSessions = 100
+		sessionGap    = 20 * time.Millisecond
+		// quiet is longer than an init of reaper's lives in an empty namespace (initIdle, 10 s).
+		quiet = 11 * time.Second
+	)
+	lean, reaper := leanTarget(b), reaperTarget(b)
+	client := benchClient(1)
+	one := func(t httpTarget) (session, call time.Duration) {
+		start := time.Now()
+		cs, err := mcptest.DialHTTP(context.Background(), t.url, mcptest.Options{HTTPClient: client})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d, _ := timedCall(b, cs, "echo hi")
+		cs.Close()
+		time.Sleep(sessionGap)
+		return time.Since(start) - sessionGap, d
+	}
+	time.Sleep(quiet)
+	b.ResetTimer()
+	var ls, lc, rs, rc time.Duration // lean's sessions and calls, reaper's
+	leanOne := func() { s, c := one(lean); ls, lc = ls+s, lc+c }
+	reaperOne := func() { s, c := one(reaper); rs, rc = rs+s, rc+c }
+	for i := range b.N * apartSessions {
+		if i%2 == 0 {
+			leanOne()
+			reaperOne()
+		} else {
+			reaperOne()
+			leanOne()
+		}
+	}
+	b.StopTimer()
+	awaitEnded(b, reaper)
+	mean := func(d time.Duration) float64 {
+		return float64(d) / float64(time.Millisecond) / float64(b.N*apartSessions)
+	}
+	b.ReportMetric(mean(rs), "reaper-session-ms")
+	b.ReportMetric(mean(ls), "lean-session-ms")
+	b.ReportMetric(mean(rc), "reaper-call-ms")
+	b.ReportMetric(mean(lc), "lean-call-ms")
+	b.ReportMetric(float64(rs)/float64(ls), "ratio")
+}
