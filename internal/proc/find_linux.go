@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Query names a scope's processes: everything that descends (by parent pid) from a seed or from a
@@ -251,29 +253,47 @@ func threads(pid int) ([]string, error) {
 // from the children file of each of its threads; ok is false when that cannot be told: p is gone or
 // another process now, its start time is unknown, or a file could not be read (a thread that exits
 // meanwhile hands its children to another, perhaps one already read).
+//
+// Every file is read through a descriptor of p's directory in /proc, which refers to p for as long as
+// it is open: once p has been reaped its files can no longer be opened through it, whichever process
+// has its pid by then. So one look at the start time tells that all of them were p's. Lookups
+// relative to it also spare the resolution of /proc/<pid>/task/ for each thread: a look at the
+// 8-thread init of a session's namespace took 35 µs instead of 55 (warm) on the VM.
 func (w *Walker) Childless(p Stat) (childless, ok bool) {
 	if p.Start == 0 {
 		return false, false
 	}
-	if st, found := w.Stat(p.Pid); !found || st.Start != p.Start {
+	w.path = strconv.AppendInt(append(w.path[:0], "/proc/"...), int64(p.Pid), 10)
+	dir, err := unix.Open(string(w.path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
 		return false, false
 	}
-	tids, err := threads(p.Pid)
+	defer unix.Close(dir)
+	b, read := w.readAt(dir, "stat", 0)
+	if !read {
+		return false, false
+	}
+	if st, parsed := ParseStat(p.Pid, b); !parsed || st.Start != p.Start {
+		return false, false
+	}
+	task, err := unix.Openat(dir, "task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, false
+	}
+	td := os.NewFile(uintptr(task), "task")
+	defer td.Close()
+	tids, err := td.Readdirnames(-1)
 	if err != nil || len(tids) == 0 {
 		return false, false
 	}
 	for _, tid := range tids {
-		b, read := w.read(p.Pid, "/task/"+tid+"/children", 0)
+		b, read := w.readAt(task, tid+"/children", 0)
 		if !read {
 			return false, false
 		}
 		if len(bytes.TrimSpace(b)) > 0 {
 			return false, true
 		}
-	}
-	// Still p: the files read were its threads'.
-	if st, found := w.Stat(p.Pid); !found || st.Start != p.Start {
-		return false, false
 	}
 	return true, true
 }

@@ -89,7 +89,12 @@ func (w *Walker) Snapshot(skip map[int]bool) ([]Stat, error) {
 // read reads /proc/<pid><file> into the walker's buffer, growing it up to max bytes (0: one page).
 func (w *Walker) read(pid int, file string, max int) ([]byte, bool) {
 	w.path = append(strconv.AppendInt(append(w.path[:0], "/proc/"...), int64(pid), 10), file...)
-	fd, err := unix.Open(string(w.path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	return w.readAt(unix.AT_FDCWD, string(w.path), max)
+}
+
+// readAt reads the file name, relative to the directory dir, as read does.
+func (w *Walker) readAt(dir int, name string, max int) ([]byte, bool) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false
 	}
