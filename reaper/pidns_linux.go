@@ -272,8 +272,8 @@ func (r *Reaper) recordPIDNamespace() {
 // command's start (on a small host, most of a millisecond of its round trip). A session that found
 // none asks too: one ready had exited idle (sessions came more than initIdle apart), or another
 // session took it while its successor was starting. Without that ask, one such session stopped ready
-// inits until the server exited, and every later first command paid for its init's start (1.5-2.4 ms
-// of an HTTP session's first call on the VM).
+// inits until the server exited, and every later first command paid for its init's start (1.2-1.5 ms
+// of an HTTP session's first call on the VM: BENCHMARKS.md, After 16).
 func (r *Reaper) takeReady() (in *pidns.Init, again bool) {
 	in = r.ready.Swap(nil)
 	if in != nil && in.Err() != nil {
@@ -393,8 +393,8 @@ func (s *Session) initLocked() (in *pidns.Init, askReady bool, err error) {
 
 // spawnLocked starts spec in the session: through its init, where it has a PID namespace. An init
 // that had ended when it was asked (idle, or killed with its namespace before the session noticed)
-// started nothing: the request goes to a new one. With Options.ReadyInit, the next init is
-// asked for once spec has started (see takeReady).
+// started nothing: the request goes to a new one. With Options.ReadyInit, the next init is asked for
+// once spec has started (see takeReady).
 func (s *Session) spawnLocked(spec spawnSpec) (spawned, error) {
 	for attempt := 0; ; attempt++ {
 		in, askReady, err := s.initLocked()

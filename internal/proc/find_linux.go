@@ -258,7 +258,8 @@ func threads(pid int) ([]string, error) {
 // it is open: once p has been reaped its files can no longer be opened through it, whichever process
 // has its pid by then. So one look at the start time tells that all of them were p's. Lookups
 // relative to it also spare the resolution of /proc/<pid>/task/ for each thread: a look at the
-// 8-thread init of a session's namespace took 35 µs instead of 55 (warm) on the VM.
+// 8-thread init of a session's namespace took 41-46 µs instead of 56-60 on the VM (BENCHMARKS.md,
+// After 16).
 func (w *Walker) Childless(p Stat) (childless, ok bool) {
 	if p.Start == 0 {
 		return false, false
