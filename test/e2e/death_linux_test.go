@@ -351,16 +351,7 @@ func TestClosedStdout(t *testing.T) {
 // them the kernel has killed the dead one's processes already, and the restart removes its slice and
 // state. Either way the live instance's sessions are left alone.
 func TestRestartSweepsUpAfterDeadInstance(t *testing.T) {
-	for _, mode := range []string{"cgroup", "process"} {
-		for _, ns := range []string{"off", "on"} {
-			t.Run(mode+"/pid-namespace-"+ns, func(t *testing.T) {
-				if ns == "on" {
-					needPIDNamespaces(t)
-				}
-				restartAfterBothKilled(t, place(t, mode), ns)
-			})
-		}
-	}
+	eachModeAndNamespace(t, restartAfterBothKilled)
 }
 
 func restartAfterBothKilled(t *testing.T, p placement, ns string) {

@@ -211,16 +211,7 @@ exec sleep 1000
 // without one, the check for escapees, which looks again until a look finds no trace of a chain (a
 // chain's processes become reaper's children as they hop). Another session lives on.
 func TestPidHoppersDieWithTheirSession(t *testing.T) {
-	for _, mode := range []string{"cgroup", "process"} {
-		for _, ns := range []string{"off", "on"} {
-			t.Run(mode+"/pid-namespace-"+ns, func(t *testing.T) {
-				if ns == "on" {
-					needPIDNamespaces(t)
-				}
-				pidHoppers(t, place(t, mode), ns)
-			})
-		}
-	}
+	eachModeAndNamespace(t, pidHoppers)
 }
 
 func pidHoppers(t *testing.T, pl placement, ns string) {

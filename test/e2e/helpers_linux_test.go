@@ -434,3 +434,19 @@ func needPIDNamespaces(t testing.TB) {
 		t.Skipf("skipped: no PID namespaces here: %s", why)
 	}
 }
+
+// eachModeAndNamespace runs f as a subtest in each containment mode (see place), with reaper's PID
+// namespaces off and on ("off", "on": the value of --pid-namespace); "on" is skipped where the binary
+// cannot make them.
+func eachModeAndNamespace(t *testing.T, f func(t *testing.T, pl placement, ns string)) {
+	for _, mode := range []string{"cgroup", "process"} {
+		for _, ns := range []string{"off", "on"} {
+			t.Run(mode+"/pid-namespace-"+ns, func(t *testing.T) {
+				if ns == "on" {
+					needPIDNamespaces(t)
+				}
+				f(t, place(t, mode), ns)
+			})
+		}
+	}
+}
