@@ -288,7 +288,8 @@ func (w *Walker) Childless(p Stat) (childless, ok bool) {
 		return false, false
 	}
 	for _, tid := range tids {
-		b, read := w.readAt(task, tid+"/children", 0)
+		// Whether the file is empty is all that counts: its first page tells.
+		b, read := w.readAt(task, tid+"/children", 1)
 		if !read {
 			return false, false
 		}

@@ -86,7 +86,10 @@ func (w *Walker) Snapshot(skip map[int]bool) ([]Stat, error) {
 	return out, nil
 }
 
-// read reads /proc/<pid><file> into the walker's buffer, growing it up to max bytes (0: one page).
+// read reads /proc/<pid><file> into the walker's buffer until the file ends or the buffer, full,
+// holds max bytes or more (so at least what the buffer holds: a page at first), growing the buffer as
+// it fills. With max 0 it reads the whole file, however long: the kernel makes it, and a children
+// file holds as many pids as the process has children, all of which a walk needs.
 func (w *Walker) read(pid int, file string, max int) ([]byte, bool) {
 	w.path = append(strconv.AppendInt(append(w.path[:0], "/proc/"...), int64(pid), 10), file...)
 	return w.readAt(unix.AT_FDCWD, string(w.path), max)
