@@ -1,6 +1,7 @@
 package reap
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -35,8 +36,7 @@ func TestChildrenClose(t *testing.T) {
 		}
 		t.Cleanup(func() {
 			unix.Kill(pid, unix.SIGKILL)
-			var ws unix.WaitStatus
-			unix.Wait4(pid, &ws, 0, nil) // the loop has stopped: reap it here
+			reapLeft(t, pid) // the loop has stopped: reap it here
 		})
 		if !closed(c, "/bin/true") {
 			t.Fatal("Close did not return within 30 s while a child was running")
@@ -46,8 +46,7 @@ func TestChildrenClose(t *testing.T) {
 		}
 		// The loop may have stopped before it reaped the process that woke it: reap it here (ECHILD
 		// if the loop did), so that the next subtest starts with no child.
-		var ws unix.WaitStatus
-		unix.Wait4(c.wake, &ws, 0, nil)
+		reapLeft(t, c.wake)
 	})
 
 	t.Run("none left", func(t *testing.T) {
@@ -105,24 +104,19 @@ func TestNotReapedDuringStart(t *testing.T) {
 // child, a process that is not a child and a child already reaped are not told as exited. Childless
 // is false while a child lives, and for any process but this one.
 func TestExited(t *testing.T) {
-	reapNow := func(pid int) error {
-		var ws unix.WaitStatus
-		_, err := unix.Wait4(pid, &ws, 0, nil)
-		return err
-	}
 	sleeper, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "1000"}, &syscall.ProcAttr{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		unix.Kill(sleeper, unix.SIGKILL)
-		reapNow(sleeper)
+		reapLeft(t, sleeper)
 	})
 	done, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { reapNow(done) }) // in case the test fails before it reaps it
+	t.Cleanup(func() { reapLeft(t, done) }) // in case the test fails before it reaps it
 	deadline := time.Now().Add(30 * time.Second)
 	for !Exited(done) {
 		if time.Now().After(deadline) {
@@ -142,10 +136,35 @@ func TestExited(t *testing.T) {
 	if Childless(os.Getppid()) {
 		t.Errorf("another process (pid %d) told childless: only this process can tell", os.Getppid())
 	}
-	if err := reapNow(done); err != nil {
+	if err := reapWithin(done, 10*time.Second); err != nil {
 		t.Fatalf("reaping true (pid %d) after Exited: %v (Exited must not reap)", done, err)
 	}
 	if Exited(done) {
 		t.Errorf("true (pid %d) told as exited after it was reaped", done)
+	}
+}
+
+// reapWithin reaps the child pid once it has exited, waiting for that until d has passed; it returns
+// wait4's error (ECHILD where pid is not, or no longer, a child of this process), or an error saying
+// it is still running.
+func reapWithin(pid int, d time.Duration) error {
+	for deadline := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if err != nil || got == pid {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("child %d still running after %v", pid, d)
+		}
+	}
+}
+
+// reapLeft reaps a child a test leaves behind, if it is still this process's child, and fails the
+// test if it has not ended within 10 s.
+func reapLeft(t testing.TB, pid int) {
+	t.Helper()
+	if err := reapWithin(pid, 10*time.Second); err != nil && !errors.Is(err, unix.ECHILD) {
+		t.Error(err)
 	}
 }
