@@ -2,14 +2,14 @@ package pidwire
 
 import "syscall"
 
-// maxSignals bounds the signals of one signal request.
-const maxSignals = 4
+// MaxSignals bounds the signals of one signal request.
+const MaxSignals = 4
 
 // EncodeSignal encodes a signal request: id, then the signals the init sends in turn to every other
 // process of its namespace.
 func EncodeSignal(id uint64, sigs []syscall.Signal) ([]byte, error) {
-	if len(sigs) == 0 || len(sigs) > maxSignals {
-		return nil, ProtocolError(itoa(len(sigs)) + " signals in a request (1 to " + itoa(maxSignals) + ")")
+	if len(sigs) == 0 || len(sigs) > MaxSignals {
+		return nil, ProtocolError(itoa(len(sigs)) + " signals in a request (1 to " + itoa(MaxSignals) + ")")
 	}
 	var e Encoder
 	e.U64(id)
@@ -28,7 +28,7 @@ func DecodeSignal(payload []byte) (id uint64, sigs []syscall.Signal, err error) 
 	d := NewDecoder(payload)
 	id = d.U64("id")
 	n := d.U32("signals")
-	if d.Err() == nil && (n == 0 || n > maxSignals) {
+	if d.Err() == nil && (n == 0 || n > MaxSignals) {
 		return 0, nil, ProtocolError(itoa(n) + " signals in a request")
 	}
 	for range n {

@@ -27,7 +27,8 @@ const module = "github.com/cgreaper/reaper"
 //	  internal/guard, ...         in another process); a task's terminal or input pipe; a guard's start
 //	                              of its server
 //	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text,
-//	                              the protocol with a PID namespace's init, the scripts commands run in
+//	                              the protocol with a PID namespace's init and its small init, the
+//	                              scripts commands run in
 //	internal/procstat             /proc/<pid>/stat
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
@@ -42,7 +43,7 @@ var layers = [][]string{
 	{"internal/kill"},
 	{"internal/pidns", "internal/tty", "internal/admin", "internal/guard", "internal/pidinit"},
 	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics", "internal/pidwire",
-		"internal/shell"},
+		"internal/shell", "internal/smallinit"},
 	{"internal/procstat"},
 }
 
@@ -54,13 +55,14 @@ var allowed = map[string][]string{
 	"internal/proc":      {"internal/procstat"},
 	"internal/procstat":  nil,
 	"internal/pidwire":   nil,
+	"internal/smallinit": nil,
 	"internal/reap":      nil,
 	"internal/safefs":    nil,
 	"internal/textfit":   nil,
 	"internal/shell":     nil,
 	"internal/httpguard": nil,
 	"internal/metrics":   nil,
-	"internal/pidns":     {"internal/proc", "internal/procstat", "internal/reap", "internal/pidwire"},
+	"internal/pidns":     {"internal/proc", "internal/procstat", "internal/reap", "internal/pidwire", "internal/smallinit"},
 	"internal/pidinit":   {"internal/procstat", "internal/reap", "internal/pidwire"},
 	"internal/tty":       {"internal/proc"},
 	"internal/guard":     {"internal/reap"},
