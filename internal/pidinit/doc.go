@@ -1,6 +1,7 @@
-// Package pidinit is the init of a session's PID namespace: this program started again by
-// internal/pidns with pidwire.InitArg, as pid 1 of new PID and mount namespaces (see internal/pidns
-// for what it does and why). [Main] runs from cmd/reaper/internal/nsinit's package initialisation and
+// Package pidinit is the init of a session's PID namespace that starts the session's processes: this
+// program started again by internal/pidns with pidwire.InitArg, as pid 1 of new PID and mount
+// namespaces, where the server cannot fork into them itself or the small init (internal/smallinit)
+// cannot run (see internal/pidns for what it does and why). [Main] runs from cmd/reaper/internal/nsinit's package initialisation and
 // never returns to it.
 //
 // Like internal/pidwire it imports only what Go's initialisation order reaches early (no fmt, no

@@ -15,6 +15,7 @@ import (
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/procstat"
 	"github.com/cgreaper/reaper/internal/reap"
+	"github.com/cgreaper/reaper/internal/smallinit"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,6 +27,11 @@ type Options struct {
 	// Path is the program run as the init: this program, whose main runs Main when IsInit. Empty
 	// means /proc/self/exe.
 	Path string
+	// Small, if set, is run as the init instead of Path, unless UserNS: an init that starts no
+	// process (Spawn fails with ErrNoSpawn), for a server that forks every process of the namespace
+	// itself (Fork). Where it cannot be started, Start starts Path instead, and if that works it
+	// records the small init's failure in the Program (Program.Fail): later Starts go to Path at once.
+	Small *smallinit.Program
 	// Name is the init's argv[0], what ps shows of it; empty means "reaper-init".
 	Name string
 	// UserNS also creates a user namespace, in which this process's uid and gid are mapped to
@@ -67,6 +73,7 @@ type Init struct {
 	procOK  bool
 	note    string
 	inCg    bool             // born in Options.Cgroup
+	small   bool             // the small init (Options.Small): it starts no process
 	idle    time.Duration    // Options.Idle
 	exited  <-chan reap.Exit // the init's own exit, from the server's child reaper: read by the reader only
 	stop    chan struct{}    // closed by Close: the reader stops waiting for the init's exit
@@ -139,8 +146,13 @@ var (
 	ErrIdle  = errors.New("its namespace was empty for its idle period")
 )
 
+// ErrNoSpawn is wrapped by the error of a Spawn asked of the small init (Options.Small), which starts
+// no process: the spawn started nothing, and an init that does may be asked instead.
+var ErrNoSpawn = errors.New("the small init of the PID namespace starts no process")
+
 // Start starts an init in new PID and mount namespaces (and a user namespace with UserNS) and
-// returns once it is ready.
+// returns once it is ready: the small init where Options.Small says so and it can be started, else
+// Path.
 func Start(opts Options) (*Init, error) {
 	if opts.Forker == nil || opts.Children == nil {
 		return nil, errors.New("pidns: Start needs a Forker and Children")
@@ -148,6 +160,25 @@ func Start(opts Options) (*Init, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	small := opts.Small
+	if small == nil || opts.UserNS || small.Err() != nil {
+		return start(opts, false)
+	}
+	in, err := start(opts, true)
+	if err == nil {
+		return in, nil
+	}
+	// Where Path fails too, the namespaces cannot be made (the probe's first try, without
+	// privileges): that says nothing of the small init.
+	in, perr := start(opts, false)
+	if perr == nil {
+		small.Fail(err)
+	}
+	return in, perr
+}
+
+// start starts one init: the small one, or Path.
+func start(opts Options, small bool) (*Init, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("start the init of a PID namespace: socketpair: %w", err)
@@ -157,7 +188,7 @@ func Start(opts Options) (*Init, error) {
 		unix.Close(pair[1])
 		return nil, fmt.Errorf("start the init of a PID namespace: %w", err)
 	}
-	in := &Init{conn: c, timeout: opts.Timeout, idle: max(opts.Idle, 0), pidfd: -1, stop: make(chan struct{}),
+	in := &Init{conn: c, timeout: opts.Timeout, idle: max(opts.Idle, 0), small: small, pidfd: -1, stop: make(chan struct{}),
 		done: make(chan struct{}), calls: make(map[uint64]*call), sigs: make(map[uint64]chan syscall.Errno)}
 	err = in.fork(opts, pair[1])
 	unix.Close(pair[1])
@@ -198,6 +229,13 @@ func (in *Init) fork(opts Options, end int) error {
 		name = "reaper-init"
 	}
 	argv := []string{name, InitArg, pidwire.ModePlain}
+	// Two Ps for the Go init: one may be held by the wait loop, blocked in waitid, while the other
+	// runs what wakes up (with one, a wake-up waited for the runtime's monitor, up to 10 ms). More
+	// would only cost memory.
+	env := []string{"GOMAXPROCS=2"}
+	if in.small {
+		path, env = opts.Small.Path(), nil
+	}
 	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL, PidFD: &in.pidfd}
 	if opts.UserNS {
 		argv[2] = pidwire.ModeUserNS
@@ -213,10 +251,7 @@ func (in *Init) fork(opts Options, end int) error {
 		in.inCg = true // unless the fork fails, and with it Start
 	}
 	attr := &syscall.ProcAttr{
-		// Two Ps: one may be held by the wait loop, blocked in waitid, while the other runs what
-		// wakes up (with one, a wake-up waited for the runtime's monitor, up to 10 ms). More would
-		// only cost memory.
-		Env:   []string{"GOMAXPROCS=2"},
+		Env:   env,
 		Files: []uintptr{devnull.Fd(), devnull.Fd(), stderr.Fd(), uintptr(end)},
 		Sys:   sys,
 	}
@@ -260,6 +295,9 @@ func (in *Init) Pid() int { return in.pid }
 // StartTime returns the init's start time (field 22 of /proc/<pid>/stat).
 func (in *Init) StartTime() uint64 { return in.start }
 
+// Small reports whether the init is the small one (Options.Small), which starts no process.
+func (in *Init) Small() bool { return in.small }
+
 // InCgroup reports whether the init was born in Options.Cgroup.
 func (in *Init) InCgroup() bool { return in.inCg }
 
@@ -269,8 +307,12 @@ func (in *Init) Proc() (bool, string) { return in.procOK, in.note }
 
 // Spawn asks the init to start a process, and returns it. It fails with a *SpawnError when the init
 // could not start it, with ErrEnded once the init has ended, and when the init does not answer within
-// the timeout (a process it starts later is killed as soon as its answer arrives).
+// the timeout (a process it starts later is killed as soon as its answer arrives), and with
+// ErrNoSpawn where the init is the small one.
 func (in *Init) Spawn(r Request) (Task, error) {
+	if in.small {
+		return Task{}, fmt.Errorf("%w (pid %d)", ErrNoSpawn, in.pid)
+	}
 	in.mu.Lock()
 	if in.err != nil {
 		err := in.err
