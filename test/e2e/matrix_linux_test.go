@@ -67,10 +67,12 @@ var escapes = []escape{
 	{row: "zombies", lines: 21, script: `E2E_ROW={M}zombies sh -c 'i=0; while [ $i -lt 20 ]; do true & echo "zombie $!" >> {F}; i=$((i+1)); done; echo "zombies $$" >> {F}; exec sleep 1000' &`},
 	{row: "listens", lines: 1, script: `E2E_ROW={M}listens TESTUTIL_HELPER=listen E2E_ROWS={F} "$E2E_SELF" &`},
 	{row: "leaves-cgroup", lines: 1, root: true, cgroup: true, script: `E2E_ROW={M}leaves-cgroup sh -c 'echo $$ > {P}; echo "leaves-cgroup $$" >> {F}; exec sleep 1000' &`},
-	// In the end "a root task kills reaper", this row is that task: once it has left every trail, it
-	// waits for {GO} and writes 1 to the cgroup.kill of the cgroup holding reaper's two processes
-	// ({THEN}; otherwise it sleeps).
-	{row: "no-trail", lines: 1, root: true, script: `(setsid env -i /bin/sh -c 'echo $$ > {P} 2>/dev/null; echo "no-trail $$" >> {F}; {THEN}' &)`},
+	// In the end "a root task kills reaper", this row is that task: it waits for {GO}, leaves its
+	// cgroup and writes 1 to the cgroup.kill of the cgroup holding reaper's two processes ({THEN}).
+	// Otherwise it leaves its cgroup at once ({LEAVE}) and sleeps. The killer leaves only once told
+	// to: reaper looks for processes outside their slice every 2 s and kills them, and this one would
+	// not be there to kill reaper.
+	{row: "no-trail", lines: 1, root: true, script: `(setsid env -i /bin/sh -c '{LEAVE}echo "no-trail $$" >> {F}; {THEN}' &)`},
 	// Last: the task's own shell becomes the process to watch.
 	{row: "exec", lines: 1, script: `echo "exec $$" >> {F}; exec env E2E_ROW={M}exec sleep {EXEC}`},
 }
@@ -348,11 +350,11 @@ func (sc *scenario) script(execFor string) string {
 			b.WriteString(esc.script + "\n")
 		}
 	}
-	then := "exec /bin/sleep 1000"
+	leave, then := "echo $$ > {P} 2>/dev/null; ", "exec /bin/sleep 1000"
 	if sc.end.killer {
-		then = "until [ -e {GO} ]; do /bin/sleep 0.05; done; echo 1 > {K}/cgroup.kill; exec /bin/sleep 1000"
+		leave, then = "", "until [ -e {GO} ]; do /bin/sleep 0.05; done; echo $$ > {P} 2>/dev/null; echo 1 > {K}/cgroup.kill; exec /bin/sleep 1000"
 	}
-	script := strings.ReplaceAll(b.String(), "{THEN}", then)
+	script := strings.NewReplacer("{LEAVE}", leave, "{THEN}", then).Replace(b.String())
 	r := strings.NewReplacer("{F}", sc.file, "{M}", sc.mark, "{P}", procs, "{EXEC}", execFor, "{GO}", sc.goFile, "{K}", sc.kill)
 	return r.Replace(script)
 }
