@@ -33,10 +33,10 @@
 // (kill.Scope.Adopted).
 //
 // PID namespaces. Where this process can make them (Options.PIDNamespace), each session's tasks run
-// in a PID namespace of the session's own, whose init is this program in another mode
-// (internal/pidns): when the init dies, by the session's end or because this process died by any
-// cause (its parent-death signal is SIGKILL), the kernel kills every process in the namespace, and no
-// process can leave it. Inside, /proc is the namespace's, so ps, top and kill see the session's
+// in a PID namespace of the session's own, whose init is the small init, or this program in another
+// mode where the Reaper cannot fork into the namespace (internal/pidns): when the init dies, by the
+// session's end or because this process died by any cause (its parent-death signal is SIGKILL), the
+// kernel kills every process in the namespace, and no process can leave it. Inside, /proc is the namespace's, so ps, top and kill see the session's
 // processes only; nothing else changes for tasks (same files, network, users, environment), and it is
 // not a sandbox. Outside, everything goes by the pids this process sees. See pidns_linux.go.
 //

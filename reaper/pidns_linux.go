@@ -14,11 +14,13 @@ import (
 	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
+	"github.com/cgreaper/reaper/internal/smallinit"
 	"golang.org/x/sys/unix"
 )
 
 // PID namespaces. With them each session's tasks run in a PID namespace of the session's own, whose
-// init is this program in another mode (internal/pidns), started on the session's first command from
+// init (internal/pidns) is the small init (internal/smallinit) where the Reaper forks the tasks into
+// the namespace itself, else this program in another mode, started on the session's first command from
 // a thread that lives as long as the Reaper, with SIGKILL as its parent-death signal. When the init
 // dies, by whatever cause (the session's end kills it; the Reaper's death, even by SIGKILL, kills it
 // through the parent-death signal), the kernel kills every process in the namespace, and no process
@@ -111,6 +113,12 @@ func (r *Reaper) startPIDNamespace() error {
 		if r.instance != nil {
 			opts.Cgroup = r.initsFD()
 		}
+		// The small init serves where the entry does; the probe's init is the first session's.
+		var err error
+		if res.small, err = smallinit.Load(); err != nil && !errors.Is(err, smallinit.ErrUnsupported) {
+			r.log.Debug("the small init cannot be loaded; the inits are this program", "error", err)
+		}
+		opts.Small = res.small
 		res.m, res.ready, res.err = pidns.ProbeKeep(opts)
 		if opts.Cgroup != nil {
 			opts.Cgroup.Close()
@@ -164,8 +172,9 @@ type nsProbeResult struct {
 	m        pidns.Mode
 	ready    *pidns.Init // the init that answered, alive
 	err      error
-	entry    *pidns.Entry // the thread that forks tasks into the namespaces, where it can
-	entryErr error        // why there is none, if namespaces can be made
+	entry    *pidns.Entry       // the thread that forks tasks into the namespaces, where it can
+	entryErr error              // why there is none, if namespaces can be made
+	small    *smallinit.Program // the small init, if it could be loaded (the probe's init may be it)
 }
 
 // newEntry starts the thread that forks tasks into the sessions' namespaces (pidns.Init.Fork), with
@@ -200,6 +209,13 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 			}
 		}()
 	}
+	if p.small != nil {
+		defer func() {
+			if r.small == nil {
+				p.small.Close()
+			}
+		}()
+	}
 	if err != nil {
 		r.nsThread.Stop()
 		r.nsThread = nil
@@ -227,16 +243,27 @@ func (r *Reaper) decidePIDNamespace(p nsProbeResult) error {
 	if p.entryErr != nil {
 		r.log.Debug("the inits start every task: their namespaces cannot be entered", "error", p.entryErr)
 	}
+	switch {
+	case p.small == nil || r.entry == nil:
+	case p.small.Err() != nil:
+		r.log.Warn("the small init cannot run here; the sessions' inits are this program", "error", p.small.Err())
+	default:
+		r.small = p.small
+	}
 	r.recordPIDNamespace()
-	if r.root != nil && !ready.InCgroup() {
+	switch {
+	case ready.Small() && r.entry == nil:
+		// It starts no task, and here the inits must.
+		r.endInit(ready)
+	case r.root != nil && !ready.InCgroup():
 		// In cgroup containment an init born outside would have to be moved into the inits' leaf,
 		// and moving a running process between cgroups cost more here than starting another init
 		// born there: the first call with the move took 17-20 ms against 12 ms without
 		// (BenchmarkSessionStart).
 		r.endInit(ready)
-		return nil
+	default:
+		r.ready.Store(ready)
 	}
-	r.ready.Store(ready)
 	return nil
 }
 
@@ -276,7 +303,7 @@ func (r *Reaper) recordPIDNamespace() {
 // of an HTTP session's first call on the VM: BENCHMARKS.md, After 16).
 func (r *Reaper) takeReady() (in *pidns.Init, again bool) {
 	in = r.ready.Swap(nil)
-	if in != nil && in.Err() != nil {
+	if in != nil && (in.Err() != nil || in.Small() && r.entryOff.Load()) {
 		r.endInit(in)
 		in = nil
 	}
@@ -339,16 +366,21 @@ func (r *Reaper) endReady() {
 	}
 }
 
-// initIdle is how long an init lives on once its namespace is empty. It costs about 3 MB (its Pss) to
-// keep, and about 5 ms to start again, which an agent's pause between commands dwarfs.
+// initIdle is how long an init lives on once its namespace is empty. The Go init costs about 3 MB (its
+// Pss) to keep, and about 5 ms to start again, which an agent's pause between commands dwarfs; the
+// small init a tenth of that.
 const initIdle = 10 * time.Second
 
 // initOptions are how the Reaper starts an init, born in cgroup if it is set.
 func (r *Reaper) initOptions(cg *os.File) pidns.Options {
-	return pidns.Options{
+	opts := pidns.Options{
 		Path: guard.Executable(), Name: "reaper-init", UserNS: r.info.PIDNamespace.UserNS, Cgroup: cg, Stderr: os.Stderr,
 		Forker: r.nsThread, Children: r.kids, Timeout: r.lim.CloseTimeout, Idle: r.nsIdle,
 	}
+	if !r.entryOff.Load() {
+		opts.Small = r.small // nil until the probe's answer, and without an entry
+	}
+	return opts
 }
 
 // initLocked returns the session's init, starting it on the session's first command, or when the one
@@ -406,11 +438,24 @@ func (s *Session) spawnLocked(spec spawnSpec) (spawned, error) {
 		if askReady {
 			s.r.askReady()
 		}
-		if attempt == 0 && errors.Is(err, pidns.ErrEnded) {
+		if attempt == 0 && (errors.Is(err, pidns.ErrEnded) || errors.Is(err, pidns.ErrNoSpawn) && s.dropSmallLocked(in)) {
 			continue
 		}
 		return sp, err
 	}
+}
+
+// dropSmallLocked ends the session's init, the small one, where entering its namespace failed (the
+// task was then asked of the init, which starts none) and the namespace holds nothing, so that the
+// next attempt starts an init that does; it reports whether it did. One whose namespace holds
+// processes is kept: ending it would kill them.
+func (s *Session) dropSmallLocked(in *pidns.Init) bool {
+	if s.ns != in || !in.Empty() {
+		return false
+	}
+	s.r.endInit(in)
+	s.ns = nil
+	return true
 }
 
 // startInit starts an init, born in leaf if it is set. Where clone3 into a cgroup is refused, the init

@@ -20,6 +20,7 @@ import (
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/internal/shell"
+	"github.com/cgreaper/reaper/internal/smallinit"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,6 +52,7 @@ type Reaper struct {
 	entry     *pidns.Entry               // with PID namespaces, where they can be entered: the thread tasks are forked from
 	entryErr  error                      // why there is no entry, with PID namespaces
 	entryOff  atomic.Bool                // entering a session's namespace failed once: the inits start the tasks
+	small     *smallinit.Program         // with PID namespaces that can be entered: the inits' program, where it runs here
 	nsIdle    time.Duration              // how long an init lives on in an empty namespace: initIdle (tests shorten it)
 	keepShell bool                       // sessions keep a ready shell: the shell is bash, and not Options.NoReadyShell
 	shellIdle time.Duration              // how long a ready shell waits for a command: readyShellIdle (tests shorten it)
@@ -237,6 +239,9 @@ func (r *Reaper) undoNew() {
 	}
 	if r.entry != nil {
 		r.entry.Close()
+	}
+	if r.small != nil {
+		r.small.Close()
 	}
 	if r.kids != nil {
 		r.kids.Close(nil)
@@ -450,6 +455,9 @@ func (r *Reaper) Close(ctx context.Context) error {
 	}
 	if r.entry != nil {
 		r.entry.Close()
+	}
+	if r.small != nil {
+		r.small.Close() // no init starts any more
 	}
 	r.kids.Close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()

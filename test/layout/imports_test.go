@@ -70,7 +70,7 @@ var allowed = map[string][]string{
 	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/guard"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
-		"internal/textfit", "internal/guard", "internal/shell"},
+		"internal/textfit", "internal/guard", "internal/shell", "internal/smallinit"},
 	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit"},
 	"internal/job":               {"reaper", "internal/instance"},
 	"cmd/reaper/internal/early":  {"internal/guard", "internal/reap"},
