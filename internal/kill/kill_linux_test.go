@@ -87,14 +87,21 @@ func start(t testing.TB, s *cgroup.Slice, script string) int {
 // startAwait runs script in s (see start), waits until file holds n lines of pids, and returns them.
 func startAwait(t testing.TB, s *cgroup.Slice, script, file string, n int) []testutil.Proc {
 	t.Helper()
-	start(t, s, script)
+	_, procs := startAwaitShell(t, s, script, file, n)
+	return procs
+}
+
+// startAwaitShell is startAwait that also returns the shell's pid.
+func startAwaitShell(t testing.TB, s *cgroup.Slice, script, file string, n int) (int, []testutil.Proc) {
+	t.Helper()
+	shell := start(t, s, script)
 	var text string
 	testutil.Eventually(t, fmt.Sprintf("%d pids in %s", n, file), func() bool {
 		b, _ := os.ReadFile(file)
 		text = string(b)
 		return lines(text) >= n
 	})
-	return testutil.PidsIn(t, text)
+	return shell, testutil.PidsIn(t, text)
 }
 
 func lines(s string) int {
@@ -213,10 +220,12 @@ func TestTerminateStrangerInTheSlice(t *testing.T) {
 	}
 	subreaper(0)
 	t.Cleanup(func() { subreaper(1) })
-	left := startAwait(t, s, `sleep 1000 & echo $! >> `+f, f, 1)
+	shell, left := startAwaitShell(t, s, `sleep 1000 & echo $! >> `+f, f, 1)
+	// Adopted once the shell has exited: while it lives it is the sleeper's parent, and a sleeper it
+	// left after this process became a subreaper again would be this process's.
 	testutil.Eventually(t, "the sleeper adopted by another process", func() bool {
 		st, ok := proc.NewWalker().Stat(left[0].Pid)
-		return ok && st.PPid != os.Getpid()
+		return ok && st.PPid != os.Getpid() && st.PPid != shell
 	})
 	subreaper(1)
 	testutil.Eventually(t, "the shell reaped", func() bool { return !reap.HasChildren() })
