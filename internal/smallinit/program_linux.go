@@ -64,8 +64,9 @@ func LoadImage(image []byte) (*Program, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
 		return nil, fmt.Errorf("load the small init: seal: %w", err)
 	}
-	// A file open for writing cannot be executed (ETXTBSY): the program is kept open read-only, at a
-	// descriptor no child's first ones can take before it executes the program.
+	// Kernels that deny write access to what they execute refuse a file open for writing (ETXTBSY;
+	// 6.18 here does not): the program is kept open read-only only, at a descriptor no child's first
+	// ones can take before it executes the program.
 	ro, err := unix.Open("/proc/self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("load the small init: reopen: %w", err)
