@@ -165,8 +165,9 @@ func sleepers(b testing.TB, r *Reaper, id, script string, n int) *Session {
 	if _, err := s.Start(script, ""); err != nil {
 		b.Fatal(err)
 	}
-	// A shell forks about a thousand of them a second; give a loaded machine five times as long.
-	deadline := time.Now().Add(max(30*time.Second, time.Duration(n)*5*time.Millisecond))
+	// A shell forks about a thousand of them a second on a fast host, a hundred on a slow one: the
+	// wait gives up only once no process has started for 30 s.
+	seen, moved := 0, time.Now()
 	for {
 		s.mu.Lock()
 		pids, _ := s.slice.Pids()
@@ -174,8 +175,11 @@ func sleepers(b testing.TB, r *Reaper, id, script string, n int) *Session {
 		if len(pids) == n+1 {
 			break
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d processes started", len(pids), n+1)
+		if len(pids) > seen {
+			seen, moved = len(pids), time.Now()
+		}
+		if time.Since(moved) > 30*time.Second {
+			b.Fatalf("%d of %d processes started, none in the last 30 s", len(pids), n+1)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -191,7 +195,8 @@ func sleepers(b testing.TB, r *Reaper, id, script string, n int) *Session {
 // cgroup-containment walk before the kill (the slice's pids are listed, only processes outside it
 // are read); "tree" is the process-containment walk (every descendant of the task is found by parent
 // pid). ratio is walk over raw. 20,000 processes need that many free pids below pid_max and
-// threads-max (the benchmark skips, saying so, where they are missing) and take about 20 s to start;
+// threads-max (the benchmark skips, saying so, where they are missing) and take 20 s (a fast host) to
+// 3 minutes (a slow one) to start;
 // they are killed with the Reaper at cleanup, and sleep at most 1000 s should that fail.
 //
 //	go test -run '^$' -bench BenchmarkWalk -benchtime 30x ./reaper
