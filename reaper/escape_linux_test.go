@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,48 @@ var helpers = map[string]func() int{
 		return reply(runZoo(Options{Cgroup: cgroup.Options{Root: os.Getenv("RTEST_ROOT")}}))
 	},
 	"threadfork": threadFork,
+	"leaderexit": leaderExit,
+}
+
+func init() {
+	// The leaderexit helper ends its main thread alone: its main goroutine must be on that thread,
+	// which only a lock taken during initialisation guarantees.
+	if os.Getenv(testutil.HelperVar) == "leaderexit" {
+		runtime.LockOSThread()
+	}
+}
+
+// leaderExit is a helper run as a task: it leaves the slice for the cgroup.procs file named by
+// RTEST_PROCS (if set), starts a sleeper with an empty environment from another thread, prints the
+// sleeper's pid, and ends its main thread alone (exit, not exit_group). Its stat then shows a zombie,
+// with an empty environ, while its other threads run on and are the sleeper's parent.
+func leaderExit() int {
+	if unix.Gettid() != unix.Getpid() {
+		fmt.Println("not on the main thread")
+		return 1
+	}
+	if procs := os.Getenv("RTEST_PROCS"); procs != "" {
+		if err := os.WriteFile(procs, []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			fmt.Println("leave the slice:", err)
+			return 1
+		}
+	}
+	started := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread stays, and the sleeper's parent
+		cmd := exec.Command("/bin/sleep", "1000")
+		cmd.Env = []string{}
+		if err := cmd.Start(); err != nil {
+			fmt.Println("start:", err)
+			os.Exit(1)
+		}
+		fmt.Println(cmd.Process.Pid)
+		close(started)
+		select {}
+	}()
+	<-started
+	unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0)
+	return 1 // not reached
 }
 
 // threadFork is a helper run as a task: from a thread other than its main thread it starts a shell
@@ -310,6 +353,60 @@ func TestWalkFindsChildOfAnotherThread(t *testing.T) {
 	testutil.AssertDead(t, append(helper, escapee...))
 	if d := descendants(t); len(d) != 0 {
 		t.Errorf("left: %v", d)
+	}
+}
+
+// TestWalkFindsProcessWhoseMainThreadExited: a task's process outside the slice ends its main
+// thread alone, after another thread started a sleeper with no environment. The process shows as a
+// zombie with an empty environment, but lives, and is the sleeper's parent: the teardown's walk must
+// neither pass over it nor stop at it.
+func TestWalkFindsProcessWhoseMainThreadExited(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{})
+			s := newTestSession(t, r, SessionOptions{})
+			out := filepath.Join(t.TempDir(), "pid")
+			bin, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			procs := ""
+			if mode == ContainCgroup {
+				procs = filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs")
+			}
+			// Started in the background by a shell that then exits: the helper's parent is the
+			// Reaper, and only the marker in its environment ties it to the session.
+			res := run(t, s, fmt.Sprintf("%s RTEST_PROCS=%s %s > %s & echo $!", testutil.HelperEnv("leaderexit"), procs, bin, out))
+			helper := s.pidsIn(t, res.Output)
+			var sleeper []testutil.Proc
+			testutil.Eventually(t, "the helper's pid line", func() bool {
+				b, _ := os.ReadFile(out)
+				if !strings.HasSuffix(string(b), "\n") {
+					return false
+				}
+				sleeper = s.pidsIn(t, string(b))
+				return true
+			})
+			w := proc.NewWalker()
+			testutil.Eventually(t, "the helper's main thread to exit alone", func() bool {
+				st, ok := w.Stat(helper[0].Pid)
+				return ok && st.State == 'Z' && st.Threads > 1
+			})
+			if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", helper[0].Pid)); len(env) != 0 {
+				t.Fatalf("the helper's environ shows %d bytes: the test does not test what it should", len(env))
+			}
+			rep, err := s.Close(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Found < 2 {
+				t.Errorf("report %v: the walk should have found the helper and its sleeper", rep)
+			}
+			testutil.AssertDead(t, append(helper, sleeper...))
+			if d := descendants(t); len(d) != 0 {
+				t.Errorf("left: %v", d)
+			}
+		})
 	}
 }
 

@@ -60,7 +60,11 @@ func (w *Walker) scanEnv(pid int, fn func(entry []byte, complete bool) bool, kee
 	}
 	deadline := time.Now().Add(maxExecWait)
 	for settled := false; ; {
-		if !w.streamEnv(pid, &envScanner{fn: fn, keep: keep}) || settled {
+		if !w.streamEnv(pid, "", &envScanner{fn: fn, keep: keep}) || settled {
+			return
+		}
+		if tid, ok := w.liveThread(pid); ok {
+			w.streamEnv(pid, tid, &envScanner{fn: fn, keep: keep})
 			return
 		}
 		// Empty: believed only when read through a file opened after the process was seen outside
@@ -73,10 +77,14 @@ func (w *Walker) scanEnv(pid int, fn func(entry []byte, complete bool) bool, kee
 	}
 }
 
-// streamEnv opens /proc/<pid>/environ and feeds it to sc; it reports whether the environment read
-// was empty, in which case sc has seen nothing.
-func (w *Walker) streamEnv(pid int, sc *envScanner) (empty bool) {
-	w.path = append(strconv.AppendInt(append(w.path[:0], "/proc/"...), int64(pid), 10), "/environ"...)
+// streamEnv opens /proc/<pid>/environ, or the environ of pid's thread tid if tid is not empty, and
+// feeds it to sc; it reports whether the environment read was empty, in which case sc has seen nothing.
+func (w *Walker) streamEnv(pid int, tid string, sc *envScanner) (empty bool) {
+	w.path = strconv.AppendInt(append(w.path[:0], "/proc/"...), int64(pid), 10)
+	if tid != "" {
+		w.path = append(append(w.path, "/task/"...), tid...)
+	}
+	w.path = append(w.path, "/environ"...)
 	fd, err := unix.Open(string(w.path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
@@ -120,11 +128,29 @@ func (w *Walker) inExec(pid int) bool {
 	if !ok {
 		return false
 	}
-	if st, ok := ParseStat(pid, b); !ok || st.Dead() || st.Flags&pfKthread != 0 {
+	if st, ok := ParseStat(pid, b); !ok || st.Dead() || st.State == 'Z' || st.Flags&pfKthread != 0 {
 		return false
 	}
 	v, ok := statField(b, 50)
 	return ok && v == 0
+}
+
+// liveThread returns a thread of pid other than its main thread if the main thread has exited while
+// others live on (see procstat.Stat.Dead): its environ is then empty, having no memory any more,
+// where the other threads' still shows the process's environment.
+func (w *Walker) liveThread(pid int) (string, bool) {
+	st, ok := w.Stat(pid)
+	if !ok || st.State != 'Z' || st.Threads <= 1 {
+		return "", false
+	}
+	tids, _ := threads(pid)
+	self := strconv.Itoa(pid)
+	for _, tid := range tids {
+		if tid != self {
+			return tid, true
+		}
+	}
+	return "", false
 }
 
 // envScanner splits an environment (NUL-separated entries) that arrives in chunks, and calls fn with

@@ -119,11 +119,11 @@ func (w *Walker) scan(q Query) ([]Stat, error) {
 			continue
 		}
 		visited[p.Pid] = true
-		inside := it.inside || member[p.Pid] || q.Marker != "" && p.State != 'Z' && w.Marked(p.Pid, q.Marker)
+		inside := it.inside || member[p.Pid] || q.Marker != "" && !p.Dead() && w.Marked(p.Pid, q.Marker)
 		for _, c := range kids[p.Pid] {
 			walk = append(walk, item{c, inside})
 		}
-		if inside && !q.Known[p.Pid] && p.State != 'Z' {
+		if inside && !q.Known[p.Pid] && !p.Dead() {
 			out = append(out, p)
 		}
 	}
@@ -168,7 +168,7 @@ func (w *Walker) tree(q Query, budget int) ([]Stat, bool) {
 			if seen[c] || q.Skip[c] || q.Exited != nil && q.Exited(c) {
 				continue
 			}
-			if st, ok := w.Stat(c); ok && st.State != 'Z' && w.Marked(c, q.Marker) {
+			if st, ok := w.Stat(c); ok && !st.Dead() && w.Marked(c, q.Marker) {
 				queue = append(queue, st)
 				seen[c] = true
 			}
@@ -181,10 +181,14 @@ func (w *Walker) tree(q Query, budget int) ([]Stat, bool) {
 		}
 		p := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
-		if p.State == 'Z' {
-			continue
-		}
-		if !q.Known[p.Pid] {
+		// A dead process is not reported: after a kill, one that is exiting has left its cgroup
+		// but not yet become a zombie, and was counted as the slice's already. A zombie's children
+		// went to its reaper as it died; an exiting process may not have handed its on yet.
+		if p.Dead() {
+			if p.State == 'Z' {
+				continue
+			}
+		} else if !q.Known[p.Pid] {
 			out = append(out, p)
 		}
 		for _, c := range w.Children(p) {

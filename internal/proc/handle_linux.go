@@ -186,7 +186,7 @@ func (w *Walker) WaitGone(ctx context.Context, hs []Handle, deadline time.Time) 
 				i++
 			} else {
 				st, ok := w.Stat(h.Pid)
-				exited = !ok || st.Start != h.Start || st.State == 'Z'
+				exited = !ok || st.Start != h.Start || st.Dead()
 			}
 			if !exited {
 				keep = append(keep, h)

@@ -22,8 +22,8 @@ func TestParseStat(t *testing.T) {
 	if !ok || st != want {
 		t.Errorf("ParseStat = %+v, %v; want %+v", st, ok, want)
 	}
-	if !st.Exiting() || !st.Dead() {
-		t.Errorf("flags %#x carry PF_EXITING: Exiting and Dead should be true", st.Flags)
+	if !st.Exiting() || st.Dead() {
+		t.Errorf("flags %#x carry PF_EXITING with 3 threads: Exiting should be true, Dead false (the main thread exits alone)", st.Flags)
 	}
 	for _, bad := range []string{"", "12 (x", "12 (x) S 1 2", "12 (x) S 1 2 3 4 5 6 7 8 9 1 2 3 4 5 6 7 8 9 x"} {
 		if st, ok := ParseStat(12, []byte(bad)); ok {

@@ -29,8 +29,11 @@ const pfExiting = 0x4
 // for a moment it shows state R although it never runs user code again.
 func (s Stat) Exiting() bool { return s.Flags&pfExiting != 0 }
 
-// Dead reports whether the process has stopped running for good: a zombie, or exiting.
-func (s Stat) Dead() bool { return s.State == 'Z' || s.Exiting() }
+// Dead reports whether the process has stopped running for good: a zombie, or exiting, with no other
+// thread left. What stat shows is its main thread's: one that exited alone (pthread_exit in main, or
+// exit rather than exit_group) shows state Z and PF_EXITING while the process's other threads run on,
+// fork and hold its children, and only Threads, which counts the zombie too, tells it apart.
+func (s Stat) Dead() bool { return (s.State == 'Z' || s.Exiting()) && s.Threads <= 1 }
 
 // Read reads and parses /proc/<pid>/stat, or the file name below the directory descriptor dir if
 // dir is not -1 (a /proc opened elsewhere, name "<pid>/stat"); ok is false if the process is gone.

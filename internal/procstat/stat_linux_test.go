@@ -66,3 +66,24 @@ func TestReadAtRefuses(t *testing.T) {
 		t.Errorf("ReadAt of a regular file: %q, %v", b, ok)
 	}
 }
+
+// TestDead: a zombie or an exiting process is dead unless other threads than its main thread live
+// on (a zombie counts itself among Threads).
+func TestDead(t *testing.T) {
+	for _, c := range []struct {
+		st   Stat
+		dead bool
+	}{
+		{Stat{State: 'S', Threads: 1}, false},
+		{Stat{State: 'R', Threads: 4}, false},
+		{Stat{State: 'Z', Threads: 1}, true},
+		{Stat{State: 'R', Flags: pfExiting, Threads: 1}, true},
+		{Stat{State: 'D', Flags: pfExiting}, true},
+		{Stat{State: 'Z', Flags: pfExiting, Threads: 2}, false},
+		{Stat{State: 'R', Flags: pfExiting, Threads: 3}, false},
+	} {
+		if got := c.st.Dead(); got != c.dead {
+			t.Errorf("%+v: Dead() = %v, want %v", c.st, got, c.dead)
+		}
+	}
+}

@@ -13,9 +13,10 @@ import (
 	"github.com/cgreaper/reaper/internal/pidwire"
 )
 
-// helperEnv names the helper a re-executed test binary runs. It does not start with REAPER_, which a
+// HelperVar is the environment variable that names the helper a re-executed test binary runs (see
+// Helper), for an init function that must prepare one. It does not start with REAPER_, which a
 // reaper strips from its tasks' environment.
-const helperEnv = "TESTUTIL_HELPER"
+const HelperVar = "TESTUTIL_HELPER"
 
 // Main is TestMain for packages with helpers: see RunHelperIfAsked; otherwise it runs the tests.
 func Main(m *testing.M, helpers map[string]func() int) {
@@ -31,7 +32,7 @@ func RunHelperIfAsked(helpers map[string]func() int) {
 	if pidwire.IsInit(os.Args) {
 		os.Exit(pidinit.Main())
 	}
-	name := os.Getenv(helperEnv)
+	name := os.Getenv(HelperVar)
 	if name == "" {
 		return
 	}
@@ -44,7 +45,7 @@ func RunHelperIfAsked(helpers map[string]func() int) {
 }
 
 // HelperEnv returns the environment entry that makes this test binary, run again, act as helper name.
-func HelperEnv(name string) string { return helperEnv + "=" + name }
+func HelperEnv(name string) string { return HelperVar + "=" + name }
 
 // Helper returns a command that runs this test binary as helper name, with env added to this
 // process's environment. Wrap it (unshare, another user) by changing Path and Args: the binary is
