@@ -312,29 +312,37 @@ func escapeeScript(t testing.TB, r *Reaper) (pids, terms, script string) {
 	return pids, terms, script
 }
 
+// startHelper runs this test binary as helper name in the background of a command of s, with
+// RTEST_PROCS set to procs, and returns it and the processes whose pids it printed (one line). The
+// command's shell exits at once: the helper's parent is then the Reaper, and only the marker in its
+// environment ties it to the session.
+func startHelper(t *testing.T, s *Session, name, procs string) (helper, printed []testutil.Proc) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "pid")
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, s, fmt.Sprintf("%s RTEST_PROCS=%s %s > %s & echo $!", testutil.HelperEnv(name), procs, bin, out))
+	helper = s.pidsIn(t, res.Output)
+	testutil.Eventually(t, "the helper's pid line", func() bool {
+		b, _ := os.ReadFile(out)
+		if !strings.HasSuffix(string(b), "\n") {
+			return false
+		}
+		printed = s.pidsIn(t, string(b))
+		return true
+	})
+	return helper, printed
+}
+
 // TestWalkFindsChildOfAnotherThread: a process in the slice forks from a thread other than its main
 // thread; the child leaves the slice and clears its environment. Only its parent link, which is to
 // that thread, ties it to the session; the teardown's walk must follow every thread's children.
 func TestWalkFindsChildOfAnotherThread(t *testing.T) {
 	r := newTestReaper(t, ContainCgroup, Options{})
 	s := newTestSession(t, r, SessionOptions{})
-	out := filepath.Join(t.TempDir(), "pid")
-	bin, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	procs := filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs")
-	res := run(t, s, fmt.Sprintf("%s RTEST_PROCS=%s %s > %s & echo $!", testutil.HelperEnv("threadfork"), procs, bin, out))
-	helper := s.pidsIn(t, res.Output)
-	var escapee []testutil.Proc
-	testutil.Eventually(t, "the helper's pid line", func() bool {
-		b, _ := os.ReadFile(out)
-		if !strings.HasSuffix(string(b), "\n") {
-			return false
-		}
-		escapee = s.pidsIn(t, string(b))
-		return true
-	})
+	helper, escapee := startHelper(t, s, "threadfork", filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs"))
 	testutil.Eventually(t, "the escapee to leave the slice and clear its environment", func() bool {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", escapee[0].Pid))
 		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", escapee[0].Pid))
@@ -365,28 +373,11 @@ func TestWalkFindsProcessWhoseMainThreadExited(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			r := newTestReaper(t, mode, Options{})
 			s := newTestSession(t, r, SessionOptions{})
-			out := filepath.Join(t.TempDir(), "pid")
-			bin, err := os.Executable()
-			if err != nil {
-				t.Fatal(err)
-			}
 			procs := ""
 			if mode == ContainCgroup {
 				procs = filepath.Join(r.Containment().Cgroup.Mountpoint, "cgroup.procs")
 			}
-			// Started in the background by a shell that then exits: the helper's parent is the
-			// Reaper, and only the marker in its environment ties it to the session.
-			res := run(t, s, fmt.Sprintf("%s RTEST_PROCS=%s %s > %s & echo $!", testutil.HelperEnv("leaderexit"), procs, bin, out))
-			helper := s.pidsIn(t, res.Output)
-			var sleeper []testutil.Proc
-			testutil.Eventually(t, "the helper's pid line", func() bool {
-				b, _ := os.ReadFile(out)
-				if !strings.HasSuffix(string(b), "\n") {
-					return false
-				}
-				sleeper = s.pidsIn(t, string(b))
-				return true
-			})
+			helper, sleeper := startHelper(t, s, "leaderexit", procs)
 			w := proc.NewWalker()
 			testutil.Eventually(t, "the helper's main thread to exit alone", func() bool {
 				st, ok := w.Stat(helper[0].Pid)
