@@ -381,11 +381,21 @@ func (sc *scenario) lines() int {
 
 // awaitRows waits until every row has reported its processes, and identifies them: once reaper has
 // died, the pids of a PID namespace that died with it can no longer be told.
-func (sc *scenario) awaitRows() {
+func (sc *scenario) awaitRows() { sc.awaitRowsRenewing(nil) }
+
+// awaitRowsRenewing is awaitRows calling renew, if set, every 250 ms meanwhile: for an end by a lease
+// (an idle timeout), which on a loaded machine could run out before the rows all started and end
+// them half started.
+func (sc *scenario) awaitRowsRenewing(renew func()) {
+	last := time.Now()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		b, _ := os.ReadFile(sc.file)
 		if bytes.Count(b, []byte{'\n'}) >= sc.lines() {
 			break
+		}
+		if renew != nil && time.Since(last) > 250*time.Millisecond {
+			renew()
+			last = time.Now()
 		}
 		if time.Now().After(deadline) {
 			sc.t.Fatalf("the rows did not all start within 30 s; %d lines of %d:\n%s", bytes.Count(b, []byte{'\n'}), sc.lines(), b)
