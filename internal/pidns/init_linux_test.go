@@ -631,11 +631,17 @@ trap "echo term > `+dir+`/main; exit 0" TERM; while :; do sleep 0.01; done`, nil
 	}
 	// An init that does not answer (stopped here from outside, as a root process could) holds a
 	// request until ctx is done; its late answer, which nobody waits for, is dropped.
+	// The request is sent once the init has stopped (SIGSTOP takes effect asynchronously, and the
+	// small init answers within microseconds), and ctx is cancelled while it is held.
 	if err := unix.Kill(in.Pid(), unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "the init, stopped", func() bool {
+		st, ok := proc.NewWalker().Stat(in.Pid())
+		return ok && st.State == 'T'
+	})
 	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
+	defer time.AfterFunc(100*time.Millisecond, cancel).Stop()
 	if err := in.Signal(ctx, time.Now().Add(30*time.Second), unix.SIGTERM); !errors.Is(err, context.Canceled) {
 		t.Errorf("Signal to a stopped init with a cancelled context: %v, want context.Canceled", err)
 	}
