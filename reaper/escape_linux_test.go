@@ -351,14 +351,21 @@ func TestWalkFindsChildOfAnotherThread(t *testing.T) {
 	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", helper[0].Pid, helper[0].Pid)); strings.Contains(" "+string(b), fmt.Sprintf(" %d ", escapee[0].Pid)) {
 		t.Fatalf("the escapee %d is a child of the helper's main thread: the test does not test what it should", escapee[0].Pid)
 	}
+	closeFinding(t, s, 1, append(helper, escapee...))
+}
+
+// closeFinding closes s and fails the test unless its teardown's walk found at least found processes,
+// every process of ps is dead, and nothing is left below this process.
+func closeFinding(t *testing.T, s *Session, found int, ps []testutil.Proc) {
+	t.Helper()
 	rep, err := s.Close(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Found < 1 {
-		t.Errorf("report %v: the walk should have found the escapee", rep)
+	if rep.Found < found {
+		t.Errorf("report %v: the walk should have found %d processes outside the slice", rep, found)
 	}
-	testutil.AssertDead(t, append(helper, escapee...))
+	testutil.AssertDead(t, ps)
 	if d := descendants(t); len(d) != 0 {
 		t.Errorf("left: %v", d)
 	}
@@ -386,17 +393,7 @@ func TestWalkFindsProcessWhoseMainThreadExited(t *testing.T) {
 			if env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", helper[0].Pid)); len(env) != 0 {
 				t.Fatalf("the helper's environ shows %d bytes: the test does not test what it should", len(env))
 			}
-			rep, err := s.Close(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.Found < 2 {
-				t.Errorf("report %v: the walk should have found the helper and its sleeper", rep)
-			}
-			testutil.AssertDead(t, append(helper, sleeper...))
-			if d := descendants(t); len(d) != 0 {
-				t.Errorf("left: %v", d)
-			}
+			closeFinding(t, s, 2, append(helper, sleeper...)) // the helper and its sleeper
 		})
 	}
 }
