@@ -63,13 +63,14 @@ func (w *Walker) scanEnv(pid int, fn func(entry []byte, complete bool) bool, kee
 		if !w.streamEnv(pid, "", &envScanner{fn: fn, keep: keep}) || settled {
 			return
 		}
-		if tid, ok := w.liveThread(pid); ok {
+		tid, inExec := w.emptyEnv(pid)
+		if tid != "" {
 			w.streamEnv(pid, tid, &envScanner{fn: fn, keep: keep})
 			return
 		}
 		// Empty: believed only when read through a file opened after the process was seen outside
 		// execve.
-		if !w.inExec(pid) || time.Now().After(deadline) {
+		if !inExec || time.Now().After(deadline) {
 			settled = true
 			continue
 		}
@@ -118,39 +119,44 @@ func (w *Walker) streamEnv(pid int, tid string, sc *envScanner) (empty bool) {
 // only a process preempted there stays in it for long.
 const maxExecWait = 100 * time.Millisecond
 
-// inExec reports whether pid is inside execve, past the switch to its new memory but before its
-// arguments and environment are placed there: its stat shows env_start (field 50) as 0 then, where a
-// process that has run any program shows an address, even with an empty environment. A dead process,
-// a kernel thread (no memory of its own: its env_start is always 0), and a reader not allowed to see
-// the addresses (who may not read the environment either), get false.
-func (w *Walker) inExec(pid int) bool {
+// emptyEnv says, from one read of pid's stat, why its environment read empty: tid names a thread of
+// pid other than its main thread when the main thread has exited while others live on (see
+// procstat.Stat.Dead), whose environ shows the process's environment where the main thread's, having
+// no memory any more, is empty; inExec reports that pid is inside execve (see statInExec).
+func (w *Walker) emptyEnv(pid int) (tid string, inExec bool) {
 	b, ok := w.read(pid, "/stat", 0)
 	if !ok {
-		return false
+		return "", false
 	}
-	if st, ok := ParseStat(pid, b); !ok || st.Dead() || st.State == 'Z' || st.Flags&pfKthread != 0 {
+	st, ok := ParseStat(pid, b)
+	if !ok {
+		return "", false
+	}
+	if st.State == 'Z' && st.Threads > 1 {
+		tids, _ := threads(pid)
+		self := strconv.Itoa(pid)
+		for _, tid := range tids {
+			if tid != self {
+				return tid, false
+			}
+		}
+		return "", false
+	}
+	return "", statInExec(st, b)
+}
+
+// statInExec reports whether the process whose parsed stat is st, and b its contents, is inside
+// execve, past the switch to its new memory but before its arguments and environment are placed
+// there: its stat shows env_start (field 50) as 0 then, where a process that has run any program
+// shows an address, even with an empty environment. A dead process, a kernel thread (no memory of its
+// own: its env_start is always 0), and a reader not allowed to see the addresses (who may not read the
+// environment either), get false.
+func statInExec(st Stat, b []byte) bool {
+	if st.Dead() || st.State == 'Z' || st.Flags&pfKthread != 0 {
 		return false
 	}
 	v, ok := statField(b, 50)
 	return ok && v == 0
-}
-
-// liveThread returns a thread of pid other than its main thread if the main thread has exited while
-// others live on (see procstat.Stat.Dead): its environ is then empty, having no memory any more,
-// where the other threads' still shows the process's environment.
-func (w *Walker) liveThread(pid int) (string, bool) {
-	st, ok := w.Stat(pid)
-	if !ok || st.State != 'Z' || st.Threads <= 1 {
-		return "", false
-	}
-	tids, _ := threads(pid)
-	self := strconv.Itoa(pid)
-	for _, tid := range tids {
-		if tid != self {
-			return tid, true
-		}
-	}
-	return "", false
 }
 
 // envScanner splits an environment (NUL-separated entries) that arrives in chunks, and calls fn with
