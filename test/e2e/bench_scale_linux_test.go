@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -375,7 +378,9 @@ func benchChurn(b *testing.B, workers int) {
 // it had made ready at start-up has exited idle, as happens on any server between bursts of work).
 // Where BenchmarkChurn's one client starts each session as the last one ends, and so weighs the CPU
 // each costs, this weighs what a client waits on. Sessions alternate between the servers, sessionGap
-// apart; the figures are means over apartSessions sessions of each, of the session and of its call.
+// apart; the figures are means over apartSessions sessions of each, of the session and of its call,
+// and of each of the session's requests as the client's HTTP transport saw it (see requestTimer):
+// initialize, the initialized notification, the call's POST and the DELETE.
 //
 //	go test -run '^$' -bench BenchmarkSessionApart -benchtime 1x ./test/e2e
 func BenchmarkSessionApart(b *testing.B) {
@@ -386,10 +391,10 @@ func BenchmarkSessionApart(b *testing.B) {
 		quiet = 11 * time.Second
 	)
 	lean, reaper := leanTarget(b), reaperTarget(b)
-	client := benchClient(1)
-	one := func(t httpTarget) (session, call time.Duration) {
+	leanRequests, reaperRequests := newRequestTimer(1), newRequestTimer(1)
+	one := func(t httpTarget, requests *requestTimer) (session, call time.Duration) {
 		start := time.Now()
-		cs, err := mcptest.DialHTTP(context.Background(), t.url, mcptest.Options{HTTPClient: client})
+		cs, err := mcptest.DialHTTP(context.Background(), t.url, mcptest.Options{HTTPClient: requests.client})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -402,8 +407,8 @@ func BenchmarkSessionApart(b *testing.B) {
 	time.Sleep(quiet)
 	b.ResetTimer()
 	var ls, lc, rs, rc time.Duration // lean's sessions and calls, reaper's
-	leanOne := func() { s, c := one(lean); ls, lc = ls+s, lc+c }
-	reaperOne := func() { s, c := one(reaper); rs, rc = rs+s, rc+c }
+	leanOne := func() { s, c := one(lean, leanRequests); ls, lc = ls+s, lc+c }
+	reaperOne := func() { s, c := one(reaper, reaperRequests); rs, rc = rs+s, rc+c }
 	for i := range b.N * apartSessions {
 		if i%2 == 0 {
 			leanOne()
@@ -422,5 +427,81 @@ func BenchmarkSessionApart(b *testing.B) {
 	b.ReportMetric(mean(ls), "lean-session-ms")
 	b.ReportMetric(mean(rc), "reaper-call-ms")
 	b.ReportMetric(mean(lc), "lean-call-ms")
+	for _, kind := range timedRequests {
+		if reaperRequests.total(kind) == 0 || leanRequests.total(kind) == 0 {
+			b.Fatalf("no %s request was timed: the client's requests are not the ones requestTimer knows", kind.method)
+		}
+		b.ReportMetric(mean(reaperRequests.total(kind)), "reaper-"+kind.metric+"-ms")
+		b.ReportMetric(mean(leanRequests.total(kind)), "lean-"+kind.metric+"-ms")
+	}
 	b.ReportMetric(float64(rs)/float64(ls), "ratio")
+}
+
+// A requestKind is one of the requests an MCP session makes over HTTP: a POST of a JSON-RPC method,
+// or a request without a body (method is the HTTP method then).
+type requestKind struct{ method, metric string }
+
+// timedRequests are the requests whose times requestTimer adds up, with the names of their metrics.
+// The GET a client opens for the server's messages is not one: it lasts as long as the session.
+var timedRequests = []requestKind{
+	{"initialize", "initialize"}, {"notifications/initialized", "initialized"},
+	{"tools/call", "call-post"}, {http.MethodDelete, "delete"},
+}
+
+// requestTimer is an HTTP client for MCP sessions that adds up how long each kind of request took,
+// from its sending until its response had been read to its end (a POST's response ends with the
+// answer to it; a DELETE's has no body).
+type requestTimer struct {
+	client *http.Client
+	next   http.RoundTripper
+
+	// mu guards the field that follows.
+	mu  sync.Mutex
+	sum map[string]time.Duration // by requestKind.method
+}
+
+// newRequestTimer returns a requestTimer over benchClient(conns).
+func newRequestTimer(conns int) *requestTimer {
+	t := &requestTimer{next: benchClient(conns).Transport, sum: make(map[string]time.Duration)}
+	t.client = &http.Client{Transport: t}
+	return t
+}
+
+func (t *requestTimer) RoundTrip(r *http.Request) (*http.Response, error) {
+	kind := r.Method
+	if r.Method == http.MethodPost && r.GetBody != nil {
+		body, err := r.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		var msg struct{ Method string }
+		err = json.NewDecoder(io.LimitReader(body, 1<<20)).Decode(&msg)
+		body.Close()
+		if err == nil && msg.Method != "" {
+			kind = msg.Method
+		}
+	}
+	start := time.Now()
+	resp, err := t.next.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPost && r.Method != http.MethodDelete {
+		return resp, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	d := time.Since(start)
+	t.mu.Lock()
+	t.sum[kind] += d
+	t.mu.Unlock()
+	return resp, nil
+}
+
+// total returns the time requests of kind have taken so far.
+func (t *requestTimer) total(kind requestKind) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sum[kind.method]
 }
