@@ -41,12 +41,13 @@ func (t httpTarget) cpu(b *testing.B) (own, reaped time.Duration) {
 	return own, reaped
 }
 
-// reaperTarget starts reaper over HTTP. Its sessions are counted by their directories in its state
-// directory, which a session's teardown removes last, after its processes and its cgroup.
-func reaperTarget(b *testing.B) httpTarget {
+// reaperTarget starts reaper over HTTP, with args added to its command line. Its sessions are counted
+// by their directories in its state directory, which a session's teardown removes last, after its
+// processes and its cgroup.
+func reaperTarget(b *testing.B, args ...string) httpTarget {
 	b.Helper()
 	p := benchPlace(b)
-	rp := startHTTP(b, p.args()...)
+	rp := startHTTP(b, append(p.args(), args...)...)
 	guard := rp.cmd.Process.Pid
 	return httpTarget{
 		url:  rp.url,
@@ -316,7 +317,8 @@ func benchIdleSessions(b *testing.B, sessions int) {
 // after another, as a client lives it (session-ms), and the CPU a session costs is reported: the
 // servers' own (reaper's guard and server; server-cpu-ms/session) and, in cpu-ms/session, with what
 // they reaped added (the tasks, and reaper's PID namespace inits; see httpTarget.cpu), in ticks of
-// 10 ms over 100 sessions a run.
+// 10 ms over 100 sessions a run. reaper runs with its default, a PID namespace per session where it
+// can make one; clients=1/pidns=off runs one client without them.
 //
 //	go test -run '^$' -bench BenchmarkChurn -benchtime 10x ./test/e2e
 func BenchmarkChurn(b *testing.B) {
@@ -324,9 +326,11 @@ func BenchmarkChurn(b *testing.B) {
 	for _, workers := range []int{1, 4, 16} {
 		b.Run("clients="+strconv.Itoa(workers), func(b *testing.B) { benchChurn(b, workers) })
 	}
+	b.Run("clients=1/pidns=off", func(b *testing.B) { benchChurn(b, 1, "--pid-namespace", "off") })
 }
 
-func benchChurn(b *testing.B, workers int) {
+// benchChurn is BenchmarkChurn with workers clients, reaper started with args added.
+func benchChurn(b *testing.B, workers int, args ...string) {
 	const sessions = 100
 	type cpuUse struct{ own, reaped time.Duration } // see httpTarget.cpu
 	var lc, rc cpuUse                               // lean's, reaper's: over the measured iterations
@@ -352,7 +356,7 @@ func benchChurn(b *testing.B, workers int) {
 			return time.Since(start)
 		}
 	}
-	lean, reaper := churn(leanTarget(b), &lc), churn(reaperTarget(b), &rc)
+	lean, reaper := churn(leanTarget(b), &lc), churn(reaperTarget(b, args...), &rc)
 	lean()
 	reaper()
 	lc, rc = cpuUse{}, cpuUse{} // the warm-up's
@@ -380,17 +384,24 @@ func benchChurn(b *testing.B, workers int) {
 // each costs, this weighs what a client waits on. Sessions alternate between the servers, sessionGap
 // apart; the figures are means over apartSessions sessions of each, of the session and of its call,
 // and of each of the session's requests as the client's HTTP transport saw it (see requestTimer):
-// initialize, the initialized notification, the call's POST and the DELETE.
+// initialize, the initialized notification, the call's POST and the DELETE. reaper runs with its
+// default (pidns=auto: a PID namespace per session where it can make one), then without namespaces.
 //
 //	go test -run '^$' -bench BenchmarkSessionApart -benchtime 1x ./test/e2e
 func BenchmarkSessionApart(b *testing.B) {
+	b.Run("pidns=auto", func(b *testing.B) { benchSessionApart(b) })
+	b.Run("pidns=off", func(b *testing.B) { benchSessionApart(b, "--pid-namespace", "off") })
+}
+
+// benchSessionApart is BenchmarkSessionApart, reaper started with args added.
+func benchSessionApart(b *testing.B, args ...string) {
 	const (
 		apartSessions = 100
 		sessionGap    = 20 * time.Millisecond
 		// quiet is longer than an init of reaper's lives in an empty namespace (initIdle, 10 s).
 		quiet = 11 * time.Second
 	)
-	lean, reaper := leanTarget(b), reaperTarget(b)
+	lean, reaper := leanTarget(b), reaperTarget(b, args...)
 	leanRequests, reaperRequests := newRequestTimer(1), newRequestTimer(1)
 	one := func(t httpTarget, requests *requestTimer) (session, call time.Duration) {
 		start := time.Now()
