@@ -641,6 +641,7 @@ trap "echo term > `+dir+`/main; exit 0" TERM; while :; do sleep 0.01; done`, nil
 		return ok && st.State == 'T'
 	})
 	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	defer time.AfterFunc(100*time.Millisecond, cancel).Stop()
 	if err := in.Signal(ctx, time.Now().Add(30*time.Second), unix.SIGTERM); !errors.Is(err, context.Canceled) {
 		t.Errorf("Signal to a stopped init with a cancelled context: %v, want context.Canceled", err)
