@@ -484,48 +484,64 @@ func TestDeleteAnsweredWithinASecond(t *testing.T) {
 
 // TestTasksInheritNoDescriptors: a descriptor reaper inherits from whatever started it (a CI runner's
 // pipe, a shell's) reaches neither its server nor its tasks, where it could be read or hold a pipe
-// open that its owner waits on.
+// open that its owner waits on: marked close-on-exec by close_range(2), and where the kernel has no
+// close_range (before Linux 5.9, simulated by a seccomp filter), one by one.
 func TestTasksInheritNoDescriptors(t *testing.T) {
-	p := place(t, "")
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pr.Close()
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(pw.Fd()), &st); err != nil {
-		t.Fatal(err)
-	}
-	pipe := "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
-	cmd := reaperCmd(append([]string{"serve", "--http", "127.0.0.1:0"}, p.args()...)...)
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
-	cmd.ExtraFiles = []*os.File{null, null, pw} // fd 5 of the guard, inheritable (3 is the guard's own)
-	r := &reaperProc{cmd: cmd, stderr: &testutil.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = r.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pw.Close()
-	go func() {
-		r.err = cmd.Wait()
-		close(r.done)
-	}()
-	t.Cleanup(func() { r.stop(t) })
-	r.awaitServing(t)
-	cs := connectHTTP(t, r.url, "")
-	out := bash(t, cs, `for f in /proc/$$/fd/*; do readlink "$f"; done; for f in /proc/$PPID/fd/*; do readlink "$f"; done`).Output
-	if strings.Contains(out, pipe) {
-		t.Errorf("a task holds the descriptor reaper inherited (%s):\n%s", pipe, out)
-	}
-	server := serverOf(t, cmd.Process.Pid)
-	links, _ := filepath.Glob("/proc/" + strconv.Itoa(server) + "/fd/*")
-	for _, l := range links {
-		if target, _ := os.Readlink(l); target == pipe {
-			t.Errorf("the server holds the descriptor the guard inherited: %s", l)
-		}
+	for _, tc := range []struct{ name, seccomp string }{
+		{"close_range", ""},
+		{"without close_range", "close_range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := place(t, "")
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pr.Close()
+			var st syscall.Stat_t
+			if err := syscall.Fstat(int(pw.Fd()), &st); err != nil {
+				t.Fatal(err)
+			}
+			pipe := "pipe:[" + strconv.FormatUint(st.Ino, 10) + "]"
+			args := append([]string{"serve", "--http", "127.0.0.1:0"}, p.args()...)
+			cmd := reaperCmd(args...)
+			if tc.seccomp != "" {
+				cmd = testutil.Helper("seccomp-serve", "E2E_BIN="+staticBin, "E2E_SECCOMP="+tc.seccomp,
+					"E2E_ARGS="+strings.Join(args, " "))
+			}
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer null.Close()
+			cmd.ExtraFiles = []*os.File{null, null, pw} // fd 5 of the guard, inheritable (3 is the guard's own)
+			r := &reaperProc{cmd: cmd, stderr: &testutil.Buffer{}, done: make(chan struct{})}
+			cmd.Stderr = r.stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pw.Close()
+			go func() {
+				r.err = cmd.Wait()
+				close(r.done)
+			}()
+			t.Cleanup(func() { r.stop(t) })
+			r.awaitServing(t)
+			cs := connectHTTP(t, r.url, "")
+			out := bash(t, cs, `grep '^Seccomp:' /proc/self/status; for f in /proc/$$/fd/*; do readlink "$f"; done; for f in /proc/$PPID/fd/*; do readlink "$f"; done`).Output
+			if tc.seccomp != "" && !strings.Contains(out, "Seccomp:\t2") {
+				t.Fatalf("the task is not under the filter:\n%s", out)
+			}
+			if strings.Contains(out, pipe) {
+				t.Errorf("a task holds the descriptor reaper inherited (%s):\n%s", pipe, out)
+			}
+			server := serverOf(t, cmd.Process.Pid)
+			links, _ := filepath.Glob("/proc/" + strconv.Itoa(server) + "/fd/*")
+			for _, l := range links {
+				if target, _ := os.Readlink(l); target == pipe {
+					t.Errorf("the server holds the descriptor the guard inherited: %s", l)
+				}
+			}
+		})
 	}
 }
