@@ -106,6 +106,7 @@ var rows = func() []row {
 				info(row{bench: bench, what: "… of which " + p[1], figure: "reaper-" + p[0] + "-ms", base: "lean-" + p[0] + "-ms", unit: "ms", baseline: lean})
 			}
 			info(row{bench: bench, what: "… its CPU (every process: reaper's guard, server, init and task; lean's server and task)", figure: "reaper-cpu-ms", base: "lean-cpu-ms", unit: "ms", baseline: lean})
+			info(row{bench: bench, what: "… the same session without the guard's start and end (its server started by the benchmark as the guard would: the floor while a guard stands in series)", figure: "unguarded-ms", base: "lean-ms", unit: "ms", baseline: lean})
 		}
 	}
 	info(row{bench: "BenchmarkSessionStart/host/pidns=on", what: "the init of a session's PID namespace: resident memory (Pss; Rss beside)", figure: "init-pss-KiB", base: "init-rss-KiB", unit: "KiB", baseline: "its Rss"})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -27,7 +28,10 @@ import (
 // and the close kills it; the resident memory of that init (its Rss and Pss, read after the call) is
 // reported too. cpu-ms is the CPU time a session's processes used, from the rusage of the server's
 // exit, which counts every process it waited for: reaper's guard, server, init and task; the lean
-// server and its task.
+// server and its task. unguarded-ms is the same session of reaper's server started by the benchmark
+// as its guard would start it (unguardedCmd): the floor of a design in which the guard, a second Go
+// program's start before the server's and its exit after, stands in series on a stdio session's
+// path; unguarded-ratio is its ratio to the lean server.
 //
 //	go test -run '^$' -bench BenchmarkSessionStart -benchtime 50x ./test/e2e
 func BenchmarkSessionStart(b *testing.B) {
@@ -84,7 +88,7 @@ func benchSessionStart(b *testing.B, ns string) {
 		p.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		return p
 	}
-	var lean, reaper phases
+	var lean, reaper, unguarded phases
 	add := func(sum *phases, p phases) {
 		sum.connect += p.connect
 		sum.call += p.call
@@ -93,15 +97,23 @@ func benchSessionStart(b *testing.B, ns string) {
 	}
 	runLean := func() { add(&lean, cycle(exec.Command(leanPath))) }
 	runReaper := func() { add(&reaper, cycle(reaperCmd(args...))) }
+	runUnguarded := func() {
+		cmd, done := unguardedCmd(b, args...)
+		defer done()
+		add(&unguarded, cycle(cmd))
+	}
 	runLean()
 	runReaper()
-	lean, reaper = phases{}, phases{}
+	runUnguarded()
+	lean, reaper, unguarded = phases{}, phases{}, phases{}
 	b.ResetTimer()
 	for i := range b.N {
 		if i%2 == 0 {
 			runLean()
 			runReaper()
+			runUnguarded()
 		} else {
+			runUnguarded()
 			runReaper()
 			runLean()
 		}
@@ -116,9 +128,32 @@ func benchSessionStart(b *testing.B, ns string) {
 	b.ReportMetric(ms(reaper.cpu), "reaper-cpu-ms")
 	b.ReportMetric(ms(lean.cpu), "lean-cpu-ms")
 	reportPair(b, "ms", reaper.connect+reaper.call+reaper.close, lean.connect+lean.call+lean.close)
+	b.ReportMetric(ms(unguarded.connect+unguarded.call+unguarded.close), "unguarded-ms")
+	b.ReportMetric(float64(unguarded.connect+unguarded.call+unguarded.close)/float64(lean.connect+lean.call+lean.close), "unguarded-ratio")
 	if inits > 0 {
 		b.ReportMetric(float64(initRss)/float64(inits), "init-rss-KiB")
 		b.ReportMetric(float64(initPss)/float64(inits), "init-pss-KiB")
+	}
+}
+
+// unguardedCmd returns the command of reaper's server started as its guard would start it (see
+// internal/guard), by the benchmark itself: in a session of its own, with the benchmark's pid as its
+// guard's and a pipe for its announcements, which done closes once the server has exited. It
+// measures what a session costs without the guard's own start and end; it is no way to run reaper,
+// whose guard the server's orphans and a crash's clean-up need.
+func unguardedCmd(b *testing.B, args ...string) (cmd *exec.Cmd, done func()) {
+	b.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd = reaperCmd(args...)
+	cmd.Env = append(os.Environ(), instance.EnvGuardPid+"="+strconv.Itoa(os.Getpid()), instance.EnvGuardFD+"=3")
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: instance.GuardSignal}
+	return cmd, func() {
+		w.Close()
+		r.Close()
 	}
 }
 
