@@ -4,9 +4,8 @@
 // cmd/reaper/internal/early). What a guard does when its server left something behind lives in
 // internal/instance (CleanUp).
 //
-// It imports package syscall and nothing that initialises after it (package os above all), so that
-// a guard starts its server as soon as syscall is ready (cmd/reaper/internal/early/fork):
-// TestEarlyInitialisation in test/layout checks where that lands.
+// It imports no package that sorts after the module's own in Go's initialisation order and has work
+// to do at initialisation: TestEarlyInitialisation in test/layout checks where it lands.
 //
 // The package is Linux-only; elsewhere it holds only this documentation.
 package guard

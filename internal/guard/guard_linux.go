@@ -2,6 +2,7 @@ package guard
 
 import (
 	"errors"
+	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -64,8 +65,8 @@ type Server struct {
 // exits, not the process: call Start from a package's initialisation, which the runtime runs on the
 // main thread, and the main thread ends only with the process. (Locking the calling goroutine to its
 // thread for good instead would start the runtime's template thread on the guard's way to its
-// server: 0.3-0.5 ms on BENCHMARKS.md's host.) The caller waits for the server with Wait and must not
-// wait for children otherwise until Wait has returned.
+// server.) The caller waits for the server with Wait and must not wait for children otherwise until
+// Wait has returned.
 func Start(opts Options) (*Server, error) {
 	if len(opts.Argv) == 0 {
 		return nil, errors.New("guard: no server command line")
@@ -223,16 +224,12 @@ func readLines(fd int) []string {
 
 // Executable returns the path of this program, or /proc/self/exe when that path no longer holds it
 // (the binary was replaced on disk by an upgrade): executing /proc/self/exe works even then, but what
-// it starts would be listed under the name "exe". It reads the link as os.Executable does, without
-// package os, which initialises after a guard's start (see package doc): a path the kernel marks
-// " (deleted)" names no file that holds this program, and the check below sends it to /proc/self/exe.
+// it starts would be listed under the name "exe".
 func Executable() string {
-	var buf [syscall.PathMax]byte
-	n, err := syscall.Readlink("/proc/self/exe", buf[:])
-	if err != nil || n <= 0 || n == len(buf) {
+	p, err := os.Executable()
+	if err != nil {
 		return "/proc/self/exe"
 	}
-	p := string(buf[:n])
 	var a, b syscall.Stat_t
 	if syscall.Stat(p, &a) != nil || syscall.Stat("/proc/self/exe", &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
 		return "/proc/self/exe"

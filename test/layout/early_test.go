@@ -11,13 +11,12 @@ import (
 )
 
 // TestEarlyInitialisation: what the program does before main initialises before the libraries that
-// would delay it, as GODEBUG=inittrace=1 shows on the binary. Package early/fork (a guard's first
-// step, which starts the server a client waits for) initialises right after package syscall, before
-// time, os and os/signal; package early (the rest of a guard's first part, which as a rule exits
-// before main) right after os/signal, before reflection, encoding/gob and the system call library;
-// package nsinit (a PID namespace's init, which a session's first command waits for, and whose
-// start competes with the server's for the CPU) too. An import that pulled one of them under either
-// would silently put them back on the path of every session's start.
+// would delay it, as GODEBUG=inittrace=1 shows on the binary. Package early (a guard's first part,
+// which starts the server a client waits for and, as a rule, exits before main) initialises right
+// after os/signal, before reflection, encoding/gob and the system call library; package nsinit (a
+// PID namespace's init, which a session's first command waits for, and whose start competes with the
+// server's for the CPU) too. An import that pulled one of them under either would silently put them back on the
+// path of every session's start.
 func TestEarlyInitialisation(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("packages early and nsinit are Linux-only")
@@ -45,8 +44,6 @@ func TestEarlyInitialisation(t *testing.T) {
 		pkg    string
 		before []string
 	}{
-		{module + "/cmd/reaper/internal/early/fork", []string{"time", "os", "os/signal", module + "/cmd/reaper/internal/early",
-			"encoding/gob", "golang.org/x/sys/unix", "github.com/google/jsonschema-go/jsonschema", "github.com/modelcontextprotocol/go-sdk/mcp"}},
 		{module + "/cmd/reaper/internal/early", []string{"encoding/gob", "golang.org/x/sys/unix",
 			"github.com/google/jsonschema-go/jsonschema", "github.com/modelcontextprotocol/go-sdk/mcp"}},
 		{module + "/cmd/reaper/internal/nsinit", []string{"reflect", "encoding/gob", "golang.org/x/sys/unix",

@@ -20,7 +20,6 @@ const module = "github.com/cgreaper/reaper"
 //	mcpserver, internal/job       front ends of a Reaper: MCP clients; reaper run's command line;
 //	  cmd/reaper/internal/early   and what the program does before its other packages initialise:
 //	  cmd/reaper/internal/nsinit  a guard's first part, a PID namespace's init
-//	cmd/reaper/internal/early/fork  a guard's first step: its server's start
 //	reaper                        sessions and tasks
 //	internal/instance             what an instance leaves on the machine: records, guard, sweep, ps
 //	internal/kill                 the kill policy
@@ -39,7 +38,6 @@ const module = "github.com/cgreaper/reaper"
 var layers = [][]string{
 	{"cmd/reaper"},
 	{"mcpserver", "internal/job", "cmd/reaper/internal/early", "cmd/reaper/internal/nsinit"},
-	{"cmd/reaper/internal/early/fork"},
 	{"reaper"},
 	{"internal/instance"},
 	{"internal/kill"},
@@ -73,11 +71,10 @@ var allowed = map[string][]string{
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/guard"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
 		"internal/textfit", "internal/guard", "internal/shell", "internal/smallinit"},
-	"mcpserver":                      {"reaper", "internal/httpguard", "internal/textfit"},
-	"internal/job":                   {"reaper", "internal/instance"},
-	"cmd/reaper/internal/early":      {"cmd/reaper/internal/early/fork", "internal/guard", "internal/reap"},
-	"cmd/reaper/internal/early/fork": {"internal/guard"},
-	"cmd/reaper/internal/nsinit":     {"internal/pidinit", "internal/pidwire"},
+	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit"},
+	"internal/job":               {"reaper", "internal/instance"},
+	"cmd/reaper/internal/early":  {"internal/guard", "internal/reap"},
+	"cmd/reaper/internal/nsinit": {"internal/pidinit", "internal/pidwire"},
 	"cmd/reaper": {"mcpserver", "internal/job", "cmd/reaper/internal/early", "cmd/reaper/internal/nsinit", "reaper", "internal/instance", "internal/admin",
 		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
 	"internal/testutil": {"internal/proc", "internal/pidinit", "internal/pidwire"},

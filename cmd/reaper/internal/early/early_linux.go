@@ -1,14 +1,13 @@
 package early
 
 import (
-	"errors"
 	"os"
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"syscall"
 
-	"github.com/cgreaper/reaper/cmd/reaper/internal/early/fork"
 	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/internal/reap"
 )
@@ -45,25 +44,26 @@ var guarded struct {
 	ok        bool
 }
 
-// init, for reaper serve and reaper run run as a guard (without the environment of a guarded
-// server), takes the server package fork started, as this program again with the same command line,
-// and forwards every signal that would end it to the server until the server has ended. If the
-// server exited after announcing guard.Clean and nothing came to this process, its status is this
-// process's: init exits with it. Otherwise main runs, and finds what happened in Ended. A signal that
-// comes before init has asked for it ends the guard, as it would have a moment earlier; the server
-// then learns of it from guard.Signal.
+// init, for reaper serve and reaper run, marks the inherited descriptors close-on-exec. Run as a
+// guard (without the environment of a guarded server), it starts the server as this program again,
+// with the same command line, before it checks that command line (the server checks it, says what is
+// wrong and exits with its usage status), and forwards every signal that would end it to the server
+// until the server has ended. If the server exited after announcing guard.Clean and nothing came to
+// this process, its status is this process's: init exits with it. Otherwise main runs, and finds
+// what happened in Ended. A signal that comes before init has asked for it ends the guard, as it
+// would have a moment earlier; the server then learns of it from guard.Signal.
 func init() {
-	if _, ok := fork.ServerOptions(os.Args); !ok {
+	opts, ok := ServerOptions(os.Args)
+	if !ok {
 		return
 	}
+	// Guard and server alike, before either opens a descriptor of its own.
+	closeOnExec()
 	if os.Getenv(guard.EnvPid) != "" {
 		return // the server
 	}
 	guarded.ok = true
-	s, err := fork.Server()
-	if err == nil && s == nil {
-		err = errors.New("guard: no server was started for " + os.Args[1])
-	}
+	s, err := guard.Start(opts)
 	if err != nil {
 		guarded.err = err
 		return
@@ -111,6 +111,23 @@ func init() {
 	// The shutdown signals stay asked for: main cleans up, and a signal must not end it halfway.
 }
 
+// ServerOptions returns how the guard of the command line argv (os.Args) starts its server, and
+// false if its command runs under no guard. reaper serve's server gets a session of its own;
+// reaper run's a process group of its own in the guard's session, as its job may need the session's
+// terminal.
+func ServerOptions(argv []string) (guard.Options, bool) {
+	if len(argv) < 2 {
+		return guard.Options{}, false
+	}
+	switch argv[1] {
+	case "serve":
+		return guard.Options{Argv: argv, Setsid: true}, true
+	case "run":
+		return guard.Options{Argv: argv, Setpgid: true}, true
+	}
+	return guard.Options{}, false
+}
+
 // Ended returns how the server this process started as a guard ended, when init did not exit with
 // its status: it crashed, or did not announce guard.Clean, or something came to this process as its
 // subreaper. err says why the server could not be started or waited for, and forwarded which signal
@@ -119,3 +136,30 @@ func init() {
 func Ended() (e guard.Ended, tried bool, err, forwarded error) {
 	return guarded.ended, guarded.ok, guarded.err, guarded.forwarded
 }
+
+// closeOnExec marks every descriptor above standard error close-on-exec. reaper may inherit
+// descriptors from whatever started it (a CI runner's pipes, a shell's, a supervisor's sockets): no
+// task may inherit them in turn, to read what it should not or to hold a pipe open that its owner
+// waits on. It runs before anything else opens a descriptor that must be passed on explicitly.
+func closeOnExec() {
+	if _, _, e := syscall.Syscall(sysCloseRange, 3, ^uintptr(0), closeRangeCloexec); e == 0 {
+		return
+	}
+	// Before Linux 5.11: one by one.
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// close_range(2), which package syscall does not name: the number is the same on every
+// architecture (system calls added since Linux 5.1 share their numbers).
+const (
+	sysCloseRange     = 436
+	closeRangeCloexec = 1 << 2
+)
