@@ -515,17 +515,8 @@ func TestTasksInheritNoDescriptors(t *testing.T) {
 			}
 			defer null.Close()
 			cmd.ExtraFiles = []*os.File{null, null, pw} // fd 5 of the guard, inheritable (3 is the guard's own)
-			r := &reaperProc{cmd: cmd, stderr: &testutil.Buffer{}, done: make(chan struct{})}
-			cmd.Stderr = r.stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			r := startCmd(t, cmd, nil, nil)
 			pw.Close()
-			go func() {
-				r.err = cmd.Wait()
-				close(r.done)
-			}()
-			t.Cleanup(func() { r.stop(t) })
 			r.awaitServing(t)
 			cs := connectHTTP(t, r.url, "")
 			out := bash(t, cs, `grep '^Seccomp:' /proc/self/status; for f in /proc/$$/fd/*; do readlink "$f"; done; for f in /proc/$PPID/fd/*; do readlink "$f"; done`).Output

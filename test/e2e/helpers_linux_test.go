@@ -254,7 +254,14 @@ func runOnce(t testing.TB, env []string, args ...string) (string, int) {
 // cleanup stops it (SIGTERM, then SIGKILL) and waits for it.
 func start(t testing.TB, args []string, stdin io.Reader, f *os.File) *reaperProc {
 	t.Helper()
-	p := &reaperProc{cmd: reaperCmd(args...), stderr: &testutil.Buffer{}, done: make(chan struct{})}
+	return startCmd(t, reaperCmd(args...), stdin, f)
+}
+
+// startCmd is start for a command made elsewhere: with descriptors of its own, or a helper that
+// becomes the binary.
+func startCmd(t testing.TB, cmd *exec.Cmd, stdin io.Reader, f *os.File) *reaperProc {
+	t.Helper()
+	p := &reaperProc{cmd: cmd, stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdin = stdin
 	p.cmd.Stderr = p.stderr
 	if f != nil {
