@@ -70,6 +70,7 @@ func NewServer(h http.Handler, opts Options) *http.Server {
 		IdleTimeout:       opts.IdleTimeout,
 		WriteTimeout:      opts.WriteTimeout,
 		ErrorLog:          opts.ErrorLog,
+		ConnContext:       connContext,
 	}
 }
 
