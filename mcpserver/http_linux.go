@@ -13,17 +13,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// MaxRequestBytes bounds an HTTP request body. It is above the SDK's default (4 MiB) so that an
-// oversized command reaches the bash tool and gets a clear tool error, rather than an HTTP 413 the
-// agent never sees; it matches the stdio transport's default line limit.
-const MaxRequestBytes = 16 << 20
-
 // HTTPOptions configures the Streamable HTTP handler.
 type HTTPOptions struct {
-	// Tokens maps each accepted bearer token to the identity it stands for. A session is bound to
-	// the identity that created it; a request with another identity cannot use, or DELETE, it.
-	// Empty means no authentication: only for loopback listeners (the caller checks).
+	// Tokens maps each accepted bearer token to the identity it stands for. A session or workspace
+	// belongs to the identity that made it; no other identity can use, list or end it.
 	Tokens map[string]string
+	// Unauthenticated serves clients without a token: each is then known by its peer (on loopback,
+	// the uid that owns its socket; otherwise its address, see httpguard.Peer), and anyone who can
+	// connect runs commands. Only for an operator who asked for it by name. With neither Tokens nor
+	// Unauthenticated, every request is refused (401).
+	Unauthenticated bool
 }
 
 const sessionHeader = "Mcp-Session-Id"
@@ -40,37 +39,46 @@ func sessionless(r *http.Request) bool {
 
 // HTTPHandler returns the handler for the MCP endpoint, which serves both protocol eras: DNS-rebinding
 // protection (a loopback listener refuses other Host headers), cross-origin protection, bearer
-// authentication (if tokens are set), then by era (see sessionless) either the SDK's stateless
-// handler, whose tools name a workspace, or the session front (DELETE and the idle lease) and the
-// SDK's stateful handler. Every request the SDK would refuse before acting is refused before the front
-// acts on it: a refused request never tears a session down and never counts as activity on its idle
-// lease.
+// authentication (see HTTPOptions), the message's bounds (admitBody), then by era (see sessionless)
+// either the SDK's stateless handler, whose tools name a workspace, or the session front (the caps,
+// DELETE and the idle lease) and the SDK's stateful handler. Every request the SDK would refuse before
+// acting is refused before the front acts on it: a refused request never tears a session down and
+// never counts as activity on its idle lease.
 func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	sessions := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		// The SDK's own timeout frees sessions that never ran a command; sessions that did are
 		// ended (processes first) by the lease below, which fires first.
 		SessionTimeout:      s.opts.IdleTimeout + time.Minute,
-		MaxRequestBodyBytes: MaxRequestBytes,
+		MaxRequestBodyBytes: int64(s.limits.most()),
 		Logger:              sdkLogger(s.log),
 	})
 	ws := s.workspaceServer()
 	workspaces := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ws }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
-		MaxRequestBodyBytes: MaxRequestBytes,
+		MaxRequestBodyBytes: int64(s.limits.most()),
 		// In 2026-07-28 a client that closes its response stream cancels the call: a vanished
 		// client's call returns, and stops holding its workspace's lease (see begin).
 		PropagateRequestCancellation: true,
 		Logger:                       sdkLogger(s.log),
 	})
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		msg, ok := s.admitBody(w, r)
+		if !ok {
+			return
+		}
 		if sessionless(r) {
 			workspaces.ServeHTTP(w, r)
 			return
 		}
-		s.front(w, r, sessions)
+		s.front(w, r, sessions, msg)
 	})
-	if len(opts.Tokens) > 0 {
+	switch {
+	case len(opts.Tokens) > 0:
 		h = requireBearer(opts.Tokens, h)
+	case opts.Unauthenticated:
+		h = byPeer(h)
+	default:
+		h = refuseAll()
 	}
 	// Every check before any side effect: Host, Origin, token, then (in front) the protocol version
 	// and the session's owner.
@@ -106,9 +114,19 @@ func verifier(tokens map[string]string) auth.TokenVerifier {
 // front handles what the SDK cannot: a DELETE kills the session's processes before the SDK closes
 // the session (the SDK's close waits for running tool calls, which may be waiting on those
 // processes), and every POST counts for the session's idle lease while its connection lives.
-func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler) {
+func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler, msg message) {
 	id := r.Header.Get(sessionHeader)
 	if id == "" {
+		if msg.method == "initialize" {
+			// A new session: counted against the caps while the SDK makes it (see reserve).
+			release, refused := s.reserve(identity(r))
+			if refused != nil {
+				s.opts.Observer.Refused(refused.limit)
+				answerError(w, msg, http.StatusServiceUnavailable, codeBusy, refused.why)
+				return
+			}
+			defer release()
+		}
 		next.ServeHTTP(w, r)
 		return
 	}
@@ -204,13 +222,6 @@ func (s *Server) touch(st *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st.last = time.Now()
-}
-
-func identity(r *http.Request) string {
-	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-		return ti.UserID
-	}
-	return ""
 }
 
 // begin records a request of st. The returned function records its end; it also runs when the

@@ -18,6 +18,13 @@ type recorder struct {
 	mu       sync.Mutex
 	ops      []Operation
 	sessions []SessionInfo
+	refused  []string
+}
+
+func (r *recorder) Refused(limit string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refused = append(r.refused, limit)
 }
 
 func (r *recorder) Operation(op Operation) {

@@ -12,7 +12,21 @@ type Observer interface {
 	Operation(Operation)
 	// SessionEnded is called when an MCP session the server saw a request on has ended.
 	SessionEnded(SessionInfo)
+	// Refused is called when a request is refused at one of the server's limits, named by one of
+	// the Refused* constants.
+	Refused(limit string)
 }
+
+// The limits a request can be refused at, as Observer.Refused names them.
+const (
+	// RefusedMessage: a message over its size, depth or count of values (see limits.go).
+	RefusedMessage = "message"
+	// RefusedSessions: a new session or workspace when the server holds MaxSessions.
+	RefusedSessions = "sessions"
+	// RefusedIdentitySessions: a new session or workspace of an identity that holds
+	// MaxSessionsPerIdentity, or MaxWorkspaces workspaces.
+	RefusedIdentitySessions = "identity_sessions"
+)
 
 // Operation describes one request or notification handled, in the terms of the OpenTelemetry
 // conventions for MCP (mcp.server.operation.duration). Every string has few possible values.
@@ -60,6 +74,7 @@ type nopObserver struct{}
 
 func (nopObserver) Operation(Operation)      {}
 func (nopObserver) SessionEnded(SessionInfo) {}
+func (nopObserver) Refused(string)           {}
 
 func bounded(v string, known []string) string {
 	if slices.Contains(known, v) {

@@ -16,7 +16,7 @@ import (
 // TestToolSchemasArePortable lists the tools of both protocol eras as a client does and checks that
 // their schemas are portable (mcptest.CheckPortableSchemas).
 func TestToolSchemasArePortable(t *testing.T) {
-	_, url := serveWith(t, Options{}, HTTPOptions{})
+	_, url := serveWith(t, Options{}, HTTPOptions{Unauthenticated: true})
 	res, err := mcptest.ConnectHTTP(t, url, mcptest.Options{}).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +90,7 @@ func TestToolSchemasKeepValidation(t *testing.T) {
 // tool: the schemas reach tools/list by a middleware of their own (see outputSchemas), and a client
 // that validates results must find them true.
 func TestResultsMatchOutputSchemas(t *testing.T) {
-	_, url := serveWith(t, Options{}, HTTPOptions{})
+	_, url := serveWith(t, Options{}, HTTPOptions{Unauthenticated: true})
 	schemas := func(cs *mcp.ClientSession) map[string]*jsonschema.Resolved {
 		t.Helper()
 		res, err := cs.ListTools(context.Background(), nil)

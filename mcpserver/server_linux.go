@@ -15,6 +15,10 @@ import (
 // DefaultIdleTimeout ends an HTTP session that has had no request for this long.
 const DefaultIdleTimeout = 10 * time.Minute
 
+// DefaultMaxSessions bounds the sessions and workspaces a server holds at once unless
+// Options.MaxSessions says otherwise. reaper serve sizes its own default for the machine.
+const DefaultMaxSessions = 128
+
 // Options configures a Server. Reaper is required; the zero value of every other field is a
 // documented default.
 type Options struct {
@@ -37,6 +41,17 @@ type Options struct {
 	// MaxWorkspaces bounds the workspaces (protocol 2026-07-28 over HTTP) one identity holds open
 	// at once; workspace_open refuses beyond it. Zero means DefaultMaxWorkspaces.
 	MaxWorkspaces int
+	// MaxSessions bounds the sessions and workspaces the server holds at once, from a session's
+	// initialize (or workspace_open) to its end; a new one beyond it is refused with an error that
+	// says so. Zero means DefaultMaxSessions. A stdio server has one session.
+	MaxSessions int
+	// MaxSessionsPerIdentity bounds the sessions and workspaces one identity holds at once, so that
+	// one client cannot take them all. Zero means MaxSessions.
+	MaxSessionsPerIdentity int
+	// MaxCallBytes bounds a tools/call message, over either transport; every other method's is
+	// 64 KiB, and every message's depth and count of values are bounded too (see limits.go). Zero
+	// means DefaultMaxCallBytes.
+	MaxCallBytes int
 	// Version is reported to clients as the server's version.
 	Version string
 	// Logger receives session starts and the SDK's warnings; each session's end is logged by the
@@ -66,6 +81,8 @@ type Server struct {
 	wsOnce sync.Once
 	// maxOutput is the characters of output a tool result holds by default (see outputBudget).
 	maxOutput int
+	// limits bound every message before the SDK decodes it (see limits.go).
+	limits messageLimits
 	// wg counts the goroutines the Server starts (see goLocked): session watchers, leases,
 	// keepalives, MCP session closers, DELETE teardowns and notifications.
 	wg sync.WaitGroup
@@ -76,6 +93,9 @@ type Server struct {
 	sessions map[key]*session
 	// closing is set by Close: no session, and no goroutine, starts from then on.
 	closing bool
+	// reserved counts, by identity, the sessions being made: an initialize on its way through the
+	// SDK, which makes the session's record only as it handles the request (see reserve).
+	reserved map[string]int
 }
 
 // New returns a server with the bash, task_output, task_stop, task_list and write_stdin tools, and over HTTP from
@@ -86,8 +106,8 @@ func New(opts Options) (*Server, error) {
 	}
 	// As in reaper.Options, a zero field means its default (off, for KeepAlive) and a negative value
 	// means nothing.
-	if opts.IdleTimeout < 0 || opts.KeepAlive < 0 || opts.MaxWorkspaces < 0 {
-		return nil, errors.New("mcpserver: Options.IdleTimeout, KeepAlive and MaxWorkspaces must not be negative")
+	if opts.IdleTimeout < 0 || opts.KeepAlive < 0 || opts.MaxWorkspaces < 0 || opts.MaxSessions < 0 || opts.MaxSessionsPerIdentity < 0 || opts.MaxCallBytes < 0 {
+		return nil, errors.New("mcpserver: Options.IdleTimeout, KeepAlive, MaxWorkspaces, MaxSessions, MaxSessionsPerIdentity and MaxCallBytes must not be negative")
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
@@ -101,7 +121,17 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxWorkspaces == 0 {
 		opts.MaxWorkspaces = DefaultMaxWorkspaces
 	}
-	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session)}
+	if opts.MaxSessions == 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.MaxSessionsPerIdentity == 0 {
+		opts.MaxSessionsPerIdentity = opts.MaxSessions
+	}
+	if opts.MaxCallBytes == 0 {
+		opts.MaxCallBytes = DefaultMaxCallBytes
+	}
+	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session), reserved: make(map[string]int),
+		limits: messageLimits{callBytes: opts.MaxCallBytes}}
 	lim := opts.Reaper.Limits()
 	s.maxOutput = min(opts.MaxOutput, MaxOutput)
 	if s.maxOutput <= 0 {
@@ -159,14 +189,6 @@ func (s *Server) sessionFor(ctx context.Context, req *mcp.CallToolRequest) (*ses
 		return nil, err
 	}
 	return st, nil
-}
-
-// owner is the identity a request was authenticated as, "" without authentication.
-func owner(req mcp.Request) string {
-	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
-		return extra.TokenInfo.UserID
-	}
-	return ""
 }
 
 // Hurry cuts short the grace periods of the teardowns under way: their processes are killed at once.

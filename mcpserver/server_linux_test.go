@@ -150,7 +150,7 @@ func serveHTTP(t *testing.T) (*Server, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close(context.Background()) })
-	hs := httptest.NewServer(srv.HTTPHandler(HTTPOptions{}))
+	hs := httptest.NewServer(srv.HTTPHandler(HTTPOptions{Unauthenticated: true}))
 	t.Cleanup(hs.Close)
 	return srv, hs.URL
 }

@@ -3,41 +3,29 @@ package mcpserver
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/textfit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // StdioTransport returns the transport for serving one client over in and out (stdin and stdout):
-// newline-delimited JSON-RPC, as mcp.IOTransport, except for a message longer than MaxRequestBytes.
-// The SDK's transport ends the whole connection there; this one discards the message, answers it with
-// a JSON-RPC error that names the limit (when the message is a request whose id can be read) and goes
-// on, as the HTTP handler answers an oversized body with 413 and goes on serving. Closing the transport
-// closes neither in nor out.
+// newline-delimited JSON-RPC, as mcp.IOTransport, except for a message the limits refuse (see
+// limits.go): the SDK's transport ends the whole connection at a line over its length; this one
+// discards the message, answers it with a JSON-RPC error that says why (when it is a request whose id
+// can be read) and goes on, as the HTTP handler does. Closing the transport closes neither in nor out.
 func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 	w := &lockedWriter{w: out}
-	r := &lineReader{src: bufio.NewReaderSize(in, 64<<10), limit: MaxRequestBytes}
-	r.refuse = func(size int64, id json.RawMessage) {
-		s.log.Warn("stdio message over the size limit refused", "bytes", size, "limit", MaxRequestBytes, "id", string(id))
-		if id == nil {
-			return // a notification, or no id could be read: nothing to answer
+	r := &lineReader{src: bufio.NewReaderSize(in, 64<<10), limits: s.limits}
+	r.refuse = func(id []byte, why string, size int64) {
+		s.log.Warn("stdio message refused", "bytes", size, "why", why, "id", string(id))
+		s.opts.Observer.Refused(RefusedMessage)
+		if line := errorLine(id, codeInvalidRequest, why); line != nil {
+			w.Write(line)
 		}
-		msg, _ := json.Marshal(map[string]any{
-			"jsonrpc": "2.0",
-			"id":      id,
-			"error": map[string]any{
-				"code": codeInvalidRequest,
-				"message": fmt.Sprintf("message of %d bytes refused: the limit is %d bytes (%s) per message; nothing of it was run. Put large inputs in files, with several smaller commands",
-					size, MaxRequestBytes, textfit.ByteSize(MaxRequestBytes)),
-			},
-		})
-		w.Write(append(msg, '\n'))
 	}
-	// lineReader enforces the limit; responses are written around their results (see respond.go).
+	// lineReader enforces the limits; responses are written around their results (see respond.go).
 	return &responseTransport{inner: &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: -1}, out: w, batch: &r.batch}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,8 +19,8 @@ import (
 // Protocol 2026-07-28 has no sessions over HTTP (SEP-2567): each request stands alone. A workspace is
 // what a session was to reaper (a reaper session: its slice, its tasks, its working directory), held
 // by an explicit handle instead of a connection. workspace_open mints the handle: 130 random bits,
-// bound to the caller's identity (the bearer token's; without tokens reaper listens on loopback only
-// and every client is the one local identity). Every call that names it renews its lease; unused for
+// bound to the caller's identity (the bearer token's; without tokens, which the operator must ask
+// for by name, the client's peer: see auth_linux.go). Every call that names it renews its lease; unused for
 // IdleTimeout, or closed, or at the server's end, it ends as a session does, by end. The handle is
 // the workspace's key in the Server's index, so a handle that is unknown, expired or another
 // identity's gets one and the same error.
@@ -140,7 +141,7 @@ func (s *Server) addWorkspaceTools(l reaper.Limits) *outputSchemas {
 		Name: "workspace_open",
 		Description: fmt.Sprintf(`Open a workspace and return its handle: pass it as workspace to bash, task_output, task_stop, task_list, write_stdin and workspace_close.
 A workspace keeps a working directory and background tasks across calls, as a shell session does. Its lease is %v: every call that names it renews the lease, and a call in progress holds it; unused for that long, it expires. When it is closed (workspace_close), expires, or the server stops, everything it started is killed, background tasks and escaped or detached processes included.
-A workspace belongs to the identity that opened it: with bearer tokens, the token's identity; without, the server listens on loopback only and every client is the same local identity. At most %d workspaces are open at once per identity.
+A workspace belongs to the identity that opened it (the bearer token's): no other identity can use, list or close it. At most %d workspaces are open at once per identity.
 No notifications come between calls: wait for a background task with task_output block=true.`, lease, s.opts.MaxWorkspaces),
 		Annotations: &mcp.ToolAnnotations{Title: "Open a workspace"},
 	}, structured(s.workspaceOpen))
@@ -200,9 +201,10 @@ func (s *Server) workspaceOpen(ctx context.Context, req *mcp.CallToolRequest, _ 
 		s.mu.Unlock()
 		return nil, WorkspaceOpenOutput{}, errShuttingDown
 	}
-	if n := s.openWorkspacesLocked(who); n >= s.opts.MaxWorkspaces {
+	if refused := s.admitLocked(who, true); refused != nil {
 		s.mu.Unlock()
-		return nil, WorkspaceOpenOutput{}, fmt.Errorf("%d workspaces are open for this identity, the most allowed: close one with workspace_close (workspace_list lists them), or let one expire", n)
+		s.opts.Observer.Refused(refused.limit)
+		return nil, WorkspaceOpenOutput{}, errors.New(refused.why)
 	}
 	st.state, st.opened = stateOpening, make(chan struct{})
 	s.sessions[st.key] = st
@@ -215,17 +217,6 @@ func (s *Server) workspaceOpen(ctx context.Context, req *mcp.CallToolRequest, _ 
 		ExpiresAt: time.Now().Add(s.opts.IdleTimeout).UTC().Format(time.RFC3339),
 	}
 	return text(fmt.Sprintf("Opened workspace %s (lease %v, renewed by every call that names it). Pass it as workspace to bash, task_output, task_stop, task_list, write_stdin and workspace_close.", out.Workspace, s.opts.IdleTimeout)), out, nil
-}
-
-// openWorkspacesLocked counts the workspaces of identity who that are opening or live.
-func (s *Server) openWorkspacesLocked(who string) int {
-	n := 0
-	for k, st := range s.sessions {
-		if k.kind == kindWorkspace && st.owner == who && (st.state == stateOpening || st.state == stateLive) {
-			n++
-		}
-	}
-	return n
 }
 
 // workspaceClose ends a workspace as a DELETE ends a session: the teardown goes on in a goroutine,

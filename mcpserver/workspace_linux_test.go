@@ -53,7 +53,7 @@ const workspaceError = "no open workspace of yours has this handle"
 // TestBothErasOnOneEndpoint: a client of 2025-11-25 gets a session and the session's tools; a client
 // of 2026-07-28 on the same endpoint gets no session, and tools that take a workspace.
 func TestBothErasOnOneEndpoint(t *testing.T) {
-	_, url := serveWith(t, Options{}, HTTPOptions{})
+	_, url := serveWith(t, Options{}, HTTPOptions{Unauthenticated: true})
 	old := mcptest.ConnectHTTP(t, url, mcptest.Options{})
 	cur := mcptest.ConnectHTTP(t, url, mcptest.Options{Protocol: mcptest.Workspaces})
 	if v := old.InitializeResult().ProtocolVersion; v != mcptest.Sessions || old.ID() == "" {
@@ -106,7 +106,7 @@ func TestBothErasOnOneEndpoint(t *testing.T) {
 // TestWorkspaceLife opens a workspace, keeps its working directory and tasks across calls (each a
 // request of its own), closes it and checks that everything it started is dead and its handle gone.
 func TestWorkspaceLife(t *testing.T) {
-	_, url := serveWith(t, Options{}, HTTPOptions{})
+	_, url := serveWith(t, Options{}, HTTPOptions{Unauthenticated: true})
 	cs := mcptest.ConnectHTTP(t, url, mcptest.Options{Protocol: mcptest.Workspaces})
 	w, opened := mcptest.OpenWorkspace(t, cs)
 	if len(w.Handle) < 26 || opened.LeaseSeconds != int(DefaultIdleTimeout/time.Second) || opened.ExpiresAt == "" {
@@ -143,7 +143,7 @@ func TestWorkspaceLife(t *testing.T) {
 // TestWorkspaceArgumentErrors: a task tool without a handle says to call workspace_open; a handle
 // that never was gets the one error.
 func TestWorkspaceArgumentErrors(t *testing.T) {
-	_, url := serveWith(t, Options{}, HTTPOptions{})
+	_, url := serveWith(t, Options{}, HTTPOptions{Unauthenticated: true})
 	cs := mcptest.ConnectHTTP(t, url, mcptest.Options{Protocol: mcptest.Workspaces})
 	for _, args := range []map[string]any{{"command": "true"}, {"command": "true", "workspace": ""}, {"command": "true", "workspace": nil}} {
 		res := mcptest.Call(t, cs, "bash", args)
@@ -151,7 +151,7 @@ func TestWorkspaceArgumentErrors(t *testing.T) {
 			t.Errorf("bash(%v): %s", args, mcptest.Text(res))
 		}
 	}
-	for _, handle := range []string{"ws_NOTAHANDLE", strings.Repeat("x", 1<<20)} {
+	for _, handle := range []string{"ws_NOTAHANDLE", strings.Repeat("x", 512<<10)} {
 		res := mcptest.Call(t, cs, "task_list", map[string]any{"workspace": handle})
 		if !res.IsError || !strings.Contains(mcptest.Text(res), workspaceError) || len(mcptest.Text(res)) > 1000 {
 			t.Errorf("task_list of an unknown handle: %.300s", mcptest.Text(res))
@@ -197,7 +197,7 @@ func TestWorkspaceLimit(t *testing.T) {
 	first, _ := mcptest.OpenWorkspace(t, alice)
 	mcptest.OpenWorkspace(t, alice)
 	res := mcptest.Call(t, alice, "workspace_open", nil)
-	if !res.IsError || !strings.Contains(mcptest.Text(res), "2 workspaces are open for this identity") {
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "2 workspaces are open for your identity") {
 		t.Fatalf("a third workspace_open: %s", mcptest.Text(res))
 	}
 	mcptest.OpenWorkspace(t, bob)
@@ -210,7 +210,7 @@ func TestWorkspaceLimit(t *testing.T) {
 func TestWorkspaceExpires(t *testing.T) {
 	const lease = 500 * time.Millisecond
 	rec := &recorder{}
-	_, url := serveWith(t, Options{IdleTimeout: lease, Observer: rec}, HTTPOptions{})
+	_, url := serveWith(t, Options{IdleTimeout: lease, Observer: rec}, HTTPOptions{Unauthenticated: true})
 	cs := mcptest.ConnectHTTP(t, url, mcptest.Options{Protocol: mcptest.Workspaces})
 	w, _ := mcptest.OpenWorkspace(t, cs)
 	if r := mcptest.Bash(t, w, "sleep 1.5; echo held"); r.Output != "held\n" {
@@ -241,7 +241,7 @@ func TestWorkspaceExpires(t *testing.T) {
 
 // TestCloseEndsWorkspaces: the server's Close ends every workspace.
 func TestCloseEndsWorkspaces(t *testing.T) {
-	srv, url := serveWith(t, Options{}, HTTPOptions{})
+	srv, url := serveWith(t, Options{}, HTTPOptions{Unauthenticated: true})
 	cs := mcptest.ConnectHTTP(t, url, mcptest.Options{Protocol: mcptest.Workspaces})
 	w, _ := mcptest.OpenWorkspace(t, cs)
 	ps := mcptest.Escapees(t, w)
@@ -254,7 +254,7 @@ func TestCloseEndsWorkspaces(t *testing.T) {
 // TestWorkspaceProgress: a stateless call still carries progress notifications, on its own response
 // stream; a background task's end is not announced (there is no stream between calls).
 func TestWorkspaceProgress(t *testing.T) {
-	_, url := serveWith(t, Options{}, HTTPOptions{})
+	_, url := serveWith(t, Options{}, HTTPOptions{Unauthenticated: true})
 	var mu sync.Mutex
 	var progress []string
 	logged := make(chan struct{}, 1)

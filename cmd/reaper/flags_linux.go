@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
@@ -40,6 +41,13 @@ type serveConfig struct {
 	user        string
 	// tokenOnCommandLine is set when --token was given as an argument, not from the environment.
 	tokenOnCommandLine bool
+	insecureNoAuth     bool
+
+	maxSessions      int
+	maxSessionsPerID int
+	maxCallSize      byteSize
+	maxConns         int
+	maxConnsPerPeer  int
 
 	admin          string
 	adminToken     string
@@ -82,8 +90,15 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	var c serveConfig
 	fs := newFlagSet("serve")
 	fs.StringVar(&c.http, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
-	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request")
+	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request (default: reaper's own, kept in the file \""+instance.TokenFile+"\" of the state directory, made on first use)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
+	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve HTTP clients without a token, on a loopback address only: every local user and every task can then run commands as the tasks' user (each client is known by its peer: its uid on loopback)")
+	c.maxCallSize = mcpserver.DefaultMaxCallBytes
+	fs.Var(&c.maxCallSize, "max-call-size", "most bytes (`size`: with K, M as powers of 1024) of a tool call's message, over stdio or HTTP; every other message may have 64K, and every message at most 10000 values nested at most 32 deep")
+	fs.IntVar(&c.maxSessions, "max-sessions", defaultMaxSessions(), "most sessions and workspaces held at once (default: one per 64 MiB of the machine's memory, between 8 and 1024)")
+	fs.IntVar(&c.maxSessionsPerID, "max-sessions-per-identity", 0, "most sessions and workspaces one identity (a token) holds at once (0: all of --max-sessions where there is one identity, else a quarter of them)")
+	fs.IntVar(&c.maxConns, "max-connections", defaultMaxConns(), "most HTTP connections open at once (default: a quarter of the open-file limit, at most 4096); a quarter of them may be waiting to authenticate")
+	fs.IntVar(&c.maxConnsPerPeer, "max-connections-per-peer", 32, "most HTTP connections one peer (its address; on loopback, the uid that owns its socket) may have open before they authenticate")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "end an HTTP session with no request, or a workspace with no call that names it (its lease), for this `duration`, killing its processes")
 	fs.DurationVar(&c.keepalive, "keepalive", 0, fmt.Sprintf("ping clients this often and end a session whose client leaves %d pings in a row unanswered, each given this long (0: off)", mcpserver.KeepAliveMisses))
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends (0: SIGKILL at once)")
@@ -131,6 +146,14 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 		return c, errors.New("--pids-max must not be negative")
 	case c.adminToken != "" && c.adminTokenFile != "":
 		return c, errors.New("give only one of --admin-token and --admin-token-file")
+	case c.insecureNoAuth && (c.token != "" || c.tokenFile != ""):
+		return c, errors.New("--insecure-no-auth serves clients without a token: give it, or a token (--token, REAPER_TOKEN, --token-file), not both")
+	case c.maxSessions < 1 || c.maxSessionsPerID < 0:
+		return c, errors.New("--max-sessions must be at least 1, and --max-sessions-per-identity not negative")
+	case c.maxConns < 4 || c.maxConnsPerPeer < 1:
+		return c, errors.New("--max-connections must be at least 4, and --max-connections-per-peer at least 1")
+	case c.maxCallSize < 4<<10 || c.maxCallSize > 64<<20:
+		return c, errors.New("--max-call-size must be between 4K and 64M")
 	}
 	if _, err := newLogger(io.Discard, c.logFormat, c.logLevel); err != nil {
 		return c, err
@@ -149,10 +172,13 @@ const minOutputBudget = 64 << 10
 
 // byteText writes n bytes as --output-budget reads them.
 func byteText(n int64) string {
-	if n%(1<<20) == 0 {
+	if n != 0 && n%(1<<30) == 0 {
+		return strconv.FormatInt(n>>30, 10) + "G"
+	}
+	if n != 0 && n%(1<<20) == 0 {
 		return strconv.FormatInt(n>>20, 10) + "M"
 	}
-	if n%(1<<10) == 0 {
+	if n != 0 && n%(1<<10) == 0 {
 		return strconv.FormatInt(n>>10, 10) + "K"
 	}
 	return strconv.FormatInt(n, 10)

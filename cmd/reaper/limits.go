@@ -15,7 +15,7 @@ func (b *byteSize) String() string {
 	if b == nil || *b == 0 {
 		return "0"
 	}
-	return strconv.FormatInt(int64(*b), 10)
+	return byteText(int64(*b))
 }
 
 func (b *byteSize) Set(s string) error {

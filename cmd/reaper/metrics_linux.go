@@ -58,6 +58,11 @@ func (o mcpMetrics) SessionEnded(si mcpserver.SessionInfo) {
 	o.m.MCPSessionEnded(si.Transport, si.ProtocolVersion, si.Duration)
 }
 
+func (o mcpMetrics) Refused(limit string) { o.m.Refused(limit) }
+
+// connectionsRefused names httpguard's limits as reaper_refused_total does.
+var connectionsRefused = map[string]string{"total": "connections", "unauthenticated": "connections_unauthenticated", "peer": "connections_peer"}
+
 // watchReaper records the containment mode and reads the sessions' usage at each scrape.
 func watchReaper(m *metrics.Metrics, r *reaper.Reaper) {
 	ci := r.Containment()

@@ -73,13 +73,24 @@ func (o *ops) mcpObserver() mcpserver.Observer {
 }
 
 // ready records the containment as a metric, reads usage at each scrape, and makes /readyz answer
-// ready with the containment mode and why.
-func (o *ops) ready(r *reaper.Reaper) {
+// ready with the containment mode and why, and warning first if there is one.
+func (o *ops) ready(r *reaper.Reaper, warning string) {
 	if o.admin == nil {
 		return
 	}
 	watchReaper(o.metrics, r)
-	o.admin.SetReady(true, readyText(r.Containment()))
+	text := readyText(r.Containment())
+	if warning != "" {
+		text = warning + "; " + text
+	}
+	o.admin.SetReady(true, text)
+}
+
+// connectionRefused counts an HTTP connection refused at one of httpguard's limits.
+func (o *ops) connectionRefused(limit string) {
+	if o.metrics != nil {
+		o.metrics.Refused(connectionsRefused[limit])
+	}
 }
 
 // readyText is /readyz's body: the containment mode and whether sessions get PID namespaces, why, and

@@ -44,7 +44,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
 		return code
 	}
-	tokens, err := c.tokens()
+	a, err := c.auth()
 	if err != nil {
 		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
 		return 2
@@ -52,7 +52,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	for _, w := range tokenWarnings(c) {
 		log.Warn(w)
 	}
-	ln, status := listen(c, tokens, stderr)
+	ln, status := listen(c, a, stderr)
 	if status != 0 {
 		return status
 	}
@@ -84,7 +84,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		started := make(chan struct{})
 		go func() {
 			defer close(started)
-			o.ready(r)
+			o.ready(r, "")
 			log.Info("reaper serving MCP over stdio", append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)
 		}()
 		notify(log, "READY=1")
@@ -94,12 +94,16 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 			log.Error("stdio session ended with an error", "error", err)
 		}
 	} else {
-		o.ready(r)
+		o.ready(r, a.warning())
 		notify(log, "READY=1")
-		log.Info("reaper serving MCP over Streamable HTTP", append([]any{"url", endpointURL(c.http, ln.Addr()),
-			"auth", authText(tokens), "idle_timeout", c.idleTimeout.String()},
+		level := slog.LevelInfo
+		if c.insecureNoAuth {
+			level = slog.LevelWarn // said first, where an operator looks
+		}
+		log.Log(context.Background(), level, "reaper serving MCP over Streamable HTTP", append([]any{"url", endpointURL(c.http, ln.Addr()),
+			"auth", a.text(), "idle_timeout", c.idleTimeout.String()},
 			append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)...)
-		status = serveHTTP(sig, srv, ln, tokens, log)
+		status = serveHTTP(sig, srv, ln, a, c, o, log)
 	}
 	o.stopping()
 	status, clean := shutdown(sig, srv, r, log, status)
@@ -116,7 +120,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 
 // listen refuses an HTTP address that is not loopback unless there is a token, and opens the
 // listener. It returns a nil listener for stdio, and a non-zero status on failure.
-func listen(c serveConfig, tokens map[string]string, stderr io.Writer) (net.Listener, int) {
+func listen(c serveConfig, a httpAuth, stderr io.Writer) (net.Listener, int) {
 	if c.http == "" {
 		return nil, 0
 	}
@@ -125,9 +129,9 @@ func listen(c serveConfig, tokens map[string]string, stderr io.Writer) (net.List
 		fmt.Fprintf(stderr, "reaper serve: --http %s: %v\n", c.http, err)
 		return nil, 2
 	}
-	if !loop && len(tokens) == 0 {
-		fmt.Fprintf(stderr, "reaper serve: refusing to serve on %s without a token: anyone who can reach it could run commands as this user. "+
-			"Set --token, REAPER_TOKEN or --token-file, or listen on a loopback address such as %s.\n", c.http, defaultHTTPAddr)
+	if !loop && len(a.tokens) == 0 {
+		fmt.Fprintf(stderr, "reaper serve: refusing --insecure-no-auth on %s: anyone who can reach it could run commands as the tasks' user. "+
+			"Leave --insecure-no-auth out (reaper then requires its own token, or the one you give), or listen on a loopback address such as %s.\n", c.http, defaultHTTPAddr)
 		return nil, 2
 	}
 	ln, err := net.Listen("tcp", c.http)
@@ -178,9 +182,14 @@ func newServer(c serveConfig, link instance.GuardLink, log *slog.Logger, o *ops)
 		KeepAlive:     c.keepalive,
 		MaxWorkspaces: c.maxWS,
 		MaxOutput:     c.maxOutput,
-		Version:       versionString(),
-		Logger:        log,
-		Observer:      o.mcpObserver(),
+		MaxCallBytes:  int(c.maxCallSize),
+		MaxSessions:   c.maxSessions,
+		// Where there is one identity, it may hold every session; otherwise a quarter of them, so
+		// that one identity cannot take them all.
+		MaxSessionsPerIdentity: c.sessionsPerIdentity(),
+		Version:                versionString(),
+		Logger:                 log,
+		Observer:               o.mcpObserver(),
 	})
 	if err != nil {
 		r.Close(context.Background())
@@ -192,13 +201,18 @@ func newServer(c serveConfig, link instance.GuardLink, log *slog.Logger, o *ops)
 // serveHTTP serves until the first shutdown signal or a listener failure, then ends every session
 // (their processes die and their tool calls return) before it closes the listener and the
 // connections. It returns the exit status so far.
-func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, tokens map[string]string, log *slog.Logger) int {
+func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, a httpAuth, c serveConfig, o *ops, log *slog.Logger) int {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Tokens: tokens}))
+	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Tokens: a.tokens, Unauthenticated: c.insecureNoAuth}))
 	// Headers, bodies and idle keep-alive connections are bounded before any check sees a request:
 	// clients that pool connections and never close them (or vanish without a FIN), or send a body
-	// that never ends, must not pile connections up.
+	// that never ends, must not pile connections up. Connections are counted, in all and per peer
+	// before they authenticate, so that nobody can take every descriptor.
 	hs := httpguard.NewServer(mux, httpguard.Options{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
+	ln = httpguard.Limit(ln, httpguard.ConnLimits{
+		Total: c.maxConns, Unauthenticated: max(c.maxConns/4, 1), PerPeer: c.maxConnsPerPeer,
+		Refused: o.connectionRefused,
+	})
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	status := 0
@@ -249,15 +263,72 @@ func startAttrs(r *reaper.Reaper, o *ops) []any {
 	return attrs
 }
 
-func authText(tokens map[string]string) string {
-	if len(tokens) == 0 {
-		return "no authentication (loopback only)"
+// httpAuth is how HTTP clients authenticate: the tokens, and where reaper's own is kept (when it is
+// the one).
+type httpAuth struct {
+	tokens    map[string]string
+	tokenPath string // reaper's own token's file, when no token was configured
+	insecure  bool   // --insecure-no-auth
+}
+
+// auth returns how HTTP clients authenticate: the tokens configured; else, unless
+// --insecure-no-auth, reaper's own token (see instance.StateToken). Over stdio there is none.
+func (c serveConfig) auth() (httpAuth, error) {
+	if c.http == "" {
+		return httpAuth{}, nil
 	}
+	if c.insecureNoAuth {
+		return httpAuth{insecure: true}, nil
+	}
+	tokens, err := c.tokens()
+	if err != nil || len(tokens) > 0 {
+		return httpAuth{tokens: tokens}, err
+	}
+	tok, path, err := instance.StateToken(c.stateDir)
+	if err != nil {
+		return httpAuth{}, fmt.Errorf("%w; or give a token (--token-file, REAPER_TOKEN)", err)
+	}
+	return httpAuth{tokens: map[string]string{tok: "token"}, tokenPath: path}, nil
+}
+
+// text is what the start-up line says of authentication: never a token.
+func (a httpAuth) text() string {
+	switch {
+	case a.insecure:
+		return "NONE (--insecure-no-auth): every local user and every task can run commands here"
+	case a.tokenPath != "":
+		return "bearer token required: reaper's own, in " + a.tokenPath + " (readable by reaper's user only); clients send \"Authorization: Bearer <its content>\""
+	}
+	ids := map[string]bool{}
+	for _, id := range a.tokens {
+		ids[id] = true
+	}
+	return fmt.Sprintf("bearer token required (%d identities)", len(ids))
+}
+
+// warning is what /readyz adds to its explanation; empty unless clients need no token.
+func (a httpAuth) warning() string {
+	if a.insecure {
+		return "WARNING: no authentication (--insecure-no-auth): every local user and every task can run commands"
+	}
+	return ""
+}
+
+// sessionsPerIdentity is --max-sessions-per-identity, or its default: every session where there is
+// at most one identity, a quarter of them (at least one) where there are more.
+func (c serveConfig) sessionsPerIdentity() int {
+	if c.maxSessionsPerID > 0 {
+		return c.maxSessionsPerID
+	}
+	tokens, _ := c.tokens()
 	ids := map[string]bool{}
 	for _, id := range tokens {
 		ids[id] = true
 	}
-	return fmt.Sprintf("bearer token required (%d identities)", len(ids))
+	if len(ids) <= 1 && !c.insecureNoAuth {
+		return c.maxSessions
+	}
+	return max(c.maxSessions/4, 1)
 }
 
 // companions are the processes that share the server's cgroup and move with it into a leaf: its

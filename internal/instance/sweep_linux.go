@@ -205,6 +205,9 @@ func (sw *sweeper) findStates(rep *SweepReport, consider func(string) *DeadInsta
 	entries, err := sw.state.Entries(0)
 	for _, e := range entries {
 		path := sw.state.Join(e.Name)
+		if e.Name == TokenFile || strings.HasPrefix(e.Name, "."+TokenFile+".") {
+			continue // the state directory's own (see StateToken)
+		}
 		name, ok := strings.CutPrefix(e.Name, instancePrefix)
 		if _, _, valid := parseName(name); !ok || !valid {
 			rep.Ignored = append(rep.Ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})

@@ -29,6 +29,7 @@ type Metrics struct {
 	sweptProcesses  *family
 	containment     *family
 	build           *family
+	refused         *family
 
 	// MCP, as the OpenTelemetry conventions name them.
 	operations *family
@@ -94,6 +95,9 @@ func New(opts Options) *Metrics {
 			"How sessions' processes are contained: mode cgroup or process; kill is the strongest kill of a slice (cgroup.kill, freeze+SIGKILL, SIGKILL sweep; none in process containment). Always 1.",
 			gauge, []string{"mode", "kill"}, nil),
 		build: newFamily("reaper_build_info", "The running reaper's version. Always 1.", gauge, []string{"version"}, nil),
+		refused: newFamily("reaper_refused_total",
+			"Requests and connections refused at one of reaper's limits, by limit: connections (all open), connections_unauthenticated, connections_peer (one peer's waiting to authenticate), message (a message's size, depth or values), sessions (all sessions and workspaces), identity_sessions (one identity's).",
+			counter, []string{"limit"}, nil),
 		operations: newFamily("mcp_server_operation_duration_seconds",
 			"MCP request or notification duration as observed by the server, from its receipt until the result is sent (OpenTelemetry mcp.server.operation.duration).",
 			histogram, []string{"mcp_method_name", "gen_ai_tool_name", "error_type", "network_transport", "mcp_protocol_version"}, operationBuckets),
@@ -112,7 +116,18 @@ func New(opts Options) *Metrics {
 	for _, s := range opts.TaskStatuses {
 		m.tasksEnded.touch(s)
 	}
+	for _, l := range RefusedLimits {
+		m.refused.touch(l)
+	}
 	return m
+}
+
+// RefusedLimits are the values of reaper_refused_total's limit label, shown at 0 from the start.
+var RefusedLimits = []string{"connections", "connections_unauthenticated", "connections_peer", "message", "sessions", "identity_sessions"}
+
+// Refused counts a request or connection refused at limit (one of RefusedLimits).
+func (m *Metrics) Refused(limit string) {
+	m.refused.add(1, limit)
 }
 
 // gather returns a snapshot of every family, with the usage and the runtime's and the process's
@@ -121,7 +136,7 @@ func (m *Metrics) gather() []*family {
 	var fams []*family
 	for _, f := range []*family{
 		m.sessionsEnded, m.sessionTeardown, m.tasksEnded, m.tasksOOM, m.killed, m.escapees, m.remaining,
-		m.sweptInstances, m.sweptProcesses, m.containment, m.build, m.operations, m.sessions,
+		m.sweptInstances, m.sweptProcesses, m.containment, m.build, m.refused, m.operations, m.sessions,
 	} {
 		fams = append(fams, f.snapshot())
 	}

@@ -293,7 +293,7 @@ func TestOutputForModels(t *testing.T) {
 func TestOutputFilesOfADeadInstance(t *testing.T) {
 	p := place(t, "")
 	dead := startHTTP(t, p.args()...)
-	r := bash(t, connectHTTP(t, dead.url, ""), "echo kept")
+	r := bash(t, dead.connect(t), "echo kept")
 	if _, err := os.Stat(r.OutputFile); err != nil {
 		t.Fatalf("the output file: %v", err)
 	}

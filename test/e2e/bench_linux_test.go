@@ -98,7 +98,7 @@ func benchPair(b *testing.B, transport string, extra ...string) (reaper, lean se
 	}
 	p := startHTTP(b, args...)
 	url, cmd := startLeanHTTP(b)
-	return served{connectHTTP(b, p.url, ""), []int{p.cmd.Process.Pid, serverOf(b, p.cmd.Process.Pid)}},
+	return served{p.connect(b), []int{p.cmd.Process.Pid, serverOf(b, p.cmd.Process.Pid)}},
 		served{connectHTTP(b, url, ""), []int{cmd.Process.Pid}}
 }
 

@@ -46,7 +46,7 @@ func TestChurn(t *testing.T) {
 
 	// The baseline: reaper after one whole session, so that what is made once (the first slice's
 	// parents, pools, the HTTP server's goroutines) is not counted as a leak.
-	warm := connectHTTP(t, r.url, "")
+	warm := r.connect(t)
 	bash(t, warm, "true")
 	warm.Close()
 	awaitNoSessionCgroups(t, p)
@@ -129,7 +129,7 @@ func TestChurn(t *testing.T) {
 		t.Errorf("reaper holds more after the churn than the bound (%s): %s", limit, after)
 	}
 
-	cs := connectHTTP(t, r.url, "")
+	cs := r.connect(t)
 	if got := bash(t, cs, "echo still serving").Output; got != "still serving\n" {
 		t.Errorf("after the churn: %q", got)
 	}

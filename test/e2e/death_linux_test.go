@@ -220,7 +220,7 @@ func TestReaperKilled(t *testing.T) {
 						guard, cs, done = s.cmd.Process.Pid, s.cs, s.done
 					} else {
 						r := startHTTP(t, p.args()...)
-						guard, cs, done = r.cmd.Process.Pid, connectHTTP(t, r.url, ""), r.done
+						guard, cs, done = r.cmd.Process.Pid, r.connect(t), r.done
 					}
 					file, ps := hostile(t, cs)
 					pid := guard
@@ -251,7 +251,7 @@ func TestSignalsEndInTeardown(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			p := place(t, "")
 			r := startHTTP(t, append(p.args(), "--grace", grace.String())...)
-			file, ps := hostile(t, connectHTTP(t, r.url, ""))
+			file, ps := hostile(t, r.connect(t))
 			endsInTeardown(t, r, sig, file, ps, p)
 		})
 	}
@@ -283,7 +283,7 @@ func endsInTeardown(t *testing.T, r *reaperProc, sig syscall.Signal, file string
 func TestIgnoredSignals(t *testing.T) {
 	p := place(t, "")
 	r := startHTTP(t, append(p.args(), "--grace", grace.String())...)
-	cs := connectHTTP(t, r.url, "")
+	cs := r.connect(t)
 	file, ps := hostile(t, cs)
 	for _, sig := range []syscall.Signal{syscall.SIGPIPE, syscall.SIGSTKFLT, syscall.SIGUSR1, syscall.SIGUSR2,
 		syscall.SIGALRM, syscall.SIGVTALRM, syscall.SIGIO, syscall.SIGXFSZ, syscall.SIGWINCH, syscall.SIGURG} {
@@ -311,7 +311,7 @@ func TestClosedStderr(t *testing.T) {
 	r.stderr = readUntil(t, pr, testutil.ServingHTTP)
 	r.awaitServing(t)
 	pr.Close() // the reader is gone: every later write to reaper's stderr fails with EPIPE
-	cs := connectHTTP(t, r.url, "")
+	cs := r.connect(t)
 	file, ps := hostile(t, cs) // logs "session started"
 	if res := bash(t, cs, "echo still here"); res.Output != "still here\n" {
 		t.Errorf("after a write to the closed stderr: %+v", res)
@@ -357,9 +357,9 @@ func TestRestartSweepsUpAfterDeadInstance(t *testing.T) {
 func restartAfterBothKilled(t *testing.T, p placement, ns string) {
 	args := append(p.args(), "--pid-namespace", ns)
 	dead := startHTTP(t, args...)
-	_, deadPs := hostile(t, connectHTTP(t, dead.url, ""))
+	_, deadPs := hostile(t, dead.connect(t))
 	live := startHTTP(t, args...)
-	liveCs := connectHTTP(t, live.url, "")
+	liveCs := live.connect(t)
 	_, livePs := hostile(t, liveCs)
 
 	// Stopped first, so that neither can act on the other's death.
@@ -433,7 +433,7 @@ func restartAfterBothKilled(t *testing.T, p placement, ns string) {
 func TestProcessContainmentRemembers(t *testing.T) {
 	p := place(t, "process")
 	r := startHTTP(t, append(p.args(), "--grace", grace.String())...)
-	cs := connectHTTP(t, r.url, "")
+	cs := r.connect(t)
 	left := testutil.PidsIn(t, bash(t, cs, "setsid sleep 1000 & echo $!; "+testutil.ShowNS).Output)
 	bash(t, cs, "true") // the first command's task is cleared now
 	if res := callTool(t, cs, "task_list", nil); !strings.Contains(textOf(res), strconv.Itoa(left[0].Pid)) {
@@ -450,7 +450,7 @@ func TestDeleteAnsweredWithinASecond(t *testing.T) {
 	g := 3 * time.Second
 	p := place(t, "")
 	r := startHTTP(t, append(p.args(), "--grace", g.String())...)
-	cs := connectHTTP(t, r.url, "")
+	cs := r.connect(t)
 	file, ps := hostile(t, cs)
 	id := cs.ID()
 	start := time.Now()
@@ -518,7 +518,7 @@ func TestTasksInheritNoDescriptors(t *testing.T) {
 			r := startCmd(t, cmd, nil, nil)
 			pw.Close()
 			r.awaitServing(t)
-			cs := connectHTTP(t, r.url, "")
+			cs := r.connect(t)
 			out := bash(t, cs, `grep '^Seccomp:' /proc/self/status; for f in /proc/$$/fd/*; do readlink "$f"; done; for f in /proc/$PPID/fd/*; do readlink "$f"; done`).Output
 			if tc.seccomp != "" && !strings.Contains(out, "Seccomp:\t2") {
 				t.Fatalf("the task is not under the filter:\n%s", out)

@@ -40,7 +40,7 @@ func TestEscapeesDieWithTheirSession(t *testing.T) {
 	for _, mode := range []string{"cgroup", "process"} {
 		t.Run(mode, func(t *testing.T) {
 			p := startHTTP(t, append(place(t, mode).args(), "--grace", grace.String())...)
-			a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
+			a, b := p.connect(t), p.connect(t)
 			dir := t.TempDir()
 			keep := filepath.Join(dir, "keep")
 			bash(t, b, "sleep 1000 & echo $! $("+testutil.ShowNS+") >> "+keep)
@@ -87,7 +87,7 @@ func TestBuriedMarker(t *testing.T) {
 	for _, mode := range []string{"cgroup", "process"} {
 		t.Run(mode, func(t *testing.T) {
 			p := startHTTP(t, append(place(t, mode).args(), "--grace", grace.String())...)
-			a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
+			a, b := p.connect(t), p.connect(t)
 			bash(t, b, "true")
 			f := filepath.Join(t.TempDir(), "buried")
 			bash(t, a, `ulimit -s 65536; big=$(head -c 100000 /dev/zero | tr '\0' x); set --; for i in $(seq 40); do set -- "$@" "B$i=$big"; done; `+
@@ -137,7 +137,7 @@ func movedIntoAnotherSessionsSlice(t *testing.T, ns string) {
 	pl := place(t, "cgroup")
 	p := startHTTP(t, append(pl.args(), "--grace", grace.String(), "--pid-namespace", ns)...)
 	mount := cgroup.Detect(cgroup.Options{}).Mountpoint
-	a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
+	a, b := p.connect(t), p.connect(t)
 	dir := t.TempDir()
 	held := filepath.Join(dir, "held")
 	task := bash(t, b, `grep '^0::' /proc/self/cgroup | cut -c4- > `+held+`; exec sleep 1000`, "run_in_background", true)
@@ -216,7 +216,7 @@ func TestPidHoppersDieWithTheirSession(t *testing.T) {
 
 func pidHoppers(t *testing.T, pl placement, ns string) {
 	p := startHTTP(t, append(pl.args(), "--grace", grace.String(), "--pid-namespace", ns)...)
-	a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
+	a, b := p.connect(t), p.connect(t)
 	bash(t, b, "true")
 	tag := testutil.UniqueName("hop-")
 	t.Cleanup(func() { killTagged(t, tag) })

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/rand"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +77,8 @@ type reaperProc struct {
 	url    string // the MCP endpoint, for HTTP
 	admin  string // the admin endpoint's base URL, with --admin
 	done   chan struct{}
-	err    error // the exit error, once done is closed
+	err    error  // the exit error, once done is closed
+	token  string // the bearer token its HTTP clients send, where the test gave it none (see withToken)
 }
 
 // placement is where one test's reaper instances keep their slices and state: a unique cgroup root
@@ -261,7 +264,7 @@ func start(t testing.TB, args []string, stdin io.Reader, f *os.File) *reaperProc
 // becomes the binary.
 func startCmd(t testing.TB, cmd *exec.Cmd, stdin io.Reader, f *os.File) *reaperProc {
 	t.Helper()
-	p := &reaperProc{cmd: cmd, stderr: &testutil.Buffer{}, done: make(chan struct{})}
+	p := &reaperProc{cmd: cmd, stderr: &testutil.Buffer{}, done: make(chan struct{}), token: withToken(cmd)}
 	p.cmd.Stdin = stdin
 	p.cmd.Stderr = p.stderr
 	if f != nil {
@@ -309,6 +312,40 @@ func connectStdio(t testing.TB, args ...string) (*mcp.ClientSession, *exec.Cmd, 
 func connectCommand(t testing.TB, cmd *exec.Cmd) *mcp.ClientSession {
 	t.Helper()
 	return mcptest.ConnectCommand(t, cmd, mcptest.Options{})
+}
+
+// withToken gives an HTTP server that cmd starts a bearer token of the test's in its environment, and
+// returns it, unless the test configured authentication itself (a token flag or variable, a token
+// file, --insecure-no-auth): reaper serve requires a token over HTTP, and would otherwise make its
+// own in the state directory.
+func withToken(cmd *exec.Cmd) string {
+	if !slices.Contains(cmd.Args, "serve") || !slices.ContainsFunc(cmd.Args, func(a string) bool { return strings.HasPrefix(a, "--http") }) {
+		return ""
+	}
+	for _, a := range cmd.Args {
+		if strings.HasPrefix(a, "--token") || strings.HasPrefix(a, "--insecure-no-auth") {
+			return ""
+		}
+	}
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	for _, e := range env {
+		if strings.HasPrefix(e, "REAPER_TOKEN") || strings.HasPrefix(e, "REAPER_INSECURE_NO_AUTH=") {
+			return ""
+		}
+	}
+	token := "e2e-" + rand.Text()
+	cmd.Env = append(env, "REAPER_TOKEN="+token)
+	return token
+}
+
+// connect connects the SDK's client to p as a session (protocol 2025-11-25), with the token p was
+// given by withToken.
+func (p *reaperProc) connect(t testing.TB) *mcp.ClientSession {
+	t.Helper()
+	return connectHTTP(t, p.url, p.token)
 }
 
 // connectHTTP connects the SDK's client to url as a session (protocol 2025-11-25), with a bearer

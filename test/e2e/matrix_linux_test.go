@@ -250,7 +250,7 @@ type scenario struct {
 	start  time.Time
 	ended  time.Time     // when the end began
 	guard  int           // reaper's guard, where there is one
-	url    string        // the MCP endpoint of the reaper that lives on, for another session
+	served *reaperProc   // the reaper that lives on, for another session
 	done   chan struct{} // closed when the reaper that ends has exited (nil for reaper run)
 	result map[string]string
 	before map[string][]testutil.Proc // the rows' processes, identified once they all ran (before the end)
@@ -486,8 +486,8 @@ func (sc *scenario) viaStdio() {
 func (sc *scenario) viaHTTP() {
 	t := sc.t
 	r := startHTTP(t, sc.reaperArgs()...)
-	sc.guard, sc.done, sc.url = r.cmd.Process.Pid, r.done, r.url
-	cs := connectHTTP(t, r.url, "")
+	sc.guard, sc.done, sc.served = r.cmd.Process.Pid, r.done, r
+	cs := r.connect(t)
 	switch sc.end.name {
 	case "foreground timeout":
 		// Long enough for every row to start before the timeout kills the tree, on a loaded
@@ -543,7 +543,7 @@ func (sc *scenario) endHTTP(r *reaperProc, cs *mcp.ClientSession) {
 	case "restart after both killed", "restart after both killed, --pid-namespace=off":
 		sc.killBoth(r)
 		again := startHTTP(t, sc.reaperArgs()...)
-		sc.done, sc.url = again.done, again.url
+		sc.done, sc.served = again.done, again
 	case "guard and server SIGKILLed together, no restart", "guard and server SIGKILLed together, no restart, --pid-namespace=off":
 		sc.killBoth(r)
 	}
@@ -556,8 +556,9 @@ func (sc *scenario) endHTTP(r *reaperProc, cs *mcp.ClientSession) {
 	case "DELETE during a 60 s call":
 		// The go-sdk client's Close waits for its calls in flight, so the DELETE goes out by hand,
 		// as a client that ends a session while a call runs sends it.
-		req, _ := http.NewRequest(http.MethodDelete, sc.url, nil)
+		req, _ := http.NewRequest(http.MethodDelete, sc.served.url, nil)
 		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Authorization", "Bearer "+sc.served.token)
 		sc.meanwhile(func() {
 			resp, err := testutil.Do(req)
 			if err != nil {
@@ -632,7 +633,7 @@ func (sc *scenario) viaClient() {
 		extra = []string{"--keepalive", "500ms"}
 	}
 	r := startHTTP(t, sc.reaperArgs(extra...)...)
-	sc.guard, sc.done, sc.url = r.cmd.Process.Pid, r.done, r.url
+	sc.guard, sc.done, sc.served = r.cmd.Process.Pid, r.done, r
 	client := testutil.Helper("matrix-client", "E2E_URL="+r.url, "E2E_SCRIPT="+sc.script("1000"),
 		"E2E_ROWS="+sc.file, "E2E_LINES="+strconv.Itoa(sc.lines()))
 	client.Stderr = nil
@@ -878,7 +879,7 @@ func (sc *scenario) servesAnother() {
 			return len(left) == 0
 		})
 	}
-	cs := connectHTTP(t, sc.url, "")
+	cs := sc.served.connect(t)
 	if r := bash(t, cs, "echo still serving"); r.Output != "still serving\n" {
 		t.Errorf("reaper no longer serves a new session: %+v", r)
 	}

@@ -19,8 +19,8 @@ func (sc *scenario) viaWorkspace() {
 		extra = []string{"--idle-timeout", "2s"}
 	}
 	r := startHTTP(t, sc.reaperArgs(extra...)...)
-	sc.guard, sc.done, sc.url = r.cmd.Process.Pid, r.done, r.url
-	w, _ := mcptest.OpenWorkspace(t, mcptest.ConnectHTTP(t, r.url, mcptest.Options{Protocol: mcptest.Workspaces}))
+	sc.guard, sc.done, sc.served = r.cmd.Process.Pid, r.done, r
+	w, _ := mcptest.OpenWorkspace(t, mcptest.ConnectHTTP(t, r.url, mcptest.Options{Protocol: mcptest.Workspaces, Token: r.token}))
 	bash(t, w, sc.script("1000"), "run_in_background", true)
 	lastCall := time.Now()
 	var renew func()
@@ -55,6 +55,6 @@ func (sc *scenario) viaWorkspace() {
 		<-r.done
 		sc.ended = time.Now()
 		again := startHTTP(t, sc.reaperArgs()...)
-		sc.done, sc.url = again.done, again.url
+		sc.done, sc.served = again.done, again
 	}
 }

@@ -133,7 +133,7 @@ func connectMemory(t testing.TB, transport string) (*mcp.ClientSession, int) {
 		return cs, serverOf(t, cmd.Process.Pid)
 	}
 	p := startHTTP(t, args...)
-	return connectHTTP(t, p.url, ""), serverOf(t, p.cmd.Process.Pid)
+	return p.connect(t), serverOf(t, p.cmd.Process.Pid)
 }
 
 // BenchmarkMemory runs 16 concurrent foreground calls, each printing about 1 MB of one kind of

@@ -110,7 +110,7 @@ func TestKeepAliveEndsUnresponsiveClient(t *testing.T) {
 
 func TestSecondSignalSkipsTheGracePeriod(t *testing.T) {
 	p := startHTTP(t, append(cgroupArgs(t), "--grace", "60s")...)
-	cs := connectHTTP(t, p.url, "")
+	cs := p.connect(t)
 	pid := filepath.Join(t.TempDir(), "pid")
 	r := bash(t, cs, `sh -c 'trap "" TERM; echo $$ > `+pid+`; exec sleep 1000' & `+testutil.AwaitLines(pid, 1)+"; "+testutil.ShowNS)
 	ps := testutil.PidsIn(t, r.Output)

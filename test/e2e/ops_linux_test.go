@@ -107,7 +107,7 @@ func TestMetricsThroughASessionsLife(t *testing.T) {
 		t.Errorf("no containment info for mode %s:\n%s", mode, body)
 	}
 
-	cs := connectHTTP(t, p.url, "")
+	cs := p.connect(t)
 	bash(t, cs, "echo hi")
 	awaitSample(t, base, "reaper_sessions_active", equal(1))
 	awaitSample(t, base, `reaper_tasks_ended_total{status="completed"}`, equal(1))
@@ -284,7 +284,7 @@ func TestLimitsOnThisHost(t *testing.T) {
 	if !p.stderr.Await("per-session limits not applied") {
 		t.Errorf("no warning:\n%s", p.stderr)
 	}
-	cs := connectHTTP(t, p.url, "")
+	cs := p.connect(t)
 	if r := bash(t, cs, "echo unlimited"); r.Output != "unlimited\n" {
 		t.Errorf("a command under auto without the limit: %+v", r)
 	}

@@ -62,7 +62,7 @@ func TestPsWhileTheServerIsStopped(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			pl := place(t, mode)
 			p := startHTTP(t, pl.args()...)
-			cs := connectHTTP(t, p.url, "")
+			cs := p.connect(t)
 			ps := escapees(t, cs) // a background task: its shell, a setsid escapee, a double-forked child
 			server := serverOf(t, p.cmd.Process.Pid)
 			if err := syscall.Kill(server, syscall.SIGSTOP); err != nil {

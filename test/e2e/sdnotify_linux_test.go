@@ -46,7 +46,7 @@ func TestServiceManagerNotification(t *testing.T) {
 	if u, err := url.Parse(p.url); err != nil || !slices.Contains(ports, u.Port()) {
 		t.Fatalf("reaper serves %s, but listened on %v at READY=1 (%v)", p.url, ports, err)
 	}
-	cs := connectHTTP(t, p.url, "")
+	cs := p.connect(t)
 	if r := bash(t, cs, "echo ${NOTIFY_SOCKET-unset}"); r.Output != "unset\n" {
 		t.Errorf("a command sees NOTIFY_SOCKET: %q", r.Output)
 	}

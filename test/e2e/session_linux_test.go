@@ -127,7 +127,7 @@ func TestEchoAndWorkingDirectory(t *testing.T) {
 	p := startHTTP(t, cgroupArgs(t)...)
 	transports := map[string]func() *mcp.ClientSession{
 		"stdio": func() *mcp.ClientSession { cs, _, _ := connectStdio(t, cgroupArgs(t)...); return cs },
-		"http":  func() *mcp.ClientSession { return connectHTTP(t, p.url, "") },
+		"http":  func() *mcp.ClientSession { return p.connect(t) },
 	}
 	for name, connect := range transports {
 		t.Run(name, func(t *testing.T) {
@@ -159,7 +159,7 @@ func TestEchoAndWorkingDirectory(t *testing.T) {
 // reach each other's tasks, and (with PID namespaces) cannot see each other's processes.
 func TestHTTPSessionsAreSeparate(t *testing.T) {
 	p := startHTTP(t, cgroupArgs(t)...)
-	a, b := connectHTTP(t, p.url, ""), connectHTTP(t, p.url, "")
+	a, b := p.connect(t), p.connect(t)
 	da, db := t.TempDir(), t.TempDir()
 	// Both sessions at once, as parallel subtests (a helper that fails the test must run in a test's
 	// own goroutine); the group returns when both are done.
@@ -213,7 +213,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 	})
 	t.Run("http delete", func(t *testing.T) {
 		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String())...)
-		cs := connectHTTP(t, p.url, "")
+		cs := p.connect(t)
 		ps := escapees(t, cs)
 		cs.Close() // sends DELETE, and returns with its answer
 		// The answer comes once the processes are dead (the cgroup and files may still be going).
@@ -248,7 +248,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 	t.Run("idle timeout with a live idle client", func(t *testing.T) {
 		idle := 2 * time.Second
 		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String(), "--idle-timeout", idle.String())...)
-		cs := connectHTTP(t, p.url, "") // keeps its stream for server messages (GET) open
+		cs := p.connect(t) // keeps its stream for server messages (GET) open
 		ps := escapees(t, cs)
 		idleSince := time.Now()
 		testutil.AwaitDead(t, ps, idle+grace+time.Second)
@@ -259,7 +259,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 	})
 	t.Run("sigterm", func(t *testing.T) {
 		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String())...)
-		ps := escapees(t, connectHTTP(t, p.url, ""))
+		ps := escapees(t, p.connect(t))
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		t.Logf("dead %v after SIGTERM", testutil.AwaitDead(t, ps, grace+time.Second))
 		select {
@@ -275,7 +275,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 
 func TestDeleteDuringLongCall(t *testing.T) {
 	p := startHTTP(t, cgroupArgs(t)...)
-	cs := connectHTTP(t, p.url, "")
+	cs := p.connect(t)
 	bash(t, cs, "true") // the reaper session exists from the first call
 	returned := make(chan time.Time, 1)
 	pidFile := t.TempDir() + "/pid"
@@ -307,8 +307,8 @@ func TestDeleteDuringLongCall(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	p := startHTTP(t, cgroupArgs(t)...)
-	cs := connectHTTP(t, p.url, "")
-	other := connectHTTP(t, p.url, "")
+	cs := p.connect(t)
+	other := p.connect(t)
 	otherTask := bash(t, other, "sleep 1000", "run_in_background", true).TaskID
 	for _, tc := range []struct {
 		tool string

@@ -14,17 +14,17 @@ import (
 )
 
 // TestOversizedStdioRequest: over stdio a request longer than the limit gets a JSON-RPC error that
-// names the limit, and the session goes on, as over HTTP (413). The go-sdk client puts the id first;
+// names the limit, and the session goes on, as over HTTP. The go-sdk client puts the id first;
 // the TypeScript SDK after the params, so the second request is written by hand that way.
 func TestOversizedStdioRequest(t *testing.T) {
-	huge := strings.Repeat("x", mcpserver.MaxRequestBytes+1<<20)
+	huge := strings.Repeat("x", mcpserver.DefaultMaxCallBytes+1<<20)
 	t.Run("go-sdk client", func(t *testing.T) {
 		cs, _, stderr := connectStdio(t, cgroupArgs(t)...)
 		bash(t, cs, "cd /tmp")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": huge}})
-		if err == nil || !strings.Contains(err.Error(), "the limit is 16777216 bytes") {
+		if err == nil || !strings.Contains(err.Error(), "over the limit of 1 MiB (--max-call-size)") {
 			t.Fatalf("a %d-byte request: %v, want an error naming the limit\n%s", len(huge), err, stderr)
 		}
 		if r := bash(t, cs, "pwd"); r.Output != "/tmp\n" {
@@ -67,7 +67,7 @@ func TestOversizedStdioRequest(t *testing.T) {
 		send(`{"method":"tools/call","params":{"name":"bash","arguments":{"command":"` + huge + `"}},"jsonrpc":"2.0","id":2}`)
 		m := reply(2)
 		e, _ := m["error"].(map[string]any)
-		if msg, _ := e["message"].(string); e["code"] != float64(-32600) || !strings.Contains(msg, "the limit is 16777216 bytes") {
+		if msg, _ := e["message"].(string); e["code"] != float64(-32600) || !strings.Contains(msg, "over the limit of 1 MiB (--max-call-size)") {
 			t.Fatalf("reply to the oversized request: %v", m)
 		}
 		send(`{"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo still serving"}},"jsonrpc":"2.0","id":3}`)

@@ -323,7 +323,7 @@ func TestHostileState(t *testing.T) {
 			}
 			e.v = testutil.NewVictim(t, e.mount)
 			live := startHTTP(t, p.args()...)
-			liveCs := connectHTTP(t, live.url, "")
+			liveCs := live.connect(t)
 			_, livePs := hostile(t, liveCs)
 			if mode == "cgroup" {
 				e.live = filepath.Join(p.root, "r"+strconv.Itoa(serverOf(t, live.cmd.Process.Pid))+"-")
@@ -364,7 +364,7 @@ func TestHostileState(t *testing.T) {
 				unix.Mkfifo(filepath.Join(p.stateDir, "fifo"), 0o600)
 				os.Symlink(e.v.Dir, filepath.Join(p.stateDir, "reaper-r4194302-7"))
 				r := startHTTP(t, p.args()...)
-				cs := connectHTTP(t, r.url, "")
+				cs := r.connect(t)
 				if res := bash(t, cs, "echo ok"); res.Output != "ok\n" {
 					t.Errorf("the new instance does not serve: %+v", res)
 				}
@@ -481,7 +481,7 @@ func TestTasksCannotSteerReaper(t *testing.T) {
 					args = append(args, "--user", user)
 				}
 				r := startHTTP(t, args...)
-				cs := connectHTTP(t, r.url, "")
+				cs := r.connect(t)
 				sdir := filepath.Join(instanceState(t, p, r), "s-1")
 				bash(t, cs, "true") // the session's directory exists once it ran something
 				if user != "root" {
@@ -639,7 +639,7 @@ func TestNoWaitATaskCanHold(t *testing.T) {
 
 				p := place(t, mode)
 				r := startHTTP(t, append(append(p.args(), "--grace", grace.String()), userArgs...)...)
-				cs := connectHTTP(t, r.url, "")
+				cs := r.connect(t)
 				ps := nasty(t, cs, dir)
 				start := time.Now()
 				cs.Close() // DELETE
@@ -656,7 +656,7 @@ func TestNoWaitATaskCanHold(t *testing.T) {
 				if left := survivors(t, filepath.Join(dir, "pids"), ps); len(left) > 0 {
 					t.Errorf("survivors: %v", left)
 				}
-				if res := bash(t, connectHTTP(t, r.url, ""), "echo ok"); res.Output != "ok\n" {
+				if res := bash(t, r.connect(t), "echo ok"); res.Output != "ok\n" {
 					t.Errorf("reaper no longer serves: %+v", res)
 				}
 				if !raceEnabled {
@@ -670,7 +670,7 @@ func TestNoWaitATaskCanHold(t *testing.T) {
 				os.Remove(filepath.Join(dir, "more"))
 				p = place(t, mode)
 				r = startHTTP(t, append(append(p.args(), "--grace", "1m"), userArgs...)...)
-				ps = nasty(t, connectHTTP(t, r.url, ""), dir)
+				ps = nasty(t, r.connect(t), dir)
 				r.cmd.Process.Signal(syscall.SIGTERM)
 				// The first signal's teardown under way, as the server says: a second SIGTERM sent
 				// sooner could be merged with the first by the kernel while the guard or the server

@@ -1,0 +1,96 @@
+package mcpserver
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/cgreaper/reaper/internal/textfit"
+)
+
+// message is what the front needs to know of a request's JSON-RPC message, read before the SDK
+// sees it.
+type message struct {
+	method string
+	id     []byte // as it stands in the text; nil for a notification or an id that could not be read
+}
+
+// admitBody reads a POST's body whole, measuring it as it comes (see limits.go), and hands it on
+// only if the limits let it through: a refused message is answered here, with a JSON-RPC error
+// naming the limit when it has an id, and the SDK never sees it. What is kept is at most the largest
+// message a method may send; the rest of one over it is read (to find its id) and thrown away, up to
+// maxDrainBytes, past which the connection is closed. It reports whether to go on.
+func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) (message, bool) {
+	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
+		return message{}, true
+	}
+	if r.ContentLength > maxDrainBytes {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "request body of "+textfit.ByteSize(r.ContentLength)+" refused: the most a message may be is "+textfit.ByteSize(int64(s.limits.most())), http.StatusRequestEntityTooLarge)
+		s.opts.Observer.Refused(RefusedMessage)
+		return message{}, false
+	}
+	sc := s.limits.scanner()
+	most := s.limits.most()
+	var kept bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= int64(most) {
+		kept.Grow(int(r.ContentLength))
+	}
+	chunk := make([]byte, 32<<10)
+	var size int64
+	for {
+		n, err := r.Body.Read(chunk)
+		size += int64(n)
+		sc.Feed(chunk[:n])
+		if size <= int64(most) {
+			kept.Write(chunk[:n])
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil || size > maxDrainBytes {
+			// The client went away, was too slow (httpguard's body deadline), or sends without end:
+			// nothing to answer on this connection.
+			w.Header().Set("Connection", "close")
+			http.Error(w, "request body not read whole: "+errText(err, size), http.StatusRequestEntityTooLarge)
+			s.opts.Observer.Refused(RefusedMessage)
+			return message{}, false
+		}
+	}
+	msg := message{method: sc.Method(), id: sc.ID()}
+	if why := s.limits.check(sc, size); why != "" {
+		s.opts.Observer.Refused(RefusedMessage)
+		s.log.Warn("HTTP message refused", "bytes", size, "why", why, "id", string(msg.id))
+		status := http.StatusBadRequest
+		if sc.Err == nil {
+			status = http.StatusRequestEntityTooLarge
+		}
+		answerError(w, msg, status, codeInvalidRequest, why)
+		return msg, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(kept.Bytes()))
+	r.ContentLength = int64(kept.Len())
+	return msg, true
+}
+
+func errText(err error, size int64) string {
+	if err == nil {
+		return "over " + textfit.ByteSize(maxDrainBytes)
+	}
+	return err.Error() + " after " + textfit.ByteSize(size)
+}
+
+// codeBusy is the JSON-RPC error of a request refused at a cap (an implementation-defined server
+// error, in JSON-RPC's range for those).
+const codeBusy = -32000
+
+// answerError answers the request msg with a JSON-RPC error, or, for a notification, with status.
+func answerError(w http.ResponseWriter, msg message, status, code int, why string) {
+	if line := errorLine(msg.id, code, why); line != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(line)
+		return
+	}
+	http.Error(w, why, status)
+}
