@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -79,7 +81,15 @@ func TestQuickStart(t *testing.T) {
 		done <- cmd.Wait()
 	}()
 	url := awaitStart(t, lines)
-	cs := mcptest.ConnectHTTP(t, url, mcptest.Options{})
+	// As the README says: the token reaper keeps in its state directory.
+	token, err := os.ReadFile(filepath.Join(instance.DefaultStateDir(), instance.TokenFile))
+	if err != nil {
+		t.Fatalf("the Quick start's server keeps no token where the README says: %v", err)
+	}
+	if _, err := mcptest.DialHTTP(t.Context(), url, mcptest.Options{}); err == nil {
+		t.Error("the Quick start's server let a client without its token in")
+	}
+	cs := mcptest.ConnectHTTP(t, url, mcptest.Options{Token: strings.TrimSpace(string(token))})
 	if got := mcptest.Bash(t, cs, "echo quick start").Output; got != "quick start\n" {
 		t.Errorf("bash through the Quick start's server returned %q", got)
 	}

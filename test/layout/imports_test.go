@@ -28,7 +28,7 @@ const module = "github.com/cgreaper/reaper"
 //	                              of its server
 //	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text,
 //	                              the protocol with a PID namespace's init and its small init, the
-//	                              scripts commands run in
+//	                              scripts commands run in, a message's measure before it is decoded
 //	internal/procstat             /proc/<pid>/stat
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
@@ -43,7 +43,7 @@ var layers = [][]string{
 	{"internal/kill"},
 	{"internal/pidns", "internal/tty", "internal/admin", "internal/guard", "internal/pidinit"},
 	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics", "internal/pidwire",
-		"internal/shell", "internal/smallinit"},
+		"internal/shell", "internal/smallinit", "internal/jsonlimit"},
 	{"internal/procstat"},
 }
 
@@ -61,6 +61,7 @@ var allowed = map[string][]string{
 	"internal/textfit":   nil,
 	"internal/shell":     nil,
 	"internal/httpguard": nil,
+	"internal/jsonlimit": nil,
 	"internal/metrics":   nil,
 	"internal/pidns":     {"internal/proc", "internal/procstat", "internal/reap", "internal/pidwire", "internal/smallinit"},
 	"internal/pidinit":   {"internal/procstat", "internal/reap", "internal/pidwire"},
@@ -71,7 +72,7 @@ var allowed = map[string][]string{
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/guard"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
 		"internal/textfit", "internal/guard", "internal/shell", "internal/smallinit"},
-	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit"},
+	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit", "internal/jsonlimit"},
 	"internal/job":               {"reaper", "internal/instance"},
 	"cmd/reaper/internal/early":  {"internal/guard", "internal/reap"},
 	"cmd/reaper/internal/nsinit": {"internal/pidinit", "internal/pidwire"},
