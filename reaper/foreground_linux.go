@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/proc"
@@ -192,9 +191,6 @@ func (s *Session) result(t *task, notice string, budget Budget) Result {
 		Output: wh.Text, Whole: wh, File: t.out.fileInfo(),
 		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut, OOMKilled: info.OOMKilled,
 		Cwd: s.Cwd(), Duration: time.Since(t.started), Notice: notice,
-	}
-	if info.Status.Terminal() && t.cwdNotice != "" { // watch set it before the end
-		res.Notice = strings.TrimPrefix(res.Notice+"; "+t.cwdNotice, "; ")
 	}
 	if res.File.Path != "" {
 		res.OutputID = t.id

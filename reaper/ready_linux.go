@@ -114,7 +114,7 @@ func (s *Session) startReadyLocked() (*readyShell, error) {
 	gate := os.NewFile(uintptr(p[0]), "gate")
 	defer gate.Close() // the shell's end, which it has once started
 	rs.gate = os.NewFile(uintptr(p[1]), "gate")
-	if rs.sp, err = s.launchLocked(t, "", launch{loader: &loaderFiles{command: rs.command, gate: gate}}); err != nil {
+	if rs.sp, _, err = s.launchLocked(t, "", launch{loader: &loaderFiles{command: rs.command, gate: gate}}); err != nil {
 		rs.command.Close()
 		rs.gate.Close()
 		return nil, fmt.Errorf("ready shell: %w", err)

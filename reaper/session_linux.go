@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
@@ -136,7 +136,7 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 	if err := s.admitLocked(l.background); err != nil {
 		return nil, "", err
 	}
-	notice := s.checkCwdLocked()
+	var notice string
 	t, sp, ready := s.takeReadyLocked(command, listed, l)
 	if !ready {
 		id := newID("t-")
@@ -146,7 +146,7 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 			out: newOutput(s.outputs, id+".out"),
 		}
 		var err error
-		if sp, err = s.launchLocked(t, command, l); err != nil {
+		if sp, notice, err = s.launchLocked(t, command, l); err != nil {
 			return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 		}
 	}
@@ -190,39 +190,19 @@ func (s *Session) admitLocked(background bool) error {
 	return nil
 }
 
-// checkCwdLocked moves the session from a working directory that no longer exists (a command removed
-// it, or another process did) to the nearest directory above it that exists, and says so. It stats
-// the directories, as root: it never opens them.
-func (s *Session) checkCwdLocked() (notice string) {
-	gone := s.cwd
-	for dir := gone; ; dir = filepath.Dir(dir) {
-		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-			if dir == gone {
-				return ""
-			}
-			s.cwd = dir
-			break
-		}
-		if dir == "/" || !filepath.IsAbs(dir) {
-			s.cwd = s.workDir
-			break
-		}
-	}
-	return fmt.Sprintf("the working directory %s no longer exists; the next command runs in %s", gone, s.cwd)
-}
-
 // launchLocked gives t its leaf (creating the session's slice on its first command), its output
-// pipe or terminal, its input and its process. On failure it undoes what it did.
-func (s *Session) launchLocked(t *task, command string, l launch) (spawned, error) {
+// pipe or terminal, its input and its process. On failure it undoes what it did. The notice, if any,
+// says that the session's working directory could not be entered (see enterableDir).
+func (s *Session) launchLocked(t *task, command string, l launch) (spawned, string, error) {
 	if s.r.root != nil {
 		if err := s.placeLocked(t); err != nil {
-			return spawned{}, err
+			return spawned{}, "", err
 		}
 	}
 	io, err := s.r.taskFiles(t, l)
 	if err != nil {
 		s.releaseLeafLocked(t.leaf)
-		return spawned{}, err
+		return spawned{}, "", err
 	}
 	defer io.closeChild()
 	var cwdW *os.File
@@ -230,7 +210,7 @@ func (s *Session) launchLocked(t *task, command string, l launch) (spawned, erro
 		if t.cwd, cwdW, err = s.r.cwdPipe(); err != nil {
 			io.closeOurs()
 			s.releaseLeafLocked(t.leaf)
-			return spawned{}, fmt.Errorf("working-directory pipe: %w", err)
+			return spawned{}, "", fmt.Errorf("working-directory pipe: %w", err)
 		}
 		defer cwdW.Close()
 	}
@@ -251,15 +231,46 @@ func (s *Session) launchLocked(t *task, command string, l launch) (spawned, erro
 		spec.argv = []string{s.r.shell, "-c", shell.Script(command, cwdW != nil, s.r.dupCwd, s.r.bash)}
 	}
 	sp, err := s.spawnLocked(spec)
+	var notice string
+	if err != nil && spec.dir != s.workDir && !enterableDir(err) {
+		// The directory is the tasks' to enter, with their credentials: the child changes into it
+		// after it has taken them, and reaper never looks at it itself, not even with stat (which
+		// would tell a task, as root, what exists where it cannot look). Where it cannot, the
+		// session goes back to where it started and says so.
+		notice = fmt.Sprintf("the working directory %s cannot be entered (%v); the session is back in %s, where it started", spec.dir, errnoOf(err), s.workDir)
+		s.cwd, spec.dir = s.workDir, s.workDir
+		sp, err = s.spawnLocked(spec)
+	}
 	if err != nil {
 		io.closeOurs()
 		t.closeCwd()
 		s.releaseLeafLocked(t.leaf)
-		return spawned{}, err
+		return spawned{}, "", err
 	}
 	t.pid, t.start = sp.pid, sp.start
 	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
-	return sp, nil
+	return sp, notice, nil
+}
+
+// enterableDir reports whether a failed spawn's error leaves the working directory above suspicion:
+// false for the errors of a chdir that failed (the directory is gone, or the tasks' user may not
+// enter it), which the spawn reports as its own.
+func enterableDir(err error) bool {
+	for _, e := range []syscall.Errno{syscall.ENOENT, syscall.EACCES, syscall.ENOTDIR, syscall.ELOOP, syscall.ENAMETOOLONG} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	return true
+}
+
+// errnoOf is the system's words for the errno err wraps, or err's own.
+func errnoOf(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
 }
 
 // taskIO are a task's standard files: the child's ends, which the spawn passes on, and reaper's,
@@ -432,8 +443,7 @@ func (s *Session) watch(t *task, sp spawned) {
 	if t.cwd != nil && !t.isBackground() {
 		if dir, ok := shell.ReadCwd(t.cwd); ok {
 			s.mu.Lock()
-			s.cwd = dir
-			t.cwdNotice = s.checkCwdLocked() // the command may have removed its own directory
+			s.cwd = dir // if the command removed it, the next command says so (see launchLocked)
 			s.mu.Unlock()
 		}
 	}

@@ -81,7 +81,6 @@ type task struct {
 	pump                     *pump
 	in                       *tty.Input    // its open standard input; nil: /dev/null
 	cwd                      *os.File      // read end of the working-directory pipe (foreground tasks); closed by watch
-	cwdNotice                string        // set by watch before done is closed: what became of the directory
 	oomBase                  int64         // oom_kill of the leaf when the task started
 	done                     chan struct{} // closed when the task is terminal
 

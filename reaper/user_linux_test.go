@@ -74,6 +74,13 @@ func userHelper() int {
 	s.Run(context.Background(), "cd /tmp", RunOptions{Timeout: time.Minute})
 	out, _ := s.Run(context.Background(), "pwd", RunOptions{Timeout: time.Minute})
 	res.Outputs["cwd"] = strings.TrimSpace(out.Output)
+	// A directory a task hands back that its user cannot enter (it wrote the name itself): reaper
+	// does not look at it; the next command goes back to where the session started, and says why.
+	s.Run(context.Background(), fmt.Sprintf(`builtin trap - EXIT; printf '%%s\n\0' %s/secret/inner >/dev/fd/97`, dir), RunOptions{Timeout: time.Minute})
+	out, _ = s.Run(context.Background(), "pwd", RunOptions{Timeout: time.Minute})
+	res.Outputs["forged"] = strings.TrimSpace(out.Output) + " | " + out.Notice
+	out, _ = s.Run(context.Background(), "pwd", RunOptions{Timeout: time.Minute})
+	res.Outputs["after"] = strings.TrimSpace(out.Output) + " | " + out.Notice
 	res.NoClone3 = r.noClone3.Load()
 	rep, err := s.Close(context.Background())
 	res.Report = rep.String()
@@ -98,6 +105,10 @@ func TestUser(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
+	if err := os.MkdirAll(filepath.Join(dir, "secret", "inner"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(dir, "secret"), 0o700) // root's: the user cannot enter it
 	setuid := filepath.Join(dir, "id-setuid")
 	if out, err := exec.Command("cp", "/usr/bin/id", setuid).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -130,6 +141,8 @@ func TestUser(t *testing.T) {
 				"cgroupfs": "1", "environ": "1", "signal": "1",
 				"setuid": strconv.Itoa(tu.Uid),
 				"cwd":    "/tmp",
+				"forged": dir + " | the working directory " + dir + "/secret/inner cannot be entered (permission denied); the session is back in " + dir + ", where it started",
+				"after":  dir + " | ",
 			}
 			for k, v := range want {
 				if out[k] != v {
