@@ -63,6 +63,14 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	if status == 0 {
 		r, srv, err = newServer(c, link, log, o)
 	}
+	if err == nil && status == 0 && a.own {
+		// Once the Reaper runs (its state directory is made and checked): a start that fails
+		// leaves nothing new behind.
+		if err = a.ownToken(c.stateDir); err != nil {
+			srv.Close(context.Background())
+			r.Close(context.Background())
+		}
+	}
 	if err != nil || status != 0 {
 		if ln != nil {
 			ln.Close()
@@ -267,12 +275,13 @@ func startAttrs(r *reaper.Reaper, o *ops) []any {
 // the one).
 type httpAuth struct {
 	tokens    map[string]string
-	tokenPath string // reaper's own token's file, when no token was configured
+	own       bool   // no token was configured: reaper's own is the one (see ownToken)
+	tokenPath string // reaper's own token's file, once read
 	insecure  bool   // --insecure-no-auth
 }
 
 // auth returns how HTTP clients authenticate: the tokens configured; else, unless
-// --insecure-no-auth, reaper's own token (see instance.StateToken). Over stdio there is none.
+// --insecure-no-auth, reaper's own token (see ownToken). Over stdio there is none.
 func (c serveConfig) auth() (httpAuth, error) {
 	if c.http == "" {
 		return httpAuth{}, nil
@@ -281,14 +290,18 @@ func (c serveConfig) auth() (httpAuth, error) {
 		return httpAuth{insecure: true}, nil
 	}
 	tokens, err := c.tokens()
-	if err != nil || len(tokens) > 0 {
-		return httpAuth{tokens: tokens}, err
-	}
-	tok, path, err := instance.StateToken(c.stateDir)
+	return httpAuth{tokens: tokens, own: err == nil && len(tokens) == 0}, err
+}
+
+// ownToken reads reaper's own token from the state directory, making it if it is missing (see
+// instance.StateToken).
+func (a *httpAuth) ownToken(stateDir string) error {
+	tok, path, err := instance.StateToken(stateDir)
 	if err != nil {
-		return httpAuth{}, fmt.Errorf("%w; or give a token (--token-file, REAPER_TOKEN)", err)
+		return fmt.Errorf("%w; or give a token (--token-file, REAPER_TOKEN)", err)
 	}
-	return httpAuth{tokens: map[string]string{tok: "token"}, tokenPath: path}, nil
+	a.tokens, a.tokenPath = map[string]string{tok: "token"}, path
+	return nil
 }
 
 // text is what the start-up line says of authentication: never a token.

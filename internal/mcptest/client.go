@@ -31,7 +31,7 @@ type Options struct {
 	Protocol string
 	// Token, if set, is sent as a bearer token over HTTP.
 	Token string
-	// HTTPClient, if set, carries the HTTP requests (Token is then the caller's to set).
+	// HTTPClient, if set, carries the HTTP requests (with Token added to each).
 	HTTPClient *http.Client
 	// Client configures the client (its notification handlers, say); nil is the default.
 	Client *mcp.ClientOptions
@@ -57,8 +57,13 @@ func DialHTTP(ctx context.Context, url string, opts Options) (*mcp.ClientSession
 		opts.Protocol = Sessions
 	}
 	hc := opts.HTTPClient
-	if hc == nil {
+	switch {
+	case hc == nil:
 		hc = HTTPClient(opts.Token)
+	case opts.Token != "":
+		with := *hc
+		with.Transport = bearer{token: opts.Token, base: hc.Transport}
+		hc = &with
 	}
 	return Dial(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, opts)
 }
@@ -112,15 +117,22 @@ func HTTPClient(token string) *http.Client {
 	if token == "" {
 		return &http.Client{}
 	}
-	return &http.Client{Transport: bearer(token)}
+	return &http.Client{Transport: bearer{token: token}}
 }
 
-type bearer string
+// bearer adds a bearer token to every request it carries on base (nil: http.DefaultTransport).
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	if b.base == nil {
+		return http.DefaultTransport.RoundTrip(r)
+	}
+	return b.base.RoundTrip(r)
 }
 
 // Caller calls tools: a *mcp.ClientSession, or a *Workspace.

@@ -205,7 +205,7 @@ print("ok" if getpass.getpass("Password: ") == "hunter2" else "wrong")'`, tty...
 func TestInteractiveWorkspace(t *testing.T) {
 	p := place(t, "")
 	srv := startHTTP(t, p.args()...)
-	cs := mcptest.ConnectHTTP(t, srv.url, mcptest.Options{Protocol: mcptest.Workspaces})
+	cs := mcptest.ConnectHTTP(t, srv.url, mcptest.Options{Protocol: mcptest.Workspaces, Token: srv.token})
 	w, _ := mcptest.OpenWorkspace(t, cs)
 	rd := started(t, w, pidLine+`read -p "name? " n; echo "hello $n"; exec sleep 1000`, "tty", true)
 	procs := taskProcs(t, awaitInput(t, w, rd, "name? "))

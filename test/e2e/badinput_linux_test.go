@@ -68,7 +68,10 @@ func TestBadHTTPInput(t *testing.T) {
 		{name: "DELETE with a rebinding Host", method: http.MethodDelete, host: "evil.example", want: 403},
 		{name: "PUT", method: http.MethodPut, want: 405},
 		{name: "a header of 2 MB", header: map[string]string{"X-Filler": strings.Repeat("a", 2<<20)}, want: 431},
-		{name: "a body of 17 MiB", body: fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":{"command":"touch X; : %s"}}}`, strings.Repeat("x", 17<<20)), want: 413},
+		{name: "a body of 17 MiB", body: fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":{"command":"touch X; : %s"}}}`, strings.Repeat("x", 17<<20)), want: 200, wantText: "over the limit of 1 MiB (--max-call-size)"},
+		{name: "a body of 65 MiB", body: fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":{"command":"touch X; : %s"}}}`, strings.Repeat("x", 65<<20)), want: 413,
+			// refused by its length, unread: a client that waits for 100 Continue gets the answer
+			header: map[string]string{"Expect": "100-continue"}},
 		{name: "DELETE without a session id", method: http.MethodDelete, session: "-", want: 400},
 		{name: "a tools/call without a session id", session: "-", wantText: `"error"`, want: 200},
 		{name: "an unknown method", body: `{"jsonrpc":"2.0","id":9,"method":"processes/killall"}`, want: 400},

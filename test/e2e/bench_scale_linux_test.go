@@ -23,8 +23,9 @@ import (
 
 // httpTarget is a server under an HTTP benchmark.
 type httpTarget struct {
-	url  string
-	pids []int // the processes whose memory and CPU count: reaper's guard and server, or lean
+	url   string
+	token string // the bearer token reaper requires; "" for lean
+	pids  []int  // the processes whose memory and CPU count: reaper's guard and server, or lean
 	// left counts the sessions the server still holds; 0 where a session ends with its DELETE.
 	left func() int
 }
@@ -50,8 +51,9 @@ func reaperTarget(b *testing.B, args ...string) httpTarget {
 	rp := startHTTP(b, append(p.args(), args...)...)
 	guard := rp.cmd.Process.Pid
 	return httpTarget{
-		url:  rp.url,
-		pids: []int{guard, serverOf(b, guard)},
+		url:   rp.url,
+		token: rp.token,
+		pids:  []int{guard, serverOf(b, guard)},
 		left: func() int {
 			m, _ := filepath.Glob(filepath.Join(p.stateDir, "reaper-*", "s-*"))
 			return len(m)
@@ -68,10 +70,10 @@ func leanTarget(b *testing.B) httpTarget {
 
 // openSessions opens n sessions to url, conc at a time, each with one bash call (`echo hi`), so that
 // reaper has made each one's cgroup.
-func openSessions(url string, client *http.Client, n, conc int) ([]*mcp.ClientSession, error) {
+func openSessions(t httpTarget, client *http.Client, n, conc int) ([]*mcp.ClientSession, error) {
 	out := make([]*mcp.ClientSession, n)
 	err := parallel(n, conc, func(i int) error {
-		cs, err := mcptest.DialHTTP(context.Background(), url, mcptest.Options{HTTPClient: client})
+		cs, err := mcptest.DialHTTP(context.Background(), t.url, mcptest.Options{HTTPClient: client, Token: t.token})
 		if err != nil {
 			return err
 		}
@@ -237,7 +239,7 @@ func benchIdleSessions(b *testing.B, sessions int) {
 	}
 	measure := func(t httpTarget) figures {
 		client := benchClient(64)
-		warm, err := openSessions(t.url, client, 1, 1)
+		warm, err := openSessions(t, client, 1, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -245,7 +247,7 @@ func benchIdleSessions(b *testing.B, sessions int) {
 		awaitEnded(b, t)
 		before := rssKiB(b, t.pids)
 		start := time.Now()
-		ss, err := openSessions(t.url, client, sessions, 16)
+		ss, err := openSessions(t, client, sessions, 16)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -345,7 +347,7 @@ func benchChurn(b *testing.B, workers int, args ...string) {
 			}()
 			start := time.Now()
 			err := parallel(sessions, workers, func(int) error {
-				ss, err := openSessions(t.url, client, 1, 1)
+				ss, err := openSessions(t, client, 1, 1)
 				closeSessions(ss, 1)
 				return err
 			})
@@ -405,7 +407,7 @@ func benchSessionApart(b *testing.B, args ...string) {
 	leanRequests, reaperRequests := newRequestTimer(1), newRequestTimer(1)
 	one := func(t httpTarget, requests *requestTimer) (session, call time.Duration) {
 		start := time.Now()
-		cs, err := mcptest.DialHTTP(context.Background(), t.url, mcptest.Options{HTTPClient: requests.client})
+		cs, err := mcptest.DialHTTP(context.Background(), t.url, mcptest.Options{HTTPClient: requests.client, Token: t.token})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -96,7 +96,7 @@ func TestRefusedRequestsHaveNoEffect(t *testing.T) {
 func TestKeepAliveToleratesABusyClient(t *testing.T) {
 	const every = time.Second
 	p := startHTTP(t, append(cgroupArgs(t), "--keepalive", every.String())...)
-	client, ps := startClient(t, p.url)
+	client, ps := startClient(t, p)
 	time.Sleep(every) // not readiness: a ping or two answered first
 	client.Process.Signal(syscall.SIGSTOP)
 	time.Sleep(2 * every) // not readiness: the client is unresponsive for two intervals

@@ -69,7 +69,7 @@ func TestChurn(t *testing.T) {
 			defer wg.Done()
 			for i := range work {
 				abandon := i%2 == 1
-				ps, deleted, err := churnSession(r.url, mark, filepath.Join(dir, strconv.Itoa(i)), abandon)
+				ps, deleted, err := churnSession(r, mark, filepath.Join(dir, strconv.Itoa(i)), abandon)
 				mu.Lock()
 				all = append(all, ps...)
 				mu.Unlock()
@@ -138,11 +138,11 @@ func TestChurn(t *testing.T) {
 // churnSession runs one session: a foreground command, then a background task whose setsid child
 // and own shell record their pids in file; it holds the session for churnHold and then ends it by
 // DELETE or abandons it. It returns the processes recorded, and whether reaper answered the DELETE.
-func churnSession(url, mark, file string, abandon bool) (ps []testutil.Proc, deleted bool, err error) {
+func churnSession(r *reaperProc, mark, file string, abandon bool) (ps []testutil.Proc, deleted bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	hc := newCuttableClient()
-	cs, err := mcptest.DialHTTP(ctx, url, mcptest.Options{HTTPClient: hc.Client})
+	cs, err := mcptest.DialHTTP(ctx, r.url, mcptest.Options{HTTPClient: hc.Client, Token: r.token})
 	if err != nil {
 		return nil, false, fmt.Errorf("connect: %w", err)
 	}

@@ -462,6 +462,7 @@ func TestDeleteAnsweredWithinASecond(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodPost, r.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Authorization", "Bearer "+r.token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if resp, err := testutil.Do(req); err != nil {

@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"bufio"
-	"crypto/rand"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -319,20 +319,24 @@ func connectCommand(t testing.TB, cmd *exec.Cmd) *mcp.ClientSession {
 // file, --insecure-no-auth): reaper serve requires a token over HTTP, and would otherwise make its
 // own in the state directory.
 func withToken(cmd *exec.Cmd) string {
-	if !slices.Contains(cmd.Args, "serve") || !slices.ContainsFunc(cmd.Args, func(a string) bool { return strings.HasPrefix(a, "--http") }) {
-		return ""
-	}
-	for _, a := range cmd.Args {
-		if strings.HasPrefix(a, "--token") || strings.HasPrefix(a, "--insecure-no-auth") {
-			return ""
-		}
-	}
 	env := cmd.Env
 	if env == nil {
 		env = os.Environ()
 	}
+	args := cmd.Args
 	for _, e := range env {
 		if strings.HasPrefix(e, "REAPER_TOKEN") || strings.HasPrefix(e, "REAPER_INSECURE_NO_AUTH=") {
+			return ""
+		}
+		if a, ok := strings.CutPrefix(e, "E2E_ARGS="); ok { // a helper that runs the binary with them
+			args = append(args, strings.Fields(a)...)
+		}
+	}
+	if !slices.Contains(args, "serve") || !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--http") }) {
+		return ""
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--token") || strings.HasPrefix(a, "--insecure-no-auth") {
 			return ""
 		}
 	}
@@ -396,12 +400,12 @@ func lineReader(r io.Reader) <-chan string {
 	return ch
 }
 
-// startClient runs this binary as the "client" helper against url: a separate process that starts a
+// startClient runs this binary as the "client" helper against p: a separate process that starts a
 // background task with a setsid escapee and then waits. It returns the client and the task's
 // processes; cleanup kills the client.
-func startClient(t testing.TB, url string, env ...string) (*exec.Cmd, []testutil.Proc) {
+func startClient(t testing.TB, p *reaperProc, env ...string) (*exec.Cmd, []testutil.Proc) {
 	t.Helper()
-	client := testutil.Helper("client", append([]string{"E2E_URL=" + url}, env...)...)
+	client := testutil.Helper("client", append([]string{"E2E_URL=" + p.url, "E2E_TOKEN=" + p.token}, env...)...)
 	client.Stderr = nil
 	out, _ := client.StdoutPipe()
 	if err := client.Start(); err != nil {

@@ -198,12 +198,12 @@ func appendRow(row string) {
 	}
 }
 
-// matrixClient connects to E2E_URL, runs E2E_SCRIPT as a background task, waits until the file
+// matrixClient connects to E2E_URL (with E2E_TOKEN), runs E2E_SCRIPT as a background task, waits until the file
 // E2E_ROWS has E2E_LINES lines, prints READY and waits to be killed or stopped: a client that vanishes.
 func matrixClient() int {
 	ctx, cancel := context.WithTimeout(context.Background(), helperDeadline)
 	defer cancel()
-	cs, err := mcptest.DialHTTP(ctx, os.Getenv("E2E_URL"), mcptest.Options{})
+	cs, err := mcptest.DialHTTP(ctx, os.Getenv("E2E_URL"), mcptest.Options{Token: os.Getenv("E2E_TOKEN")})
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1
@@ -634,7 +634,7 @@ func (sc *scenario) viaClient() {
 	}
 	r := startHTTP(t, sc.reaperArgs(extra...)...)
 	sc.guard, sc.done, sc.served = r.cmd.Process.Pid, r.done, r
-	client := testutil.Helper("matrix-client", "E2E_URL="+r.url, "E2E_SCRIPT="+sc.script("1000"),
+	client := testutil.Helper("matrix-client", "E2E_URL="+r.url, "E2E_TOKEN="+r.token, "E2E_SCRIPT="+sc.script("1000"),
 		"E2E_ROWS="+sc.file, "E2E_LINES="+strconv.Itoa(sc.lines()))
 	client.Stderr = nil
 	out, _ := client.StdoutPipe()

@@ -141,7 +141,7 @@ func TestInsecureNoAuth(t *testing.T) {
 	if code, body := testutil.Get(t, p.admin+"/readyz", ""); code != http.StatusOK || !strings.HasPrefix(body, "ready: WARNING: no authentication") {
 		t.Errorf("/readyz: %d %q", code, body)
 	}
-	root := mcptest.ConnectHTTP(t, p.url, mcptest.Options{Protocol: mcptest.Workspaces})
+	root := mcptest.ConnectHTTP(t, p.url, mcptest.Options{Protocol: mcptest.Workspaces, Token: p.token})
 	w, opened := mcptest.OpenWorkspace(t, root)
 	handle := opened.Workspace
 	bash(t, w, "echo root-secret")
@@ -149,7 +149,7 @@ func TestInsecureNoAuth(t *testing.T) {
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"workspace_list","arguments":{},` + meta + `}}`
 	run := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"workspace":"` + handle + `","command":"id"},` + meta + `}}`
 	hdr := `MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n`
-	out := asUser(t, tu, rawPost+`post "$HDR" "$LIST"; post "$HDR" "$RUN"`, "PORT="+portOf(t, p.url), "HDR="+hdr, "LIST="+list, "RUN="+run)
+	out := asUser(t, tu, rawPost+`post "$HDR"'Mcp-Name: workspace_list\r\n' "$LIST"; post "$HDR"'Mcp-Name: bash\r\n' "$RUN"`, "PORT="+portOf(t, p.url), "HDR="+hdr, "LIST="+list, "RUN="+run)
 	if !strings.Contains(out, "No open workspaces") || strings.Contains(out, handle+" ") || !strings.Contains(out, "no open workspace of yours has this handle") || strings.Contains(out, "uid=0") {
 		t.Errorf("a local user reached root's workspace:\n%s", out)
 	}
@@ -242,8 +242,8 @@ func postJSON(t testing.TB, p *reaperProc, sid, body string) map[string]any {
 	return nil
 }
 
-// TestHostileJSON: a 14.5 MB call of 1.2 million keys, a call of a million bytes in 150,000 keys,
-// and one nested 100 deep are each refused before they are decoded, with an error that names the
+// TestHostileJSON: a 14.5 MB call of 1.2 million keys, a call of 12,000 keys, a ping of 100 KB,
+// and a call nested 100 deep are each refused before they are decoded, with an error that names the
 // limit, and the session goes on.
 func TestHostileJSON(t *testing.T) {
 	p := startHTTP(t, cgroupArgs(t)...)
@@ -253,9 +253,9 @@ func TestHostileJSON(t *testing.T) {
 		name, body, want string
 	}{
 		{"14.5 MB of keys", hostileCall(11, 1200000, 1), "over the limit of 1 MiB (--max-call-size)"},
-		{"150,000 keys in a MiB", hostileCall(12, 150000, 0), "a message holds at most 10000 values"},
+		{"12,000 keys", hostileCall(12, 12000, 0), "a message holds at most 10000 values"},
 		{"100 deep", `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"bash","arguments":{"command":"true","x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}}`, "nest at most 32 deep"},
-		{"a ping of 100 KB", `{"jsonrpc":"2.0","id":14,"method":"ping","params":{"x":"` + strings.Repeat("y", 100000) + `"}}`, "a ping message of 100062 bytes is over the limit of 64 KiB"},
+		{"a ping of 100 KB", `{"jsonrpc":"2.0","id":14,"method":"ping","params":{"x":"` + strings.Repeat("y", 100000) + `"}}`, "bytes is over the limit of 64 KiB"},
 	} {
 		m := postJSON(t, p, cs.ID(), tc.body)
 		e, _ := m["error"].(map[string]any)

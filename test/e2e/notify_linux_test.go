@@ -34,7 +34,7 @@ func TestProgressAndTaskEndNotifications(t *testing.T) {
 		},
 	}
 	ctx := context.Background()
-	cs, err := mcptest.DialHTTP(ctx, p.url, mcptest.Options{Client: handlers})
+	cs, err := mcptest.DialHTTP(ctx, p.url, mcptest.Options{Client: handlers, Token: p.token})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestCrossOriginAndRebinding(t *testing.T) {
 
 func TestKeepAliveEndsUnresponsiveClient(t *testing.T) {
 	p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String(), "--keepalive", "500ms", "--idle-timeout", "10m")...)
-	client, ps := startClient(t, p.url)
+	client, ps := startClient(t, p)
 	// A stopped client keeps its connections open but answers no ping.
 	client.Process.Signal(syscall.SIGSTOP)
 	stopped := time.Now()

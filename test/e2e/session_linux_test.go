@@ -24,7 +24,7 @@ var helpers = map[string]func() int{
 	"client": func() int {
 		ctx, cancel := context.WithTimeout(context.Background(), helperDeadline)
 		defer cancel()
-		cs, err := mcptest.DialHTTP(ctx, os.Getenv("E2E_URL"), mcptest.Options{})
+		cs, err := mcptest.DialHTTP(ctx, os.Getenv("E2E_URL"), mcptest.Options{Token: os.Getenv("E2E_TOKEN")})
 		if err != nil {
 			fmt.Println("ERR", err)
 			return 1
@@ -228,7 +228,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 	t.Run("idle timeout with a killed client", func(t *testing.T) {
 		idle := 2 * time.Second
 		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String(), "--idle-timeout", idle.String())...)
-		client, ps := startClient(t, p.url)
+		client, ps := startClient(t, p)
 		client.Process.Signal(syscall.SIGKILL)
 		killed := time.Now()
 		testutil.AwaitDead(t, ps, idle+grace+time.Second)
@@ -238,7 +238,7 @@ func TestSessionEndKillsEverything(t *testing.T) {
 		idle := 2 * time.Second
 		p := startHTTP(t, append(cgroupArgs(t), "--grace", grace.String(), "--idle-timeout", idle.String())...)
 		pidFile := t.TempDir() + "/pid"
-		client, ps := startClient(t, p.url, "E2E_PIDFILE="+pidFile)
+		client, ps := startClient(t, p, "E2E_PIDFILE="+pidFile)
 		ps = append(ps, pidFromFile(t, pidFile))
 		client.Process.Signal(syscall.SIGKILL)
 		killed := time.Now()
@@ -287,6 +287,7 @@ func TestDeleteDuringLongCall(t *testing.T) {
 	ps := []testutil.Proc{pidFromFile(t, pidFile)}
 	req, _ := http.NewRequest(http.MethodDelete, p.url, nil)
 	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Authorization", "Bearer "+p.token)
 	start := time.Now()
 	resp, err := testutil.Do(req)
 	if err != nil {
@@ -320,14 +321,14 @@ func TestBadInput(t *testing.T) {
 		{"bash", map[string]any{"command": "true", "timeout": "soon"}, "timeout"},
 		{"bash", map[string]any{"command": "true", "timeout": 0}, "between 1 and 600000"},
 		{"bash", map[string]any{"command": "true", "timeout": 600001}, "between 1 and 600000"},
-		{"bash", map[string]any{"command": strings.Repeat("x", 10<<20)}, "limit"},
+		{"bash", map[string]any{"command": strings.Repeat("x", 900<<10)}, "limit"},
 		{"task_output", map[string]any{}, "task_id"},
 		{"task_output", map[string]any{"task_id": "t-0123456789abcdef"}, "unknown task"},
 		{"task_output", map[string]any{"task_id": otherTask}, "unknown task"},
 		{"task_output", map[string]any{"task_id": otherTask, "block": true, "timeout": -5}, "between 1 and 600000"},
 		{"task_stop", map[string]any{"task_id": otherTask}, "unknown task"},
-		{"bash", map[string]any{"command": "true", "run_in_background": true, "description": strings.Repeat("d", 10<<20)}, "the limit is 1024"},
-		{"task_output", map[string]any{"task_id": "t-" + strings.Repeat("0", 10<<20)}, "unknown task"},
+		{"bash", map[string]any{"command": "true", "run_in_background": true, "description": strings.Repeat("d", 900<<10)}, "the limit is 1024"},
+		{"task_output", map[string]any{"task_id": "t-" + strings.Repeat("0", 900<<10)}, "unknown task"},
 	} {
 		res := callTool(t, cs, tc.tool, tc.args)
 		if len(textOf(res)) > 1000 {
@@ -414,8 +415,8 @@ func TestCommandLine(t *testing.T) {
 	if out, code := run(nil, "version"); code != 0 || !strings.HasPrefix(out, "reaper ") {
 		t.Errorf("version: %d %q", code, out)
 	}
-	if out, code := run(nil, "serve", "--http", "0.0.0.0:0"); code == 0 || !strings.Contains(out, "refusing") || !strings.Contains(out, "token") {
-		t.Errorf("a public address without a token: exit %d, %q", code, out)
+	if out, code := run(nil, "serve", "--http", "0.0.0.0:0", "--insecure-no-auth"); code != 2 || !strings.Contains(out, "refusing --insecure-no-auth") {
+		t.Errorf("a public address without authentication: exit %d, %q", code, out)
 	}
 	if out, code := run([]string{"REAPER_MAX_TASKS=zero"}, "serve"); code != 2 || !strings.Contains(out, "REAPER_MAX_TASKS") {
 		t.Errorf("a bad environment value: exit %d, %q", code, out)
