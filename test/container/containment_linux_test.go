@@ -58,7 +58,7 @@ func TestContainmentModes(t *testing.T) {
 			if s.containment != m.want {
 				t.Fatalf("reaper chose %s containment, want %s\n%s", s.containment, m.want, logs(s.name))
 			}
-			cs := connectHTTP(t, s.url)
+			cs := s.connect(t)
 			ps := escapees(t, cs, s.container)
 			if m.want == "cgroup" {
 				mine := s.cgroupV2()
@@ -84,7 +84,7 @@ func TestContainmentModes(t *testing.T) {
 		// the slices reaper left below the container's cgroup.
 		t.Run(m.name+", podman kill", func(t *testing.T) {
 			s := startSidecar(t, serveOpts{podman: m.podman})
-			ps := escapees(t, connectHTTP(t, s.url), s.container)
+			ps := escapees(t, s.connect(t), s.container)
 			if _, err := suite.pm.run("kill", s.name); err != nil {
 				t.Fatal(err)
 			}

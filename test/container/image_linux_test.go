@@ -16,7 +16,7 @@ import (
 
 // TestImageConfig checks how the image is meant to be run: reaper as the entrypoint, `serve` (over
 // stdio) as the default command, /workspace as the working directory; reaper's subcommands as the
-// container's arguments; and reaper's refusal to listen beyond loopback without a token holds in the
+// container's arguments; and reaper's refusal to serve beyond loopback without authentication holds in the
 // image too.
 func TestImageConfig(t *testing.T) {
 	need(t)
@@ -35,9 +35,9 @@ func TestImageConfig(t *testing.T) {
 	if !strings.HasPrefix(out, "reaper ") {
 		t.Errorf("reaper version in the image printed %q", out)
 	}
-	_, err = pm.run("run", "--rm", "--pull=never", "--network", "none", "--cgroup-parent", pm.cgroupParent, suite.image, "serve", "--http", "0.0.0.0:8765")
-	if err == nil || !strings.Contains(err.Error(), "without a token") || !strings.Contains(err.Error(), "exit status 2") {
-		t.Errorf("serve --http 0.0.0.0:8765 without a token: %v, want a refusal with exit status 2", err)
+	_, err = pm.run("run", "--rm", "--pull=never", "--network", "none", "--cgroup-parent", pm.cgroupParent, suite.image, "serve", "--http", "0.0.0.0:8765", "--insecure-no-auth")
+	if err == nil || !strings.Contains(err.Error(), "refusing --insecure-no-auth") || !strings.Contains(err.Error(), "exit status 2") {
+		t.Errorf("serve --http 0.0.0.0:8765 --insecure-no-auth: %v, want a refusal with exit status 2", err)
 	}
 }
 

@@ -153,7 +153,7 @@ func kubePlay(t *testing.T, render, dir string) {
 	checkProbes(t, probe, probes, s.containment, adminToken)
 
 	hc := &http.Client{Transport: bearer{token: mcpToken, next: probe.Transport}}
-	cs := connectHTTPWith(t, s.url, hc)
+	cs := connectHTTPWith(t, s.url, hc, "")
 	var id struct {
 		Output string `json:"output"`
 	}
@@ -168,7 +168,7 @@ func kubePlay(t *testing.T, render, dir string) {
 	s.sessionEnd(t, ps)
 
 	// The pod's end: reaper gets SIGTERM and ends the session still open itself.
-	ps = escapees(t, connectHTTPWith(t, s.url, hc), s.container)
+	ps = escapees(t, connectHTTPWith(t, s.url, hc, ""), s.container)
 	if _, err := pm.run("pod", "stop", "-t", "30", pod); err != nil {
 		t.Fatal(err)
 	}

@@ -24,17 +24,17 @@ func connectStdio(t *testing.T, cmd *exec.Cmd) *mcp.ClientSession {
 	return mcptest.ConnectCommand(t, cmd, mcptest.Options{})
 }
 
-// connectHTTP connects the go-sdk client to url as a session (MCP 2025-11-25: the tools then need no
-// workspace handle). Cleanup closes the client (DELETE).
-func connectHTTP(t *testing.T, url string) *mcp.ClientSession {
+// connect connects the go-sdk client to s as a session (MCP 2025-11-25: the tools then need no
+// workspace handle), with s's token. Cleanup closes the client (DELETE).
+func (s *sidecar) connect(t *testing.T) *mcp.ClientSession {
 	t.Helper()
-	return connectHTTPWith(t, url, nil)
+	return connectHTTPWith(t, s.url, nil, s.token)
 }
 
-// connectHTTPWith is connectHTTP with the HTTP client hc (nil: the default one).
-func connectHTTPWith(t *testing.T, url string, hc *http.Client) *mcp.ClientSession {
+// connectHTTPWith connects to url with the HTTP client hc (nil: the default one), and token if set.
+func connectHTTPWith(t *testing.T, url string, hc *http.Client, token string) *mcp.ClientSession {
 	t.Helper()
-	return mcptest.ConnectHTTP(t, url, mcptest.Options{HTTPClient: hc})
+	return mcptest.ConnectHTTP(t, url, mcptest.Options{HTTPClient: hc, Token: token})
 }
 
 // callTool calls a tool and decodes its structured result into out, failing the test on a protocol

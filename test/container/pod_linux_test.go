@@ -21,7 +21,7 @@ func TestSidecarInPod(t *testing.T) {
 
 	t.Run("DELETE", func(t *testing.T) {
 		s := startSidecar(t, serveOpts{pod: pod})
-		cs := connectHTTP(t, s.url)
+		cs := s.connect(t)
 		ps := escapees(t, cs, s.container)
 		if err := cs.Close(); err != nil { // sends DELETE
 			t.Errorf("closing the client: %v", err)
@@ -35,7 +35,7 @@ func TestSidecarInPod(t *testing.T) {
 		s := startSidecar(t, serveOpts{pod: pod})
 		initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"wget","version":"1"}}}`
 		out, err := suite.pm.run("run", "--rm", "--pull=never", "--pod", pod, suite.base,
-			"wget", "-q", "-O", "-", "--header", "Content-Type: application/json",
+			"wget", "-q", "-O", "-", "--header", "Content-Type: application/json", "--header", "Authorization: Bearer "+s.token,
 			"--header", "Accept: application/json, text/event-stream", "--post-data", initialize, s.url)
 		if err != nil {
 			t.Fatal(err)
@@ -103,7 +103,7 @@ func TestSidecarInPod(t *testing.T) {
 	t.Run("idle timeout", func(t *testing.T) {
 		idle := 2 * time.Second
 		s := startSidecar(t, serveOpts{pod: pod, reaper: []string{"--idle-timeout", idle.String()}})
-		cs := connectHTTP(t, s.url) // stays open, sends nothing more
+		cs := s.connect(t) // stays open, sends nothing more
 		ps := escapees(t, cs, s.container)
 		s.sessionEnd(t, ps)
 		if res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "task_list"}); err == nil && !res.IsError {
@@ -113,7 +113,7 @@ func TestSidecarInPod(t *testing.T) {
 
 	t.Run("podman stop", func(t *testing.T) {
 		s := startSidecar(t, serveOpts{pod: pod})
-		ps := escapees(t, connectHTTP(t, s.url), s.container)
+		ps := escapees(t, s.connect(t), s.container)
 		if code := s.stop(t); code != 0 {
 			t.Errorf("reaper exited with status %d on podman stop, not 0: it did not finish its teardown\n%s", code, logs(s.name))
 		}
@@ -122,7 +122,7 @@ func TestSidecarInPod(t *testing.T) {
 
 	t.Run("podman kill", func(t *testing.T) {
 		s := startSidecar(t, serveOpts{pod: pod})
-		ps := escapees(t, connectHTTP(t, s.url), s.container)
+		ps := escapees(t, s.connect(t), s.container)
 		if _, err := suite.pm.run("kill", s.name); err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,8 @@ const within = grace + 15*time.Second
 // sidecar is a container running `reaper serve --http` on the host's loopback.
 type sidecar struct {
 	container
-	url string
+	url   string
+	token string // the bearer token its clients send (REAPER_TOKEN in the container)
 	// admin is the admin endpoint's base URL (http://:PORT for --admin :0), if reaper serves one.
 	admin string
 	// containment is the mode reaper logged at start: "cgroup" or "process".
@@ -65,7 +66,9 @@ func startSidecar(t *testing.T, o serveOpts) *sidecar {
 	} else {
 		args = append(args, "--network", "host", "--cgroup-parent", pm.cgroupParent)
 	}
-	args = append(append(args, o.podman...), suite.image, "serve", "--http", "127.0.0.1:0", "--grace", grace.String())
+	token := testutil.UniqueName("tok-")
+	args = append(append(args, "-e", "REAPER_TOKEN="+token), o.podman...)
+	args = append(args, suite.image, "serve", "--http", "127.0.0.1:0", "--grace", grace.String())
 	args = append(args, o.reaper...)
 	var c container
 	t.Cleanup(func() { removeContainer(t, name, &c) })
@@ -73,6 +76,7 @@ func startSidecar(t *testing.T, o serveOpts) *sidecar {
 		t.Fatal(err)
 	}
 	s := newSidecar(t, name, dir)
+	s.token = token
 	c = s.container
 	return s
 }
