@@ -232,11 +232,12 @@ func (s *Session) launchLocked(t *task, command string, l launch) (spawned, stri
 	}
 	sp, err := s.spawnLocked(spec)
 	var notice string
-	if err != nil && spec.dir != s.workDir && !enterableDir(err) {
+	if err != nil && l.loader == nil && spec.dir != s.workDir && !enterableDir(err) {
 		// The directory is the tasks' to enter, with their credentials: the child changes into it
 		// after it has taken them, and reaper never looks at it itself, not even with stat (which
 		// would tell a task, as root, what exists where it cannot look). Where it cannot, the
-		// session goes back to where it started and says so.
+		// session goes back to where it started and says so. (A ready shell just fails: the next
+		// command, which carries the notice, starts its own.)
 		notice = fmt.Sprintf("the working directory %s cannot be entered (%v); the session is back in %s, where it started", spec.dir, errnoOf(err), s.workDir)
 		s.cwd, spec.dir = s.workDir, s.workDir
 		sp, err = s.spawnLocked(spec)
