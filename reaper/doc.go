@@ -65,8 +65,8 @@
 //
 // Every input is bounded: commands (MaxCommandBytes), descriptions (MaxDescriptionBytes), task ids;
 // a session keeps at most MaxTasks running and MaxTasks finished background tasks, its tasks' output
-// files take at most OutputBudget bytes together (see outstore_linux.go), and a Budget caps what a
-// result carries.
+// files take at most OutputBudget bytes together (internal/taskout keeps them), and a Budget caps
+// what a result carries.
 //
 // The kill policy is the program's only one (internal/kill), and this package and the rooms it uses
 // are the only ones that signal, wait for or identify processes: package cgroup supplies cgroupfs
@@ -82,14 +82,13 @@
 //	Session.recordMu   held across a write of the session's record
 //	Session.mu         held while a task is spawned, so that Close never misses one being started
 //	task.mu
-//	pump.mu            held across each read of the task's pipe
-//	output.mu
 //	Reaper.initsMu     a leaf, held across the making of the inits' cgroup (taken under Session.mu)
 //
 // and below any of them, the locks of the packages reaper calls, which take none of reaper's:
 // pidns.Init's (a spawn through the session's init; its registered tasks), reap.Children's (held
-// across each fork), cgroup.Root's. Methods whose name ends in Locked need Session.mu held (or, for
-// output and pump, their own mu).
+// across each fork), cgroup.Root's, taskout's (a task's output and its pump; no read of output
+// holds one over work that grows with the output). Methods whose name ends in Locked need
+// Session.mu held.
 //
 // The package is Linux-only; elsewhere it is empty.
 package reaper

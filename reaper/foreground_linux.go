@@ -123,7 +123,7 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (res
 				return res, nil
 			}
 		case <-tickC:
-			opts.OnProgress(t.out.progress(time.Since(t.started)))
+			opts.OnProgress(t.out.Progress(time.Since(t.started)))
 		case <-recordC:
 			s.record()
 			recordC = nil
@@ -167,20 +167,20 @@ func (s *Session) promote(t *task) bool {
 // been returned, and what leftover processes write later is not kept, and read only now and then.
 func (s *Session) finalResult(t *task, notice string, budget Budget) Result {
 	res := s.result(t, notice, budget)
-	t.out.discard()
+	t.out.Discard()
 	// Ending the output may have moved its tail into the file, shortening the head (a process the
 	// command left may hold its output open, so the output need not have ended before): describe
 	// the file as it now stays.
-	res.File = t.out.fileInfo()
+	res.File = t.out.File()
 	if t.pump != nil {
-		t.pump.slow() // what leftover processes write is discarded: read it rarely (see pump)
+		t.pump.Slow() // what leftover processes write is discarded: read it rarely (see pump)
 	}
 	return res
 }
 
 // result describes a foreground task now; its output counts as read.
 func (s *Session) result(t *task, notice string, budget Budget) Result {
-	wh, err := t.out.all(!t.currentStatus().Terminal(), budget)
+	wh, err := t.out.All(!t.currentStatus().Terminal(), budget)
 	if err != nil {
 		// The file could not be read back (a root task may have replaced it): the result says so
 		// and keeps everything else, its exit status first.
@@ -188,7 +188,7 @@ func (s *Session) result(t *task, notice string, budget Budget) Result {
 	}
 	info := t.info(0)
 	res := Result{
-		Output: wh.Text, Whole: wh, File: t.out.fileInfo(),
+		Output: wh.Text, Whole: wh, File: t.out.File(),
 		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut, OOMKilled: info.OOMKilled,
 		Cwd: s.Cwd(), Duration: time.Since(t.started), Notice: notice,
 	}
@@ -251,7 +251,7 @@ type OutputOptions struct {
 	// Budget caps the returned text (see Budget): the read ends earlier and the next one continues
 	// there.
 	Budget Budget
-	// Grep, if set, returns only the lines that it matches (see outscan_linux.go for the bounds of
+	// Grep, if set, returns only the lines that it matches (see internal/taskout for the bounds of
 	// one read's search).
 	Grep *regexp.Regexp
 	// Tail, if positive, returns the last Tail lines of the output (of those Grep matches, if set)
@@ -281,11 +281,11 @@ func (s *Session) Output(id string, opts OutputOptions) (TaskInfo, Chunk, error)
 	var c Chunk
 	switch {
 	case opts.Tail > 0:
-		c, err = t.out.tailLines(opts.Tail, partial, opts.Grep, opts.Budget)
+		c, err = t.out.Tail(opts.Tail, partial, opts.Grep, opts.Budget)
 	case opts.Grep != nil:
-		c, err = t.out.grepAt(opts.Offset, partial, opts.Grep, opts.Budget)
+		c, err = t.out.Grep(opts.Offset, partial, opts.Grep, opts.Budget)
 	default:
-		c, err = t.out.readAt(opts.Offset, partial, opts.Budget)
+		c, err = t.out.Read(opts.Offset, partial, opts.Budget)
 	}
 	if err != nil {
 		return info, c, fmt.Errorf("session %s: task %s: %w", s.id, id, err)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/testutil"
@@ -149,4 +150,12 @@ func (s *Session) pidsIn(t testing.TB, output string) []testutil.Proc {
 		return testutil.PidsIn(t, output)
 	}
 	return testutil.PidsInNS(t, testutil.NSOf(in.Pid()), output)
+}
+
+// jsonish prices characters roughly as JSON escapes them: control characters six bytes.
+func jsonish(r rune) int {
+	if r < 0x20 {
+		return 6
+	}
+	return utf8.RuneLen(r)
 }

@@ -114,7 +114,7 @@ func (s *Session) settle(ctx context.Context, t *task, before probe, wrote bool,
 	defer deadline.Stop()
 	tick := time.NewTicker(settlePoll)
 	defer tick.Stop()
-	size, quiet := t.out.size(), time.Now()
+	size, quiet := t.out.Size(), time.Now()
 	answered := false // a process that took the input has been seen waiting for input again
 	pids, listed := before.pids, before.taken
 	w := proc.NewWalker()
@@ -128,7 +128,7 @@ func (s *Session) settle(ctx context.Context, t *task, before probe, wrote bool,
 			return ctx.Err()
 		case <-tick.C:
 		}
-		if n := t.out.size(); n != size {
+		if n := t.out.Size(); n != size {
 			size, quiet = n, time.Now()
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/kill"
+	"github.com/cgreaper/reaper/internal/taskout"
 )
 
 // Containment is how a Reaper keeps track of the processes a session starts.
@@ -171,7 +172,7 @@ type Options struct {
 	// that the oldest are cleared. Zero means DefaultMaxTasks.
 	MaxTasks int
 	// OutputBudget is the disk space, in bytes, that the files holding a session's output may take
-	// together (see outstore_linux.go: what is removed or cut when they reach it). The state
+	// together (see internal/taskout: what is removed or cut when they reach it). The state
 	// directory is usually a tmpfs, which is memory: every session may take this much. Zero means
 	// DefaultOutputBudget.
 	OutputBudget int64
@@ -254,7 +255,7 @@ func (o Options) limits() Limits {
 	if l.OutputBudget == 0 {
 		l.OutputBudget = DefaultOutputBudget
 	}
-	l.OutputTail = min(maxTail, l.OutputBudget/4)
+	l.OutputTail = min(taskout.MaxTail, l.OutputBudget/4)
 	if l.Retention == 0 {
 		l.Retention = DefaultRetention
 	}

@@ -4,13 +4,15 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/taskout"
 )
 
 // TestSettingsMeanOneThing: a zero setting is its default, zero grace is none, and a negative setting
 // is refused before anything is made.
 func TestSettingsMeanOneThing(t *testing.T) {
 	def := Options{}.limits()
-	if def != (Limits{Grace: DefaultGrace, CloseTimeout: DefaultCloseTimeout, MaxTasks: DefaultMaxTasks, OutputBudget: DefaultOutputBudget, OutputTail: maxTail, Retention: DefaultRetention}) {
+	if def != (Limits{Grace: DefaultGrace, CloseTimeout: DefaultCloseTimeout, MaxTasks: DefaultMaxTasks, OutputBudget: DefaultOutputBudget, OutputTail: taskout.MaxTail, Retention: DefaultRetention}) {
 		t.Errorf("the zero Options resolve to %+v", def)
 	}
 	if l := (Options{Grace: new(time.Duration(0))}).limits(); l.Grace != 0 {

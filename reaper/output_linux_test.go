@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 func TestOutputEdgeCases(t *testing.T) {
@@ -116,8 +118,18 @@ func TestFloodStaysBounded(t *testing.T) {
 	if _, c, _ := s.Output(ids[0], OutputOptions{Budget: Budget{Chars: 30000}}); len(c.Text) > 30000+100 {
 		t.Errorf("a flood task returned %d bytes", len(c.Text))
 	}
-	if s.outputs.used > s.outputs.budget {
-		t.Errorf("the output files take %d bytes, over the budget of %d", s.outputs.used, s.outputs.budget)
+	entries, err := os.ReadDir(s.dir.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int64
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".out") {
+			used += fi.Size()
+		}
+	}
+	if used == 0 || used > r.lim.OutputBudget {
+		t.Errorf("the output files take %d bytes, want some and at most the budget of %d", used, r.lim.OutputBudget)
 	}
 }
 
@@ -199,4 +211,21 @@ func TestFinishedTaskReads(t *testing.T) {
 	if err != nil || c.Text != "999\n1000\n" || info.Status != Completed || info.Background {
 		t.Errorf("tail 2 of a finished foreground command: %+v %+v %v", info, c, err)
 	}
+}
+
+// TestLeftoverOutputReadOn: what a finished foreground command left behind writes on is still read
+// (into the output nobody will read, at the slowed pump's pace), so the writer is never blocked for
+// good on a full pipe; the session's Close stops it.
+func TestLeftoverOutputReadOn(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{})
+	s := newTestSession(t, r, SessionOptions{})
+	res := run(t, s, "(while :; do echo leftover; sleep 0.01; done) & echo started")
+	s.mu.Lock()
+	left := s.tasks[res.OutputID]
+	s.mu.Unlock()
+	if left == nil {
+		t.Fatalf("no task %s in the session", res.OutputID)
+	}
+	before := left.out.Size()
+	testutil.Eventually(t, "the leftover's output being read on", func() bool { return left.out.Size() > before+100 })
 }

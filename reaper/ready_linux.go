@@ -99,7 +99,7 @@ func (s *Session) keepReady() {
 // for its command. s.mu is held, as for any spawn (Close then misses none).
 func (s *Session) startReadyLocked() (*readyShell, error) {
 	id := newID("t-")
-	t := &task{id: id, status: Running, done: make(chan struct{}), out: newOutput(s.outputs, id+".out")}
+	t := &task{id: id, status: Running, done: make(chan struct{}), out: s.outputs.New(id + ".out")}
 	rs := &readyShell{t: t, dir: s.cwd, started: time.Now(), claimed: make(chan struct{}), dropped: make(chan struct{}), gone: make(chan struct{})}
 	fd, err := unix.MemfdCreate("reaper-command", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
@@ -230,7 +230,7 @@ func (s *Session) readyLife(rs *readyShell) {
 		}
 	}
 	rs.t.exited()
-	rs.t.pump.f.Close()
+	rs.t.pump.Close()
 	rs.t.closeCwd()
 	s.mu.Lock()
 	if !s.closing { // else the teardown removes the slice, this leaf with it

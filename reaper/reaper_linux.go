@@ -21,6 +21,7 @@ import (
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/internal/shell"
 	"github.com/cgreaper/reaper/internal/smallinit"
+	"github.com/cgreaper/reaper/internal/taskout"
 	"golang.org/x/sys/unix"
 )
 
@@ -402,7 +403,7 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
 	}
 	s := &Session{
-		r: r, id: id, name: name, dir: sdir, outputs: newOutputStore(sdir, r.lim, r.log), created: time.Now(),
+		r: r, id: id, name: name, dir: sdir, outputs: taskout.NewStore(taskout.Options{Dir: sdir, Budget: r.lim.OutputBudget, Tail: int(r.lim.OutputTail), Log: r.log}), created: time.Now(),
 		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
 		abandon: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/internal/shell"
+	"github.com/cgreaper/reaper/internal/taskout"
 	"github.com/cgreaper/reaper/internal/tty"
 )
 
@@ -39,10 +40,10 @@ type Session struct {
 	// The fields up to mu are fixed at creation.
 	r         *Reaper
 	id        string
-	name      string       // the slice's name, unique within the Reaper
-	marker    string       // EnvSession=<reaper name>/<session name>, inherited by every task
-	dir       *safefs.Dir  // the session's directory in the Reaper's: its record; closed by the teardown
-	outputs   *outputStore // its tasks' output files, in dir
+	name      string         // the slice's name, unique within the Reaper
+	marker    string         // EnvSession=<reaper name>/<session name>, inherited by every task
+	dir       *safefs.Dir    // the session's directory in the Reaper's: its record; closed by the teardown
+	outputs   *taskout.Store // its tasks' output files, in dir
 	onTaskEnd func(TaskInfo)
 	workDir   string // the first working directory, where a vanished one is reset to
 	created   time.Time
@@ -62,11 +63,11 @@ type Session struct {
 	idle    []*cgroup.Slice // empty leaves kept for reuse: a fresh cgroup costs more than the fork
 	leaves  int             // leaves created so far, for their names
 	tasks   map[string]*task
-	recent  map[string]string // foreground commands by task id, to name their leftovers in List
-	kept    []*task           // tasks cleared from tasks whose output file task_output still reads, oldest first
-	pumps   map[*pump]bool    // every task's output pump still running, pruned tasks' too: Close stops them all
-	ran     bool              // a task was started; in process containment Close walks /proc even when none is kept
-	known   map[int]uint64    // process containment: processes seen in the session (pid -> start time), which seed Close's walk
+	recent  map[string]string      // foreground commands by task id, to name their leftovers in List
+	kept    []*task                // tasks cleared from tasks whose output file task_output still reads, oldest first
+	pumps   map[*taskout.Pump]bool // every task's output pump still running, pruned tasks' too: Close stops them all
+	ran     bool                   // a task was started; in process containment Close walks /proc even when none is kept
+	known   map[int]uint64         // process containment: processes seen in the session (pid -> start time), which seed Close's walk
 	closing bool
 	reason  string // why the session ends, from the first CloseFor
 	// foreground counts the foreground commands started: from the second on, the session keeps a
@@ -143,7 +144,7 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 		t = &task{
 			id: id, command: listed, description: l.description, started: time.Now(),
 			background: l.background, status: Running, done: make(chan struct{}),
-			out: newOutput(s.outputs, id+".out"),
+			out: s.outputs.New(id + ".out"),
 		}
 		var err error
 		if sp, notice, err = s.launchLocked(t, command, l); err != nil {
@@ -156,14 +157,14 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 	s.tasks[t.id] = t
 	s.ran = true
 	if s.pumps == nil {
-		s.pumps = make(map[*pump]bool)
+		s.pumps = make(map[*taskout.Pump]bool)
 	}
 	s.pumps[t.pump] = true
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t.pump.run()
-		t.out.end() // every writer is gone: the file is complete
+		t.pump.Run()
+		t.out.End() // every writer is gone: the file is complete
 		if t.in != nil {
 			t.in.Close() // and no process reads the input
 		}
@@ -309,7 +310,7 @@ func (r *Reaper) taskFiles(t *task, l launch) (taskIO, error) {
 			t.in = tty.NewPipe(w, id)
 		}
 	}
-	if t.pump, err = newPump(ours, t.out); err != nil {
+	if t.pump, err = taskout.NewPump(ours, t.out); err != nil {
 		ours.Close()
 		io.closeChild()
 		io.closeOurs()
@@ -331,7 +332,7 @@ func (io taskIO) closeChild() {
 // closeOurs closes this process's ends, when the task could not be started.
 func (io taskIO) closeOurs() {
 	if io.t.pump != nil {
-		io.t.pump.f.Close()
+		io.t.pump.Close()
 	}
 	if io.t.in != nil {
 		io.t.in.Close() // a pipe's write end (a terminal's master is the pump's)
@@ -434,10 +435,10 @@ func (s *Session) watch(t *task, sp spawned) {
 		if t.in != nil && t.in.TTY() {
 			// A terminal hands what was written to it on to its master side asynchronously (a
 			// kernel worker): wait, briefly, for the output's end, when nothing else holds it.
-			t.pump.waitEnd(ttyEnd)
+			t.pump.WaitEnd(ttyEnd)
 		}
 		// Everything the main process wrote is in the pipe now; take it before declaring the end.
-		t.pump.drain()
+		t.pump.Drain()
 	}
 	// The shell's EXIT trap wrote its directory before it exited; a process it left may still hold
 	// the pipe, so it is read without waiting, and closed.
@@ -523,14 +524,14 @@ func (s *Session) lookupOutput(id string) (t *task, cleared bool, err error) {
 }
 
 // clearLocked drops t from the session's tasks, keeping it for reads of its output file if it has
-// one, at most maxOutputFiles of them, oldest dropped first.
+// one, at most taskout.MaxFiles of them, oldest dropped first.
 func (s *Session) clearLocked(t *task) {
 	delete(s.tasks, t.id)
-	if !t.out.hasFile() {
+	if !t.out.HasFile() {
 		return
 	}
-	if len(s.kept) >= maxOutputFiles {
-		s.kept = slices.Delete(s.kept, 0, len(s.kept)-maxOutputFiles+1)
+	if len(s.kept) >= taskout.MaxFiles {
+		s.kept = slices.Delete(s.kept, 0, len(s.kept)-taskout.MaxFiles+1)
 	}
 	s.kept = append(s.kept, t)
 }
@@ -691,7 +692,7 @@ func (s *Session) teardown(ctx context.Context) {
 	tasks, sc := s.scopeLocked(waitEnd)
 	ran := s.ran
 	s.mu.Unlock()
-	s.outputs.close() // no file is made or completed from now on: the directory goes with them
+	s.outputs.Close() // no file is made or completed from now on: the directory goes with them
 
 	var errs []error
 	var dying []*pidns.Init // killed, their exits waited for last
@@ -847,13 +848,13 @@ func (s *Session) releaseTasks(ctx context.Context, tasks []*task, end time.Time
 	// Every pump still running, also those of tasks already cleared: a process that survived its
 	// kill (in D state) may hold a pipe open.
 	s.mu.Lock()
-	pumps := make([]*pump, 0, len(s.pumps))
+	pumps := make([]*taskout.Pump, 0, len(s.pumps))
 	for p := range s.pumps {
 		pumps = append(pumps, p)
 	}
 	s.mu.Unlock()
 	for _, p := range pumps {
-		p.abort()
+		p.Abort()
 	}
 	s.wg.Wait()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/taskout"
 	"github.com/cgreaper/reaper/internal/tty"
 	"golang.org/x/sys/unix"
 )
@@ -77,8 +78,8 @@ type task struct {
 	pid                      int
 	start                    uint64 // start time of the main process
 	leaf                     *cgroup.Slice
-	out                      *output
-	pump                     *pump
+	out                      *taskout.Output
+	pump                     *taskout.Pump
 	in                       *tty.Input    // its open standard input; nil: /dev/null
 	cwd                      *os.File      // read end of the working-directory pipe (foreground tasks); closed by watch
 	oomBase                  int64         // oom_kill of the leaf when the task started
@@ -213,7 +214,7 @@ func (t *task) info(processes int) TaskInfo {
 		OOMKilled: t.oom, Processes: processes,
 	}
 	if t.out != nil {
-		ti.OutputBytes, ti.File = t.out.size(), t.out.fileInfo()
+		ti.OutputBytes, ti.File = t.out.Size(), t.out.File()
 	}
 	switch {
 	case t.in == nil:

@@ -24,8 +24,8 @@ const module = "github.com/cgreaper/reaper"
 //	internal/instance             what an instance leaves on the machine: records, guard, sweep, ps
 //	internal/kill                 the kill policy
 //	internal/pidns, internal/tty  a session's PID namespace, reaper's side (internal/pidinit: its init,
-//	  internal/guard, ...         in another process); a task's terminal or input pipe; a guard's start
-//	                              of its server
+//	  internal/taskout,           in another process); a task's terminal or input pipe; a task's
+//	  internal/guard, ...         output; a guard's start of its server
 //	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text,
 //	                              the protocol with a PID namespace's init and its small init, the
 //	                              scripts commands run in, a message's measure before it is decoded
@@ -41,7 +41,7 @@ var layers = [][]string{
 	{"reaper"},
 	{"internal/instance"},
 	{"internal/kill"},
-	{"internal/pidns", "internal/tty", "internal/admin", "internal/guard", "internal/pidinit"},
+	{"internal/pidns", "internal/tty", "internal/taskout", "internal/admin", "internal/guard", "internal/pidinit"},
 	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics", "internal/pidwire",
 		"internal/shell", "internal/smallinit", "internal/jsonlimit"},
 	{"internal/procstat"},
@@ -66,12 +66,13 @@ var allowed = map[string][]string{
 	"internal/pidns":     {"internal/proc", "internal/procstat", "internal/reap", "internal/pidwire", "internal/smallinit"},
 	"internal/pidinit":   {"internal/procstat", "internal/reap", "internal/pidwire"},
 	"internal/tty":       {"internal/proc"},
+	"internal/taskout":   {"internal/safefs", "internal/textfit"},
 	"internal/guard":     {"internal/reap"},
 	"internal/admin":     {"internal/httpguard"},
 	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/guard"},
-	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/kill", "internal/instance",
-		"internal/textfit", "internal/guard", "internal/shell", "internal/smallinit"},
+	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/taskout", "internal/kill",
+		"internal/instance", "internal/guard", "internal/shell", "internal/smallinit"},
 	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit", "internal/jsonlimit"},
 	"internal/job":               {"reaper", "internal/instance"},
 	"cmd/reaper/internal/early":  {"internal/guard", "internal/reap"},

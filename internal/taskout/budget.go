@@ -1,4 +1,4 @@
-package reaper
+package taskout
 
 import "github.com/cgreaper/reaper/internal/textfit"
 

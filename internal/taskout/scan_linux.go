@@ -1,4 +1,4 @@
-package reaper
+package taskout
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ type scanLine struct {
 // maxScan bytes have been searched, and returns where it stopped (the start of the first line not
 // given to fn), and the bytes passed over that were not kept. Where the stream is still being written
 // (partial) its last line without a newline is left for a later read. The part not kept ends a line.
-func (o *output) scan(r reader, from int64, partial bool, fn func(scanLine) bool) (stop, skipped int64, err error) {
+func (o *Output) scan(r reader, from int64, partial bool, fn func(scanLine) bool) (stop, skipped int64, err error) {
 	var line []byte
 	start, pos := from, from
 	flush := func() bool {
@@ -89,7 +89,7 @@ func (o *output) scan(r reader, from int64, partial bool, fn func(scanLine) bool
 // grepAt returns the lines of the kept output from offset *from (nil: the cursor) on that re matches, as many as budget
 // allows (a first line that alone exceeds it is cut to fit), and moves the cursor to where the read
 // ended: Next is after the last line searched, and Pending counts the kept bytes after it.
-func (o *output) grepAt(at *int64, partial bool, re *regexp.Regexp, budget Budget) (Chunk, error) {
+func (o *Output) Grep(at *int64, partial bool, re *regexp.Regexp, budget Budget) (Chunk, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	from := min(max(o.fromLocked(at), 0), o.total)
@@ -131,7 +131,7 @@ func (o *output) grepAt(at *int64, partial bool, re *regexp.Regexp, budget Budge
 // of them as budget allows, counted from the end (a last line that alone exceeds it keeps its end).
 // It searches at most maxScan bytes back from the end; without re, only what budget could return.
 // It moves the cursor to the end.
-func (o *output) tailLines(n int, partial bool, re *regexp.Regexp, budget Budget) (Chunk, error) {
+func (o *Output) Tail(n int, partial bool, re *regexp.Regexp, budget Budget) (Chunk, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	span := int64(maxScan)
@@ -198,7 +198,7 @@ func fitLast(lines [][]byte, budget Budget) (string, int) {
 }
 
 // backFrom returns the stream position from which about n kept bytes remain.
-func (o *output) backFrom(n int64) int64 {
+func (o *Output) backFrom(n int64) int64 {
 	if tl := o.total - o.tailStart(); n <= tl {
 		return o.total - n
 	} else if o.cut != "" {
@@ -209,7 +209,7 @@ func (o *output) backFrom(n int64) int64 {
 
 // startsLine reports whether the kept byte before stream position p is a newline (or p starts a
 // kept part).
-func (o *output) startsLine(r reader, p int64) bool {
+func (o *Output) startsLine(r reader, p int64) bool {
 	if p == o.tailStart() && o.cut != "" || p == 0 {
 		return true
 	}

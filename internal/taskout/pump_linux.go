@@ -1,4 +1,4 @@
-package reaper
+package taskout
 
 import (
 	"errors"
@@ -27,10 +27,10 @@ import (
 // writer is held up by a full pipe for at most one period, so it writes at most a pipe's capacity
 // (64 KiB by default) per period. A slowed pump reads with a small buffer, and a stopped one holds
 // none: an idle session keeps its last task, and with it the task's pump, until its next command.
-type pump struct {
+type Pump struct {
 	f    *os.File
 	rc   syscall.RawConn
-	out  *output
+	out  *Output
 	done chan struct{} // closed when the pump has stopped
 	quit chan struct{} // closed by abort
 
@@ -53,19 +53,19 @@ const (
 	idleBufSize = 4 << 10
 )
 
-func newPump(f *os.File, out *output) (*pump, error) {
+func NewPump(f *os.File, out *Output) (*Pump, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	return &pump{
+	return &Pump{
 		f: f, rc: rc, out: out, buf: make([]byte, bufSize),
 		done: make(chan struct{}), quit: make(chan struct{}),
 	}, nil
 }
 
 // run reads until EOF or abort; the caller runs it in a goroutine it waits for.
-func (p *pump) run() {
+func (p *Pump) Run() {
 	defer close(p.done)
 	for {
 		err := p.rc.Read(func(fd uintptr) bool {
@@ -94,7 +94,7 @@ func (p *pump) run() {
 }
 
 // runIdle empties the pipe every idlePeriod until EOF or abort.
-func (p *pump) runIdle() {
+func (p *Pump) runIdle() {
 	tick := time.NewTicker(idlePeriod)
 	defer tick.Stop()
 	for {
@@ -119,7 +119,7 @@ func (p *pump) runIdle() {
 
 // stopLocked closes the pipe and lets go of the buffer. Only the pump's goroutine calls it, as it
 // returns; every other read of the pipe (drain, abort) checks eof first.
-func (p *pump) stopLocked() {
+func (p *Pump) stopLocked() {
 	p.eof = true
 	p.f.Close()
 	p.buf = nil
@@ -143,7 +143,7 @@ func pipeSize(fd int) int {
 
 // readLocked reads until the pipe is empty (false), at its end (true, and eof is set), or budget
 // bytes have been read (true): writers that never pause cannot keep it reading.
-func (p *pump) readLocked(fd, budget int) bool {
+func (p *Pump) readLocked(fd, budget int) bool {
 	for read := 0; read < budget; {
 		n, err := unix.Read(fd, p.buf)
 		if n > 0 {
@@ -167,7 +167,7 @@ func (p *pump) readLocked(fd, budget int) bool {
 // drain reads, on the calling goroutine, what the pipe holds now: at most its capacity, which is
 // all that a process that has exited can have left there, however fast processes it left behind
 // write on.
-func (p *pump) drain() {
+func (p *Pump) Drain() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.eof {
@@ -176,12 +176,8 @@ func (p *pump) drain() {
 	p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
 }
 
-// ttyEnd bounds how long a terminal task's end waits for its output's end (see Session.watch): what a
-// process left holding the terminal keeps it open, so this much is waited for then.
-const ttyEnd = 250 * time.Millisecond
-
 // waitEnd waits, at most d, for the pump to reach the end of its input.
-func (p *pump) waitEnd(d time.Duration) {
+func (p *Pump) WaitEnd(d time.Duration) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
@@ -191,7 +187,7 @@ func (p *pump) waitEnd(d time.Duration) {
 }
 
 // slow makes the pump empty the pipe only every idlePeriod from now on (see pump); it does not wait.
-func (p *pump) slow() {
+func (p *Pump) Slow() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.slowed || p.eof {
@@ -205,8 +201,8 @@ func (p *pump) slow() {
 
 // abort makes the pump stop after draining what is in the pipe, even though writers may remain (a
 // process that survived its kill, in D state); it does not wait.
-func (p *pump) abort() {
-	p.drain()
+func (p *Pump) Abort() {
+	p.Drain()
 	p.mu.Lock()
 	if !p.abortd {
 		p.abortd = true
@@ -214,4 +210,10 @@ func (p *pump) abort() {
 	}
 	p.mu.Unlock()
 	p.f.SetReadDeadline(time.Unix(1, 0)) // in the past: wakes the waiting pump at once
+}
+
+// Close closes the pipe: that of a pump that never ran (its task could not be started), or, to let go
+// of it at once, one whose writers are gone; a running pump then stops.
+func (p *Pump) Close() {
+	p.f.Close()
 }

@@ -1,4 +1,4 @@
-package reaper
+package taskout
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ type window struct {
 
 // keptFrom returns the kept output from offset from on, at most n bytes (n < 0: all) of front and of
 // back, read through r.
-func (o *output) keptFrom(r reader, from int64, n int) (window, error) {
+func (o *Output) keptFrom(r reader, from int64, n int) (window, error) {
 	ts := o.tailStart()
 	var w window
 	var err error
@@ -65,7 +65,7 @@ func (o *output) keptFrom(r reader, from int64, n int) (window, error) {
 }
 
 // keptAfter returns how many bytes after stream offset p are kept.
-func (o *output) keptAfter(p int64) int64 {
+func (o *Output) keptAfter(p int64) int64 {
 	ts := o.tailStart()
 	switch {
 	case p >= ts:
@@ -81,7 +81,7 @@ func (o *output) keptAfter(p int64) int64 {
 // allows, and moves the incremental cursor to where it ends. If partial is true (the task still
 // runs), an incomplete UTF-8 sequence at the end is held back for the next read rather than turned
 // into U+FFFD.
-func (o *output) readAt(from *int64, partial bool, budget Budget) (Chunk, error) {
+func (o *Output) Read(from *int64, partial bool, budget Budget) (Chunk, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c, err := o.readLocked(o.fromLocked(from), partial, budget)
@@ -92,14 +92,14 @@ func (o *output) readAt(from *int64, partial bool, budget Budget) (Chunk, error)
 }
 
 // fromLocked returns *off, or the incremental cursor where off is nil.
-func (o *output) fromLocked(off *int64) int64 {
+func (o *Output) fromLocked(off *int64) int64 {
 	if off != nil {
 		return *off
 	}
 	return o.next
 }
 
-func (o *output) readLocked(from int64, partial bool, budget Budget) (Chunk, error) {
+func (o *Output) readLocked(from int64, partial bool, budget Budget) (Chunk, error) {
 	from = min(max(from, 0), o.total)
 	c := Chunk{Offset: from, Total: o.total}
 	r, err := o.readerLocked()
@@ -177,7 +177,7 @@ type Whole struct {
 
 // all returns the whole stream as kept, within budget: the head, a line for what was left out (if
 // anything), and the tail. It moves the incremental cursor to the end.
-func (o *output) all(partial bool, budget Budget) (Whole, error) {
+func (o *Output) All(partial bool, budget Budget) (Whole, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	wh := Whole{Total: o.total, Chars: o.chars, Lines: o.lines}
@@ -216,7 +216,7 @@ func (o *output) all(partial bool, budget Budget) (Whole, error) {
 
 // ends returns the first and the last n bytes (n < 0: all) of what is kept, and how many bytes lie
 // between them: the whole stream in head where it is kept in one piece within 2n.
-func (o *output) ends(r reader, n int) (head, tail []byte, gap int64, err error) {
+func (o *Output) ends(r reader, n int) (head, tail []byte, gap int64, err error) {
 	if o.cut == "" && (n < 0 || o.total <= 2*int64(n)) {
 		head, err = o.headBytes(r, 0, -1)
 		return head, nil, 0, err

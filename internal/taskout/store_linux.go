@@ -1,4 +1,4 @@
-package reaper
+package taskout
 
 import (
 	"errors"
@@ -30,53 +30,75 @@ import (
 // (a full disk) cuts the same way. Nothing of this fails a task or loses its exit status: a task whose
 // file cannot even be made keeps its head and tail in memory instead, as its result says.
 
-// DefaultOutputBudget is the disk space a session's output files may take by default.
-const DefaultOutputBudget = 64 << 20
+// DefaultBudget is the disk space a session's output files may take by default.
+const DefaultBudget = 64 << 20
 
-// maxTail is the most of a cut task's most recent output kept (in memory while the task writes, then
+// MaxTail is the most of a cut task's most recent output kept (in memory while the task writes, then
 // in its file): at least what a result's tail shows at the largest max_output of characters most
 // commands print.
-const maxTail = 1 << 20
+const MaxTail = 1 << 20
 
-// maxOutputFiles bounds the finished tasks' files a session keeps, whatever their size.
-const maxOutputFiles = 256
+// MaxFiles bounds the finished tasks' files a session keeps, whatever their size.
+const MaxFiles = 256
 
-// errOutputRemoved is the cause of a failed read of a file that made room for newer output.
-var errOutputRemoved = errors.New("removed to stay within the session's output budget")
+// ErrRemoved is the cause of a failed read of a file that made room for newer output.
+var ErrRemoved = errors.New("removed to stay within the session's output budget")
 
-// outputStore is a session's output files and the disk budget they share. Its methods are safe for
-// concurrent use; its lock is a leaf (lock order: task.mu, then output.mu, then outputStore.mu).
-type outputStore struct {
+// Store is a session's output files and the disk budget they share. Its methods are safe for
+// concurrent use; its lock is a leaf (lock order: task.mu, then output.mu, then Store.mu).
+type Store struct {
 	// The fields up to mu are fixed at creation.
 	dir    *safefs.Dir // the session's directory; nil keeps every output in memory
 	budget int64
 	tail   int // the tail a cut output keeps
 	log    *slog.Logger
 
-	// mu guards the fields that follow, and every outputFile's.
+	// mu guards the fields that follow, and every file's.
 	mu     sync.Mutex
-	closed bool          // the session is ending: no file is made from now on
-	used   int64         // the bytes of every file that is not removed
-	done   []*outputFile // the files of outputs that ended, oldest first: what makes room
+	closed bool    // the session is ending: no file is made from now on
+	used   int64   // the bytes of every file that is not removed
+	done   []*file // the files of outputs that ended, oldest first: what makes room
 }
 
-// outputFile is one task's file.
-type outputFile struct {
+// file is one task's file.
+type file struct {
 	name string // in the session's directory
 	path string // for results and listings
 
-	// Guarded by outputStore.mu.
+	// Guarded by Store.mu.
 	size int64 // bytes counted against the budget
 	gone bool  // removed to make room, or the session ended
 }
 
-// newOutputStore returns the store of files in dir within l's OutputBudget.
-func newOutputStore(dir *safefs.Dir, l Limits, log *slog.Logger) *outputStore {
-	return &outputStore{dir: dir, budget: l.OutputBudget, tail: int(l.OutputTail), log: log}
+// Options configure a Store. The zero Options keep every output in memory.
+type Options struct {
+	// Dir is where the outputs' files are made; nil keeps every output in memory.
+	Dir *safefs.Dir
+	// Budget is the disk space, in bytes, that the files take together; zero means DefaultBudget.
+	Budget int64
+	// Tail is how much of its most recent output a cut output keeps; zero means a quarter of
+	// Budget, at most MaxTail.
+	Tail int
+	// Log gets what the store cannot do (remove a file, say); nil discards it.
+	Log *slog.Logger
+}
+
+// NewStore returns a store of output files within o.Budget.
+func NewStore(o Options) *Store {
+	if o.Budget <= 0 {
+		o.Budget = DefaultBudget
+	}
+	if o.Tail <= 0 {
+		o.Tail = int(min(MaxTail, o.Budget/4))
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{dir: o.Dir, budget: o.Budget, tail: o.Tail, log: o.Log}
 }
 
 // create makes the file name, open for reading and writing, mode 0600.
-func (st *outputStore) create(name string) (*outputFile, *os.File, error) {
+func (st *Store) create(name string) (*file, *os.File, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.dir == nil {
@@ -89,12 +111,12 @@ func (st *outputStore) create(name string) (*outputFile, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &outputFile{name: name, path: st.dir.Join(name)}, f, nil
+	return &file{name: name, path: st.dir.Join(name)}, f, nil
 }
 
 // grant lets f grow by up to n bytes, removing finished files to make room, and returns how many it
 // may write: n, or what is left of the budget.
-func (st *outputStore) grant(f *outputFile, n int64) int64 {
+func (st *Store) grant(f *file, n int64) int64 {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if over := st.used + n - st.budget; over > 0 {
@@ -107,7 +129,7 @@ func (st *outputStore) grant(f *outputFile, n int64) int64 {
 }
 
 // refund gives back n bytes that f was granted and did not write, or let go of.
-func (st *outputStore) refund(f *outputFile, n int64) {
+func (st *Store) refund(f *file, n int64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.used -= n
@@ -115,21 +137,21 @@ func (st *outputStore) refund(f *outputFile, n int64) {
 }
 
 // finish records that f is written to its end: it may be removed to make room from now on.
-func (st *outputStore) finish(f *outputFile) {
+func (st *Store) finish(f *file) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if f.gone {
 		return
 	}
 	st.done = append(st.done, f)
-	if len(st.done) > maxOutputFiles {
+	if len(st.done) > MaxFiles {
 		st.removeLocked(st.done[0])
 		st.done = st.done[1:]
 	}
 }
 
 // evictLocked removes finished files, oldest first, until need bytes are free or none is left.
-func (st *outputStore) evictLocked(need int64) {
+func (st *Store) evictLocked(need int64) {
 	for need > 0 && len(st.done) > 0 {
 		f := st.done[0]
 		st.done = st.done[1:]
@@ -138,7 +160,7 @@ func (st *outputStore) evictLocked(need int64) {
 	}
 }
 
-func (st *outputStore) removeLocked(f *outputFile) {
+func (st *Store) removeLocked(f *file) {
 	if err := st.dir.Remove(f.name); err != nil {
 		st.log.Warn("removing an output file to make room failed", "path", f.path, "error", err)
 	}
@@ -147,34 +169,34 @@ func (st *outputStore) removeLocked(f *outputFile) {
 }
 
 // open opens a finished file for reading, unless it was removed.
-func (st *outputStore) open(f *outputFile) (*os.File, error) {
+func (st *Store) open(f *file) (*os.File, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
 		return nil, fmt.Errorf("output file %s: the session is ending", f.path)
 	}
 	if f.gone {
-		return nil, fmt.Errorf("output file %s: %w", f.path, errOutputRemoved)
+		return nil, fmt.Errorf("output file %s: %w", f.path, ErrRemoved)
 	}
 	return st.dir.OpenFile(f.name, -1)
 }
 
 // isClosed reports whether the session is ending.
-func (st *outputStore) isClosed() bool {
+func (st *Store) isClosed() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.closed
 }
 
 // isGone reports whether f was removed.
-func (st *outputStore) isGone(f *outputFile) bool {
+func (st *Store) isGone(f *file) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return f.gone
 }
 
 // close stops the store making files: the session's teardown removes its directory, with them.
-func (st *outputStore) close() {
+func (st *Store) Close() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.closed = true

@@ -1,9 +1,8 @@
-package reaper
+package taskout
 
 import (
 	"bytes"
 	"errors"
-	"log/slog"
 	"os"
 	"regexp"
 	"strconv"
@@ -16,42 +15,42 @@ import (
 )
 
 // testStore returns a store of output files in a directory of the test's, within budget bytes
-// (tail: a quarter of it, at most maxTail); budget 0 keeps outputs in memory only.
-func testStore(t testing.TB, budget int64) *outputStore {
+// (tail: a quarter of it, at most MaxTail); budget 0 keeps outputs in memory only.
+func testStore(t testing.TB, budget int64) *Store {
 	t.Helper()
 	if budget == 0 {
-		return newOutputStore(nil, Limits{OutputBudget: 1 << 20, OutputTail: maxTail}, slog.New(slog.DiscardHandler))
+		return NewStore(Options{Budget: 1 << 20, Tail: MaxTail})
 	}
 	dir, err := safefs.OpenRoot(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dir.Close() })
-	return newOutputStore(dir, Limits{OutputBudget: budget, OutputTail: min(maxTail, budget/4)}, slog.New(slog.DiscardHandler))
+	return NewStore(Options{Dir: dir, Budget: budget})
 }
 
 // fileOf returns what the output's file holds.
-func fileOf(t testing.TB, o *output) string {
+func fileOf(t testing.TB, o *Output) string {
 	t.Helper()
-	b, err := os.ReadFile(o.fileInfo().Path)
+	b, err := os.ReadFile(o.File().Path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
 }
 
-func read(t testing.TB, o *output, from *int64, partial bool, b Budget) Chunk {
+func read(t testing.TB, o *Output, from *int64, partial bool, b Budget) Chunk {
 	t.Helper()
-	c, err := o.readAt(from, partial, b)
+	c, err := o.Read(from, partial, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func whole(t testing.TB, o *output, b Budget) Whole {
+func whole(t testing.TB, o *Output, b Budget) Whole {
 	t.Helper()
-	wh, err := o.all(false, b)
+	wh, err := o.All(false, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +61,12 @@ func whole(t testing.TB, o *output, b Budget) Whole {
 // has no file.
 func TestOutputFile(t *testing.T) {
 	st := testStore(t, 1<<20)
-	empty := newOutput(st, "empty.out")
-	empty.end()
-	if fi := empty.fileInfo(); fi.Path != "" || fi.NoFile != "" {
+	empty := st.New("empty.out")
+	empty.End()
+	if fi := empty.File(); fi.Path != "" || fi.NoFile != "" {
 		t.Errorf("an output that printed nothing: %+v", fi)
 	}
-	o := newOutput(st, "t.out")
+	o := st.New("t.out")
 	var want bytes.Buffer
 	for i := range 5000 {
 		line := strconv.Itoa(i) + " é\n"
@@ -77,7 +76,7 @@ func TestOutputFile(t *testing.T) {
 	if c := read(t, o, offset(0), true, Budget{}); c.Text != want.String() || c.Next != int64(want.Len()) || c.Pending != 0 {
 		t.Fatalf("one read of the whole stream: %d bytes, next %d, pending %d", len(c.Text), c.Next, c.Pending)
 	}
-	o.end()
+	o.End()
 	if got := fileOf(t, o); got != want.String() {
 		t.Fatalf("the file holds %d bytes, want the %d of the stream", len(got), want.Len())
 	}
@@ -85,7 +84,7 @@ func TestOutputFile(t *testing.T) {
 	if c := read(t, o, offset(5), false, Budget{Chars: 4}); c.Text != "1 é\n" || c.Next != 10 || c.Pending != int64(want.Len())-10 {
 		t.Fatalf("read of 4 characters from 6: %+v", c)
 	}
-	fi := o.fileInfo()
+	fi := o.File()
 	if fi.Cut != "" || fi.Missing != 0 || fi.Removed || !strings.HasSuffix(fi.Path, "/t.out") {
 		t.Errorf("file info %+v", fi)
 	}
@@ -96,7 +95,7 @@ func TestOutputFile(t *testing.T) {
 func TestOutputBudgetCut(t *testing.T) {
 	const budget = 64 << 10 // a tail of 16 KiB
 	st := testStore(t, budget)
-	o := newOutput(st, "big.out")
+	o := st.New("big.out")
 	var want bytes.Buffer
 	for i := 0; want.Len() < 1<<20; i++ {
 		line := strconv.Itoa(i) + "\n"
@@ -104,7 +103,7 @@ func TestOutputBudgetCut(t *testing.T) {
 		o.Write([]byte(line))
 	}
 	total := int64(want.Len())
-	fi := o.fileInfo()
+	fi := o.File()
 	if fi.Cut == "" || !strings.Contains(fi.Cut, "64 KiB") || fi.Missing != total-budget-16<<10 {
 		t.Fatalf("cut %q, missing %d of %d", fi.Cut, fi.Missing, total)
 	}
@@ -113,12 +112,12 @@ func TestOutputBudgetCut(t *testing.T) {
 	if c.Skipped != fi.Missing || !strings.Contains(c.Text, textfit.DropNotice(fi.Missing)) || c.Next != total {
 		t.Fatalf("read across the gap: skipped %d, next %d", c.Skipped, c.Next)
 	}
-	o.end()
+	o.End()
 	file := fileOf(t, o)
 	if int64(len(file)) > budget {
 		t.Errorf("the file holds %d bytes, over the budget of %d", len(file), budget)
 	}
-	fi = o.fileInfo()
+	fi = o.File()
 	head := want.String()[:total-16<<10-fi.Missing]
 	notice := fileNotice(fi.Missing, fi.Cut)
 	if !strings.HasPrefix(file, head) || file[len(head):len(head)+len(notice)] != notice || !strings.HasSuffix(file, want.String()[total-16<<10:]) {
@@ -152,28 +151,28 @@ func TestOutputBudgetCut(t *testing.T) {
 // went says why.
 func TestOutputEviction(t *testing.T) {
 	st := testStore(t, 100<<10)
-	old := newOutput(st, "old.out")
+	old := st.New("old.out")
 	old.Write(bytes.Repeat([]byte("o"), 60<<10))
-	old.end()
-	running := newOutput(st, "run.out")
+	old.End()
+	running := st.New("run.out")
 	running.Write(bytes.Repeat([]byte("r"), 30<<10))
-	newer := newOutput(st, "new.out")
+	newer := st.New("new.out")
 	newer.Write(bytes.Repeat([]byte("n"), 30<<10)) // 120 KiB: the old file goes
-	if fi := old.fileInfo(); !fi.Removed {
+	if fi := old.File(); !fi.Removed {
 		t.Fatalf("the old file was not removed: %+v", fi)
 	}
-	if _, err := os.Stat(old.fileInfo().Path); !os.IsNotExist(err) {
+	if _, err := os.Stat(old.File().Path); !os.IsNotExist(err) {
 		t.Errorf("the old file is still there: %v", err)
 	}
-	if _, err := old.readAt(offset(0), false, Budget{}); !errors.Is(err, errOutputRemoved) {
+	if _, err := old.Read(offset(0), false, Budget{}); !errors.Is(err, ErrRemoved) {
 		t.Errorf("a read of the removed file: %v", err)
 	}
 	// Running outputs are never removed: the one that does not fit is cut.
 	newer.Write(bytes.Repeat([]byte("m"), 160<<10))
-	if fi := running.fileInfo(); fi.Removed || fi.Cut != "" {
+	if fi := running.File(); fi.Removed || fi.Cut != "" {
 		t.Errorf("the running output: %+v", fi)
 	}
-	if fi := newer.fileInfo(); fi.Cut == "" || fi.Missing == 0 {
+	if fi := newer.File(); fi.Cut == "" || fi.Missing == 0 {
 		t.Errorf("the output that did not fit: %+v", fi)
 	}
 	if st.used > st.budget {
@@ -184,22 +183,22 @@ func TestOutputEviction(t *testing.T) {
 // TestOutputMemoryOnly: without a file, the head and the tail are kept in memory.
 func TestOutputMemoryOnly(t *testing.T) {
 	st := testStore(t, 0)
-	o := newOutput(st, "x.out")
-	o.Write(bytes.Repeat([]byte("a"), maxTail/2))
-	o.Write(bytes.Repeat([]byte("b"), maxTail))
+	o := st.New("x.out")
+	o.Write(bytes.Repeat([]byte("a"), MaxTail/2))
+	o.Write(bytes.Repeat([]byte("b"), MaxTail))
 	o.Write([]byte("end"))
-	fi := o.fileInfo()
+	fi := o.File()
 	if fi.Path != "" || fi.NoFile == "" {
 		t.Fatalf("file info %+v", fi)
 	}
 	wh := whole(t, o, Budget{})
-	if !strings.HasPrefix(wh.Text, "aaa") || !strings.HasSuffix(wh.Text, "bend") || wh.Dropped != maxTail+3-maxTail/2 {
+	if !strings.HasPrefix(wh.Text, "aaa") || !strings.HasSuffix(wh.Text, "bend") || wh.Dropped != MaxTail+3-MaxTail/2 {
 		t.Errorf("head and tail in memory: %d dropped, %d bytes", wh.Dropped, len(wh.Text))
 	}
 }
 
 func TestOutputIncremental(t *testing.T) {
-	o := newOutput(testStore(t, 1<<20), "x.out")
+	o := testStore(t, 1<<20).New("x.out")
 	o.Write([]byte("one\n"))
 	if c := read(t, o, nil, true, Budget{}); c.Text != "one\n" {
 		t.Fatalf("first read %+v", c)
@@ -220,7 +219,7 @@ func TestOutputIncremental(t *testing.T) {
 }
 
 func TestOutputValidText(t *testing.T) {
-	o := newOutput(testStore(t, 1<<20), "x.out")
+	o := testStore(t, 1<<20).New("x.out")
 	euro := []byte("€") // 3 bytes
 	o.Write([]byte("a"))
 	o.Write(euro[:2])
@@ -253,13 +252,13 @@ func TestOutputBudget(t *testing.T) {
 	budget := Budget{Cost: jsonish, Max: 60}
 	st := testStore(t, 1<<20)
 	// Cheap output within the budget comes back whole.
-	o := newOutput(st, "a.out")
+	o := st.New("a.out")
 	o.Write([]byte(strings.Repeat("a", 50)))
 	if wh := whole(t, o, budget); wh.Text != strings.Repeat("a", 50) || wh.Dropped != 0 {
 		t.Fatalf("cheap output: %+v", wh)
 	}
 	// 50 control characters cost 300: about half the budget goes to the start, the rest to the end.
-	o = newOutput(st, "b.out")
+	o = st.New("b.out")
 	o.Write([]byte("<" + strings.Repeat("\x01", 48) + ">"))
 	wh := whole(t, o, budget)
 	front, back, ok := strings.Cut(wh.Text, "\n[... ")
@@ -271,14 +270,14 @@ func TestOutputBudget(t *testing.T) {
 		t.Errorf("kept %q and %q, dropped %d of 50: more than the budget, or miscounted", front, back, wh.Dropped)
 	}
 	// Characters: head and tail of 20 of them, in one read.
-	o = newOutput(st, "c.out")
+	o = st.New("c.out")
 	o.Write([]byte(strings.Repeat("é", 30) + strings.Repeat("x", 30)))
 	if wh := whole(t, o, Budget{Chars: 20}); !strings.HasPrefix(wh.Text, strings.Repeat("é", 10)+"\n[... 40 characters (0 lines, 60 bytes)") ||
 		!strings.HasSuffix(wh.Text, "]\n"+strings.Repeat("x", 10)) || wh.DroppedChars != 40 {
 		t.Errorf("20 characters of 60: %+v", wh)
 	}
 	// Incremental reads stop at the budget and continue where they stopped, never in a character.
-	o = newOutput(st, "d.out")
+	o = st.New("d.out")
 	o.Write([]byte("\x01€\x01€"))
 	var got string
 	for range 4 {
@@ -293,7 +292,7 @@ func TestOutputBudget(t *testing.T) {
 // truncated one at the end of a finished stream, U+FFFD), so that a reader always gets on; only a
 // character still being written is waited for.
 func TestOutputReadsGetOn(t *testing.T) {
-	o := newOutput(testStore(t, 1<<20), "x.out")
+	o := testStore(t, 1<<20).New("x.out")
 	o.Write([]byte("é\xe2\x82"))
 	tiny := Budget{Cost: jsonish, Max: 1}
 	if c := read(t, o, nil, true, tiny); c.Text != "é" || c.Next != 2 {
@@ -313,7 +312,7 @@ func TestOutputReadsGetOn(t *testing.T) {
 // TestOutputLines: grep returns the lines that match, from the cursor or an offset, within the
 // budget, and continues where it stopped; tail the last lines, of those that match with grep.
 func TestOutputLines(t *testing.T) {
-	o := newOutput(testStore(t, 1<<20), "x.out")
+	o := testStore(t, 1<<20).New("x.out")
 	for i := 1; i <= 1000; i++ {
 		line := "line " + strconv.Itoa(i)
 		if i%100 == 0 {
@@ -323,28 +322,30 @@ func TestOutputLines(t *testing.T) {
 	}
 	o.Write([]byte("partial ERROR")) // no newline yet
 	errs := regexp.MustCompile(`ERROR`)
-	c, err := o.grepAt(nil, true, errs, Budget{Chars: 40})
+	c, err := o.Grep(nil, true, errs, Budget{Chars: 40})
 	if err != nil || c.Text != "line 100 ERROR\nline 200 ERROR\n" || c.Lines != 2 || c.Pending == 0 {
 		t.Fatalf("grep within 40 characters: %+v, %v", c, err)
 	}
-	c, err = o.grepAt(nil, true, errs, Budget{})
+	c, err = o.Grep(nil, true, errs, Budget{})
 	if err != nil || c.Lines != 8 || !strings.HasPrefix(c.Text, "line 300 ERROR\n") || strings.Contains(c.Text, "partial") {
 		t.Fatalf("grep of the rest, the last line still being written: %+v, %v", c, err)
 	}
 	o.Write([]byte("\n"))
-	if c, _ = o.grepAt(nil, false, errs, Budget{}); c.Text != "partial ERROR\n" {
+	if c, _ = o.Grep(nil, false, errs, Budget{}); c.Text != "partial ERROR\n" {
 		t.Fatalf("the last line once written: %+v", c)
 	}
-	if c, _ = o.tailLines(3, false, nil, Budget{}); c.Text != "line 999\nline 1000 ERROR\npartial ERROR\n" || c.Lines != 3 {
+	if c, _ = o.Tail(3, false, nil, Budget{}); c.Text != "line 999\nline 1000 ERROR\npartial ERROR\n" || c.Lines != 3 {
 		t.Fatalf("tail 3: %+v", c)
 	}
-	if c, _ = o.tailLines(2, false, errs, Budget{}); c.Text != "line 1000 ERROR\npartial ERROR\n" {
+	if c, _ = o.Tail(2, false, errs, Budget{}); c.Text != "line 1000 ERROR\npartial ERROR\n" {
 		t.Fatalf("tail 2 of grep: %+v", c)
 	}
-	if c, _ = o.tailLines(100, false, nil, Budget{Chars: 30}); c.Text != "line 1000 ERROR\npartial ERROR\n" || c.Lines != 2 {
+	if c, _ = o.Tail(100, false, nil, Budget{Chars: 30}); c.Text != "line 1000 ERROR\npartial ERROR\n" || c.Lines != 2 {
 		t.Fatalf("tail 100 within 30 characters: %+v", c)
 	}
-	if c, _ = o.grepAt(offset(0), false, regexp.MustCompile(`^line 99\d$`), Budget{}); c.Lines != 10 {
+	if c, _ = o.Grep(offset(0), false, regexp.MustCompile(`^line 99\d$`), Budget{}); c.Lines != 10 {
 		t.Fatalf("grep from 0: %+v", c)
 	}
 }
+
+func offset(n int64) *int64 { return &n }

@@ -1,4 +1,4 @@
-package reaper
+package taskout
 
 import (
 	"strconv"
@@ -27,7 +27,7 @@ func FuzzOutput(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream, cuts []byte, size uint16, chars uint8, costly bool) {
 		st.budget, st.tail, st.used, st.done = int64(size%512)+8, int(size%512+8)/4, 0, nil
 		n++
-		o := newOutput(st, "f"+strconv.Itoa(n)+".out")
+		o := st.New("f" + strconv.Itoa(n) + ".out")
 		defer st.dir.Remove(o.name)
 		budget := Budget{Chars: int(chars)}
 		if costly {
@@ -37,7 +37,7 @@ func FuzzOutput(f *testing.F) {
 		var next int64
 		read := func(partial bool) {
 			for range len(stream) + 2 {
-				c, err := o.readAt(nil, partial, budget)
+				c, err := o.Read(nil, partial, budget)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -83,14 +83,14 @@ func FuzzOutput(f *testing.F) {
 		if next != int64(len(stream)) {
 			t.Fatalf("the reads ended at %d of %d bytes", next, len(stream))
 		}
-		cut := o.fileInfo().Cut != ""
+		cut := o.File().Cut != ""
 		valid := strings.ToValidUTF8(string(stream), "\uFFFD")
 		if !cut && !budget.On() && strip(got.String()) != strip(valid) {
 			t.Errorf("incremental reads gave %q for %q", got.String(), stream)
 		}
-		o.end()
+		o.End()
 		for _, b := range []Budget{budget, {}} {
-			wh, err := o.all(false, b)
+			wh, err := o.All(false, b)
 			if err != nil || !utf8.ValidString(wh.Text) || wh.Total != int64(len(stream)) || wh.Dropped < 0 || wh.Dropped > wh.Total {
 				t.Fatalf("all() = %+v, %v for %d bytes", wh, err, len(stream))
 			}
@@ -101,10 +101,10 @@ func FuzzOutput(f *testing.F) {
 		if st.used > st.budget {
 			t.Errorf("the file takes %d bytes of a budget of %d", st.used, st.budget)
 		}
-		if fi := o.fileInfo(); fi.Path != "" && !cut && fileOf(t, o) != string(stream) {
+		if fi := o.File(); fi.Path != "" && !cut && fileOf(t, o) != string(stream) {
 			t.Errorf("the file does not hold the stream")
 		}
-		if p := o.progress(0); !utf8.ValidString(p.LastLine) || strings.Contains(p.LastLine, "\n") {
+		if p := o.Progress(0); !utf8.ValidString(p.LastLine) || strings.Contains(p.LastLine, "\n") {
 			t.Errorf("progress line %q", p.LastLine)
 		}
 	})

@@ -1,0 +1,383 @@
+package taskout
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cgreaper/reaper/internal/textfit"
+)
+
+// output is a task's combined stdout and stderr: the whole stream in the task's file (see
+// Store), up to the session's disk budget; once a write does not fit (or the file cannot be
+// written), the stream's most recent bytes in memory, which go into the file once the output ends.
+// Offsets are positions in the whole stream, so a reader that falls behind learns exactly how much
+// it missed. Nothing here splits on lines: a 10 MB line is just bytes.
+//
+// The stream's kept parts are its head, [0, head), in the file (or in memory where there is no
+// file), and, once cut, its tail, its last bytes, in a ring or, once the output ended, in the file
+// after a line that says what was left out between them.
+type Output struct {
+	// The fields up to mu are fixed at creation.
+	store *Store // nil: memory only
+	name  string // the file's name
+
+	// mu guards the fields that follow, and every read and write of the file.
+	mu      sync.Mutex
+	file    *file        // set once the file is made
+	fd      *os.File     // the file, open for writing until the output ends
+	mem     []byte       // the head, where there is no file
+	memCap  int          // how much of the head mem keeps
+	noFile  string       // why there is no file ("" where there is one, or none was needed yet)
+	head    int64        // the head's length
+	cut     string       // why the head stopped growing ("" while it grows)
+	tail    textfit.Ring // the tail, from the cut until it goes to the file
+	tailAt  int64        // where the tail starts in the file, once it is there; -1 before
+	tailLen int64        // the tail's length once it is in the file
+	total   int64        // bytes written to the stream so far
+	lines   int64        // newlines written so far
+	chars   int64        // characters written so far (see textfit.CountChars)
+	last    [3]byte      // the stream's last bytes, for a character still being written
+	lastN   int
+	next    int64 // the cursor of incremental reads: where the previous read ended
+	ended   bool  // the output ended: the file is complete and closed, the tail in it
+	gone    bool  // a finished foreground command's output was returned: later writes are not kept
+	after   int64 // bytes written once gone: counted, not kept (the stream read ends at total)
+}
+
+// New returns an empty stream kept in the store's file name (in memory only where the store has no
+// directory: at most half the store's tail of head, and as much of tail).
+func (st *Store) New(name string) *Output {
+	o := &Output{store: st, name: name, tailAt: -1, memCap: st.tail / 2}
+	if st.dir == nil {
+		o.noFile = "output kept in memory only"
+	}
+	return o
+}
+
+// Write appends p to the stream; it never fails and never blocks on a reader.
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(p)
+	if o.gone || o.ended {
+		o.after += int64(n)
+		return n, nil
+	}
+	o.total += int64(n)
+	o.lines += int64(bytes.Count(p, []byte{'\n'}))
+	o.chars += textfit.CountChars(p)
+	o.keepLast(p)
+	if o.cut == "" {
+		p = o.writeHeadLocked(p)
+	}
+	o.tail.Write(p)
+	return n, nil
+}
+
+// keepLast keeps the stream's last three bytes.
+func (o *Output) keepLast(p []byte) {
+	if len(p) >= 3 {
+		o.lastN = copy(o.last[:], p[len(p)-3:])
+		return
+	}
+	b := append(o.last[:o.lastN:o.lastN], p...)
+	o.lastN = copy(o.last[:], b[max(0, len(b)-3):])
+}
+
+// writeHeadLocked adds what of p fits to the head and returns the rest, cutting the head where it
+// does not all fit.
+func (o *Output) writeHeadLocked(p []byte) []byte {
+	if o.file == nil && o.noFile == "" {
+		file, fd, err := o.store.create(o.name)
+		if err != nil {
+			o.noFile = "its output file could not be made: " + err.Error()
+		} else {
+			o.file, o.fd = file, fd
+		}
+	}
+	if o.file == nil {
+		k := min(len(p), o.memCap-len(o.mem))
+		o.mem = append(o.mem, p[:k]...)
+		o.head += int64(k)
+		if k < len(p) {
+			o.cutLocked(o.noFile, o.memCap)
+		}
+		return p[k:]
+	}
+	k := o.store.grant(o.file, int64(len(p)))
+	if k > 0 {
+		w, err := o.fd.WriteAt(p[:k], o.head)
+		o.head += int64(w)
+		if int64(w) < k {
+			o.store.refund(o.file, k-int64(w))
+			o.cutLocked(fmt.Sprintf("writing its output file failed: %v", err), o.store.tail)
+			return p[w:]
+		}
+	}
+	if k < int64(len(p)) {
+		o.cutLocked(fmt.Sprintf("the session's output files reached their budget of %s", textfit.ByteSize(o.store.budget)), o.store.tail)
+	}
+	return p[k:]
+}
+
+// cutLocked stops the head from growing: the tail keeps the last size bytes from now on.
+func (o *Output) cutLocked(why string, size int) {
+	o.cut = why
+	o.tail = textfit.NewRing(size)
+}
+
+// discard ends a finished foreground command's output: its result has been returned, and what its
+// leftover processes write later is not kept, only counted. A read of its file starts at its
+// beginning: the result held only its head and tail.
+func (o *Output) Discard() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.gone = true
+	o.endLocked()
+	o.next = 0
+}
+
+// end ends the output: every writer is gone.
+func (o *Output) End() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.endLocked()
+}
+
+// endLocked writes the tail into the file after a line for what was left out, and closes the file.
+// Room is made within the budget by removing finished files, else by shortening the head. Where the
+// file cannot take the tail, the tail stays in memory.
+func (o *Output) endLocked() {
+	if o.ended {
+		return
+	}
+	o.ended = true
+	if o.file == nil {
+		return
+	}
+	defer func() {
+		o.fd.Close()
+		o.fd = nil
+		o.store.finish(o.file)
+	}()
+	if o.cut == "" || o.tail.Len() == 0 || o.store.isClosed() {
+		return
+	}
+	tail := o.tail.View()
+	need := int64(len(fileNotice(1<<62, o.cut)) + len(tail)) // room for the notice at its longest
+	got := o.store.grant(o.file, need)
+	if got+o.head < need-int64(len(tail))+1 {
+		// Not even the notice and a byte of tail fit, with the whole head given up (a budget far
+		// below the smallest the flags allow): the tail stays in memory.
+		o.store.refund(o.file, got)
+		return
+	}
+	if short := need - got; short > 0 {
+		// The head gives up its end to the tail.
+		shrink := min(short, o.head)
+		if o.fd.Truncate(o.head-shrink) != nil {
+			o.store.refund(o.file, got)
+			return
+		}
+		o.head -= shrink
+		got += shrink
+		if short -= shrink; short > 0 {
+			tail = tail[short:] // only a budget near the notice's length gets here
+		}
+	}
+	buf := append([]byte(fileNotice(o.total-int64(len(tail))-o.head, o.cut)), tail...)
+	if _, err := o.fd.WriteAt(buf, o.head); err != nil {
+		o.store.refund(o.file, got)
+		return
+	}
+	o.store.refund(o.file, got-int64(len(buf)))
+	o.tailAt, o.tailLen = o.head+int64(len(buf)-len(tail)), int64(len(tail))
+	o.tail = textfit.Ring{}
+}
+
+// fileNotice is the line in a file where n bytes were left out, and why.
+func fileNotice(n int64, why string) string {
+	return fmt.Sprintf("\n[... %d bytes of output left out here: %s ...]\n", n, why)
+}
+
+// tailLength returns the tail's length, wherever it is.
+func (o *Output) tailLength() int64 {
+	if o.tailAt >= 0 {
+		return o.tailLen
+	}
+	return int64(o.tail.Len())
+}
+
+// tailStart returns where the tail starts in the stream (the stream's end while nothing is cut).
+func (o *Output) tailStart() int64 {
+	if o.cut == "" {
+		return o.total
+	}
+	return o.total - o.tailLength()
+}
+
+// reader is what reads of the file go through: the descriptor it is being written through, or one
+// opened for the read.
+type reader struct {
+	f   *os.File
+	own bool
+}
+
+func (r reader) close() {
+	if r.own {
+		r.f.Close()
+	}
+}
+
+// readerLocked returns a reader of the file (nothing where the stream has no file).
+func (o *Output) readerLocked() (reader, error) {
+	switch {
+	case o.file == nil:
+		return reader{}, nil
+	case o.fd != nil:
+		return reader{f: o.fd}, nil
+	}
+	f, err := o.store.open(o.file)
+	if err != nil {
+		return reader{}, err
+	}
+	return reader{f: f, own: true}, nil
+}
+
+// headBytes returns up to n bytes (n < 0: all) of the head from off, which must be in it.
+func (o *Output) headBytes(r reader, off int64, n int) ([]byte, error) {
+	end := o.head
+	if n >= 0 {
+		end = min(end, off+int64(n))
+	}
+	if r.f == nil {
+		return o.mem[off:end], nil
+	}
+	return readAt(r.f, off, end-off)
+}
+
+// tailBytes returns up to n bytes (n < 0: all) of the tail from off, which must be in it.
+func (o *Output) tailBytes(r reader, off int64, n int) ([]byte, error) {
+	start := o.tailStart()
+	end := o.total
+	if n >= 0 {
+		end = min(end, off+int64(n))
+	}
+	if o.tailAt < 0 {
+		return o.tail.View()[off-start : end-start], nil
+	}
+	return readAt(r.f, o.tailAt+off-start, end-off)
+}
+
+// readAt reads n bytes of f at off; a file shorter than reaper wrote it (a root task may truncate
+// it) gives what it has.
+func readAt(f *os.File, off, n int64) ([]byte, error) {
+	b := make([]byte, n)
+	k, err := f.ReadAt(b, off)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return b[:k], err
+}
+
+// hasFile reports whether the output has a file, made and not yet removed.
+func (o *Output) HasFile() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.file != nil && !o.store.isGone(o.file)
+}
+
+// FileInfo says where a task's whole output is.
+type FileInfo struct {
+	// Path is the file; empty where the task has none (it printed nothing, or its file could not be
+	// made: NoFile says why).
+	Path string
+	// Cut says why the file lacks part of the output's middle, or will once the output ends (its
+	// tail is then added); empty when it holds every byte.
+	Cut string
+	// Missing counts the bytes of the middle that the file lacks.
+	Missing int64
+	// Removed is set once the file was removed to make room for newer output (see Options.OutputBudget).
+	Removed bool
+	// NoFile says why the output has no file, where it printed something.
+	NoFile string
+}
+
+// fileInfo describes the output's file.
+func (o *Output) File() FileInfo {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var fi FileInfo
+	if o.file == nil {
+		if o.total > 0 {
+			fi.NoFile = o.noFile
+		}
+		return fi
+	}
+	fi.Path, fi.Cut, fi.Removed = o.file.path, o.cut, o.store.isGone(o.file)
+	if o.cut != "" {
+		fi.Missing = o.tailStart() - o.head
+	}
+	return fi
+}
+
+// size returns the length of the whole stream so far, what was written once it was not kept
+// included.
+func (o *Output) Size() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.total + o.after
+}
+
+// Progress describes a running foreground command.
+type Progress struct {
+	Elapsed time.Duration
+	// Bytes and Lines count the output so far (lines by newlines seen).
+	Bytes, Lines int64
+	// LastLine is the last complete line of output, cut to 200 bytes.
+	LastLine string
+}
+
+// progress describes the output so far, for a progress report.
+func (o *Output) Progress(elapsed time.Duration) Progress {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := Progress{Elapsed: elapsed, Bytes: o.total, Lines: o.lines}
+	tail := o.lastBytesLocked(4096)
+	tail = bytes.TrimRight(tail, "\n")
+	if i := bytes.LastIndexByte(tail, '\n'); i >= 0 {
+		tail = tail[i+1:]
+	}
+	if len(tail) > 200 {
+		tail = tail[:200]
+		tail = tail[:len(tail)-textfit.IncompleteSuffix(tail)]
+	}
+	p.LastLine = textfit.ValidText(tail)
+	return p
+}
+
+// lastBytesLocked returns up to n of the stream's most recent bytes that are kept.
+func (o *Output) lastBytesLocked(n int) []byte {
+	if o.cut != "" {
+		v := o.tail.View()
+		if o.tailAt < 0 {
+			return v[max(0, len(v)-n):]
+		}
+	}
+	r, err := o.readerLocked()
+	if err != nil {
+		return nil
+	}
+	defer r.close()
+	if o.cut != "" {
+		b, _ := o.tailBytes(r, max(o.tailStart(), o.total-int64(n)), n)
+		return b
+	}
+	b, _ := o.headBytes(r, max(0, o.head-int64(n)), n)
+	return b
+}

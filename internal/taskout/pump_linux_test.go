@@ -1,0 +1,92 @@
+package taskout
+
+import (
+	"bytes"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cgreaper/reaper/internal/testutil"
+)
+
+// buffer returns the size of the pump's read buffer, -1 once it let go of it.
+func buffer(p *Pump) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.buf == nil {
+		return -1
+	}
+	return len(p.buf)
+}
+
+// startPump runs a pump of a new pipe into a new output until the test ends, and returns the pipe's
+// write end.
+func startPump(t *testing.T) (*Pump, *Output, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := testStore(t, 1<<20).New("p.out")
+	p, err := NewPump(r, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run()
+	}()
+	t.Cleanup(func() {
+		w.Close()
+		p.Abort()
+		<-done
+	})
+	return p, out, w
+}
+
+// TestPumpBuffers: a pump reads a running task's output with its full buffer, a slowed one (what a
+// finished foreground command left behind writes on, read only to be discarded) with a small one,
+// and a stopped one holds none: an idle session keeps its last task, and the task its pump, until
+// its next command.
+func TestPumpBuffers(t *testing.T) {
+	p, out, w := startPump(t)
+	if n := buffer(p); n != bufSize {
+		t.Errorf("a running pump has a buffer of %d bytes, want %d", n, bufSize)
+	}
+	w.Write([]byte("hello\n"))
+	testutil.Eventually(t, "the pump reading what was written", func() bool { return out.Size() == 6 })
+
+	p.Slow()
+	if n := buffer(p); n != idleBufSize {
+		t.Errorf("a slowed pump has a buffer of %d bytes, want %d", n, idleBufSize)
+	}
+	// A slowed pump goes on emptying the pipe: the writer is never blocked for good.
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := w.Write(big)
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		t.Fatalf("a write of 1 MiB to a slowed pump's pipe did not return within %v", patience)
+	}
+
+	w.Close()
+	select {
+	case <-p.done:
+	case <-time.After(patience):
+		t.Fatalf("the pump did not stop within %v of its pipe's end", patience)
+	}
+	if n := buffer(p); n != -1 {
+		t.Errorf("a stopped pump holds a buffer of %d bytes", n)
+	}
+}
+
+// patience bounds the waits of this package's tests: generous, the machine may be loaded.
+const patience = 30 * time.Second
