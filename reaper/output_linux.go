@@ -10,8 +10,6 @@ import (
 // within Options.OutputBudget, and each task an Output fed by a Pump. These are the types of its
 // reads that Session's methods return.
 type (
-	// Budget caps the output one call returns (see taskout.Budget).
-	Budget = taskout.Budget
 	// Chunk is a piece of a task's output (see taskout.Chunk).
 	Chunk = taskout.Chunk
 	// Whole is a foreground command's output as a result carries it (see taskout.Whole).
