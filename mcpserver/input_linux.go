@@ -45,7 +45,7 @@ func (s *Server) writeStdin(ctx context.Context, req *mcp.CallToolRequest, st *s
 	if err != nil && !stalled {
 		return nil, WriteStdinOutput{}, err
 	}
-	ti, c, rerr := st.rs.Output(in.TaskID, reaper.OutputOptions{Budget: budget})
+	ti, c, rerr := st.rs.Output(ctx, in.TaskID, reaper.OutputOptions{Budget: budget})
 	if rerr != nil {
 		return nil, WriteStdinOutput{}, rerr
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -12,14 +11,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Bounds of task_output's line reads.
-const (
-	// maxGrepBytes bounds a grep pattern: RE2 compiles in time linear in it, and matches in time
-	// linear in the text.
-	maxGrepBytes = 4096
-	// maxTail bounds tail.
-	maxTail = 100000
-)
+// maxTail bounds task_output's tail. A grep pattern's bounds, and those of the search, are reaper's
+// (reaper.CompilePattern, reaper.Session.Output).
+const maxTail = 100000
 
 func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, st *session, in TaskOutputInput) (*mcp.CallToolResult, TaskOutput, error) {
 	wait, err := millis("timeout", in.Timeout, defaultWaitMS)
@@ -35,7 +29,7 @@ func (s *Server) taskOutput(ctx context.Context, req *mcp.CallToolRequest, st *s
 			return nil, TaskOutput{}, err
 		}
 	}
-	ti, c, err := st.rs.Output(in.TaskID, opts)
+	ti, c, err := st.rs.Output(ctx, in.TaskID, opts)
 	if err != nil {
 		return nil, TaskOutput{}, err
 	}
@@ -63,14 +57,9 @@ func (s *Server) readOptions(in TaskOutputInput) (reaper.OutputOptions, error) {
 		opts.Tail = *in.Tail
 	}
 	if in.Grep != "" {
-		if len(in.Grep) > maxGrepBytes {
-			return opts, fmt.Errorf("grep: a pattern of %d bytes, the limit is %d", len(in.Grep), maxGrepBytes)
+		if opts.Grep, err = reaper.CompilePattern(in.Grep); err != nil {
+			return opts, err
 		}
-		re, err := regexp.Compile(in.Grep)
-		if err != nil {
-			return opts, fmt.Errorf("grep: not a regular expression in RE2 syntax (https://github.com/google/re2/wiki/Syntax): %v", err)
-		}
-		opts.Grep = re
 	}
 	return opts, nil
 }
@@ -92,6 +81,8 @@ func (s *Server) outputResult(ti reaper.TaskInfo, c reaper.Chunk, lines bool) (T
 	}
 	note := func(format string, args ...any) { fmt.Fprintf(&b, "["+format+"]\n", args...) }
 	switch {
+	case c.Stopped != "":
+		note("%d line(s); the search stopped at %s: %d more bytes after byte %d not searched: call task_output again to continue there, or use a narrower pattern", c.Lines, c.Stopped, c.Pending, c.Next)
 	case lines && c.Pending > 0:
 		note("%d line(s); %d more bytes after byte %d not searched or not returned: call task_output again to continue there", c.Lines, c.Pending, c.Next)
 	case lines:

@@ -224,9 +224,9 @@ Everything %[1]s starts, background tasks and escaped or detached processes incl
 		Description: fmt.Sprintf(`Read a task's output: a background task's (task_id), or a foreground command's whole output (its output_task_id). Returns the task's status, its exit code once it has ended, whether it is waiting for input, and output, at most max_output characters (default %d, at most 1048576):
 - by default, what it wrote since the previous read; pending_bytes says how much more the next call returns;
 - with offset, from that byte offset instead (offset, next, pending_bytes and output_bytes count bytes; max_output counts characters);
-- with grep, only the lines that match a regular expression (RE2 syntax, such as (?i)error|warn), from the previous read or offset on: for logs, call it again to follow them;
+- with grep, only the lines that match a regular expression (RE2 syntax, such as (?i)error|warn), from the previous read or offset on: for logs, call it again to follow them; one call searches at most %s for at most %v, and says where the next one continues;
 - with tail, the last N lines (with grep: the last N that match).
-With block=true it waits until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished background task leaves task_list once its output has been read to the end; its file stays readable until newer output needs the room.`, maxOutput),
+With block=true it waits until the task ends (timeout defaults to 30000 ms, at most 600000 ms) instead of polling. A finished background task leaves task_list once its output has been read to the end; its file stays readable until newer output needs the room.`, maxOutput, textfit.ByteSize(reaper.MaxScanBytes), reaper.ScanTime),
 		Annotations: &mcp.ToolAnnotations{Title: "Read a task's output", ReadOnlyHint: true},
 	}
 	t.stop = &mcp.Tool{

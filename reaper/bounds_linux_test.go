@@ -22,7 +22,7 @@ func TestInputBounds(t *testing.T) {
 		t.Errorf("a description at the limit: %v", err)
 	}
 	id := "t-" + strings.Repeat("0", 1<<20)
-	_, _, err := s.Output(id, OutputOptions{})
+	_, _, err := s.Output(context.Background(), id, OutputOptions{})
 	if !errors.Is(err, ErrUnknownTask) || len(err.Error()) > 300 {
 		t.Errorf("a 1 MiB task id: the error is %d bytes, want ErrUnknownTask and a short message: %.200v", len(err.Error()), err)
 	}
@@ -56,7 +56,7 @@ func TestFinishedTasksAreBounded(t *testing.T) {
 	if _, err := s.lookup(ids[0]); !errors.Is(err, ErrUnknownTask) {
 		t.Errorf("the oldest finished task is still there: %v", err)
 	}
-	if _, c, err := s.Output(ids[7], OutputOptions{}); err != nil || c.Text != "7\n" {
+	if _, c, err := s.Output(context.Background(), ids[7], OutputOptions{}); err != nil || c.Text != "7\n" {
 		t.Errorf("the newest: %q, %v", c.Text, err)
 	}
 }

@@ -3,7 +3,6 @@ package reaper
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/proc"
@@ -253,7 +252,7 @@ type OutputOptions struct {
 	Budget Budget
 	// Grep, if set, returns only the lines that it matches (see internal/taskout for the bounds of
 	// one read's search).
-	Grep *regexp.Regexp
+	Grep *Pattern
 	// Tail, if positive, returns the last Tail lines of the output (of those Grep matches, if set)
 	// instead of reading from an offset; the cursor moves to the end.
 	Tail int
@@ -262,8 +261,9 @@ type OutputOptions struct {
 // Output returns the task's output that is new since the previous read (or from opts.Offset, or its
 // last lines), and the task's state. Reading a finished task's output to its end lets the task be
 // cleared. A cleared task whose output file the session keeps (a foreground command's, say) can still
-// be read; its info is as it ended.
-func (s *Session) Output(id string, opts OutputOptions) (TaskInfo, Chunk, error) {
+// be read; its info is as it ended. A line read (Grep, Tail) stops when ctx is done or the session
+// ends, with an error, and at its time and work limits (see taskout.Output.Grep).
+func (s *Session) Output(ctx context.Context, id string, opts OutputOptions) (TaskInfo, Chunk, error) {
 	t, cleared, err := s.lookupOutput(id)
 	if err != nil {
 		return TaskInfo{}, Chunk{}, err
@@ -281,9 +281,9 @@ func (s *Session) Output(id string, opts OutputOptions) (TaskInfo, Chunk, error)
 	var c Chunk
 	switch {
 	case opts.Tail > 0:
-		c, err = t.out.Tail(opts.Tail, partial, opts.Grep, opts.Budget)
+		c, err = t.out.Tail(ctx, opts.Tail, partial, opts.Grep, opts.Budget)
 	case opts.Grep != nil:
-		c, err = t.out.Grep(opts.Offset, partial, opts.Grep, opts.Budget)
+		c, err = t.out.Grep(ctx, opts.Offset, partial, opts.Grep, opts.Budget)
 	default:
 		c, err = t.out.Read(opts.Offset, partial, opts.Budget)
 	}

@@ -124,7 +124,7 @@ func taskPids(t testing.TB, s *Session, id string, n int) []testutil.Proc {
 	t.Helper()
 	var text string
 	testutil.Eventually(t, "the task's pids", func() bool {
-		_, c, err := s.Output(id, OutputOptions{Offset: offset(0)})
+		_, c, err := s.Output(context.Background(), id, OutputOptions{Offset: offset(0)})
 		text = c.Text
 		return err == nil && strings.Count(text, "\n") >= n
 	})

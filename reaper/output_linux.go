@@ -18,7 +18,21 @@ type (
 	FileInfo = taskout.FileInfo
 	// Progress describes a running foreground command (see taskout.Progress).
 	Progress = taskout.Progress
+	// Pattern is a grep pattern whose cost was checked (see CompilePattern).
+	Pattern = taskout.Pattern
 )
+
+// Bounds of one line read of a task's output (OutputOptions.Grep, Tail): it searches at most
+// MaxScanBytes of output for at most ScanTime, and a call that stops there says where the next one
+// continues (see taskout.Output.Grep).
+const (
+	MaxScanBytes = taskout.MaxScan
+	ScanTime     = taskout.DefaultScanTime
+)
+
+// CompilePattern checks a grep pattern for OutputOptions.Grep, its length and its cost, and compiles
+// it (see taskout.Compile); its errors say what to change.
+func CompilePattern(expr string) (*Pattern, error) { return taskout.Compile(expr) }
 
 // DefaultOutputBudget is the disk space a session's output files may take by default.
 const DefaultOutputBudget = taskout.DefaultBudget

@@ -54,7 +54,7 @@ func TestIncrementalReads(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the task did not end within 30 s; read so far %q", seen.String())
 		}
-		info, c, err := s.Output(ti.ID, OutputOptions{})
+		info, c, err := s.Output(context.Background(), ti.ID, OutputOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestIncrementalReads(t *testing.T) {
 	if seen.String() != "line1\nline2\nline3\n" {
 		t.Errorf("incremental reads gave %q", seen.String())
 	}
-	if _, c, _ := s.Output(ti.ID, OutputOptions{Offset: offset(6)}); c.Text != "line2\nline3\n" {
+	if _, c, _ := s.Output(context.Background(), ti.ID, OutputOptions{Offset: offset(6)}); c.Text != "line2\nline3\n" {
 		t.Errorf("read from offset 6: %q", c.Text)
 	}
 }
@@ -115,7 +115,7 @@ func TestFloodStaysBounded(t *testing.T) {
 	if grow := peak - base; grow > 150<<20 {
 		t.Errorf("memory grew by %d MiB during the flood", grow>>20)
 	}
-	if _, c, _ := s.Output(ids[0], OutputOptions{Budget: Budget{Chars: 30000}}); len(c.Text) > 30000+100 {
+	if _, c, _ := s.Output(context.Background(), ids[0], OutputOptions{Budget: Budget{Chars: 30000}}); len(c.Text) > 30000+100 {
 		t.Errorf("a flood task returned %d bytes", len(c.Text))
 	}
 	entries, err := os.ReadDir(s.dir.Path())
@@ -174,7 +174,7 @@ func TestFinishedTaskReads(t *testing.T) {
 	reads := 0
 	for {
 		reads++
-		_, c, err := s.Output(ti.ID, OutputOptions{Budget: Budget{Chars: 100000, Cost: jsonish, Max: 1 << 20}})
+		_, c, err := s.Output(context.Background(), ti.ID, OutputOptions{Budget: Budget{Chars: 100000, Cost: jsonish, Max: 1 << 20}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,10 +204,10 @@ func TestFinishedTaskReads(t *testing.T) {
 	for i := 1; i <= 1000; i++ {
 		seq.WriteString(strconv.Itoa(i) + "\n")
 	}
-	if _, c, err := s.Output(res.OutputID, OutputOptions{}); err != nil || c.Text != seq.String() {
+	if _, c, err := s.Output(context.Background(), res.OutputID, OutputOptions{}); err != nil || c.Text != seq.String() {
 		t.Errorf("a read of a finished foreground command's file: %d bytes, %.20q (%v)", len(c.Text), c.Text, err)
 	}
-	info, c, err := s.Output(res.OutputID, OutputOptions{Tail: 2})
+	info, c, err := s.Output(context.Background(), res.OutputID, OutputOptions{Tail: 2})
 	if err != nil || c.Text != "999\n1000\n" || info.Status != Completed || info.Background {
 		t.Errorf("tail 2 of a finished foreground command: %+v %+v %v", info, c, err)
 	}

@@ -288,7 +288,7 @@ func TestTaskLifecycle(t *testing.T) {
 				t.Fatalf("Wait = %+v, %v; want failed with 7", ti, err)
 			}
 			// Another session cannot see it.
-			if _, _, err := other.Output(quick.ID, OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
+			if _, _, err := other.Output(context.Background(), quick.ID, OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
 				t.Errorf("other session read the task: %v", err)
 			}
 			if _, _, err := other.Stop(context.Background(), quick.ID); !errors.Is(err, ErrUnknownTask) {
@@ -324,7 +324,7 @@ func TestTaskLifecycle(t *testing.T) {
 				t.Errorf("background safety net: %+v", ti)
 			}
 			// Output of the quick task, read to the end, clears it.
-			_, c, err := s.Output(quick.ID, OutputOptions{})
+			_, c, err := s.Output(context.Background(), quick.ID, OutputOptions{})
 			if err != nil || c.Text != "out\nerr\n" {
 				t.Errorf("output %q, %v", c.Text, err)
 			}
@@ -398,7 +398,7 @@ func TestAutoBackground(t *testing.T) {
 	if err != nil || ti.Status != Completed || !ti.Background {
 		t.Errorf("Wait = %+v, %v", ti, err)
 	}
-	if _, c, _ := s.Output(res.TaskID, OutputOptions{}); c.Text != "done\n" {
+	if _, c, _ := s.Output(context.Background(), res.TaskID, OutputOptions{}); c.Text != "done\n" {
 		t.Errorf("the rest of the output: %q", c.Text)
 	}
 	if res := run(t, s, "echo quick"); res.TaskID != "" || res.Output != "quick\n" {
@@ -414,7 +414,7 @@ func TestBadCommands(t *testing.T) {
 			t.Errorf("Run(%.20q) = %v, want ErrBadCommand", cmd, err)
 		}
 	}
-	if _, _, err := s.Output("t-0000000000000000", OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
+	if _, _, err := s.Output(context.Background(), "t-0000000000000000", OutputOptions{}); !errors.Is(err, ErrUnknownTask) {
 		t.Errorf("unknown id: %v", err)
 	}
 	if res := run(t, s, "echo still serving"); res.Output != "still serving\n" {
@@ -470,7 +470,7 @@ func TestRetentionClearsUnreadTasks(t *testing.T) {
 		t.Errorf("the task after retention: %v", err)
 	}
 	// Its output file stays readable.
-	if _, c, err := s.Output(ti.ID, OutputOptions{}); err != nil || c.Text != "never read\n" {
+	if _, c, err := s.Output(context.Background(), ti.ID, OutputOptions{}); err != nil || c.Text != "never read\n" {
 		t.Errorf("Output after retention: %+v, %v", c, err)
 	}
 }

@@ -29,7 +29,7 @@ func waitingFor(t testing.TB, s *Session, id, what, suffix string) string {
 	t.Helper()
 	var text string
 	testutil.Eventually(t, what, func() bool {
-		ti, c, err := s.Output(id, OutputOptions{Offset: offset(0)})
+		ti, c, err := s.Output(context.Background(), id, OutputOptions{Offset: offset(0)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func answer(t testing.TB, s *Session, id, input string) string {
 	if _, err := s.WriteInput(context.Background(), id, []byte(input), InputOptions{Wait: 10 * time.Second}); err != nil {
 		t.Fatalf("write %q: %v", input, err)
 	}
-	_, c, err := s.Output(id, OutputOptions{})
+	_, c, err := s.Output(context.Background(), id, OutputOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestTerminalInterrupt(t *testing.T) {
 	if _, err := s.WriteInput(context.Background(), id, []byte("stty size\n"), InputOptions{Size: &TermSize{Rows: 50, Cols: 132}, Wait: 10 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if _, c, _ := s.Output(id, OutputOptions{}); !strings.Contains(c.Text, "50 132") {
+	if _, c, _ := s.Output(context.Background(), id, OutputOptions{}); !strings.Contains(c.Text, "50 132") {
 		t.Errorf("stty size after a resize: %q", c.Text)
 	}
 	answer(t, s, id, "exit 3\n")
@@ -129,7 +129,7 @@ func TestPipeInput(t *testing.T) {
 	if _, err := s.WriteInput(context.Background(), id, nil, InputOptions{Close: true, Wait: 10 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	ti, c, _ := s.Output(id, OutputOptions{})
+	ti, c, _ := s.Output(context.Background(), id, OutputOptions{})
 	if ti, _ = s.Wait(context.Background(), id, time.Minute); ti.Status != Completed || c.Text != "end\n" {
 		t.Errorf("after the close: %q, %+v", c.Text, ti)
 	}
@@ -152,7 +152,7 @@ func TestInputStalls(t *testing.T) {
 	for _, opts := range []StartOptions{{Stdin: true}, {TTY: &TermSize{Rows: 24, Cols: 80}}} {
 		id := startInput(t, s, "stty raw -echo; echo ready; sleep 600", opts)
 		testutil.Eventually(t, "the terminal in raw mode", func() bool {
-			_, c, _ := s.Output(id, OutputOptions{Offset: offset(0)})
+			_, c, _ := s.Output(context.Background(), id, OutputOptions{Offset: offset(0)})
 			return strings.Contains(c.Text, "ready")
 		})
 		start := time.Now()

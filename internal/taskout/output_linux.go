@@ -2,11 +2,10 @@ package taskout
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/textfit"
@@ -22,11 +21,16 @@ import (
 // file), and, once cut, its tail, its last bytes, in a ring or, once the output ended, in the file
 // after a line that says what was left out between them.
 type Output struct {
-	// The fields up to mu are fixed at creation.
-	store *Store // nil: memory only
+	// The fields up to epoch are fixed at creation.
+	store *Store
 	name  string // the file's name
 
-	// mu guards the fields that follow, and every read and write of the file.
+	// epoch counts the changes of what the file holds before the head's end: the output's end
+	// shortening the head, at most once. It changes before the file does, so that a read that saw
+	// the old value after reading read what it meant to (see view).
+	epoch atomic.Uint64
+
+	// mu guards the fields that follow, and every write of the file (reads go through views).
 	mu      sync.Mutex
 	file    *file        // set once the file is made
 	fd      *os.File     // the file, open for writing until the output ends
@@ -180,6 +184,7 @@ func (o *Output) endLocked() {
 	if short := need - got; short > 0 {
 		// The head gives up its end to the tail.
 		shrink := min(short, o.head)
+		o.epoch.Add(1)
 		if o.fd.Truncate(o.head-shrink) != nil {
 			o.store.refund(o.file, got)
 			return
@@ -221,71 +226,7 @@ func (o *Output) tailStart() int64 {
 	return o.total - o.tailLength()
 }
 
-// reader is what reads of the file go through: the descriptor it is being written through, or one
-// opened for the read.
-type reader struct {
-	f   *os.File
-	own bool
-}
-
-func (r reader) close() {
-	if r.own {
-		r.f.Close()
-	}
-}
-
-// readerLocked returns a reader of the file (nothing where the stream has no file).
-func (o *Output) readerLocked() (reader, error) {
-	switch {
-	case o.file == nil:
-		return reader{}, nil
-	case o.fd != nil:
-		return reader{f: o.fd}, nil
-	}
-	f, err := o.store.open(o.file)
-	if err != nil {
-		return reader{}, err
-	}
-	return reader{f: f, own: true}, nil
-}
-
-// headBytes returns up to n bytes (n < 0: all) of the head from off, which must be in it.
-func (o *Output) headBytes(r reader, off int64, n int) ([]byte, error) {
-	end := o.head
-	if n >= 0 {
-		end = min(end, off+int64(n))
-	}
-	if r.f == nil {
-		return o.mem[off:end], nil
-	}
-	return readAt(r.f, off, end-off)
-}
-
-// tailBytes returns up to n bytes (n < 0: all) of the tail from off, which must be in it.
-func (o *Output) tailBytes(r reader, off int64, n int) ([]byte, error) {
-	start := o.tailStart()
-	end := o.total
-	if n >= 0 {
-		end = min(end, off+int64(n))
-	}
-	if o.tailAt < 0 {
-		return o.tail.View()[off-start : end-start], nil
-	}
-	return readAt(r.f, o.tailAt+off-start, end-off)
-}
-
-// readAt reads n bytes of f at off; a file shorter than reaper wrote it (a root task may truncate
-// it) gives what it has.
-func readAt(f *os.File, off, n int64) ([]byte, error) {
-	b := make([]byte, n)
-	k, err := f.ReadAt(b, off)
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	return b[:k], err
-}
-
-// hasFile reports whether the output has a file, made and not yet removed.
+// HasFile reports whether the output has a file, made and not yet removed.
 func (o *Output) HasFile() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -308,7 +249,7 @@ type FileInfo struct {
 	NoFile string
 }
 
-// fileInfo describes the output's file.
+// File describes the output's file.
 func (o *Output) File() FileInfo {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -326,7 +267,7 @@ func (o *Output) File() FileInfo {
 	return fi
 }
 
-// size returns the length of the whole stream so far, what was written once it was not kept
+// Size returns the length of the whole stream so far, what was written once it was not kept
 // included.
 func (o *Output) Size() int64 {
 	o.mu.Lock()
@@ -343,12 +284,13 @@ type Progress struct {
 	LastLine string
 }
 
-// progress describes the output so far, for a progress report.
+// Progress describes the output so far, for a progress report.
 func (o *Output) Progress(elapsed time.Duration) Progress {
+	const n = 4096 // the last bytes looked at for the last line
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	p := Progress{Elapsed: elapsed, Bytes: o.total, Lines: o.lines}
-	tail := o.lastBytesLocked(4096)
+	o.mu.Unlock()
+	tail := o.lastBytes(n)
 	tail = bytes.TrimRight(tail, "\n")
 	if i := bytes.LastIndexByte(tail, '\n'); i >= 0 {
 		tail = tail[i+1:]
@@ -361,23 +303,23 @@ func (o *Output) Progress(elapsed time.Duration) Progress {
 	return p
 }
 
-// lastBytesLocked returns up to n of the stream's most recent bytes that are kept.
-func (o *Output) lastBytesLocked(n int) []byte {
-	if o.cut != "" {
-		v := o.tail.View()
-		if o.tailAt < 0 {
-			return v[max(0, len(v)-n):]
-		}
+// lastBytes returns up to n of the stream's most recent bytes that are kept (none where they cannot
+// be read).
+func (o *Output) lastBytes(n int) []byte {
+	o.mu.Lock()
+	from := max(o.tailStart(), o.total-int64(n))
+	if o.cut == "" {
+		from = max(0, o.head-int64(n))
 	}
-	r, err := o.readerLocked()
+	o.mu.Unlock()
+	v, err := o.view(from, n)
 	if err != nil {
 		return nil
 	}
-	defer r.close()
-	if o.cut != "" {
-		b, _ := o.tailBytes(r, max(o.tailStart(), o.total-int64(n)), n)
-		return b
+	defer v.close()
+	w, err := v.kept(nil, from, n, false)
+	if err != nil {
+		return nil
 	}
-	b, _ := o.headBytes(r, max(0, o.head-int64(n)), n)
-	return b
+	return w.front
 }

@@ -2,9 +2,9 @@ package taskout
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -321,31 +321,41 @@ func TestOutputLines(t *testing.T) {
 		o.Write([]byte(line + "\n"))
 	}
 	o.Write([]byte("partial ERROR")) // no newline yet
-	errs := regexp.MustCompile(`ERROR`)
-	c, err := o.Grep(nil, true, errs, Budget{Chars: 40})
+	errs := mustCompile(t, `ERROR`)
+	ctx := context.Background()
+	c, err := o.Grep(ctx, nil, true, errs, Budget{Chars: 40})
 	if err != nil || c.Text != "line 100 ERROR\nline 200 ERROR\n" || c.Lines != 2 || c.Pending == 0 {
 		t.Fatalf("grep within 40 characters: %+v, %v", c, err)
 	}
-	c, err = o.Grep(nil, true, errs, Budget{})
+	c, err = o.Grep(ctx, nil, true, errs, Budget{})
 	if err != nil || c.Lines != 8 || !strings.HasPrefix(c.Text, "line 300 ERROR\n") || strings.Contains(c.Text, "partial") {
 		t.Fatalf("grep of the rest, the last line still being written: %+v, %v", c, err)
 	}
 	o.Write([]byte("\n"))
-	if c, _ = o.Grep(nil, false, errs, Budget{}); c.Text != "partial ERROR\n" {
+	if c, _ = o.Grep(ctx, nil, false, errs, Budget{}); c.Text != "partial ERROR\n" {
 		t.Fatalf("the last line once written: %+v", c)
 	}
-	if c, _ = o.Tail(3, false, nil, Budget{}); c.Text != "line 999\nline 1000 ERROR\npartial ERROR\n" || c.Lines != 3 {
+	if c, _ = o.Tail(ctx, 3, false, nil, Budget{}); c.Text != "line 999\nline 1000 ERROR\npartial ERROR\n" || c.Lines != 3 {
 		t.Fatalf("tail 3: %+v", c)
 	}
-	if c, _ = o.Tail(2, false, errs, Budget{}); c.Text != "line 1000 ERROR\npartial ERROR\n" {
+	if c, _ = o.Tail(ctx, 2, false, errs, Budget{}); c.Text != "line 1000 ERROR\npartial ERROR\n" {
 		t.Fatalf("tail 2 of grep: %+v", c)
 	}
-	if c, _ = o.Tail(100, false, nil, Budget{Chars: 30}); c.Text != "line 1000 ERROR\npartial ERROR\n" || c.Lines != 2 {
+	if c, _ = o.Tail(ctx, 100, false, nil, Budget{Chars: 30}); c.Text != "line 1000 ERROR\npartial ERROR\n" || c.Lines != 2 {
 		t.Fatalf("tail 100 within 30 characters: %+v", c)
 	}
-	if c, _ = o.Grep(offset(0), false, regexp.MustCompile(`^line 99\d$`), Budget{}); c.Lines != 10 {
+	if c, _ = o.Grep(ctx, offset(0), false, mustCompile(t, `^line 99\d$`), Budget{}); c.Lines != 10 {
 		t.Fatalf("grep from 0: %+v", c)
 	}
 }
 
 func offset(n int64) *int64 { return &n }
+
+func mustCompile(t testing.TB, expr string) *Pattern {
+	t.Helper()
+	p, err := Compile(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

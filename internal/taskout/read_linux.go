@@ -2,6 +2,7 @@ package taskout
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 
@@ -28,65 +29,32 @@ type Chunk struct {
 	Pending int64
 	// Total is the length of the whole stream so far, dropped bytes included.
 	Total int64
+	// Stopped says why a line read (Grep) stopped before it searched all it could: its time or work
+	// limit (see limiter). Pending then counts the bytes it did not search.
+	Stopped string
 	// Lines counts the lines of output Text holds, with Grep or Tail (0 otherwise).
 	Lines int
 }
 
-// window reads of the kept output: what lies from one offset on, at most n bytes of each part.
-type window struct {
-	front []byte // from the offset on, in the part it is in
-	more  bool   // front stops before its part ends (n bytes)
-	gap   int64  // bytes not kept between front and back
-	back  []byte // the tail, when front reaches the head's end
-}
-
-// keptFrom returns the kept output from offset from on, at most n bytes (n < 0: all) of front and of
-// back, read through r.
-func (o *Output) keptFrom(r reader, from int64, n int) (window, error) {
-	ts := o.tailStart()
-	var w window
-	var err error
-	switch {
-	case from >= ts && o.cut != "":
-		w.front, err = o.tailBytes(r, from, n)
-		w.more = from+int64(len(w.front)) < o.total
-	case from < o.head:
-		w.front, err = o.headBytes(r, from, n)
-		w.more = from+int64(len(w.front)) < o.head
-		if !w.more && o.cut != "" && err == nil {
-			w.gap = ts - o.head
-			w.back, err = o.tailBytes(r, ts, n)
-		}
-	default: // from in the part that was not kept
-		w.gap = ts - from
-		w.back, err = o.tailBytes(r, ts, n)
-	}
-	return w, err
-}
-
-// keptAfter returns how many bytes after stream offset p are kept.
-func (o *Output) keptAfter(p int64) int64 {
-	ts := o.tailStart()
-	switch {
-	case p >= ts:
-		return o.total - p
-	case p < o.head:
-		return o.head - p + o.total - ts
-	}
-	return o.total - ts
-}
-
-// readAt returns the kept output from offset *from (clamped to what exists; from nil: the incremental
+// Read returns the kept output from offset *from (clamped to what exists; from nil: the incremental
 // cursor) on, across the part not kept if the read reaches it (see Chunk), no more than budget
 // allows, and moves the incremental cursor to where it ends. If partial is true (the task still
 // runs), an incomplete UTF-8 sequence at the end is held back for the next read rather than turned
-// into U+FFFD.
+// into U+FFFD. Its work is bounded by the budget's window, not by the output.
 func (o *Output) Read(from *int64, partial bool, budget Budget) (Chunk, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	c, err := o.readLocked(o.fromLocked(from), partial, budget)
+	budget = bounded(budget)
+	var off int64
+	v, err := o.viewWith(func() (int64, int) {
+		off = min(max(o.fromLocked(from), 0), o.total)
+		return off, budget.Window()
+	})
+	if err != nil {
+		return Chunk{Offset: off}, err
+	}
+	defer v.close()
+	c, err := v.read(off, partial, budget)
 	if err == nil {
-		o.next = c.Next
+		o.setCursor(c.Next)
 	}
 	return c, err
 }
@@ -99,18 +67,20 @@ func (o *Output) fromLocked(off *int64) int64 {
 	return o.next
 }
 
-func (o *Output) readLocked(from int64, partial bool, budget Budget) (Chunk, error) {
-	from = min(max(from, 0), o.total)
-	c := Chunk{Offset: from, Total: o.total}
-	r, err := o.readerLocked()
+// setCursor moves the incremental cursor to p.
+func (o *Output) setCursor(p int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.next = p
+}
+
+func (v *view) read(from int64, partial bool, budget Budget) (Chunk, error) {
+	c := Chunk{Offset: from, Total: v.total}
+	w, err := v.kept(nil, from, budget.Window(), true)
 	if err != nil {
 		return c, err
 	}
-	defer r.close()
-	w, err := o.keptFrom(r, from, budget.Window())
-	if err != nil {
-		return c, err
-	}
+	c.Total = v.total
 	if w.gap == 0 && len(w.back) > 0 {
 		// The head and the tail meet: the output reached its file's budget, and nothing has been
 		// left out between them yet. They read as one, or a character across the seam would never
@@ -156,9 +126,9 @@ func (o *Output) readLocked(from int64, partial bool, budget Budget) (Chunk, err
 		c.Next = from + int64(n1) + w.gap + int64(n2)
 		c.Text = textfit.JoinText(front[:n1], []byte(notice), back[:n2])
 	}
-	c.Pending = o.keptAfter(c.Next)
+	c.Pending = v.keptAfter(c.Next)
 	if partial {
-		c.Pending = max(c.Pending-int64(textfit.IncompleteSuffix(o.last[:o.lastN])), 0)
+		c.Pending = max(c.Pending-int64(v.incomplete), 0)
 	}
 	return c, nil
 }
@@ -175,22 +145,31 @@ type Whole struct {
 	Total, Chars, Lines int64
 }
 
-// all returns the whole stream as kept, within budget: the head, a line for what was left out (if
-// anything), and the tail. It moves the incremental cursor to the end.
+// All returns the whole stream as kept, within budget: the head, a line for what was left out (if
+// anything), and the tail. It moves the incremental cursor to the end. Its work is bounded by the
+// budget's window, not by the output.
 func (o *Output) All(partial bool, budget Budget) (Whole, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	wh := Whole{Total: o.total, Chars: o.chars, Lines: o.lines}
-	r, err := o.readerLocked()
+	budget = bounded(budget)
+	v, err := o.view(0, -1)
+	if err != nil {
+		return Whole{}, err
+	}
+	defer v.close()
+	var head, tail []byte
+	var gap int64
+	for range 3 { // see view.kept
+		if head, tail, gap, err = v.ends(budget.Window()); !errors.Is(err, errStale) {
+			break
+		}
+		if err = v.refresh(); err != nil {
+			break
+		}
+	}
+	wh := Whole{Total: v.total, Chars: v.chars, Lines: v.lines}
 	if err != nil {
 		return wh, err
 	}
-	defer r.close()
-	head, tail, gap, err := o.ends(r, budget.Window())
-	if err != nil {
-		return wh, err
-	}
-	end := o.total
+	end := v.total
 	if partial {
 		last := &tail
 		if len(tail) == 0 {
@@ -205,34 +184,34 @@ func (o *Output) All(partial bool, budget Budget) (Whole, error) {
 	if dropped > 0 {
 		kept := textfit.CountChars(front) + textfit.CountChars(back)
 		nl := int64(bytes.Count(front, []byte{'\n'}) + bytes.Count(back, []byte{'\n'}))
-		wh.DroppedChars, wh.DroppedLines = max(o.chars-kept, 0), max(o.lines-nl, 0)
+		wh.DroppedChars, wh.DroppedLines = max(v.chars-kept, 0), max(v.lines-nl, 0)
 		wh.Text = textfit.JoinText(front, []byte(cutNotice(wh)), back)
 	} else {
 		wh.Text = textfit.JoinText(front, back)
 	}
-	o.next = end
+	o.setCursor(end)
 	return wh, nil
 }
 
 // ends returns the first and the last n bytes (n < 0: all) of what is kept, and how many bytes lie
 // between them: the whole stream in head where it is kept in one piece within 2n.
-func (o *Output) ends(r reader, n int) (head, tail []byte, gap int64, err error) {
-	if o.cut == "" && (n < 0 || o.total <= 2*int64(n)) {
-		head, err = o.headBytes(r, 0, -1)
+func (v *view) ends(n int) (head, tail []byte, gap int64, err error) {
+	if !v.cut && (n < 0 || v.total <= 2*int64(n)) {
+		head, err = v.headBytes(nil, 0, -1)
 		return head, nil, 0, err
 	}
-	if head, err = o.headBytes(r, 0, n); err != nil {
+	if head, err = v.headBytes(nil, 0, n); err != nil {
 		return nil, nil, 0, err
 	}
 	from := int64(len(head))
 	if n >= 0 {
-		from = max(from, o.total-int64(n))
+		from = max(from, v.total-int64(n))
 	}
-	if o.cut != "" {
-		from = max(from, o.tailStart())
-		tail, err = o.tailBytes(r, from, -1)
+	if v.cut {
+		from = max(from, v.tailStart)
+		tail, err = v.tailBytes(nil, from, -1)
 	} else {
-		tail, err = o.headBytes(r, from, -1)
+		tail, err = v.headBytes(nil, from, -1)
 	}
 	return head, tail, from - int64(len(head)), err
 }
@@ -240,4 +219,15 @@ func (o *Output) ends(r reader, n int) (head, tail []byte, gap int64, err error)
 // cutNotice is the line that stands in a result for the middle left out.
 func cutNotice(wh Whole) string {
 	return fmt.Sprintf("\n[... %d characters (%d lines, %d bytes) left out here ...]\n", wh.DroppedChars, wh.DroppedLines, wh.Dropped)
+}
+
+// maxRead bounds what one read holds, whatever its budget: a zero Budget reads at most this much.
+const maxRead = 16 << 20
+
+// bounded returns b, or where b caps nothing, a cap of maxRead bytes.
+func bounded(b Budget) Budget {
+	if b.On() {
+		return b
+	}
+	return Budget{Max: maxRead, Cost: utf8.RuneLen}
 }

@@ -2,16 +2,28 @@ package taskout
 
 import (
 	"bytes"
-	"regexp"
+	"context"
+	"fmt"
 
 	"github.com/cgreaper/reaper/internal/textfit"
 )
 
-// Line reads: task_output's grep (lines that match a regular expression) and tail (the last lines).
-// Their work is bounded: a read searches at most maxScan bytes of output, a piece at a time, and a
-// line longer than maxLine bytes is taken in pieces of maxLine bytes, each a line of its own.
+// Line reads: Grep (the lines a pattern matches) and Tail (the last lines). Their work is bounded
+// before and while they run:
+//   - a read searches at most MaxScan bytes of output, a piece of scanPiece bytes at a time, through
+//     a view: no lock is held while it searches, so the pump, the output's end and the store's close
+//     never wait for it;
+//   - a line longer than maxLine bytes is taken in pieces of maxLine bytes, each a line of its own,
+//     and a pattern's cost is checked before it runs (Compile): one line's match, which cannot be
+//     stopped midway, is bounded;
+//   - between lines a limiter stops the search at the store's time and work limits (a stop: what
+//     was searched is returned, with where to continue), when the call's context is done and when
+//     the store closes (an error);
+//   - what a read holds is bounded: its view's copy of the tail in memory (MaxTail at most), a
+//     piece, a line, and the lines it returns, within its budget (16 MiB at most).
 const (
-	maxScan   = 64 << 20
+	// MaxScan bounds the bytes of output one line read searches.
+	MaxScan   = 64 << 20
 	maxLine   = 64 << 10
 	scanPiece = 256 << 10
 )
@@ -22,27 +34,46 @@ type scanLine struct {
 	text []byte // valid until the function given the line returns
 }
 
-// scan calls fn for each line of the kept output from offset from on, until fn returns false or
-// maxScan bytes have been searched, and returns where it stopped (the start of the first line not
-// given to fn), and the bytes passed over that were not kept. Where the stream is still being written
-// (partial) its last line without a newline is left for a later read. The part not kept ends a line.
-func (o *Output) scan(r reader, from int64, partial bool, fn func(scanLine) bool) (stop, skipped int64, err error) {
+// A scan is one line read's search: through view v, within limits lim, each byte costing cost.
+type scan struct {
+	v    *view
+	lim  *limiter
+	cost int64
+	buf  []byte // the piece read, reused
+}
+
+// lines calls fn for each line of the kept output from offset from to end (at most MaxScan bytes),
+// until fn returns false or the limiter stops the search, and returns where it stopped (the start of
+// the first line not given to fn), and the bytes passed over that were not kept. Where the stream is
+// still being written (partial) its last line without a newline is left for a later read. The part
+// not kept ends a line.
+func (s *scan) lines(from, end int64, partial bool, fn func(scanLine) bool) (stop, skipped int64, err error) {
 	var line []byte
 	start, pos := from, from
+	// give hands fn a line, once the limiter allows the work of searching it.
+	give := func(text []byte) bool {
+		if !s.lim.allow((int64(len(text)) + 1) * s.cost) {
+			return false
+		}
+		return fn(scanLine{off: start, text: text})
+	}
 	flush := func() bool {
-		ok := fn(scanLine{off: start, text: line})
+		ok := give(line)
 		line = line[:0]
 		return ok
 	}
-	for pos < o.total && pos-from < maxScan {
-		w, err := o.keptFrom(r, pos, scanPiece)
+	for pos < end && pos-from < MaxScan {
+		if !s.lim.look() {
+			return start, skipped, s.lim.err
+		}
+		w, err := s.v.kept(s.buf, pos, int(min(scanPiece, end-pos)), false)
 		if err != nil {
 			return start, skipped, err
 		}
 		if len(w.front) == 0 {
 			// In the part not kept: what was before it ends a line.
 			if len(line) > 0 && !flush() {
-				return start, skipped, nil
+				return start, skipped, s.lim.err
 			}
 			pos += w.gap
 			skipped += w.gap
@@ -51,6 +82,16 @@ func (o *Output) scan(r reader, from int64, partial bool, fn func(scanLine) bool
 		}
 		for b := w.front; len(b) > 0; {
 			i := bytes.IndexByte(b, '\n')
+			if len(line) == 0 && i >= 0 && i <= maxLine {
+				// A whole line in the piece: searched where it is.
+				if !give(b[:i]) {
+					return start, skipped, s.lim.err
+				}
+				pos += int64(i) + 1
+				b = b[i+1:]
+				start = pos
+				continue
+			}
 			part := b
 			if i >= 0 {
 				part = b[:i]
@@ -66,46 +107,51 @@ func (o *Output) scan(r reader, from int64, partial bool, fn func(scanLine) bool
 				pos++
 				b = b[1:]
 				if !flush() {
-					return start, skipped, nil
+					return start, skipped, s.lim.err
 				}
 				start = pos
 			case len(line) == maxLine:
 				if !flush() {
-					return start, skipped, nil
+					return start, skipped, s.lim.err
 				}
 				start = pos
 			}
 		}
 	}
-	if len(line) > 0 && pos == o.total && !partial {
+	if len(line) > 0 && pos == end && !partial {
 		if !flush() {
-			return start, skipped, nil
+			return start, skipped, s.lim.err
 		}
 		start = pos
 	}
 	return start, skipped, nil
 }
 
-// grepAt returns the lines of the kept output from offset *from (nil: the cursor) on that re matches, as many as budget
-// allows (a first line that alone exceeds it is cut to fit), and moves the cursor to where the read
-// ended: Next is after the last line searched, and Pending counts the kept bytes after it.
-func (o *Output) Grep(at *int64, partial bool, re *regexp.Regexp, budget Budget) (Chunk, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	from := min(max(o.fromLocked(at), 0), o.total)
-	c := Chunk{Offset: from, Total: o.total}
-	r, err := o.readerLocked()
+// Grep returns the lines of the kept output from offset *from (nil: the cursor) on that p matches, as
+// many as budget allows (a first line that alone exceeds it is cut to fit), and moves the cursor to
+// where the read ended: Next is after the last line searched, and Pending counts the kept bytes after
+// it. A search stopped by its time or work limit returns what it found, and Chunk.Stopped says why;
+// one stopped by ctx or by the store's close returns an error, and leaves the cursor.
+func (o *Output) Grep(ctx context.Context, from *int64, partial bool, p *Pattern, budget Budget) (Chunk, error) {
+	budget = bounded(budget)
+	var off int64
+	v, err := o.viewWith(func() (int64, int) {
+		off = min(max(o.fromLocked(from), 0), o.total)
+		return off, -1
+	})
 	if err != nil {
-		return c, err
+		return Chunk{Offset: off}, err
 	}
-	defer r.close()
+	defer v.close()
+	c := Chunk{Offset: off, Total: v.total}
+	s := &scan{v: v, lim: o.store.limiter(ctx), cost: p.cost, buf: make([]byte, 2*scanPiece)}
 	var out []byte
 	left := budget.All()
-	stop, skipped, err := o.scan(r, from, partial, func(l scanLine) bool {
-		if !re.Match(l.text) {
+	stop, skipped, err := s.lines(off, v.total, partial, func(l scanLine) bool {
+		if !p.re.Match(l.text) {
 			return true
 		}
-		text := append(l.text, '\n')
+		text := append(l.text[:len(l.text):len(l.text)], '\n')
 		n, used := budget.Prefix(text, left)
 		if n < len(text) && len(out) > 0 {
 			return false // the next read starts with this line
@@ -121,42 +167,50 @@ func (o *Output) Grep(at *int64, partial bool, re *regexp.Regexp, budget Budget)
 	if err != nil {
 		return c, err
 	}
-	c.Text, c.Next, c.Skipped = textfit.ValidText(out), stop, skipped
-	c.Pending = o.keptAfter(stop)
-	o.next = stop
+	c.Text, c.Next, c.Skipped, c.Stopped = textfit.ValidText(out), stop, skipped, s.lim.stopped
+	c.Pending = v.keptAfter(stop)
+	o.setCursor(stop)
 	return c, nil
 }
 
-// tailLines returns the last n lines of the kept output (of those re matches, if re is set), as many
-// of them as budget allows, counted from the end (a last line that alone exceeds it keeps its end).
-// It searches at most maxScan bytes back from the end; without re, only what budget could return.
-// It moves the cursor to the end.
-func (o *Output) Tail(n int, partial bool, re *regexp.Regexp, budget Budget) (Chunk, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	span := int64(maxScan)
-	if w := budget.Window(); re == nil && w >= 0 {
+// Tail returns the last n lines of the kept output (of those p matches, if p is set), as many of them
+// as budget allows, counted from the end (a last line that alone exceeds it keeps its end). It
+// searches at most MaxScan bytes back from the end; without p, only what budget could return. It
+// moves the cursor to the end. A search that cannot reach the end within its limits returns an error:
+// what it found would not be the last lines.
+func (o *Output) Tail(ctx context.Context, n int, partial bool, p *Pattern, budget Budget) (Chunk, error) {
+	budget = bounded(budget)
+	span := int64(MaxScan)
+	if w := budget.Window(); p == nil && w >= 0 {
 		span = min(span, int64(w)+1) // one byte more: the newline before the first line
 	}
-	from := o.backFrom(span)
-	c := Chunk{Offset: from, Total: o.total}
-	r, err := o.readerLocked()
+	var from int64
+	v, err := o.viewWith(func() (int64, int) {
+		from = o.backFromLocked(span)
+		return max(from-1, 0), -1 // and the byte before: does from start a line?
+	})
 	if err != nil {
-		return c, err
+		return Chunk{Offset: from}, err
 	}
-	defer r.close()
+	defer v.close()
+	c := Chunk{Offset: from, Total: v.total}
+	s := &scan{v: v, lim: o.store.limiter(ctx), cost: 1, buf: make([]byte, 2*scanPiece)}
+	re := p != nil
+	if re {
+		s.cost = p.cost
+	}
 	var lines [][]byte
 	var held int // bytes in lines
 	limit := budget.Window()
 	first := from > 0
-	stop, skipped, err := o.scan(r, from, partial, func(l scanLine) bool {
+	stop, skipped, err := s.lines(from, v.total, partial, func(l scanLine) bool {
 		if first {
 			first = false
-			if l.off == from && !o.startsLine(r, from) {
+			if l.off == from && !v.startsLine(from) {
 				return true // the end of a line that began before the search
 			}
 		}
-		if re != nil && !re.Match(l.text) {
+		if re && !p.re.Match(l.text) {
 			return true
 		}
 		lines = append(lines, append(append(make([]byte, 0, len(l.text)+1), l.text...), '\n'))
@@ -171,9 +225,13 @@ func (o *Output) Tail(n int, partial bool, re *regexp.Regexp, budget Budget) (Ch
 	if err != nil {
 		return c, err
 	}
+	if s.lim.stopped != "" {
+		return c, fmt.Errorf("tail: the search for the last lines stopped at %s, %d bytes before the output's end: use a narrower pattern, or grep with an offset",
+			s.lim.stopped, v.total-stop)
+	}
 	c.Text, c.Lines = fitLast(lines, budget)
-	c.Next, c.Skipped, c.Pending = stop, skipped, o.keptAfter(stop)
-	o.next = stop
+	c.Next, c.Skipped, c.Pending = stop, skipped, v.keptAfter(stop)
+	o.setCursor(stop)
 	return c, nil
 }
 
@@ -197,8 +255,8 @@ func fitLast(lines [][]byte, budget Budget) (string, int) {
 	return textfit.ValidText(bytes.Join(lines[i:], nil)), len(lines) - i
 }
 
-// backFrom returns the stream position from which about n kept bytes remain.
-func (o *Output) backFrom(n int64) int64 {
+// backFromLocked returns the stream position from which about n kept bytes remain.
+func (o *Output) backFromLocked(n int64) int64 {
 	if tl := o.total - o.tailStart(); n <= tl {
 		return o.total - n
 	} else if o.cut != "" {
@@ -209,15 +267,10 @@ func (o *Output) backFrom(n int64) int64 {
 
 // startsLine reports whether the kept byte before stream position p is a newline (or p starts a
 // kept part).
-func (o *Output) startsLine(r reader, p int64) bool {
-	if p == o.tailStart() && o.cut != "" || p == 0 {
+func (v *view) startsLine(p int64) bool {
+	if p == v.tailStart && v.cut || p == 0 {
 		return true
 	}
-	var b []byte
-	if p <= o.head {
-		b, _ = o.headBytes(r, p-1, 1)
-	} else {
-		b, _ = o.tailBytes(r, p-1, 1)
-	}
-	return len(b) == 1 && b[0] == '\n'
+	w, err := v.kept(nil, p-1, 1, false)
+	return err == nil && len(w.front) == 1 && w.front[0] == '\n'
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/cgreaper/reaper/internal/safefs"
 )
@@ -48,10 +49,13 @@ var ErrRemoved = errors.New("removed to stay within the session's output budget"
 // concurrent use; its lock is a leaf (lock order: task.mu, then output.mu, then Store.mu).
 type Store struct {
 	// The fields up to mu are fixed at creation.
-	dir    *safefs.Dir // the session's directory; nil keeps every output in memory
-	budget int64
-	tail   int // the tail a cut output keeps
-	log    *slog.Logger
+	dir      *safefs.Dir // the session's directory; nil keeps every output in memory
+	budget   int64
+	tail     int // the tail a cut output keeps
+	log      *slog.Logger
+	scanTime time.Duration
+	scanWork int64
+	stop     chan struct{} // closed by Close: line reads stop
 
 	// mu guards the fields that follow, and every file's.
 	mu     sync.Mutex
@@ -81,6 +85,11 @@ type Options struct {
 	Tail int
 	// Log gets what the store cannot do (remove a file, say); nil discards it.
 	Log *slog.Logger
+	// ScanTime bounds the time one line read (Grep, Tail) searches; zero means DefaultScanTime.
+	ScanTime time.Duration
+	// ScanWork bounds the work one line read does (see DefaultScanWork); zero means
+	// DefaultScanWork.
+	ScanWork int64
 }
 
 // NewStore returns a store of output files within o.Budget.
@@ -94,7 +103,16 @@ func NewStore(o Options) *Store {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{dir: o.Dir, budget: o.Budget, tail: o.Tail, log: o.Log}
+	if o.ScanTime <= 0 {
+		o.ScanTime = DefaultScanTime
+	}
+	if o.ScanWork <= 0 {
+		o.ScanWork = DefaultScanWork
+	}
+	return &Store{
+		dir: o.Dir, budget: o.Budget, tail: o.Tail, log: o.Log, scanTime: o.ScanTime, scanWork: o.ScanWork,
+		stop: make(chan struct{}),
+	}
 }
 
 // create makes the file name, open for reading and writing, mode 0600.
@@ -173,7 +191,7 @@ func (st *Store) open(f *file) (*os.File, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
-		return nil, fmt.Errorf("output file %s: the session is ending", f.path)
+		return nil, fmt.Errorf("output file %s: %w", f.path, ErrClosed)
 	}
 	if f.gone {
 		return nil, fmt.Errorf("output file %s: %w", f.path, ErrRemoved)
@@ -195,10 +213,15 @@ func (st *Store) isGone(f *file) bool {
 	return f.gone
 }
 
-// close stops the store making files: the session's teardown removes its directory, with them.
+// Close stops the store making files and opening them for reads, and stops the line reads under way
+// (with ErrClosed): the session's teardown removes its directory, with them. It does not wait for the
+// reads: none holds a lock the teardown needs.
 func (st *Store) Close() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if !st.closed {
+		close(st.stop)
+	}
 	st.closed = true
 	for _, f := range st.done {
 		f.gone = true
