@@ -9,15 +9,15 @@ import (
 
 // Bounds of one line read (Grep, Tail) by default; Options may set others.
 const (
-	// DefaultScanTime is how long one read may search: about four times what a grep for an error
-	// string in 64 MiB of output takes on a quiet machine of this project's (`(?i)error|warn|fail`,
-	// 2.5 s), so that a loaded one still gets through.
-	DefaultScanTime = 10 * time.Second
 	// DefaultScanWork is the work one read may do, in bytes searched times the pattern's cost (see
-	// Compile; a read without a pattern costs 1 a byte): 64 MiB with a pattern of cost 32. Beside
-	// the time limit, it makes a read's reach the same on a loaded machine and a quiet one, and
-	// bounds its CPU where the clock would allow more.
+	// Compile; a read without a pattern costs 1 a byte): 64 MiB with a pattern of cost 32, such as
+	// `(?i)error|warn|fail` (17), which takes about 2 s of CPU here. It decides how far a read
+	// reaches, the same on a loaded machine as on a quiet one, and bounds its CPU: at most about 12 s
+	// with the costliest patterns (5.6 ns per unit, BenchmarkPatternCost).
 	DefaultScanWork = 1 << 31
+	// DefaultScanTime is how long one read may search: the backstop where the machine is so loaded
+	// that the work takes longer (that grep took 6 to 8 s at a load of 15 to 20 on two cores).
+	DefaultScanTime = 30 * time.Second
 )
 
 // lookEvery is how much work a search does between looks at the clock, the call's context and the

@@ -12,18 +12,18 @@ import (
 // the compiled program once (a Thompson NFA, or the bounded backtracker, which visits each pair of
 // instruction and position once). A 4 KB pattern of nested optional repetitions compiles to over a
 // million instructions and took about 12.8 ms per byte of text. So a pattern is bounded twice: by its
-// length, and by its program's cost, the instructions it compiles to, each character class of k
-// ranges counted 1 + log2(k) times (a class is matched by a binary search over its ranges: \p{L} of
-// about 650 ranges cost ten times a letter here). Measured on this project's machines, every pattern
-// tried cost at most about 25 ns per byte of text and unit of cost, and most far less (a literal
-// word, found by a fast index scan, about 0.05).
+// length, and by its program's cost: its instructions, a character class of k ranges counted 1 +
+// log2(k)/4 times (it is matched by a binary search over its ranges). Measured in CPU time here
+// (BenchmarkPatternCost), twenty patterns built to be slow cost 2.8 to 5.6 ns per byte of text and
+// unit of cost, and what agents write far less (`(?i)error|warn|fail`: 1.8; a literal word, found by
+// an index scan: 0.05).
 const (
 	// MaxPatternBytes bounds a pattern's length.
 	MaxPatternBytes = 4096
 	// MaxPatternCost bounds a pattern's cost (see above): a line of maxLine bytes, whose match
-	// cannot be stopped midway, then takes at most about 64 Ki × 1000 × 25 ns, 1.6 s, and a grep of
-	// the many alternatives or repetitions agents write costs far below it (an IPv4 address: 63;
-	// `(?i)error|warn|fail`: 17; fifty words in an alternation: about 300).
+	// cannot be stopped midway, then takes at most about 64 Ki × 1000 × 5.6 ns, 0.37 s of CPU,
+	// while the patterns agents write cost far less (`(?i)error|warn|fail`: 17; an IPv4 address:
+	// 63; fifty words in an alternation: 259).
 	MaxPatternCost = 1000
 )
 
@@ -52,7 +52,7 @@ func Compile(expr string) (*Pattern, error) {
 	// Simplifying writes every repetition out (x{1000} becomes a thousand x): estimate first, so
 	// that a pattern far over the limit takes no memory to refuse.
 	if c := treeCost(tree, 4*MaxPatternCost); c > 4*MaxPatternCost {
-		return nil, costError(c, true)
+		return nil, costError(4*MaxPatternCost, true)
 	}
 	prog, err := syntax.Compile(tree.Simplify())
 	if err != nil {
@@ -72,7 +72,7 @@ func Compile(expr string) (*Pattern, error) {
 func costError(cost int, atLeast bool) error {
 	what := fmt.Sprint(cost)
 	if atLeast {
-		what = "more than " + what
+		what = "over " + what
 	}
 	return fmt.Errorf("grep: the pattern is too costly to search with: it compiles to a program of cost %s (its instructions, large character classes counted by their size), the limit is %d: use a narrower pattern (fewer alternatives, smaller counts in {n,m})",
 		what, MaxPatternCost)
@@ -90,12 +90,13 @@ func progCost(p *syntax.Prog) int {
 	return c
 }
 
-// classCost is what a class of ranges (pairs of runes) costs beyond an instruction.
+// classCost is what a class of ranges (pairs of runes) costs beyond an instruction: a quarter of the
+// steps of a binary search over its ranges.
 func classCost(ranges []rune) int {
 	if len(ranges) <= 2 {
 		return 0 // one rune or one range
 	}
-	return bits.Len(uint(len(ranges) / 2))
+	return (bits.Len(uint(len(ranges)/2)) + 3) / 4
 }
 
 // treeCost estimates, from above, the cost of the program re compiles to, from its parse tree, up to

@@ -2,6 +2,8 @@ package taskout
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -90,3 +92,39 @@ func TestPumpBuffers(t *testing.T) {
 
 // patience bounds the waits of this package's tests: generous, the machine may be loaded.
 const patience = 30 * time.Second
+
+// TestPumpDuringGrep: while a slow grep searches the output, the pump goes on reading the pipe into
+// it: a writer of 4 MiB (64 pipes' worth) is never held up for good.
+func TestPumpDuringGrep(t *testing.T) {
+	_, out, w := startPump(t)
+	fill(out, 2000, 1000) // lines of a's that take the pattern over a millisecond each
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	grepped := make(chan error, 1)
+	go func() {
+		_, err := out.Grep(ctx, offset(0), true, mustCompile(t, slowPattern), Budget{})
+		grepped <- err
+	}()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := w.Write(bytes.Repeat([]byte("x"), 4<<20))
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		t.Fatalf("a write of 4 MiB during a grep did not return within %v", patience)
+	}
+	select {
+	case err := <-grepped:
+		t.Fatalf("the grep ended before the writes (%v): the test shows nothing", err)
+	default:
+	}
+	cancel()
+	if err := <-grepped; !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled grep: %v", err)
+	}
+}
