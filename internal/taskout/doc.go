@@ -7,11 +7,17 @@
 // a terminal's master into an Output until its end. Nothing here knows processes or sessions: the
 // caller says when a stream ends ([Output.End]) and when the store closes ([Store.Close]).
 //
+// Reads ([Output.Read], [Output.All], [Output.Grep], [Output.Tail]) are bounded before and while
+// they run, and hold no lock over work that grows with the output: each takes a view of the output
+// under its lock and reads and searches through it without (view_linux.go). A grep's pattern is
+// checked before it runs ([Compile]); a line read stops at the store's time and work limits, when
+// its call's context is done and when the store closes (scan_linux.go, limit_linux.go).
+//
 // Lock order. Each mutex guards the fields that follow it. Where two are held at once they are taken
 // in this order, never the other way:
 //
 //	Pump.mu     held across each read of the pipe (and the Output.Write it makes)
-//	Output.mu   held across each write of the file
+//	Output.mu   held across each write of the file, never across a read of it
 //	Store.mu    a leaf
 //
 // The package is Linux-only; elsewhere it is empty.

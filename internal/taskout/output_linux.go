@@ -11,8 +11,8 @@ import (
 	"github.com/cgreaper/reaper/internal/textfit"
 )
 
-// output is a task's combined stdout and stderr: the whole stream in the task's file (see
-// Store), up to the session's disk budget; once a write does not fit (or the file cannot be
+// Output is a task's combined stdout and stderr: the whole stream in the task's file (see
+// Store), up to the store's disk budget; once a write does not fit (or the file cannot be
 // written), the stream's most recent bytes in memory, which go into the file once the output ends.
 // Offsets are positions in the whole stream, so a reader that falls behind learns exactly how much
 // it missed. Nothing here splits on lines: a 10 MB line is just bytes.
@@ -135,7 +135,7 @@ func (o *Output) cutLocked(why string, size int) {
 	o.tail = textfit.NewRing(size)
 }
 
-// discard ends a finished foreground command's output: its result has been returned, and what its
+// Discard ends a finished foreground command's output: its result has been returned, and what its
 // leftover processes write later is not kept, only counted. A read of its file starts at its
 // beginning: the result held only its head and tail.
 func (o *Output) Discard() {
@@ -146,7 +146,7 @@ func (o *Output) Discard() {
 	o.next = 0
 }
 
-// end ends the output: every writer is gone.
+// End ends the output: every writer is gone.
 func (o *Output) End() {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -10,16 +10,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pump copies a task's output pipe into its bounded buffer until EOF. It is how a foreground command
-// returns as soon as its main process exits without losing output and without waiting for EOF: after
-// the exit, drain takes everything already in the pipe (all the main process wrote) on the caller's
-// goroutine; processes the command left behind may keep the pipe open and write on, into the buffer.
+// Pump copies a task's output pipe (or its terminal's master) into its Output until EOF. It is how a
+// foreground command returns as soon as its main process exits without losing output and without
+// waiting for EOF: after the exit, Drain takes everything already in the pipe (all the main process
+// wrote) on the caller's goroutine; processes the command left behind may keep the pipe open and
+// write on, into the Output. No read of the Output holds up its writes (see view).
 //
 // The pipe is non-blocking. The pump's goroutine waits for it in the runtime's poller and reads under
-// mu; drain reads under the same mu until EAGAIN, so the two never interleave and nothing is read
+// mu; Drain reads under the same mu until EAGAIN, so the two never interleave and nothing is read
 // twice or lost.
 //
-// Once nobody will read the output (a foreground command has returned its result), slow makes the pump
+// Once nobody will read the output (a foreground command has returned its result), Slow makes the pump
 // empty the pipe only every idlePeriod, discarding, instead of whenever there is something to read: a
 // leftover writer such as `yes &` kept reaper at 70% of a core reading as fast as it wrote, and now
 // costs ten wake-ups a second. The pipe stays open (a dev server started with `server &` would die of
@@ -32,7 +33,7 @@ type Pump struct {
 	rc   syscall.RawConn
 	out  *Output
 	done chan struct{} // closed when the pump has stopped
-	quit chan struct{} // closed by abort
+	quit chan struct{} // closed by Abort
 
 	// mu guards the fields that follow and every read of the pipe.
 	mu     sync.Mutex
@@ -53,6 +54,7 @@ const (
 	idleBufSize = 4 << 10
 )
 
+// NewPump returns a pump of the pipe f, non-blocking, into out; Run runs it.
 func NewPump(f *os.File, out *Output) (*Pump, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -64,7 +66,7 @@ func NewPump(f *os.File, out *Output) (*Pump, error) {
 	}, nil
 }
 
-// run reads until EOF or abort; the caller runs it in a goroutine it waits for.
+// Run reads until EOF or abort; the caller runs it in a goroutine it waits for.
 func (p *Pump) Run() {
 	defer close(p.done)
 	for {
@@ -164,7 +166,7 @@ func (p *Pump) readLocked(fd, budget int) bool {
 	return true
 }
 
-// drain reads, on the calling goroutine, what the pipe holds now: at most its capacity, which is
+// Drain reads, on the calling goroutine, what the pipe holds now: at most its capacity, which is
 // all that a process that has exited can have left there, however fast processes it left behind
 // write on.
 func (p *Pump) Drain() {
@@ -176,7 +178,7 @@ func (p *Pump) Drain() {
 	p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
 }
 
-// waitEnd waits, at most d, for the pump to reach the end of its input.
+// WaitEnd waits, at most d, for the pump to reach the end of its input.
 func (p *Pump) WaitEnd(d time.Duration) {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -186,7 +188,7 @@ func (p *Pump) WaitEnd(d time.Duration) {
 	}
 }
 
-// slow makes the pump empty the pipe only every idlePeriod from now on (see pump); it does not wait.
+// Slow makes the pump empty the pipe only every idlePeriod from now on (see pump); it does not wait.
 func (p *Pump) Slow() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -199,7 +201,7 @@ func (p *Pump) Slow() {
 	p.f.SetReadDeadline(time.Unix(1, 0)) // in the past: takes the pump out of the poller at once
 }
 
-// abort makes the pump stop after draining what is in the pipe, even though writers may remain (a
+// Abort makes the pump stop after draining what is in the pipe, even though writers may remain (a
 // process that survived its kill, in D state); it does not wait.
 func (p *Pump) Abort() {
 	p.Drain()

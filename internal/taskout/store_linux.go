@@ -11,27 +11,26 @@ import (
 	"github.com/cgreaper/reaper/internal/safefs"
 )
 
-// A session keeps the whole output of each of its tasks, foreground and background, in a file of its
-// own in the session's directory, "<task id>.out": reaper's state (root's, mode 0700, whatever user
-// the tasks run as), which no task can write, so that nothing a task does steers what reaper writes or
-// reads there (see docs/security.md). The files are made on a task's first output (a command that
-// prints nothing has none), written through the descriptor reaper made them with (never reopened for
-// writing), and read through it or, once written, through a descriptor opened with safefs's checks.
-// They go with the session's directory when the session ends, and with a dead instance's state when
-// the next start sweeps it.
+// A store keeps the whole output of each task, foreground and background, in a file of its own in
+// its directory (in reaper, the session's: "<task id>.out", reaper's state, root's, mode 0700,
+// whatever user the tasks run as, which no task can write, so that nothing a task does steers what
+// is written or read there; see docs/security.md). A file is made on a task's first output (a command
+// that prints nothing has none), written through the descriptor it was made with (never reopened for
+// writing), and read through descriptors opened for each read with safefs's checks. The files go with
+// the directory when its owner removes it.
 //
-// The session's files share one disk budget (Options.OutputBudget): the state directory is usually a
-// tmpfs, which is memory. A write that would exceed it first removes the files of finished tasks,
-// oldest first (their results have been returned: what they said about the file no longer holds, and
-// task_output says so); when the files of tasks still being written fill the budget alone, the task
-// whose write does not fit is cut: its file keeps what it has (the head), its most recent output is
-// kept in memory (the tail, up to tailKeep bytes), and once the task's output ends, the file gets a
-// line that says how much was left out, then that tail, room made for both within the budget by
-// removing finished files or, failing that, the end of its own head. A write to the file that fails
-// (a full disk) cuts the same way. Nothing of this fails a task or loses its exit status: a task whose
-// file cannot even be made keeps its head and tail in memory instead, as its result says.
+// The files share one disk budget (Options.Budget): the state directory is usually a tmpfs, which is
+// memory. A write that would exceed it first removes the files of finished tasks, oldest first (their
+// results have been returned: what they said about the file no longer holds, and a read says so);
+// when the files of tasks still being written fill the budget alone, the task whose write does not
+// fit is cut: its file keeps what it has (the head), its most recent output is kept in memory (the
+// tail, up to Options.Tail bytes), and once the task's output ends, the file gets a line that says how
+// much was left out, then that tail, room made for both within the budget by removing finished files
+// or, failing that, the end of its own head. A write to the file that fails (a full disk) cuts the
+// same way. Nothing of this fails a task or loses its exit status: a task whose file cannot even be
+// made keeps its head and tail in memory instead, as its result says.
 
-// DefaultBudget is the disk space a session's output files may take by default.
+// DefaultBudget is the disk space a store's files may take by default.
 const DefaultBudget = 64 << 20
 
 // MaxTail is the most of a cut task's most recent output kept (in memory while the task writes, then
@@ -39,17 +38,17 @@ const DefaultBudget = 64 << 20
 // commands print.
 const MaxTail = 1 << 20
 
-// MaxFiles bounds the finished tasks' files a session keeps, whatever their size.
+// MaxFiles bounds the finished tasks' files a store keeps, whatever their size.
 const MaxFiles = 256
 
 // ErrRemoved is the cause of a failed read of a file that made room for newer output.
 var ErrRemoved = errors.New("removed to stay within the session's output budget")
 
-// Store is a session's output files and the disk budget they share. Its methods are safe for
-// concurrent use; its lock is a leaf (lock order: task.mu, then output.mu, then Store.mu).
+// Store is a directory of output files and the disk budget they share. Its methods are safe for
+// concurrent use; its lock is a leaf (see the package's lock order).
 type Store struct {
 	// The fields up to mu are fixed at creation.
-	dir      *safefs.Dir // the session's directory; nil keeps every output in memory
+	dir      *safefs.Dir // nil keeps every output in memory
 	budget   int64
 	tail     int // the tail a cut output keeps
 	log      *slog.Logger
@@ -59,19 +58,19 @@ type Store struct {
 
 	// mu guards the fields that follow, and every file's.
 	mu     sync.Mutex
-	closed bool    // the session is ending: no file is made from now on
+	closed bool    // Close was called: no file is made or opened from now on
 	used   int64   // the bytes of every file that is not removed
 	done   []*file // the files of outputs that ended, oldest first: what makes room
 }
 
 // file is one task's file.
 type file struct {
-	name string // in the session's directory
+	name string // in the store's directory
 	path string // for results and listings
 
 	// Guarded by Store.mu.
 	size int64 // bytes counted against the budget
-	gone bool  // removed to make room, or the session ended
+	gone bool  // removed to make room, or the store closed
 }
 
 // Options configure a Store. The zero Options keep every output in memory.
@@ -123,7 +122,7 @@ func (st *Store) create(name string) (*file, *os.File, error) {
 		return nil, nil, errors.New("output is kept in memory only")
 	}
 	if st.closed {
-		return nil, nil, fmt.Errorf("session ending: no output file is made")
+		return nil, nil, fmt.Errorf("no output file is made: %w", ErrClosed)
 	}
 	f, err := st.dir.CreateFile(name, 0o600)
 	if err != nil {
@@ -186,7 +185,7 @@ func (st *Store) removeLocked(f *file) {
 	f.size, f.gone = 0, true
 }
 
-// open opens a finished file for reading, unless it was removed.
+// open opens f for a read, unless it was removed or the store closed.
 func (st *Store) open(f *file) (*os.File, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -199,7 +198,7 @@ func (st *Store) open(f *file) (*os.File, error) {
 	return st.dir.OpenFile(f.name, -1)
 }
 
-// isClosed reports whether the session is ending.
+// isClosed reports whether the store closed.
 func (st *Store) isClosed() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -214,8 +213,8 @@ func (st *Store) isGone(f *file) bool {
 }
 
 // Close stops the store making files and opening them for reads, and stops the line reads under way
-// (with ErrClosed): the session's teardown removes its directory, with them. It does not wait for the
-// reads: none holds a lock the teardown needs.
+// (with ErrClosed); its owner removes the directory, with the files. It does not wait for the reads:
+// none holds a lock that a writer, an output's end or Close needs.
 func (st *Store) Close() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
