@@ -64,20 +64,7 @@ func TestPumpBuffers(t *testing.T) {
 		t.Errorf("a slowed pump has a buffer of %d bytes, want %d", n, idleBufSize)
 	}
 	// A slowed pump goes on emptying the pipe: the writer is never blocked for good.
-	big := bytes.Repeat([]byte("x"), 1<<20)
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := w.Write(big)
-		wrote <- err
-	}()
-	select {
-	case err := <-wrote:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(patience):
-		t.Fatalf("a write of 1 MiB to a slowed pump's pipe did not return within %v", patience)
-	}
+	mustWrite(t, w, 1<<20, "to a slowed pump's pipe")
 
 	w.Close()
 	select {
@@ -105,19 +92,7 @@ func TestPumpDuringGrep(t *testing.T) {
 		_, err := out.Grep(ctx, offset(0), true, mustCompile(t, slowPattern), Budget{})
 		grepped <- err
 	}()
-	wrote := make(chan error, 1)
-	go func() {
-		_, err := w.Write(bytes.Repeat([]byte("x"), 4<<20))
-		wrote <- err
-	}()
-	select {
-	case err := <-wrote:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(patience):
-		t.Fatalf("a write of 4 MiB during a grep did not return within %v", patience)
-	}
+	mustWrite(t, w, 4<<20, "during a grep")
 	select {
 	case err := <-grepped:
 		t.Fatalf("the grep ended before the writes (%v): the test shows nothing", err)
@@ -126,5 +101,23 @@ func TestPumpDuringGrep(t *testing.T) {
 	cancel()
 	if err := <-grepped; !errors.Is(err, context.Canceled) {
 		t.Errorf("the cancelled grep: %v", err)
+	}
+}
+
+// mustWrite writes n bytes to w, failing the test if the write does not return within patience.
+func mustWrite(t *testing.T, w *os.File, n int, what string) {
+	t.Helper()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := w.Write(bytes.Repeat([]byte("x"), n))
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(patience):
+		t.Fatalf("a write of %d bytes %s did not return within %v", n, what, patience)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -497,4 +498,21 @@ func eachModeAndNamespace(t *testing.T, f func(t *testing.T, pl placement, ns st
 			})
 		}
 	}
+}
+
+// deleteSession sends a DELETE of session id to p by hand, with its token (the go-sdk client's Close waits for its
+// calls in flight, where a client that ends a session during a call does not) and returns the
+// answer's status and how long it took.
+func (p *reaperProc) deleteSession(t testing.TB, id string) (int, time.Duration) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, p.url, nil)
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	start := time.Now()
+	resp, err := testutil.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, time.Since(start)
 }

@@ -285,18 +285,8 @@ func TestDeleteDuringLongCall(t *testing.T) {
 		returned <- time.Now()
 	}()
 	ps := []testutil.Proc{pidFromFile(t, pidFile)}
-	req, _ := http.NewRequest(http.MethodDelete, p.url, nil)
-	req.Header.Set("Mcp-Session-Id", cs.ID())
-	req.Header.Set("Authorization", "Bearer "+p.token)
-	start := time.Now()
-	resp, err := testutil.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	took := time.Since(start)
-	if resp.StatusCode != http.StatusNoContent || took > time.Second {
-		t.Errorf("DELETE during a long call: %s after %v", resp.Status, took)
+	if code, took := p.deleteSession(t, cs.ID()); code != http.StatusNoContent || took > time.Second {
+		t.Errorf("DELETE during a long call: %d after %v", code, took)
 	}
 	testutil.AwaitDead(t, ps, killedWait)
 	select {
