@@ -5,6 +5,6 @@ import "github.com/cgreaper/reaper/internal/textfit"
 // Budget caps the output one call returns, in characters and in what they cost the caller to carry
 // (see textfit.Budget). A foreground command's whole output is cut from the middle (about half of
 // each cap to its start, the rest to its end), an incremental read at its end, and the cut is
-// counted like any other drop. A read holds at most 16 MiB whatever its Budget: a zero Budget caps
-// nothing else.
+// counted like any other drop. Whatever its Budget, a read holds at most 16 MiB (a foreground
+// command's whole output: 16 MiB of each end); a zero Budget caps nothing else.
 type Budget = textfit.Budget

@@ -70,6 +70,9 @@ func (s *scan) lines(from, end int64, partial bool, fn func(scanLine) bool) (sto
 		if err != nil {
 			return start, skipped, err
 		}
+		if len(w.front) == 0 && w.gap == 0 {
+			break // the file is shorter than it was written (a root task truncated it): no more
+		}
 		if len(w.front) == 0 {
 			// In the part not kept: what was before it ends a line.
 			if len(line) > 0 && !flush() {
@@ -168,7 +171,7 @@ func (o *Output) Grep(ctx context.Context, from *int64, partial bool, p *Pattern
 		return c, err
 	}
 	c.Text, c.Next, c.Skipped, c.Stopped = textfit.ValidText(out), stop, skipped, s.lim.stopped
-	c.Pending = v.keptAfter(stop)
+	c.Total, c.Pending = v.total, v.keptAfter(stop) // the view may have been taken again (see view)
 	o.setCursor(stop)
 	return c, nil
 }
@@ -226,11 +229,14 @@ func (o *Output) Tail(ctx context.Context, n int, partial bool, p *Pattern, budg
 		return c, err
 	}
 	if s.lim.stopped != "" {
-		return c, fmt.Errorf("tail: the search for the last lines stopped at %s, %d bytes before the output's end: use a narrower pattern, or grep with an offset",
-			s.lim.stopped, v.total-stop)
+		instead := "use a narrower pattern, or grep with an offset"
+		if !re {
+			instead = "read from an offset instead"
+		}
+		return c, fmt.Errorf("tail: the search for the last lines stopped at %s, %d bytes before the output's end: %s", s.lim.stopped, v.total-stop, instead)
 	}
 	c.Text, c.Lines = fitLast(lines, budget)
-	c.Next, c.Skipped, c.Pending = stop, skipped, v.keptAfter(stop)
+	c.Next, c.Skipped, c.Total, c.Pending = stop, skipped, v.total, v.keptAfter(stop)
 	o.setCursor(stop)
 	return c, nil
 }

@@ -265,3 +265,35 @@ func TestReadsAcrossTheEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestTruncatedFile: a file shorter than it was written (a root task can truncate it) reads as what it
+// holds: reads, greps and tails end, nothing hangs or fails.
+func TestTruncatedFile(t *testing.T) {
+	o := storeWith(t, Options{}).New("t.out")
+	fill(o, 1000, 100)
+	o.End()
+	if err := os.Truncate(o.File().Path, 50000); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		var got []string
+		p := mustCompile(t, `0$`)
+		c, err := o.Grep(context.Background(), offset(0), false, p, Budget{})
+		got = append(got, fmt.Sprintf("grep: %d lines, next %d, %v", c.Lines, c.Next, err))
+		c, err = o.Tail(context.Background(), 5, false, nil, Budget{})
+		got = append(got, fmt.Sprintf("tail: %d lines, %v", c.Lines, err))
+		c, err = o.Read(offset(0), false, Budget{})
+		got = append(got, fmt.Sprintf("read: %d bytes, %v", len(c.Text), err))
+		done <- strings.Join(got, "; ")
+	}()
+	select {
+	case got := <-done:
+		t.Log(got)
+		if strings.Contains(got, "<nil>") != true || !strings.Contains(got, "grep: 50 lines") {
+			t.Errorf("reads of a truncated file: %s", got)
+		}
+	case <-time.After(patience):
+		t.Fatalf("reads of a truncated file did not return within %v", patience)
+	}
+}
