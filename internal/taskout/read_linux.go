@@ -13,8 +13,8 @@ import (
 type Chunk struct {
 	// Text is the output between Offset and Next, as valid UTF-8: each run of invalid bytes became
 	// U+FFFD. Where the read passed over bytes that were not kept (the middle of an output larger
-	// than the session's output budget), a line in Text stands for them (see Skipped). With
-	// OutputOptions.Grep or Tail it holds only the lines selected.
+	// than its store's budget), a line in Text stands for them (see Skipped). A line read (Grep,
+	// Tail) holds only the lines selected.
 	Text string
 	// Offset is where the read started in the stream (the requested offset, clamped to what
 	// exists); Next is where the following read continues. Both are byte positions.
