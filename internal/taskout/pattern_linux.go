@@ -14,14 +14,14 @@ import (
 // million instructions and took about 12.8 ms per byte of text. So a pattern is bounded twice: by its
 // length, and by its program's cost: its instructions, a character class of k ranges counted 1 +
 // log2(k)/4 times (it is matched by a binary search over its ranges). Measured in CPU time here
-// (BenchmarkPatternCost), twenty patterns built to be slow cost 2.8 to 5.6 ns per byte of text and
+// (BenchmarkPatternCost), twenty patterns built to be slow cost 2.8 to 5.9 ns per byte of text and
 // unit of cost, and what agents write far less (`(?i)error|warn|fail`: 1.8; a literal word, found by
 // an index scan: 0.05).
 const (
 	// MaxPatternBytes bounds a pattern's length.
 	MaxPatternBytes = 4096
 	// MaxPatternCost bounds a pattern's cost (see above): a line of maxLine bytes, whose match
-	// cannot be stopped midway, then takes at most about 64 Ki × 1000 × 5.6 ns, 0.37 s of CPU,
+	// cannot be stopped midway, then takes at most about 64 Ki × 1000 × 6 ns, 0.4 s of CPU,
 	// while the patterns agents write cost far less (`(?i)error|warn|fail`: 17; an IPv4 address:
 	// 63; fifty words in an alternation: 259).
 	MaxPatternCost = 1000
