@@ -14,8 +14,8 @@ import (
 // million instructions and took about 12.8 ms per byte of text. So a pattern is bounded twice: by its
 // length, and by its program's cost: its instructions, a character class of k ranges counted 1 +
 // log2(k)/4 times (it is matched by a binary search over its ranges). Measured in CPU time here
-// (BenchmarkPatternCost), twenty patterns built to be slow cost 2.8 to 5.9 ns per byte of text and
-// unit of cost, and what agents write far less (`(?i)error|warn|fail`: 1.8; a literal word, found by
+// (BenchmarkPatternCost), patterns built to be slow cost 2.8 to 5.9 ns per byte of text and
+// unit of cost, and what agents write less (`(?i)error|warn|fail`: about 2; a literal word, found by
 // an index scan: 0.05).
 const (
 	// MaxPatternBytes bounds a pattern's length.
