@@ -39,7 +39,7 @@ func TestGrepPatternCost(t *testing.T) {
 			if transport == "stdio" {
 				cs, _, _ = connectStdio(t, cgroupArgs(t)...)
 			} else {
-				cs = connectHTTP(t, startHTTP(t, cgroupArgs(t)...).url, "")
+				cs = startHTTP(t, cgroupArgs(t)...).connect(t)
 			}
 			id := bash(t, cs, "seq 100000").OutputTaskID
 			for _, tc := range []struct{ grep, want string }{
@@ -114,7 +114,7 @@ func TestDeleteDuringGrep(t *testing.T) {
 	p := place(t, "")
 	r := startHTTP(t, append(p.args(), "--grace", grace.String())...)
 	server := serverOf(t, r.cmd.Process.Pid)
-	cs := connectHTTP(t, r.url, "")
+	cs := r.connect(t)
 	file, ps := hostile(t, cs)
 	id := bash(t, cs, linesOfA(3000)).OutputTaskID
 	grepped := grepUnderWay(t, cs, server, id)
@@ -137,7 +137,7 @@ func TestDeleteDuringGrep(t *testing.T) {
 	if share := searching(t, server); share > 0.5 {
 		t.Errorf("the server used %.0f%% of a core after the session ended: the grep searches on", share*100)
 	}
-	if res := bash(t, connectHTTP(t, r.url, ""), "echo still here"); res.Output != "still here\n" {
+	if res := bash(t, r.connect(t), "echo still here"); res.Output != "still here\n" {
 		t.Errorf("a new session after the DELETE: %+v", res)
 	}
 }
@@ -147,7 +147,7 @@ func TestDeleteDuringGrep(t *testing.T) {
 func TestSIGTERMDuringGrep(t *testing.T) {
 	p := place(t, "")
 	r := startHTTP(t, append(p.args(), "--grace", grace.String())...)
-	cs := connectHTTP(t, r.url, "")
+	cs := r.connect(t)
 	file, ps := hostile(t, cs)
 	id := bash(t, cs, linesOfA(3000)).OutputTaskID
 	grepUnderWay(t, cs, serverOf(t, r.cmd.Process.Pid), id)
