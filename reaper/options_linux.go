@@ -162,7 +162,7 @@ type Options struct {
 	// slice root should share it.
 	StateDir string
 	// Announce, if set, receives the Instance record as one line of JSON once the Reaper is set up:
-	// a guard process reads it to know what to clean up if this process dies (see instance.CleanUp).
+	// a guard process reads it to know what to clean up if this process dies (see internal/guard).
 	Announce io.Writer
 	// NoSweep skips the sweep after dead instances (see instance.Sweep) that New starts in the background.
 	NoSweep bool

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
-	"github.com/cgreaper/reaper/cmd/reaper/internal/early"
-	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/guard"
 )
 
-// guardSpec says how a command runs under its guard (early.ServerOptions says how its server starts).
+// guardSpec says how a command runs under its guard.
 type guardSpec struct {
 	command string
 	// crashed, if non-zero, is the exit status when the server dies of a signal (reaper run: the
@@ -20,29 +19,36 @@ type guardSpec struct {
 	exit exitFunc
 }
 
-// guard is the rest of a guard's life (reaper serve, reaper run), when package early's first part
-// did not end it: the server, this program again with the same arguments, started from early's
-// initialisation, has ended without announcing a clean end, or something came to this process as
-// its subreaper. guard cleans up whatever the server left (see instance.CleanUp), logs what it did
-// in the format the command's --log-format and --log-level (or REAPER_LOG_*) ask for, and exits with
-// the server's status. The signals early asked for stay asked for meanwhile.
-func guard(spec guardSpec, args []string, getenv func(string) string, stderr io.Writer) int {
-	command := spec.command
+// runGuard is a guard's life (reaper serve, reaper run, as a user or a client starts them, once
+// their command line is checked): it starts the server, this program again with the same arguments,
+// forwards every signal that would end it (and reaper run's job's) to the server, cleans up whatever
+// the server left (see guard.Run), logs what it did in the format the command's --log-format and
+// --log-level (or REAPER_LOG_*) ask for, and exits with the server's status. reaper serve's server
+// gets a session of its own; reaper run's a process group of its own in the guard's session, as its
+// job may need the session's terminal.
+func runGuard(spec guardSpec, args []string, getenv func(string) string, stderr io.Writer) int {
 	log := earlyLogger(stderr, args, getenv).With("guard", os.Getpid())
-	ended, tried, err, forwarded := early.Ended()
-	if !tried {
-		err = errors.New("a guard starts its server from the program's initialisation, not in process")
+	opts := guard.Options{
+		Argv:    append([]string{os.Args[0], spec.command}, args...),
+		Signals: slices.Concat(shutdownSignals, ignoredSignals),
+		Logger:  log,
 	}
+	if spec.command == "run" {
+		opts.Setpgid = true
+		opts.Signals = append(opts.Signals, runSignals...)
+	} else {
+		opts.Setsid = true
+	}
+	res, err := guard.Run(opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper %s: %v\n", command, err)
+		fmt.Fprintf(stderr, "reaper %s: %v\n", spec.command, err)
 		return 1
 	}
-	if forwarded != nil {
-		log.Warn("forwarding a signal failed", "error", forwarded)
+	if res.Forwarded != nil {
+		log.Warn("forwarding a signal failed", "error", res.Forwarded)
 	}
-	res := instance.CleanUp(instance.CleanUpOptions{Logger: log}, ended)
 	if res.Signal != 0 || len(res.Killed) > 0 || res.Err != nil {
-		attrs := []any{"server", ended.Pid, "status", res.Code, "killed", len(res.Killed)}
+		attrs := []any{"server", res.Pid, "status", res.Code, "killed", len(res.Killed)}
 		if res.Signal != 0 {
 			attrs = append(attrs, "signal", res.Signal.String())
 		}

@@ -37,6 +37,7 @@ as REAPER_<NAME> (--idle-timeout as REAPER_IDLE_TIMEOUT).
 `
 
 func main() {
+	closeInherited()
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr, os.Exit))
 }
 

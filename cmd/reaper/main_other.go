@@ -27,3 +27,6 @@ func runCommand(_ []string, _ func(string) string, _, stderr io.Writer, _ exitFu
 	fmt.Fprintln(stderr, "reaper run: reaper runs only on Linux")
 	return 125
 }
+
+// closeInherited is Linux-only, as every command that starts a process is.
+func closeInherited() {}

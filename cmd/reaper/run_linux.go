@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
-	"github.com/cgreaper/reaper/cmd/reaper/internal/early"
-	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/internal/job"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/reaper"
@@ -94,21 +93,17 @@ func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 }
 
 // runCommand runs the run command and returns the process's exit status. Started by a user, it is
-// the guard; started by the guard, it is the server that runs the job (internal/job).
+// the guard (see runGuard) once its command line is checked; started by the guard, it is the server
+// that runs the job (internal/job).
 func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer, exit exitFunc) int {
-	spec := guardSpec{command: "run", crashed: job.ExitFailed, exit: exit}
-	guarded := getenv(instance.EnvGuardPid) != ""
-	if _, tried, _, _ := early.Ended(); tried && !guarded {
-		return guard(spec, args, getenv, stderr) // the server, started already, checks the command line
-	}
 	c, err := parseRun(args, getenv)
 	if code := parsed("run", runUsage, err, stdout, stderr, job.ExitFailed); code >= 0 {
 		return code
 	}
-	if !guarded {
-		return guard(spec, args, getenv, stderr)
+	if !guard.Guarded(getenv) {
+		return runGuard(guardSpec{command: "run", crashed: job.ExitFailed, exit: exit}, args, getenv, stderr)
 	}
-	link, err := instance.GuardedBy(getenv(instance.EnvGuardPid), getenv(instance.EnvGuardFD))
+	link, err := guard.LinkFrom(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "reaper run: %v\n", err)
 		return job.ExitFailed

@@ -11,29 +11,24 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
-	"github.com/cgreaper/reaper/cmd/reaper/internal/early"
+	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/internal/httpguard"
-	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
 )
 
 // serve runs the serve command and returns the process's exit status. Started by a user, it is the
-// guard (see guard); started by the guard, it is the server.
+// guard (see runGuard) once its command line is checked; started by the guard, it is the server.
 func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, exit exitFunc) int {
-	if getenv(instance.EnvGuardPid) == "" {
-		if _, tried, _, _ := early.Ended(); !tried {
-			// In process (tests), the command line is checked before a server starts: help and
-			// usage errors start nothing. Otherwise the server, started already, checks it.
-			_, err := parseServe(args, getenv)
-			if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
-				return code
-			}
+	if !guard.Guarded(getenv) {
+		_, err := parseServe(args, getenv)
+		if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
+			return code
 		}
-		return guard(guardSpec{command: "serve", exit: exit}, args, getenv, stderr)
+		return runGuard(guardSpec{command: "serve", exit: exit}, args, getenv, stderr)
 	}
 	log := earlyLogger(stderr, args, getenv)
-	link, err := instance.GuardedBy(getenv(instance.EnvGuardPid), getenv(instance.EnvGuardFD))
+	link, err := guard.LinkFrom(getenv)
 	sig := watchSignals(log, link)
 	defer sig.stop()
 	if err != nil {
@@ -152,7 +147,7 @@ func listen(c serveConfig, a httpAuth, stderr io.Writer) (net.Listener, int) {
 
 // newServer creates the Reaper and the MCP server on top of it. The Reaper announces itself to the
 // guard, if there is one.
-func newServer(c serveConfig, link instance.GuardLink, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
+func newServer(c serveConfig, link guard.Link, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
 	containment, _ := reaper.ParseContainment(c.containment)
 	pidNS, _ := reaper.ParsePIDNamespace(c.pidNS)
 	var u *reaper.User
@@ -178,7 +173,7 @@ func newServer(c serveConfig, link instance.GuardLink, log *slog.Logger, o *ops)
 		Observer:          o.reaperObserver(),
 	}
 	if link.Announce != nil {
-		opts.Announce = link.Announce // kept open for the last word (see GuardLink.Clean)
+		opts.Announce = link.Announce // kept open for the last word (see guard.Link.Clean)
 	}
 	r, err := reaper.New(opts)
 	if err != nil {
@@ -346,7 +341,7 @@ func (c serveConfig) sessionsPerIdentity() int {
 
 // companions are the processes that share the server's cgroup and move with it into a leaf: its
 // guard.
-func companions(link instance.GuardLink) []int {
+func companions(link guard.Link) []int {
 	if link.Pid == 0 {
 		return nil
 	}

@@ -10,10 +10,30 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cgreaper/reaper/cmd/reaper/internal/early"
-	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/reaper"
 )
+
+// shutdownSignals end reaper in order: every session is torn down (SIGTERM, grace, kill), then reaper
+// exits; a second one cuts the grace periods short. The faults among them count only when sent by
+// kill(2): a real fault still crashes the program, and the guard cleans up after it.
+var shutdownSignals = []os.Signal{
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGPWR, syscall.SIGXCPU,
+	syscall.SIGABRT, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV, syscall.SIGSYS, syscall.SIGTRAP,
+}
+
+// ignoredSignals would end reaper by their default action, and mean nothing to it. SIGPIPE above all:
+// a write to a closed stdout or stderr then fails with EPIPE instead of killing the program (a closed
+// stdout over stdio ends the session as a closed connection does); and SIGSTKFLT, which Go's runtime
+// takes for a crash. Handled, not ignored: a handled signal is reset to its default in the programs
+// reaper starts, so tasks see SIGPIPE as usual. USR1, USR2, ALRM, VTALRM, IO and XFSZ mean nothing to
+// reaper serve either, and are not asked for: Go's runtime catches and drops them unless a program
+// asks for them.
+var ignoredSignals = []os.Signal{syscall.SIGPIPE, syscall.SIGSTKFLT}
+
+// runSignals are the signals beyond shutdownSignals that reaper run's guard forwards to its server,
+// which passes them on to the job (job.ForwardedSignals).
+var runSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
 
 // signals turns shutdown signals into two contexts: the first signal cancels serving (sessions are
 // torn down gracefully) and cuts short the teardowns already under way (a stdio session whose client
@@ -21,7 +41,7 @@ import (
 // guard dies, both are cancelled at once: reaper must be gone within a second.
 type signals struct {
 	log         *slog.Logger
-	guard       instance.GuardLink
+	guard       guard.Link
 	died        sync.Once     // guardDied runs once
 	guardGone   chan struct{} // closed when the guard has died
 	serving     context.Context
@@ -44,8 +64,8 @@ type signals struct {
 // round trip to the runtime's signal-mask thread, 0.3-0.6 ms for all of them on the path a stdio
 // client waits on. Until the goroutine is done, a shutdown signal ends the server by its default
 // action, as it would have a moment earlier, before main ran, and the guard cleans up after it.
-func watchSignals(log *slog.Logger, guard instance.GuardLink) *signals {
-	s := &signals{log: log, guard: guard, ch: make(chan os.Signal, 8), asked: make(chan struct{}), done: make(chan struct{}),
+func watchSignals(log *slog.Logger, link guard.Link) *signals {
+	s := &signals{log: log, guard: link, ch: make(chan os.Signal, 8), asked: make(chan struct{}), done: make(chan struct{}),
 		watched: make(chan struct{}), guardGone: make(chan struct{})}
 	s.serving, s.stopServing = context.WithCancel(context.Background())
 	s.hurry, s.cancelHurry = context.WithCancel(context.Background())
@@ -54,10 +74,10 @@ func watchSignals(log *slog.Logger, guard instance.GuardLink) *signals {
 		defer close(s.asked)
 		signal.Notify(s.ch, handledSignals()...)
 	}()
-	go s.watch(log, guard)
+	go s.watch(log, link)
 	go func() {
 		defer close(s.watched)
-		if guard.WaitGone(s.hurry) {
+		if link.WaitGone(s.hurry) {
 			s.guardDied()
 		}
 	}()
@@ -90,7 +110,7 @@ func (s *signals) hurryUnderWay() {
 	}
 }
 
-func (s *signals) watch(log *slog.Logger, guard instance.GuardLink) {
+func (s *signals) watch(log *slog.Logger, link guard.Link) {
 	defer close(s.done)
 	first := true
 	for {
@@ -106,7 +126,7 @@ func (s *signals) watch(log *slog.Logger, guard instance.GuardLink) {
 				log.Info("signal ignored", "signal", sig.String())
 			}
 			continue
-		case sig == instance.GuardSignal && guard.Gone():
+		case sig == guard.Signal && link.Gone():
 			s.guardDied()
 		case first:
 			log.Info("shutting down: every session's processes are being killed", "signal", sig.String())
@@ -122,12 +142,12 @@ func (s *signals) watch(log *slog.Logger, guard instance.GuardLink) {
 	}
 }
 
-func isIgnored(sig os.Signal) bool { return slices.Contains(early.IgnoredSignals, sig) }
+func isIgnored(sig os.Signal) bool { return slices.Contains(ignoredSignals, sig) }
 
-// handledSignals are the signals reaper asks to receive: those that end it and those it ignores (see
-// package early, whose guard forwards them all), and extra (reaper run's forwarded ones).
+// handledSignals are the signals reaper asks to receive: those that end it and those it ignores
+// (which its guard forwards all of), and extra (reaper run's forwarded ones).
 func handledSignals(extra ...os.Signal) []os.Signal {
-	return slices.Concat(extra, early.ShutdownSignals, early.IgnoredSignals)
+	return slices.Concat(extra, shutdownSignals, ignoredSignals)
 }
 
 // lastResort bounds the shutdown after the guard died: if the server is still there by then (a

@@ -2,23 +2,34 @@ package guard
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"runtime"
 	"strconv"
-	"sync"
+	"strings"
 	"syscall"
+	"time"
 
+	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
+	"golang.org/x/sys/unix"
 )
 
 // The environment of a guarded server: the guard's pid, and the descriptor on which the server
-// announces its record (reaper's Options.Announce) and, at its end, Clean. The server's caller reads
-// them (see instance.GuardedBy); they start with REAPER_, so tasks never inherit them.
+// announces its record (reaper's Options.Announce) and, at its end, Clean (see LinkFrom). They start
+// with REAPER_, so tasks never inherit them.
 const (
 	EnvPid = "REAPER_GUARD_PID"
 	EnvFD  = "REAPER_GUARD_FD"
 )
 
-// Signal is the signal a guarded server receives when its guard dies (its parent-death signal).
+// Signal is the signal a guarded server receives when its guard dies (its parent-death signal). The
+// server tells it apart from an ordinary SIGTERM because its parent is no longer the guard (see
+// Link.Gone).
 const Signal = syscall.SIGTERM
 
 // Clean is the last line a server writes on its announcement descriptor when it has ended every
@@ -26,13 +37,12 @@ const Signal = syscall.SIGTERM
 // not JSON, so no reader takes it for a record.
 const Clean = "clean"
 
-// Options configures Start.
+// Options configures Run.
 type Options struct {
 	// Argv is the server's command line: usually this program with its arguments. Argv[0] is shown
-	// in listings; the program run is Path.
+	// in listings; the program run is Path. Required.
 	Argv []string
-	// Path is the program to run; empty means this program (or /proc/self/exe, where the binary was
-	// replaced on disk since it started).
+	// Path is the program to run; empty means this program (see Executable).
 	Path string
 	// Env is the server's environment, to which EnvPid and EnvFD are added. Nil means this
 	// process's.
@@ -45,181 +55,161 @@ type Options struct {
 	// server whose job needs the session's terminal (reaper run): a signal to the guard's group
 	// spares it all the same.
 	Setpgid bool
+	// Signals are forwarded to the server until it has ended. Run also asks for SIGPIPE, which it
+	// does not forward: a write of the guard's own to a closed pipe must not end it.
+	Signals []os.Signal
+	// CloseTimeout bounds each wait for killed processes to disappear; zero means
+	// kill.DefaultTimeout.
+	CloseTimeout time.Duration
+	// Logger receives what the kill policy does. Nil discards.
+	Logger *slog.Logger
 }
 
-// A Server is a guard's server, started by Start. Until Wait has returned, the server is this
-// process's child and not yet reaped, so its pid is its own: Signal may use it.
-type Server struct {
-	// Pid is the server's pid.
+// Result is how the server ended and what the guard cleaned up after it.
+type Result struct {
+	// Pid is the server's pid (reaped: it may name another process by now).
 	Pid int
-
-	announcements int // the read end of the announcement pipe, non-blocking; Wait closes it
-
-	// mu guards the field that follows.
-	mu     sync.Mutex
-	reaped bool // Wait has reaped the server: Signal does nothing any more
+	// Code is the server's exit status, or 128+n if it died of signal n.
+	Code int
+	// Signal is the signal the server died of, or 0.
+	Signal syscall.Signal
+	// Clean reports that the server exited by itself after announcing Clean, and nothing came to the
+	// guard: nothing was cleaned up.
+	Clean bool
+	// Announced are the lines the server wrote on its announcement descriptor, in order, Clean
+	// included.
+	Announced []string
+	// Instance is the last record the server announced (empty if it died before it could).
+	Instance instance.Record
+	// Killed are the processes the server left running, which the guard killed.
+	Killed []proc.Proc
+	// Forwarded says why a signal could not be forwarded to the server (the first such failure).
+	Forwarded error
+	// Err says why the server could not be waited for, or what could not be cleaned up.
+	Err error
 }
 
-// Start makes this process a child subreaper and starts the server as its child, with Signal as its
-// parent-death signal. The kernel sends a parent-death signal when the thread that forked the child
-// exits, not the process: call Start from a package's initialisation, which the runtime runs on the
-// main thread, and the main thread ends only with the process. (Locking the calling goroutine to its
-// thread for good instead would start the runtime's template thread on the guard's way to its
-// server.) The caller waits for the server with Wait and must not wait for children otherwise until
-// Wait has returned.
-func Start(opts Options) (*Server, error) {
+// Run is a guard's life: it makes this process a child subreaper, starts the server as its child,
+// forwards Options.Signals to it until it has ended, and then, unless the server ended cleanly and
+// left nothing here, kills and removes what the server left (see cleanUp). It returns the error
+// that kept the server from starting, or how the server ended. It runs this process's wait loop
+// while it cleans up (reap.Claim): call it once, where nothing else waits for children.
+func Run(opts Options) (Result, error) {
 	if len(opts.Argv) == 0 {
-		return nil, errors.New("guard: no server command line")
+		return Result{}, errors.New("guard: no server command line")
 	}
 	if opts.Path == "" {
 		opts.Path = Executable()
 	}
-	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
-		return nil, &Error{Op: "become child subreaper", Err: e}
+	// The kernel sends the parent-death signal when the thread that forked the child exits, not the
+	// process: the thread that forks the server stays this goroutine's until the server is reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// Asked for before the server starts: a signal that comes meanwhile is forwarded once it has.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, append([]os.Signal{syscall.SIGPIPE}, opts.Signals...)...)
+	defer signal.Stop(sigs)
+	p, announcements, err := start(opts)
+	if err != nil {
+		return Result{}, err
 	}
-	var p [2]int
-	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
-		return nil, &Error{Op: "pipe", Err: err}
+	res := Result{Pid: p.Pid}
+	type waited struct {
+		state *os.ProcessState
+		err   error
 	}
-	// The read end is read only once the server has exited (see Wait), and must not block then.
-	if err := syscall.SetNonblock(p[0], true); err != nil {
-		syscall.Close(p[0])
-		syscall.Close(p[1])
-		return nil, &Error{Op: "pipe", Err: err}
+	done := make(chan waited, 1)
+	go func() {
+		st, err := p.Wait()
+		done <- waited{st, err}
+	}()
+	var w waited
+	for w.state == nil && w.err == nil {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGPIPE {
+				continue // this process's own writes; the server has its own
+			}
+			// os.Process signals by pidfd, or not at all once the server is reaped: never another
+			// process that reused its pid.
+			if err := p.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) && res.Forwarded == nil {
+				res.Forwarded = fmt.Errorf("forward %v to the server (pid %d): %w", sig, p.Pid, err)
+			}
+		case w = <-done:
+		}
+	}
+	res.Announced = readAnnouncements(announcements)
+	res.Instance = lastRecord(res.Announced)
+	if w.err != nil {
+		res.Code, res.Err = 1, fmt.Errorf("wait for the server (pid %d): %w", p.Pid, w.err)
+	} else {
+		ws := w.state.Sys().(syscall.WaitStatus)
+		res.Code = reap.Exit{Pid: p.Pid, Status: ws}.Code()
+		if ws.Signaled() {
+			res.Signal = ws.Signal()
+		}
+		res.Clean = ws.Exited() && len(res.Announced) > 0 && res.Announced[len(res.Announced)-1] == Clean && !reap.HasChildren()
+	}
+	if !res.Clean {
+		cleanUp(opts, &res)
+	}
+	return res, nil
+}
+
+// start makes this process a child subreaper and starts the server, with Signal as its parent-death
+// signal and the write end of the announcement pipe as its descriptor 3. It returns the server and
+// the pipe's read end.
+func start(opts Options) (*os.Process, *os.File, error) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, nil, fmt.Errorf("guard: become a child subreaper: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("guard: announcement pipe: %w", err)
 	}
 	env := opts.Env
 	if env == nil {
-		env = syscall.Environ()
+		env = os.Environ()
 	}
-	env = append(env[:len(env):len(env)], EnvPid+"="+strconv.Itoa(syscall.Getpid()), EnvFD+"=3")
-	attr := &syscall.ProcAttr{
+	env = append(env[:len(env):len(env)], EnvPid+"="+strconv.Itoa(os.Getpid()), EnvFD+"=3")
+	p, err := os.StartProcess(opts.Path, opts.Argv, &os.ProcAttr{
 		Env:   env,
-		Files: []uintptr{stdFD(0), stdFD(1), stdFD(2), uintptr(p[1])},
+		Files: []*os.File{stdFile(os.Stdin), stdFile(os.Stdout), stdFile(os.Stderr), w},
 		Sys:   &syscall.SysProcAttr{Pdeathsig: Signal, Setsid: opts.Setsid, Setpgid: opts.Setpgid && !opts.Setsid},
-	}
-	pid, err := syscall.ForkExec(opts.Path, opts.Argv, attr)
-	syscall.Close(p[1])
+	})
+	w.Close()
 	if err != nil {
-		syscall.Close(p[0])
-		return nil, &Error{Op: "start " + opts.Argv[0], Err: err}
+		r.Close()
+		return nil, nil, fmt.Errorf("guard: start %s: %w", opts.Argv[0], err)
 	}
-	return &Server{Pid: pid, announcements: p[0]}, nil
+	return p, r, nil
 }
 
-// An Error is what failed, and why. (The package formats without fmt, which would initialise
-// before it: see the package documentation.)
-type Error struct {
-	Op  string // what failed, with the pid or program it concerns
-	Err error
-}
-
-func (e *Error) Error() string { return "guard: " + e.Op + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER, which package syscall does not name.
-const prSetChildSubreaper = 36
-
-// stdFD returns fd if it is open, and "closed" for the child otherwise (a guard started with a
-// standard descriptor closed must not fail to start its server).
-func stdFD(fd int) uintptr {
-	if _, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0); e != 0 {
-		return ^uintptr(0)
-	}
-	return uintptr(fd)
-}
-
-// Signal forwards sig to the server, until Wait has reaped it; then it does nothing. Until then the
-// pid is the server's, a zombie at worst, and cannot name another process.
-func (s *Server) Signal(sig syscall.Signal) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reaped {
+// stdFile returns f if its descriptor is open, and nil ("closed" for the child) otherwise: a guard
+// started with a standard descriptor closed must not fail to start its server.
+func stdFile(f *os.File) *os.File {
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_GETFD, 0); err != nil {
 		return nil
 	}
-	if err := syscall.Kill(s.Pid, sig); err != nil && err != syscall.ESRCH {
-		return &Error{Op: "forward " + sig.String() + " to pid " + strconv.Itoa(s.Pid), Err: err}
-	}
-	return nil
+	return f
 }
 
-// An Ended server is what Wait saw of it.
-type Ended struct {
-	// Pid is the server's pid (reaped: it may name another process by now).
-	Pid int
-	// Status is how the server ended.
-	Status syscall.WaitStatus
-	// Announced are the lines the server wrote on its announcement descriptor, in order, Clean
-	// included: its record (see instance.Record) and, at a clean end, Clean.
-	Announced []string
-}
-
-// Clean reports whether the server exited by itself after announcing Clean last: it ended every
-// session and removed everything its instance made.
-func (e Ended) Clean() bool {
-	return e.Status.Exited() && len(e.Announced) > 0 && e.Announced[len(e.Announced)-1] == Clean
-}
-
-// Wait waits for the server to exit, reaps it, and returns what it saw. The announcements are read
-// once the server has exited, as far as they go then: whatever else may hold the pipe (it should be
-// nothing: the server's descriptors are close-on-exec) is not waited for. A server writes a few
-// hundred bytes, which the pipe holds without blocking it. Call Wait once.
-func (s *Server) Wait() (Ended, error) {
-	e := Ended{Pid: s.Pid}
-	// Waiting without reaping (WNOWAIT) first keeps the pid the server's while Signal may use it.
-	if err := reap.WaitExited(s.Pid); err != nil {
-		return e, &Error{Op: "wait for pid " + strconv.Itoa(s.Pid), Err: err}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for {
-		_, err := syscall.Wait4(s.Pid, &e.Status, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return e, &Error{Op: "reap pid " + strconv.Itoa(s.Pid), Err: err}
-		}
-		break
-	}
-	s.reaped = true
-	e.Announced = readLines(s.announcements)
-	return e, nil
-}
-
-// maxAnnounced bounds what Wait keeps of the announcements: a record is a few hundred bytes.
+// maxAnnounced bounds what the guard keeps of the announcements: a record is a few hundred bytes.
 const maxAnnounced = 1 << 20
 
-// readLines reads what the non-blocking fd holds, at most maxAnnounced bytes, closes it, and returns
-// its lines.
-func readLines(fd int) []string {
-	defer syscall.Close(fd)
-	var all []byte
-	buf := make([]byte, 4096)
-	for len(all) < maxAnnounced {
-		n, err := syscall.Read(fd, buf)
-		if err == syscall.EINTR {
-			continue
-		}
-		if n <= 0 {
-			break // the end, or nothing more for now (EAGAIN)
-		}
-		all = append(all, buf[:n]...)
-	}
-	var lines []string
-	for len(all) > 0 {
-		i := 0
-		for i < len(all) && all[i] != '\n' {
-			i++
-		}
-		if i > 0 {
-			lines = append(lines, string(all[:i]))
-		}
-		if i == len(all) {
-			break
-		}
-		all = all[i+1:]
-	}
-	return lines
+// announceWait bounds the read of the announcements once the server has exited. The pipe's write
+// end was the server's alone (close-on-exec there), so the read ends at once; if something holds it
+// all the same, what the server wrote is read and the rest not waited for.
+const announceWait = time.Second
+
+// readAnnouncements reads what the server wrote on the pipe r, which the server, having exited, no
+// longer holds, closes r, and returns its lines. The server writes a few hundred bytes, which the pipe
+// holds without blocking it until they are read here.
+func readAnnouncements(r *os.File) []string {
+	defer r.Close()
+	r.SetReadDeadline(time.Now().Add(announceWait))
+	b, _ := io.ReadAll(io.LimitReader(r, maxAnnounced))
+	return strings.FieldsFunc(string(b), func(c rune) bool { return c == '\n' })
 }
 
 // Executable returns the path of this program, or /proc/self/exe when that path no longer holds it

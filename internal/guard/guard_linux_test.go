@@ -7,102 +7,96 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
-	"github.com/cgreaper/reaper/internal/reap"
-	"github.com/cgreaper/reaper/internal/testutil"
+	"github.com/cgreaper/reaper/internal/proc"
 )
 
-// start starts script under /bin/sh as a guard's server, and kills it at the end of the test if it
-// is still there (the test failed before Wait).
-func start(t *testing.T, script string) *Server {
+// run runs a guard whose server is script under /bin/sh, and returns what it saw.
+func run(t *testing.T, script string, signals ...os.Signal) Result {
 	t.Helper()
-	s, err := Start(Options{Argv: []string{"sh", "-c", script}, Path: "/bin/sh"})
+	res, err := Run(Options{Argv: []string{"sh", "-c", script}, Path: "/bin/sh", Signals: signals})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Signal(syscall.SIGKILL) })
-	return s
+	return res
 }
 
-func wait(t *testing.T, s *Server) Ended {
-	t.Helper()
-	e, err := s.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
-
-// TestEnded: Wait reports the server's status and its announcements in order, and Clean holds only
-// for a server that exited by itself with guard.Clean as its last word.
+// TestEnded: Run reports the server's status and its announcements in order; only a server that
+// exited by itself with Clean as its last word is not cleaned up after.
 func TestEnded(t *testing.T) {
 	for _, tc := range []struct {
 		name, script string
 		announced    []string
-		status       int // exit status, or -n for death by signal n
+		code         int
+		signal       syscall.Signal
 		clean        bool
 	}{
-		{"clean end", `echo '{"name":"r1-2"}' >&3; echo clean >&3; exit 3`, []string{`{"name":"r1-2"}`, Clean}, 3, true},
-		{"no last word", `echo '{"name":"r1-2"}' >&3; exit 0`, []string{`{"name":"r1-2"}`}, 0, false},
-		{"a record after it", `echo clean >&3; echo '{}' >&3; exit 0`, []string{Clean, "{}"}, 0, false},
-		{"killed after it", `echo clean >&3; kill -9 $$`, []string{Clean}, -9, false},
-		{"nothing at all", `exec 3>&-; exit 1`, nil, 1, false},
+		{"clean end", `echo '{"name":"r1-2"}' >&3; echo clean >&3; exit 3`, []string{`{"name":"r1-2"}`, Clean}, 3, 0, true},
+		{"no last word", `echo '{"name":"r1-2"}' >&3; exit 0`, []string{`{"name":"r1-2"}`}, 0, 0, false},
+		{"a record after it", `echo clean >&3; echo '{}' >&3; exit 0`, []string{Clean, "{}"}, 0, 0, false},
+		{"killed after it", `echo clean >&3; kill -9 $$`, []string{Clean}, 128 + 9, syscall.SIGKILL, false},
+		{"nothing at all", `exec 3>&-; exit 1`, nil, 1, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := wait(t, start(t, tc.script))
-			if !slices.Equal(e.Announced, tc.announced) {
-				t.Errorf("announced %q, want %q", e.Announced, tc.announced)
+			res := run(t, tc.script)
+			if !slices.Equal(res.Announced, tc.announced) {
+				t.Errorf("announced %q, want %q", res.Announced, tc.announced)
 			}
-			status := e.Status.ExitStatus()
-			if e.Status.Signaled() {
-				status = -int(e.Status.Signal())
+			if res.Code != tc.code || res.Signal != tc.signal || res.Clean != tc.clean {
+				t.Errorf("code %d, signal %v, clean %v; want %d, %v, %v", res.Code, res.Signal, res.Clean, tc.code, tc.signal, tc.clean)
 			}
-			if status != tc.status || e.Clean() != tc.clean {
-				t.Errorf("status %d, clean %v; want %d, %v", status, e.Clean(), tc.status, tc.clean)
+			if res.Err != nil || len(res.Killed) > 0 {
+				t.Errorf("cleaned up after a server that left nothing: killed %v, error %v", res.Killed, res.Err)
 			}
 		})
 	}
 }
 
-// TestSignal: a signal reaches the server until Wait has reaped it; after, Signal does nothing
-// (its pid may name another process by then).
-func TestSignal(t *testing.T) {
+// TestForwards: a signal this process receives reaches the server, whose status is the guard's.
+func TestForwards(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
-	// The trap reaps the sleep it interrupts: nothing is left to come to this process.
-	s := start(t, `trap 'kill $!; wait $!; exit 42' TERM; : > `+ready+`; while :; do sleep 1 & wait $!; done`)
-	testutil.Eventually(t, "the server traps TERM", func() bool { _, err := os.Stat(ready); return err == nil })
-	if err := s.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if e := wait(t, s); e.Status.ExitStatus() != 42 {
-		t.Errorf("status %v, want exit 42 from the trap", e.Status)
-	}
-	if err := s.Signal(syscall.SIGTERM); err != nil {
-		t.Errorf("Signal after Wait: %v", err)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(ready); err == nil {
+				syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+				return
+			}
+		}
+	}()
+	// The trap reaps the sleep it interrupts: nothing is left to come to this process. Without the
+	// signal the server gives up after about 30 s.
+	res := run(t, `trap 'kill $!; wait $!; echo clean >&3; exit 42' USR1; : > `+ready+
+		`; for i in $(seq 300); do sleep 0.1 & wait $!; done; exit 1`, syscall.SIGUSR1)
+	<-sent
+	if res.Code != 42 || !res.Clean || res.Forwarded != nil {
+		t.Errorf("code %d, clean %v, forwarded %v; want exit 42 from the trap, clean", res.Code, res.Clean, res.Forwarded)
 	}
 }
 
-// TestHasChildren: a process the server left comes to this process, its subreaper, and
-// reap.HasChildren sees it (package early then leaves the clean-up to main); once it is reaped, none.
-func TestHasChildren(t *testing.T) {
-	e := wait(t, start(t, `sleep 60 & echo $! >&3; echo clean >&3; exit 0`))
-	if !e.Clean() || len(e.Announced) != 2 {
-		t.Fatalf("ended %+v", e)
+// TestKillsWhatWasLeft: a process the server left comes to the guard, its subreaper, even after a
+// clean last word: the guard kills it, reaps it, and says so. The orphan holds the announcement pipe
+// too (sh passes descriptor 3 on): the guard reads what the server wrote without waiting for it.
+func TestKillsWhatWasLeft(t *testing.T) {
+	res := run(t, `sleep 60 & echo $! >&3; echo clean >&3; exit 0`)
+	if len(res.Announced) != 2 || res.Code != 0 {
+		t.Fatalf("result %+v", res)
 	}
-	pid, err := strconv.Atoi(e.Announced[0])
+	pid, err := strconv.Atoi(res.Announced[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // if the test fails before it is reaped
-	if !reap.HasChildren() {
-		t.Errorf("the server's orphan %d did not come to this process", pid)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // if the guard missed it
+	if res.Clean || res.Err != nil {
+		t.Errorf("clean %v, error %v: want a clean-up without error", res.Clean, res.Err)
 	}
-	syscall.Kill(pid, syscall.SIGKILL)
+	if !slices.ContainsFunc(res.Killed, func(p proc.Proc) bool { return p.Pid == pid }) {
+		t.Errorf("killed %v, want the server's orphan %d among them", res.Killed, pid)
+	}
 	var ws syscall.WaitStatus
-	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
-		t.Fatalf("reap %d: %v", pid, err)
-	}
-	if reap.HasChildren() {
-		t.Error("a child is left after the orphan was reaped")
+	if got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil); err != syscall.ECHILD {
+		t.Errorf("wait4(%d) = %d, %v: want it reaped by the guard (ECHILD)", pid, got, err)
 	}
 }

@@ -169,8 +169,8 @@ func inspectStates(in *Inspection, state *safefs.Dir, root *cgroup.Root, get fun
 	entries, err := state.Entries(0)
 	for _, e := range entries {
 		path := state.Join(e.Name)
-		name, ok := strings.CutPrefix(e.Name, instancePrefix)
-		if _, _, valid := parseName(name); !ok || !valid {
+		name, ok := FromDirName(e.Name)
+		if !ok {
 			in.Ignored = append(in.Ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})
 			continue
 		}

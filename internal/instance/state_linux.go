@@ -58,6 +58,16 @@ func Name(pid int, start uint64) string {
 // DirName is the name of the state directory of the instance name, in the state directory.
 func DirName(name string) string { return instancePrefix + name }
 
+// FromDirName returns the name of the instance whose state directory is named dir, and false for a
+// name that is no instance's state directory's (see DirName).
+func FromDirName(dir string) (string, bool) {
+	name, ok := strings.CutPrefix(dir, instancePrefix)
+	if _, _, valid := parseName(name); !ok || !valid {
+		return "", false
+	}
+	return name, true
+}
+
 // parseName returns the pid and start time in an instance's name, or ok false for a name no
 // instance has: only the exact form Name gives ("r12-34", no sign, no leading zero).
 func parseName(name string) (pid int, start uint64, ok bool) {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
@@ -208,8 +207,8 @@ func (sw *sweeper) findStates(rep *SweepReport, consider func(string) *DeadInsta
 		if e.Name == TokenFile || strings.HasPrefix(e.Name, "."+TokenFile+".") {
 			continue // the state directory's own (see StateToken)
 		}
-		name, ok := strings.CutPrefix(e.Name, instancePrefix)
-		if _, _, valid := parseName(name); !ok || !valid {
+		name, ok := FromDirName(e.Name)
+		if !ok {
 			rep.Ignored = append(rep.Ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})
 			continue
 		}

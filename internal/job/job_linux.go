@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -43,7 +43,7 @@ type Config struct {
 	Timeout time.Duration
 	// Guard is the link to this process's guard (reaper run's server is guarded): the job is killed at
 	// once if the guard dies, and the job takes the terminal's foreground only from the guard's group.
-	Guard instance.GuardLink
+	Guard guard.Link
 	// Signals delivers the signals this process receives: ForwardedSignals are passed on to the
 	// job's process group, and after INT or TERM (or another shutdown signal, passed on as TERM) the
 	// job has the grace period before everything is killed; a second one kills at once. Ignored
@@ -163,7 +163,7 @@ func (j *run) execFailed(err error) int {
 }
 
 // guardGroup is the process group reaper run was started in: its guard's.
-func guardGroup(link instance.GuardLink) int {
+func guardGroup(link guard.Link) int {
 	pgrp, err := syscall.Getpgid(link.Pid)
 	if err != nil {
 		return -1
@@ -232,7 +232,7 @@ func (j *run) wait() int {
 			switch {
 			case j.c.Ignored != nil && j.c.Ignored(s):
 				continue
-			case s == instance.GuardSignal && j.c.Guard.Gone():
+			case s == guard.Signal && j.c.Guard.Gone():
 				continue // the guard watcher above ends the job
 			case !slices.Contains(ForwardedSignals, os.Signal(s)):
 				s = syscall.SIGTERM // a shutdown signal the job would not expect: ask it to end
@@ -279,7 +279,7 @@ func (j *run) closeSession(hurry context.Context) {
 }
 
 // finish gives the terminal back and closes the Reaper. Closed cleanly, it tells the guard, which
-// then has nothing to clean up (see instance.GuardLink.Clean).
+// then has nothing to clean up (see guard.Link.Clean).
 func (j *run) finish() {
 	if j.fg {
 		if err := j.term.restore(); err != nil {

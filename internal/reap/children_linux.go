@@ -212,16 +212,6 @@ func HasChildren() bool {
 // it before reading /proc for what it may have been left with.
 func Childless(pid int) bool { return pid == syscall.Getpid() && !HasChildren() }
 
-// WaitExited blocks until the child pid has exited, without reaping it (WNOWAIT): its pid stays its
-// own, a zombie, until whoever reaps it does. A guard waits for its server so (internal/guard).
-func WaitExited(pid int) error {
-	for {
-		if err := waitid(pPid, pid, 0); err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
 // Exited reports whether pid is a child of this process that has exited and awaits its reaping (a
 // zombie), without reaping it, in one system call that reads nothing in /proc (a walk passes over
 // the dead among this process's children so: see proc.Query.Exited). It is false for a live child,
@@ -239,9 +229,8 @@ func Exited(pid int) bool {
 func waitAny(options int) error { return waitid(pAll, 0, options) }
 
 // waitid is waitid(idtype, id, &info, WEXITED|WNOWAIT|options) with the siginfo unread. Package
-// syscall has no Waitid; the package keeps to syscall so that the init of a PID namespace and a
-// guard's first part, which use it, run before the program's other libraries initialise (see
-// cmd/reaper/internal/nsinit).
+// syscall has no Waitid; the package keeps to syscall so that the init of a PID namespace, which
+// uses it, runs before the program's other libraries initialise (see cmd/reaper/internal/nsinit).
 func waitid(idtype, id, options int) error {
 	_, err := waitidInfo(idtype, id, options)
 	return err

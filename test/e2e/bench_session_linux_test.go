@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -148,9 +148,9 @@ func unguardedCmd(b *testing.B, args ...string) (cmd *exec.Cmd, done func()) {
 		b.Fatal(err)
 	}
 	cmd = reaperCmd(args...)
-	cmd.Env = append(os.Environ(), instance.EnvGuardPid+"="+strconv.Itoa(os.Getpid()), instance.EnvGuardFD+"=3")
+	cmd.Env = append(os.Environ(), guard.EnvPid+"="+strconv.Itoa(os.Getpid()), guard.EnvFD+"=3")
 	cmd.ExtraFiles = []*os.File{w}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: instance.GuardSignal}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: guard.Signal}
 	return cmd, func() {
 		w.Close()
 		r.Close()

@@ -11,15 +11,13 @@ import (
 )
 
 // TestEarlyInitialisation: what the program does before main initialises before the libraries that
-// would delay it, as GODEBUG=inittrace=1 shows on the binary. Package early (a guard's first part,
-// which starts the server a client waits for and, as a rule, exits before main) initialises right
-// after os/signal, before reflection, encoding/gob and the system call library; package nsinit (a
-// PID namespace's init, which a session's first command waits for, and whose start competes with the
-// server's for the CPU) too. An import that pulled one of them under either would silently put them back on the
-// path of every session's start.
+// would delay it, as GODEBUG=inittrace=1 shows on the binary. Package nsinit (a PID namespace's init,
+// which a session's first command waits for, and whose start competes with the server's for the CPU)
+// initialises before reflection, encoding/gob and the system call library. An import that pulled one
+// of them under it would silently put them back on the path of every session's start.
 func TestEarlyInitialisation(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("packages early and nsinit are Linux-only")
+		t.Skip("package nsinit is Linux-only")
 	}
 	bin := filepath.Join(t.TempDir(), "reaper")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/reaper")
@@ -44,8 +42,6 @@ func TestEarlyInitialisation(t *testing.T) {
 		pkg    string
 		before []string
 	}{
-		{module + "/cmd/reaper/internal/early", []string{"encoding/gob", "golang.org/x/sys/unix",
-			"github.com/google/jsonschema-go/jsonschema", "github.com/modelcontextprotocol/go-sdk/mcp"}},
 		{module + "/cmd/reaper/internal/nsinit", []string{"reflect", "encoding/gob", "golang.org/x/sys/unix",
 			"github.com/google/jsonschema-go/jsonschema", "github.com/modelcontextprotocol/go-sdk/mcp"}},
 	} {

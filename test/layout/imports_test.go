@@ -18,14 +18,15 @@ const module = "github.com/cgreaper/reaper"
 //
 //	cmd/reaper                    flags, environment, signals, exit; the metrics adapters
 //	mcpserver, internal/job       front ends of a Reaper: MCP clients; reaper run's command line;
-//	  cmd/reaper/internal/early   and what the program does before its other packages initialise:
-//	  cmd/reaper/internal/nsinit  a guard's first part, a PID namespace's init
+//	  cmd/reaper/internal/nsinit  and what the program does before its other packages initialise:
+//	                              a PID namespace's init
 //	reaper                        sessions and tasks
-//	internal/instance             what an instance leaves on the machine: records, guard, sweep, ps
+//	internal/guard                the guard: its server's start, signals, wait and clean-up
+//	internal/instance             what an instance leaves on the machine: records, sweep, ps
 //	internal/kill                 the kill policy
 //	internal/pidns, internal/tty  a session's PID namespace, reaper's side (internal/pidinit: its init,
 //	  internal/taskout,           in another process); a task's terminal or input pipe; a task's
-//	  internal/guard, ...         output; a guard's start of its server
+//	  ...                         output
 //	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text,
 //	                              the protocol with a PID namespace's init and its small init, the
 //	                              scripts commands run in, a message's measure before it is decoded
@@ -37,11 +38,12 @@ const module = "github.com/cgreaper/reaper"
 // mcpserver holds no process or cgroup logic.
 var layers = [][]string{
 	{"cmd/reaper"},
-	{"mcpserver", "internal/job", "cmd/reaper/internal/early", "cmd/reaper/internal/nsinit"},
+	{"mcpserver", "internal/job", "cmd/reaper/internal/nsinit"},
 	{"reaper"},
+	{"internal/guard"},
 	{"internal/instance"},
 	{"internal/kill"},
-	{"internal/pidns", "internal/tty", "internal/taskout", "internal/admin", "internal/guard", "internal/pidinit"},
+	{"internal/pidns", "internal/tty", "internal/taskout", "internal/admin", "internal/pidinit"},
 	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics", "internal/pidwire",
 		"internal/shell", "internal/smallinit", "internal/jsonlimit"},
 	{"internal/procstat"},
@@ -67,17 +69,16 @@ var allowed = map[string][]string{
 	"internal/pidinit":   {"internal/procstat", "internal/reap", "internal/pidwire"},
 	"internal/tty":       {"internal/proc"},
 	"internal/taskout":   {"internal/safefs", "internal/textfit"},
-	"internal/guard":     {"internal/reap"},
+	"internal/guard":     {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/instance"},
 	"internal/admin":     {"internal/httpguard"},
 	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
-	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/guard"},
+	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/kill"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/taskout", "internal/kill",
 		"internal/instance", "internal/guard", "internal/shell", "internal/smallinit"},
 	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit", "internal/jsonlimit"},
-	"internal/job":               {"reaper", "internal/instance"},
-	"cmd/reaper/internal/early":  {"internal/guard", "internal/reap"},
+	"internal/job":               {"reaper", "internal/guard"},
 	"cmd/reaper/internal/nsinit": {"internal/pidinit", "internal/pidwire"},
-	"cmd/reaper": {"mcpserver", "internal/job", "cmd/reaper/internal/early", "cmd/reaper/internal/nsinit", "reaper", "internal/instance", "internal/admin",
+	"cmd/reaper": {"mcpserver", "internal/job", "cmd/reaper/internal/nsinit", "reaper", "internal/guard", "internal/instance", "internal/admin",
 		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
 	"internal/testutil": {"internal/proc", "internal/pidinit", "internal/pidwire"},
 	"internal/mcptest":  {"internal/testutil"},
