@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cgreaper/reaper/internal/inspect"
 	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/testutil"
 )
@@ -35,13 +36,13 @@ func TestSessionRecordAndInspect(t *testing.T) {
 				t.Errorf("record %s", b)
 			}
 
-			opts := instance.InspectOptions{StateDir: filepath.Dir(r.Instance().StateDir), NoCgroup: mode == ContainProcess}
+			opts := inspect.Options{StateDir: filepath.Dir(r.Instance().StateDir), NoCgroup: mode == ContainProcess}
 			if mode == ContainCgroup {
 				opts.Cgroup.Root = filepath.Dir(r.Containment().Slice)
 			}
-			var in instance.Inspection
+			var in inspect.Inspection
 			testutil.Eventually(t, "the task's process listed as sleep", func() bool {
-				in, err = instance.Inspect(opts)
+				in, err = inspect.Run(opts)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -164,7 +164,7 @@ type Options struct {
 	// Announce, if set, receives the Instance record as one line of JSON once the Reaper is set up:
 	// a guard process reads it to know what to clean up if this process dies (see internal/guard).
 	Announce io.Writer
-	// NoSweep skips the sweep after dead instances (see instance.Sweep) that New starts in the background.
+	// NoSweep skips the sweep after dead instances (see internal/sweep) that New starts in the background.
 	NoSweep bool
 
 	// MaxTasks is the most background tasks a session may have running at once. As many finished

@@ -21,6 +21,7 @@ import (
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/internal/shell"
 	"github.com/cgreaper/reaper/internal/smallinit"
+	"github.com/cgreaper/reaper/internal/sweep"
 	"github.com/cgreaper/reaper/internal/taskout"
 	"golang.org/x/sys/unix"
 )
@@ -271,11 +272,11 @@ func (r *Reaper) dropState() error {
 // sweep cleans up after instances that died without doing it themselves, and logs what it found.
 func (r *Reaper) sweep() {
 	defer r.wg.Done()
-	opts := instance.SweepOptions{Cgroup: r.opts.Cgroup, StateDir: r.state.Path(), Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log, NoCgroup: r.root == nil}
+	opts := sweep.Options{Cgroup: r.opts.Cgroup, StateDir: r.state.Path(), Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log, NoCgroup: r.root == nil}
 	if r.root != nil {
 		opts.Cgroup.Root = r.root.Path()
 	}
-	rep, err := instance.Sweep(opts)
+	rep, err := sweep.Run(opts)
 	r.obs.Swept(rep)
 	for _, d := range rep.Dead {
 		attrs := []any{"instance", d.Name, "killed", len(d.Processes), "processes", d.Processes, "removed", d.Removed}

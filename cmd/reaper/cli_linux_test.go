@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/inspect"
 	"github.com/cgreaper/reaper/internal/job"
+	"github.com/cgreaper/reaper/internal/sweep"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -131,8 +132,8 @@ func definedFlags(t *testing.T, cmd string) []string {
 // TestEmptyLists: the JSON of sweep and ps has every list, [] when empty, at every depth.
 func TestEmptyLists(t *testing.T) {
 	for name, v := range map[string]any{
-		"sweep": reaper.SweepReport{Dead: []instance.DeadInstance{{Name: "r1-2"}}},
-		"ps":    instance.Inspection{Instances: []instance.InstanceView{{Sessions: []instance.SessionView{{Name: "s"}}}}},
+		"sweep": reaper.SweepReport{Dead: []sweep.DeadInstance{{Name: "r1-2"}}},
+		"ps":    inspect.Inspection{Instances: []inspect.InstanceView{{Sessions: []inspect.SessionView{{Name: "s"}}}}},
 		"run":   job.Report{},
 	} {
 		var b strings.Builder
@@ -143,7 +144,7 @@ func TestEmptyLists(t *testing.T) {
 			t.Errorf("%s: JSON holds null:\n%s", name, b.String())
 		}
 	}
-	orig := reaper.SweepReport{Dead: []instance.DeadInstance{{Name: "r1-2"}}}
+	orig := reaper.SweepReport{Dead: []sweep.DeadInstance{{Name: "r1-2"}}}
 	writeJSON(&strings.Builder{}, orig)
 	if orig.Dead[0].Processes != nil || orig.Live != nil {
 		t.Error("writeJSON changed the value it was given")

@@ -56,7 +56,7 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	case "serve":
 		return serve(args[1:], getenv, stdin, stdout, stderr, exit)
 	case "sweep":
-		return sweep(args[1:], getenv, stdout, stderr)
+		return sweepCommand(args[1:], getenv, stdout, stderr)
 	case "ps":
 		return ps(args[1:], getenv, stdout, stderr)
 	case "run":

@@ -13,7 +13,7 @@ func serve(_ []string, _ func(string) string, _ io.Reader, _, stderr io.Writer, 
 	return 1
 }
 
-func sweep(_ []string, _ func(string) string, _, stderr io.Writer) int {
+func sweepCommand(_ []string, _ func(string) string, _, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "reaper sweep: reaper runs only on Linux")
 	return 1
 }

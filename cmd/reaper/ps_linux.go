@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/inspect"
 	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/reaper"
 )
@@ -46,7 +47,7 @@ func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int
 	if code := parsed("ps", psUsage, err, stdout, stderr, badUsage); code >= 0 {
 		return code
 	}
-	in, err := instance.Inspect(instance.InspectOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, NoCgroup: mode == reaper.ContainProcess})
+	in, err := inspect.Run(inspect.Options{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, NoCgroup: mode == reaper.ContainProcess})
 	if asJSON {
 		writeJSON(stdout, in)
 	} else {
@@ -61,7 +62,7 @@ func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int
 
 // printPs writes the listing for people: one block per instance, sessions and their processes
 // indented below it.
-func printPs(w io.Writer, in instance.Inspection) {
+func printPs(w io.Writer, in inspect.Inspection) {
 	if len(in.Instances) == 0 {
 		where := in.StateDir
 		if in.Root != "" {
@@ -110,7 +111,7 @@ func printIgnored(w io.Writer, ignored []instance.Ignored) {
 	}
 }
 
-func printSession(w io.Writer, sv instance.SessionView) {
+func printSession(w io.Writer, sv inspect.SessionView) {
 	fmt.Fprintf(w, "  session %s", printable(sv.Name))
 	if sv.ID != "" {
 		fmt.Fprintf(w, " (%s)", printable(sv.ID))

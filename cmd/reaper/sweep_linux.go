@@ -8,7 +8,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 
-	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/sweep"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -25,8 +25,8 @@ Every flag can also be set from the environment as REAPER_<NAME>.
 Flags:
 `
 
-// sweep runs the sweep command and returns the process's exit status.
-func sweep(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// sweepCommand runs the sweep command and returns the process's exit status.
+func sweepCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var cgroupRoot, stateDir, containment string
 	var dryRun, asJSON bool
 	fs := newFlagSet("sweep")
@@ -43,7 +43,7 @@ func sweep(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if code := parsed("sweep", sweepUsage, err, stdout, stderr, badUsage); code >= 0 {
 		return code
 	}
-	rep, err := instance.Sweep(instance.SweepOptions{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, DryRun: dryRun, NoCgroup: mode == reaper.ContainProcess})
+	rep, err := sweep.Run(sweep.Options{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, DryRun: dryRun, NoCgroup: mode == reaper.ContainProcess})
 	if asJSON {
 		writeJSON(stdout, rep)
 	} else {
@@ -56,7 +56,7 @@ func sweep(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	return 0
 }
 
-func printSweep(w io.Writer, rep instance.SweepReport, dryRun bool) {
+func printSweep(w io.Writer, rep sweep.Report, dryRun bool) {
 	kill, remove := "killed", "removed"
 	if dryRun {
 		kill, remove = "would kill", "would remove"

@@ -24,7 +24,7 @@ func FuzzParseInstance(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if pid, start, ok := parseName(in.Name); !ok || pid != in.Pid || start != in.Start || Name(pid, start) != in.Name {
+		if pid, start, ok := ParseName(in.Name); !ok || pid != in.Pid || start != in.Start || Name(pid, start) != in.Name {
 			t.Errorf("parseInstance(%q) = %+v: the name does not agree", b, in)
 		}
 		if in.Slice != "" && (!filepath.IsAbs(in.Slice) || filepath.Clean(in.Slice) != in.Slice) {
@@ -51,7 +51,7 @@ func FuzzParseSessionRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !validSessionName(rec.Name) || CheckSessionID(rec.ID) != nil || !cleanPath(rec.Slice) || rec.Tasks == nil {
+		if !ValidSessionName(rec.Name) || CheckSessionID(rec.ID) != nil || !cleanPath(rec.Slice) || rec.Tasks == nil {
 			t.Errorf("parseSessionRecord(%q) = %+v", b, rec)
 		}
 		for _, tv := range rec.Tasks {
@@ -68,8 +68,8 @@ func FuzzParseName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if pid, start, ok := parseName(s); ok && Name(pid, start) != s {
-			t.Errorf("parseName(%q) = %d, %d", s, pid, start)
+		if pid, start, ok := ParseName(s); ok && Name(pid, start) != s {
+			t.Errorf("ParseName(%q) = %d, %d", s, pid, start)
 		}
 	})
 }

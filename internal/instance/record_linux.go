@@ -21,8 +21,8 @@ const (
 // SessionName names an instance's session number n ("s-3"): its slice and its state directory.
 func SessionName(n int) string { return "s-" + strconv.Itoa(n) }
 
-// validSessionName reports whether name is one SessionName gives: "s-" and a positive number.
-func validSessionName(name string) bool {
+// ValidSessionName reports whether name is one SessionName gives: "s-" and a positive number.
+func ValidSessionName(name string) bool {
 	n, err := strconv.Atoi(strings.TrimPrefix(name, "s-"))
 	return err == nil && n > 0 && name == SessionName(n)
 }
@@ -90,8 +90,9 @@ func (rec SessionRecord) Write(dir *safefs.Dir) error {
 // description is the largest part), and a session keeps a few dozen.
 const maxSessionRecord = 4 << 20
 
-// readSessionRecord reads the record in a session's state directory.
-func readSessionRecord(dir *safefs.Dir) (SessionRecord, error) {
+// ReadSessionRecord reads the record in a session's state directory, and checks it (see
+// parseSessionRecord).
+func ReadSessionRecord(dir *safefs.Dir) (SessionRecord, error) {
 	b, err := dir.ReadFile(sessionFile, maxSessionRecord)
 	if err != nil {
 		return SessionRecord{}, err
@@ -111,7 +112,7 @@ func parseSessionRecord(b []byte) (SessionRecord, error) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return SessionRecord{}, err
 	}
-	if !validSessionName(rec.Name) {
+	if !ValidSessionName(rec.Name) {
 		return SessionRecord{}, fmt.Errorf("%q is not a session name", rec.Name)
 	}
 	if err := CheckSessionID(rec.ID); err != nil {
@@ -129,6 +130,17 @@ func parseSessionRecord(b []byte) (SessionRecord, error) {
 		rec.Tasks = []TaskView{}
 	}
 	return rec, nil
+}
+
+// TaskView is a task as its session recorded it.
+type TaskView struct {
+	ID          string    `json:"id"`
+	Command     string    `json:"command"`
+	Description string    `json:"description,omitempty"`
+	Background  bool      `json:"background"`
+	Pid         int       `json:"pid"`
+	Started     time.Time `json:"started"`
+	Leaf        string    `json:"leaf,omitempty"`
 }
 
 // cleanPath reports whether p is empty or a clean absolute path of at most maxPath bytes.

@@ -40,12 +40,12 @@ type Record struct {
 
 // The containment modes a Record names.
 const (
-	containCgroup  = "cgroup"
-	containProcess = "process"
+	ContainCgroup  = "cgroup"
+	ContainProcess = "process"
 )
 
-// instanceFile is the name of the Record in an instance's state directory.
-const instanceFile = "instance.json"
+// RecordFile is the name of the Record in an instance's state directory.
+const RecordFile = "instance.json"
 
 // instancePrefix starts the name of every instance's state directory.
 const instancePrefix = "reaper-"
@@ -62,15 +62,15 @@ func DirName(name string) string { return instancePrefix + name }
 // name that is no instance's state directory's (see DirName).
 func FromDirName(dir string) (string, bool) {
 	name, ok := strings.CutPrefix(dir, instancePrefix)
-	if _, _, valid := parseName(name); !ok || !valid {
+	if _, _, valid := ParseName(name); !ok || !valid {
 		return "", false
 	}
 	return name, true
 }
 
-// parseName returns the pid and start time in an instance's name, or ok false for a name no
+// ParseName returns the pid and start time in an instance's name, or ok false for a name no
 // instance has: only the exact form Name gives ("r12-34", no sign, no leading zero).
-func parseName(name string) (pid int, start uint64, ok bool) {
+func ParseName(name string) (pid int, start uint64, ok bool) {
 	rest, ok := strings.CutPrefix(name, "r")
 	if !ok {
 		return 0, 0, false
@@ -90,10 +90,10 @@ func parseName(name string) (pid int, start uint64, ok bool) {
 // maxPid is the largest pid the kernel hands out (PID_MAX_LIMIT).
 const maxPid = 1 << 22
 
-// alive reports whether the instance of that name still runs: its process exists with the start
+// Alive reports whether the instance of that name still runs: its process exists with the start
 // time in the name (a reused pid has another) and is not dying.
-func alive(w *proc.Walker, name string) bool {
-	pid, start, ok := parseName(name)
+func Alive(w *proc.Walker, name string) bool {
+	pid, start, ok := ParseName(name)
 	if !ok {
 		return false
 	}
@@ -159,9 +159,9 @@ func OpenStateDir(dir string) (*safefs.Dir, error) {
 	return nil, fmt.Errorf("no usable state directory (give --state-dir): %w", errors.Join(errs...))
 }
 
-// lookStateDir opens the directory OpenStateDir would use, for a process that only looks (ps,
+// LookStateDir opens the directory OpenStateDir would use, for a process that only looks (ps,
 // sweep): dir, or the default that exists. It returns nil, nil where there is none.
-func lookStateDir(dir string) (*safefs.Dir, error) {
+func LookStateDir(dir string) (*safefs.Dir, error) {
 	if dir == "" {
 		dir = DefaultStateDir()
 	}
@@ -189,7 +189,7 @@ func Create(base *safefs.Dir, in *Record) (*safefs.Dir, error) {
 	dir, err := base.OpenDir(name)
 	if err == nil {
 		b, _ := json.Marshal(in)
-		if err = dir.WriteFile(instanceFile, append(b, '\n')); err != nil {
+		if err = dir.WriteFile(RecordFile, append(b, '\n')); err != nil {
 			dir.Close()
 		}
 	}
@@ -205,15 +205,16 @@ func Create(base *safefs.Dir, in *Record) (*safefs.Dir, error) {
 // for what the instance learnt after Create; a reader sees the old record or the new one.
 func Rewrite(dir *safefs.Dir, in Record) error {
 	b, _ := json.Marshal(in)
-	if err := dir.WriteFile(instanceFile, append(b, '\n')); err != nil {
+	if err := dir.WriteFile(RecordFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
 	return nil
 }
 
-// readInstance reads the Record in the state directory of the instance name.
-func readInstance(dir *safefs.Dir, name string) (Record, error) {
-	b, err := dir.ReadFile(instanceFile, maxInstanceRecord)
+// ReadRecord reads the Record in dir, the state directory of the instance name, and checks it (see
+// parseInstance).
+func ReadRecord(dir *safefs.Dir, name string) (Record, error) {
+	b, err := dir.ReadFile(RecordFile, maxInstanceRecord)
 	if err != nil {
 		return Record{}, err
 	}
@@ -222,7 +223,7 @@ func readInstance(dir *safefs.Dir, name string) (Record, error) {
 		err = fmt.Errorf("it names instance %q", in.Name)
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("%s: %w", dir.Join(instanceFile), err)
+		return Record{}, fmt.Errorf("%s: %w", dir.Join(RecordFile), err)
 	}
 	return in, nil
 }
@@ -236,13 +237,13 @@ func parseInstance(b []byte) (Record, error) {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return Record{}, err
 	}
-	pid, start, ok := parseName(in.Name)
+	pid, start, ok := ParseName(in.Name)
 	switch {
 	case !ok:
 		return Record{}, fmt.Errorf("%q is not an instance name", in.Name)
 	case pid != in.Pid || start != in.Start:
 		return Record{}, fmt.Errorf("instance %s records pid %d and start %d", in.Name, in.Pid, in.Start)
-	case in.Containment != containCgroup && in.Containment != containProcess:
+	case in.Containment != ContainCgroup && in.Containment != ContainProcess:
 		return Record{}, fmt.Errorf("instance %s: unknown containment %q", in.Name, in.Containment)
 	case in.Slice != "" && (!filepath.IsAbs(in.Slice) || filepath.Clean(in.Slice) != in.Slice || len(in.Slice) > maxPath):
 		return Record{}, fmt.Errorf("instance %s: slice %q is not a clean absolute path", in.Name, in.Slice)

@@ -21,9 +21,11 @@ const module = "github.com/cgreaper/reaper"
 //	  cmd/reaper/internal/nsinit  and what the program does before its other packages initialise:
 //	                              a PID namespace's init
 //	reaper                        sessions and tasks
-//	internal/guard                the guard: its server's start, signals, wait and clean-up
-//	internal/instance             what an instance leaves on the machine: records, sweep, ps
-//	internal/kill                 the kill policy
+//	internal/guard,               the guard (its server's start, signals, wait and clean-up); the
+//	  internal/sweep,             sweep after dead instances; `reaper ps`'s look at the machine
+//	  internal/inspect
+//	internal/kill,                the kill policy; what an instance leaves on the machine: its
+//	  internal/instance           records, and how another process finds them
 //	internal/pidns, internal/tty  a session's PID namespace, reaper's side (internal/pidinit: its init,
 //	  internal/taskout,           in another process); a task's terminal or input pipe; a task's
 //	  ...                         output
@@ -40,9 +42,8 @@ var layers = [][]string{
 	{"cmd/reaper"},
 	{"mcpserver", "internal/job", "cmd/reaper/internal/nsinit"},
 	{"reaper"},
-	{"internal/guard"},
-	{"internal/instance"},
-	{"internal/kill"},
+	{"internal/guard", "internal/sweep", "internal/inspect"},
+	{"internal/kill", "internal/instance"},
 	{"internal/pidns", "internal/tty", "internal/taskout", "internal/admin", "internal/pidinit"},
 	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics", "internal/pidwire",
 		"internal/shell", "internal/smallinit", "internal/jsonlimit"},
@@ -70,15 +71,17 @@ var allowed = map[string][]string{
 	"internal/tty":       {"internal/proc"},
 	"internal/taskout":   {"internal/safefs", "internal/textfit"},
 	"internal/guard":     {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/instance"},
+	"internal/sweep":     {"cgroup", "internal/proc", "internal/safefs", "internal/kill", "internal/instance"},
+	"internal/inspect":   {"cgroup", "internal/proc", "internal/safefs", "internal/instance"},
 	"internal/admin":     {"internal/httpguard"},
 	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
-	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs", "internal/kill"},
+	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/taskout", "internal/kill",
-		"internal/instance", "internal/guard", "internal/shell", "internal/smallinit"},
+		"internal/instance", "internal/sweep", "internal/guard", "internal/shell", "internal/smallinit"},
 	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit", "internal/jsonlimit"},
 	"internal/job":               {"reaper", "internal/guard"},
 	"cmd/reaper/internal/nsinit": {"internal/pidinit", "internal/pidwire"},
-	"cmd/reaper": {"mcpserver", "internal/job", "cmd/reaper/internal/nsinit", "reaper", "internal/guard", "internal/instance", "internal/admin",
+	"cmd/reaper": {"mcpserver", "internal/job", "cmd/reaper/internal/nsinit", "reaper", "internal/guard", "internal/sweep", "internal/inspect", "internal/instance", "internal/admin",
 		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
 	"internal/testutil": {"internal/proc", "internal/pidinit", "internal/pidwire"},
 	"internal/mcptest":  {"internal/testutil"},

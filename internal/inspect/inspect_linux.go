@@ -1,34 +1,35 @@
-package instance
+package inspect
 
 import (
 	"bytes"
 	"cmp"
 	"errors"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/safefs"
 )
 
-// InspectOptions configures Inspect. The zero value looks where a Reaper with zero Options keeps its
+// Options configures Run. The zero value looks where a Reaper with zero Options keeps its
 // instances.
-type InspectOptions struct {
+type Options struct {
 	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist or
 	// cannot be used, only state directories and /proc are looked at.
 	Cgroup cgroup.Options
-	// StateDir is where instances keep their state directories; empty means DefaultStateDir().
+	// StateDir is where instances keep their state directories; empty means
+	// instance.DefaultStateDir().
 	StateDir string
 	// NoCgroup looks at state directories and /proc only.
 	NoCgroup bool
 }
 
-// Inspection is what Inspect found: every instance under the root or in the state directory, alive or
+// Inspection is what Run found: every instance under the root or in the state directory, alive or
 // dead, with its sessions, their tasks and their live processes.
 type Inspection struct {
 	// Root is the slice root looked under; empty when none was.
@@ -36,14 +37,14 @@ type Inspection struct {
 	// StateDir is the state directory looked in.
 	StateDir  string         `json:"state_dir"`
 	Instances []InstanceView `json:"instances"`
-	// Ignored are what was found and not shown because it is not what reaper makes (see
-	// SweepReport.Ignored).
-	Ignored []Ignored `json:"ignored,omitempty"`
+	// Ignored are what was found and not shown because it is not what reaper makes, or cannot be
+	// checked (see instance.Find).
+	Ignored []instance.Ignored `json:"ignored,omitempty"`
 }
 
-// InstanceView is one instance as Inspect found it.
+// InstanceView is one instance as Run found it.
 type InstanceView struct {
-	Record
+	instance.Record
 	// Alive reports whether the instance's process still runs; a dead one's leftovers are what
 	// `reaper sweep` removes.
 	Alive bool `json:"alive"`
@@ -68,20 +69,9 @@ type SessionView struct {
 	// cgroup or its record); it is not among Processes, which are the session's own.
 	Init int `json:"init_pid,omitempty"`
 	// Tasks are the tasks the session kept when it last started one (its record on disk).
-	Tasks []TaskView `json:"tasks"`
+	Tasks []instance.TaskView `json:"tasks"`
 	// Processes are the session's live processes: in its slice, or anywhere with its marker.
 	Processes []ProcessView `json:"processes"`
-}
-
-// TaskView is a task as its session recorded it (the record on disk holds these too).
-type TaskView struct {
-	ID          string    `json:"id"`
-	Command     string    `json:"command"`
-	Description string    `json:"description,omitempty"`
-	Background  bool      `json:"background"`
-	Pid         int       `json:"pid"`
-	Started     time.Time `json:"started"`
-	Leaf        string    `json:"leaf,omitempty"`
 }
 
 // ProcessView is one live process of a session.
@@ -100,40 +90,49 @@ type ProcessView struct {
 	Outside bool `json:"outside_slice,omitempty"`
 }
 
-// Inspect lists the instances under the root and in the state directory, their sessions, tasks and
+// Run lists the instances under the root and in the state directory, their sessions, tasks and
 // processes. It reads cgroupfs, /proc and the instances' state directories only, never asks an
 // instance anything, and changes nothing: it works while an instance is stopped or wedged. The scan
 // for markers reads the environment of every process this user may read. What it finds on disk is
-// checked as Sweep checks it; what fails is listed in Ignored, not shown as an instance's.
-func Inspect(opts InspectOptions) (Inspection, error) {
+// checked as the sweep checks it (instance.Find); what fails is listed in Ignored, not shown as an
+// instance's.
+func Run(opts Options) (Inspection, error) {
 	if opts.StateDir == "" {
-		opts.StateDir = DefaultStateDir()
+		opts.StateDir = instance.DefaultStateDir()
 	}
 	in := Inspection{StateDir: opts.StateDir, Instances: []InstanceView{}}
-	w := proc.NewWalker()
-	byName := make(map[string]*InstanceView)
-	get := func(name string) *InstanceView {
-		if byName[name] == nil {
-			byName[name] = &InstanceView{Record: Record{Name: name}}
-		}
-		return byName[name]
-	}
 	var errs []error
 	var root *cgroup.Root
 	if !opts.NoCgroup {
 		if r, err := cgroup.LookupRoot(opts.Cgroup); err == nil {
 			root, in.Root = r, r.Path()
-			errs = append(errs, inspectSlices(&in, r, get))
 		}
 	}
-	state, err := lookStateDir(opts.StateDir)
+	state, err := instance.LookStateDir(opts.StateDir)
 	errs = append(errs, err)
 	if state != nil {
-		errs = append(errs, inspectStates(&in, state, root, get))
 		defer state.Close()
 	}
-	for _, iv := range byName {
+	found, ignored, err := instance.Find(root, state, nil)
+	errs = append(errs, err)
+	in.Ignored = ignored
+	w := proc.NewWalker()
+	byName := make(map[string]*InstanceView, len(found))
+	for name, f := range found {
+		iv := &InstanceView{Record: instance.Record{Name: name}, slice: f.Slice}
+		if f.HasRecord {
+			iv.Record = f.Record
+		}
+		// The slice and the state directory shown are what was found, not what the record says.
+		iv.StateDir, iv.Slice = f.StateDir, ""
+		if f.Slice != nil {
+			iv.Slice = f.Slice.Path()
+		}
+		if f.StateDir != "" {
+			iv.dir, _ = state.OpenDir(instance.DirName(name))
+		}
 		iv.inspect(w)
+		byName[name] = iv
 	}
 	markedProcesses(w, byName)
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
@@ -144,77 +143,25 @@ func Inspect(opts InspectOptions) (Inspection, error) {
 	return in, errors.Join(errs...)
 }
 
-// inspectSlices adds the instances whose slices are below the root.
-func inspectSlices(in *Inspection, root *cgroup.Root, get func(string) *InstanceView) error {
-	names, err := root.Slices()
-	for _, name := range names {
-		path := filepath.Join(root.Path(), name)
-		if _, _, ok := parseName(name); !ok {
-			in.Ignored = append(in.Ignored, Ignored{path, "not an instance's slice (r<pid>-<start time>)"})
-			continue
-		}
-		s, err := root.Open(name)
-		if err != nil {
-			in.Ignored = append(in.Ignored, Ignored{path, err.Error()})
-			continue
-		}
-		iv := get(name)
-		iv.Slice, iv.slice = path, s
-	}
-	return err
-}
-
-// inspectStates adds the instances whose state directories are in state, with their records.
-func inspectStates(in *Inspection, state *safefs.Dir, root *cgroup.Root, get func(string) *InstanceView) error {
-	entries, err := state.Entries(0)
-	for _, e := range entries {
-		path := state.Join(e.Name)
-		name, ok := FromDirName(e.Name)
-		if !ok {
-			in.Ignored = append(in.Ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})
-			continue
-		}
-		dir, err := state.OpenDir(e.Name)
-		if err != nil {
-			in.Ignored = append(in.Ignored, Ignored{path, err.Error()})
-			continue
-		}
-		iv := get(name)
-		iv.StateDir, iv.dir = path, dir
-		rec, err := readInstance(dir, name)
-		if err != nil {
-			in.Ignored = append(in.Ignored, Ignored{filepath.Join(path, instanceFile), err.Error()})
-			continue
-		}
-		slice := iv.Slice
-		iv.Record = rec
-		iv.StateDir, iv.Slice = path, slice // what was found, not what the record says
-		if rec.Slice != "" && (root == nil || rec.Slice != filepath.Join(root.Path(), name)) {
-			in.Ignored = append(in.Ignored, Ignored{rec.Slice, "named by the record of instance " + name + ", but not below the root looked under: not read"})
-		}
-	}
-	return err
-}
-
 // inspect fills in the instance's liveness, its sessions (from its state directory and its slice)
 // and the processes in their slices.
 func (iv *InstanceView) inspect(w *proc.Walker) {
-	pid, start, _ := parseName(iv.Name)
+	pid, start, _ := instance.ParseName(iv.Name)
 	iv.Pid, iv.Start = pid, start
-	if iv.Alive = alive(w, iv.Name); iv.Alive {
+	if iv.Alive = instance.Alive(w, iv.Name); iv.Alive {
 		iv.State = proc.Describe(pid).State
 	}
 	sessions := make(map[string]*SessionView)
 	get := func(name string) *SessionView {
 		if sessions[name] == nil {
-			sessions[name] = &SessionView{Name: name, Tasks: []TaskView{}, Processes: []ProcessView{}}
+			sessions[name] = &SessionView{Name: name, Tasks: []instance.TaskView{}, Processes: []ProcessView{}}
 		}
 		return sessions[name]
 	}
 	if iv.dir != nil {
 		entries, _ := iv.dir.Entries(0)
 		for _, e := range entries {
-			if !validSessionName(e.Name) {
+			if !instance.ValidSessionName(e.Name) {
 				continue
 			}
 			sv := get(e.Name)
@@ -222,7 +169,7 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 			if err != nil {
 				continue
 			}
-			if rec, err := readSessionRecord(sdir); err == nil && rec.Name == e.Name {
+			if rec, err := instance.ReadSessionRecord(sdir); err == nil && rec.Name == e.Name {
 				sv.ID, sv.Created, sv.Tasks, sv.Init = rec.ID, rec.Created, rec.Tasks, rec.Init
 			}
 			sdir.Close()
@@ -232,7 +179,7 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 	if iv.slice != nil {
 		names, _ := iv.slice.Children()
 		for _, name := range names {
-			if !validSessionName(name) { // the inits' leaf, among others: a session's init is in its record
+			if !instance.ValidSessionName(name) { // the inits' leaf, among others: a session's init is in its record
 				continue
 			}
 			if s, err := iv.slice.Leaf(name); err == nil {
@@ -296,9 +243,9 @@ func markedProcesses(w *proc.Walker, instances map[string]*InstanceView) {
 		// One read of the environment for both entries.
 		var v, task string
 		w.EachEnv(st.Pid, func(e []byte) bool {
-			if rest, ok := bytes.CutPrefix(e, []byte(EnvSession+"=")); ok && v == "" {
+			if rest, ok := bytes.CutPrefix(e, []byte(instance.EnvSession+"=")); ok && v == "" {
 				v = string(rest)
-			} else if rest, ok := bytes.CutPrefix(e, []byte(EnvTask+"=")); ok && task == "" {
+			} else if rest, ok := bytes.CutPrefix(e, []byte(instance.EnvTask+"=")); ok && task == "" {
 				task = string(rest)
 			}
 			return v == "" || task == ""
@@ -313,10 +260,10 @@ func markedProcesses(w *proc.Walker, instances map[string]*InstanceView) {
 		}
 		i := slices.IndexFunc(iv.Sessions, func(sv SessionView) bool { return sv.Name == session })
 		if i < 0 {
-			iv.Sessions = append(iv.Sessions, SessionView{Name: session, Tasks: []TaskView{}, Processes: []ProcessView{}})
+			iv.Sessions = append(iv.Sessions, SessionView{Name: session, Tasks: []instance.TaskView{}, Processes: []ProcessView{}})
 			i = len(iv.Sessions) - 1
 		}
-		iv.Sessions[i].Processes = append(iv.Sessions[i].Processes, describe(st.Pid, task, iv.Containment == containCgroup))
+		iv.Sessions[i].Processes = append(iv.Sessions[i].Processes, describe(st.Pid, task, iv.Containment == instance.ContainCgroup))
 	}
 	for _, iv := range instances {
 		for i := range iv.Sessions {

@@ -1,31 +1,31 @@
-package instance
+package sweep
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"golang.org/x/sys/unix"
 )
 
-// SweepOptions configures Sweep. The zero value looks where a Reaper with zero Options keeps its
+// Options configures Run. The zero value looks where a Reaper with zero Options keeps its
 // instances, and kills what it finds.
-type SweepOptions struct {
+type Options struct {
 	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist or
 	// cannot be used, only state directories are looked at.
 	Cgroup cgroup.Options
-	// StateDir is where instances keep their state directories; empty means DefaultStateDir().
+	// StateDir is where instances keep their state directories; empty means
+	// instance.DefaultStateDir().
 	StateDir string
 	// NoCgroup looks at state directories only (for instances in process containment).
 	NoCgroup bool
@@ -39,8 +39,8 @@ type SweepOptions struct {
 	Logger *slog.Logger
 }
 
-// SweepReport says what Sweep found and did.
-type SweepReport struct {
+// Report says what Run found and did.
+type Report struct {
 	// Dead are the instances whose process is gone, and what they left.
 	Dead []DeadInstance `json:"dead"`
 	// Live are the instances found running and left alone.
@@ -49,13 +49,7 @@ type SweepReport struct {
 	// cgroup below the root or an entry in the state directory that is not an instance's, a record
 	// that does not hold, a slice that is a mount point or holds the caller's cgroup, a slice that a
 	// record names elsewhere than below the root.
-	Ignored []Ignored `json:"ignored,omitempty"`
-}
-
-// Ignored is something Sweep or Inspect found and left alone, and why.
-type Ignored struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
+	Ignored []instance.Ignored `json:"ignored,omitempty"`
 }
 
 // DeadInstance is what a dead instance left behind.
@@ -76,7 +70,7 @@ type DeadInstance struct {
 	slice *cgroup.Slice // its slice, checked (cgroup.Root.Open); nil when there is none to act on
 }
 
-// Sweep finds the instances whose process has died (by SIGKILL, an OOM kill, a crash, a machine that
+// Run finds the instances whose process has died (by SIGKILL, an OOM kill, a crash, a machine that
 // killed a whole process group) and kills and removes what they left: their slices under the root,
 // the processes that carry their marker anywhere (process containment leaves no slice; escapees leave
 // it), and their state directories. It never touches an instance that is alive: an instance is named
@@ -85,12 +79,12 @@ type DeadInstance struct {
 //
 // The marker scan reads the environment of every process on the machine, and runs only when there is
 // a dead instance.
-func Sweep(opts SweepOptions) (SweepReport, error) {
+func Run(opts Options) (Report, error) {
 	if opts.CloseTimeout < 0 {
-		return SweepReport{}, errors.New("sweep: SweepOptions.CloseTimeout is negative (zero means the default)")
+		return Report{}, errors.New("sweep: Options.CloseTimeout is negative (zero means the default)")
 	}
 	if opts.StateDir == "" {
-		opts.StateDir = DefaultStateDir()
+		opts.StateDir = instance.DefaultStateDir()
 	}
 	if opts.CloseTimeout == 0 {
 		opts.CloseTimeout = kill.DefaultTimeout
@@ -100,7 +94,7 @@ func Sweep(opts SweepOptions) (SweepReport, error) {
 	}
 	sw := &sweeper{opts: opts, w: proc.NewWalker(), k: kill.Policy{Log: opts.Logger, Timeout: opts.CloseTimeout}}
 	defer sw.close()
-	var rep SweepReport
+	var rep Report
 	dead, errs := sw.find(&rep)
 	for _, ig := range rep.Ignored {
 		opts.Logger.Warn("sweep: left alone", "path", ig.Path, "reason", ig.Reason)
@@ -123,10 +117,9 @@ func Sweep(opts SweepOptions) (SweepReport, error) {
 }
 
 type sweeper struct {
-	opts  SweepOptions
+	opts  Options
 	w     *proc.Walker
 	k     kill.Policy
-	root  *cgroup.Root
 	state *safefs.Dir // the state directory, when there is one to look in
 }
 
@@ -136,113 +129,41 @@ func (sw *sweeper) close() {
 	}
 }
 
-// find collects the instances under the root and in the state directory, sorts the live from the
-// dead, and leaves out what it must not touch. What it finds is data, not authority: a slice is acted
-// on only if it sits directly below the root under an instance's name and passes cgroup.Root.Open; a
-// state directory only if it is this user's, named after an instance, in a state directory that is
-// this user's alone. A record is read, and what it says of a slice elsewhere is reported, not used.
-func (sw *sweeper) find(rep *SweepReport) (map[string]*DeadInstance, []error) {
+// find collects the instances under the root and in the state directory (instance.Find), sorts the
+// live from the dead, and leaves out the caller's own.
+func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, []error) {
 	var errs []error
-	dead := make(map[string]*DeadInstance)
-	seen := make(map[string]bool)
-	consider := func(name string) *DeadInstance {
-		if seen[name] {
-			return dead[name]
-		}
-		seen[name] = true
-		if name == sw.opts.Skip {
-			return nil
-		}
-		if alive(sw.w, name) {
-			rep.Live = append(rep.Live, name)
-			return nil
-		}
-		dead[name] = &DeadInstance{Name: name}
-		return dead[name]
-	}
+	var root *cgroup.Root
 	if !sw.opts.NoCgroup {
-		if root, err := cgroup.LookupRoot(sw.opts.Cgroup); err == nil {
-			sw.root = root
-			errs = append(errs, sw.findSlices(rep, consider))
+		if r, err := cgroup.LookupRoot(sw.opts.Cgroup); err == nil {
+			root = r
 		}
 	}
-	state, err := lookStateDir(sw.opts.StateDir)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if state != nil {
-		sw.state = state
-		errs = append(errs, sw.findStates(rep, consider))
+	state, err := instance.LookStateDir(sw.opts.StateDir)
+	errs = append(errs, err)
+	sw.state = state
+	found, ignored, err := instance.Find(root, state, func(name string) bool {
+		if name == sw.opts.Skip {
+			return false
+		}
+		if instance.Alive(sw.w, name) {
+			rep.Live = append(rep.Live, name)
+			return false
+		}
+		return true
+	})
+	errs = append(errs, err)
+	rep.Ignored = ignored
+	dead := make(map[string]*DeadInstance, len(found))
+	for name, f := range found {
+		d := &DeadInstance{Name: name, StateDir: f.StateDir, slice: f.Slice}
+		if f.Slice != nil {
+			d.Slice = f.Slice.Path()
+		}
+		dead[name] = d
 	}
 	slices.Sort(rep.Live)
 	return dead, errs
-}
-
-// findSlices considers the cgroups directly below the root.
-func (sw *sweeper) findSlices(rep *SweepReport, consider func(string) *DeadInstance) error {
-	names, err := sw.root.Slices()
-	for _, name := range names {
-		path := filepath.Join(sw.root.Path(), name)
-		if _, _, ok := parseName(name); !ok {
-			rep.Ignored = append(rep.Ignored, Ignored{path, "not an instance's slice (r<pid>-<start time>)"})
-			continue
-		}
-		s, err := sw.root.Open(name)
-		if err != nil {
-			rep.Ignored = append(rep.Ignored, Ignored{path, err.Error()})
-			continue
-		}
-		if d := consider(name); d != nil {
-			d.Slice, d.slice = path, s
-		}
-	}
-	return err
-}
-
-// findStates considers the instances' state directories in the state directory.
-func (sw *sweeper) findStates(rep *SweepReport, consider func(string) *DeadInstance) error {
-	entries, err := sw.state.Entries(0)
-	for _, e := range entries {
-		path := sw.state.Join(e.Name)
-		if e.Name == TokenFile || strings.HasPrefix(e.Name, "."+TokenFile+".") {
-			continue // the state directory's own (see StateToken)
-		}
-		name, ok := FromDirName(e.Name)
-		if !ok {
-			rep.Ignored = append(rep.Ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})
-			continue
-		}
-		dir, err := sw.state.OpenDir(e.Name)
-		if err != nil {
-			rep.Ignored = append(rep.Ignored, Ignored{path, err.Error()})
-			continue
-		}
-		d := consider(name)
-		if d == nil {
-			dir.Close()
-			continue
-		}
-		d.StateDir = path
-		in, err := readInstance(dir, name)
-		dir.Close()
-		switch want := sw.slicePath(name); {
-		case err != nil:
-			// A directory of ours with a bad record: removed all the same, the record not used.
-			rep.Ignored = append(rep.Ignored, Ignored{filepath.Join(path, instanceFile), err.Error()})
-		case in.Slice != "" && in.Slice != want:
-			rep.Ignored = append(rep.Ignored, Ignored{in.Slice, "named by the record of instance " + name +
-				", but it is not that instance's slice below the root looked under (" + cmp.Or(want, "none") + "): not acted on"})
-		}
-	}
-	return err
-}
-
-// slicePath is where the slice of the instance name is, below the root looked under; "" without one.
-func (sw *sweeper) slicePath(name string) string {
-	if sw.root == nil {
-		return ""
-	}
-	return filepath.Join(sw.root.Path(), name)
 }
 
 // killSlice kills (or, in a dry run, lists) what is in a dead instance's slice.
@@ -290,7 +211,7 @@ func (sw *sweeper) killMarked(dead map[string]*DeadInstance) error {
 		return err
 	}
 	self := os.Getpid()
-	prefix := []byte(EnvSession + "=")
+	prefix := []byte(instance.EnvSession + "=")
 	var found []proc.Stat
 	owner := make(map[int]*DeadInstance)
 	for _, p := range procs {
@@ -334,7 +255,7 @@ func (sw *sweeper) remove(d *DeadInstance) {
 		errs = append(errs, d.slice.Remove())
 	}
 	if d.StateDir != "" {
-		errs = append(errs, sw.state.RemoveAll(DirName(d.Name)))
+		errs = append(errs, sw.state.RemoveAll(instance.DirName(d.Name)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.Error = err.Error()

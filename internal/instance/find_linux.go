@@ -1,0 +1,115 @@
+package instance
+
+import (
+	"cmp"
+	"errors"
+	"path/filepath"
+	"strings"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/safefs"
+)
+
+// Found is an instance whose slice or state directory Find found.
+type Found struct {
+	Name string
+	// Slice is its slice directly below the root, checked (cgroup.Root.Open); nil when there is none.
+	Slice *cgroup.Slice
+	// StateDir is the path of its state directory; empty when there is none.
+	StateDir string
+	// Record is what its state directory records of it, when HasRecord: a record that holds (see
+	// ReadRecord). What it names is data: Slice and StateDir are what was found, not what it says.
+	Record    Record
+	HasRecord bool
+}
+
+// Ignored is something Find found and left alone, and why.
+type Ignored struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// Find finds the instances whose slices sit directly below root and whose state directories are in
+// state (either may be nil: nothing is looked for there), and for which want reports true (nil: all);
+// want is asked once per name. What it finds is data, not authority: a slice is taken only if it sits
+// directly below the root under an instance's name and passes cgroup.Root.Open; a state directory
+// only if it is this user's (safefs), named after an instance, in a state directory that is this
+// user's alone; a record only if it holds, and what it says of a slice elsewhere than below root is
+// reported, not used. What is not taken is listed as Ignored: what reaper does not make, or cannot
+// be checked. The error says what could not be listed.
+func Find(root *cgroup.Root, state *safefs.Dir, want func(name string) bool) (map[string]*Found, []Ignored, error) {
+	found := make(map[string]*Found)
+	asked := make(map[string]bool)
+	get := func(name string) *Found {
+		if !asked[name] {
+			asked[name] = true
+			if want == nil || want(name) {
+				found[name] = &Found{Name: name}
+			}
+		}
+		return found[name]
+	}
+	var ignored []Ignored
+	var errs []error
+	if root != nil {
+		names, err := root.Slices()
+		errs = append(errs, err)
+		for _, name := range names {
+			path := filepath.Join(root.Path(), name)
+			if _, _, ok := ParseName(name); !ok {
+				ignored = append(ignored, Ignored{path, "not an instance's slice (r<pid>-<start time>)"})
+				continue
+			}
+			s, err := root.Open(name)
+			if err != nil {
+				ignored = append(ignored, Ignored{path, err.Error()})
+				continue
+			}
+			if f := get(name); f != nil {
+				f.Slice = s
+			}
+		}
+	}
+	if state != nil {
+		entries, err := state.Entries(0)
+		errs = append(errs, err)
+		for _, e := range entries {
+			path := state.Join(e.Name)
+			if e.Name == TokenFile || strings.HasPrefix(e.Name, "."+TokenFile+".") {
+				continue // the state directory's own (see StateToken)
+			}
+			name, ok := FromDirName(e.Name)
+			if !ok {
+				ignored = append(ignored, Ignored{path, "not an instance's state directory (reaper-r<pid>-<start time>)"})
+				continue
+			}
+			dir, err := state.OpenDir(e.Name)
+			if err != nil {
+				ignored = append(ignored, Ignored{path, err.Error()})
+				continue
+			}
+			f := get(name)
+			if f == nil {
+				dir.Close()
+				continue
+			}
+			f.StateDir = path
+			rec, err := ReadRecord(dir, name)
+			dir.Close()
+			want := ""
+			if root != nil {
+				want = filepath.Join(root.Path(), name)
+			}
+			switch {
+			case err != nil:
+				ignored = append(ignored, Ignored{filepath.Join(path, RecordFile), err.Error()})
+				continue
+			case rec.Slice != "" && rec.Slice != want:
+				ignored = append(ignored, Ignored{rec.Slice, "named by the record of instance " + name +
+					", but it is not that instance's slice below the root looked under (" + cmp.Or(want, "none") + "): left alone"})
+			}
+			f.Record, f.HasRecord = rec, true
+		}
+	}
+	return found, ignored, errors.Join(errs...)
+}
