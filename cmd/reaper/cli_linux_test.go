@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/cgreaper/reaper/internal/inspect"
-	"github.com/cgreaper/reaper/internal/job"
 	"github.com/cgreaper/reaper/internal/sweep"
+	"github.com/cgreaper/reaper/job"
 	"github.com/cgreaper/reaper/reaper"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/guard"
-	"github.com/cgreaper/reaper/internal/job"
 	"github.com/cgreaper/reaper/internal/safefs"
+	"github.com/cgreaper/reaper/job"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -94,7 +94,7 @@ func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 
 // runCommand runs the run command and returns the process's exit status. Started by a user, it is
 // the guard (see runGuard) once its command line is checked; started by the guard, it is the server
-// that runs the job (internal/job).
+// that runs the job (package job).
 func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer, exit exitFunc) int {
 	c, err := parseRun(args, getenv)
 	if code := parsed("run", runUsage, err, stdout, stderr, job.ExitFailed); code >= 0 {

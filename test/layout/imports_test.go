@@ -17,7 +17,7 @@ const module = "github.com/cgreaper/reaper"
 // The module's packages stand in floors (layers, top first), and an import only ever goes down:
 //
 //	cmd/reaper                    flags, environment, signals, exit; the metrics adapters
-//	mcpserver, internal/job       front ends of a Reaper: MCP clients; reaper run's command line;
+//	mcpserver, job                front ends of a Reaper: MCP clients; reaper run's job;
 //	  cmd/reaper/internal/nsinit  and what the program does before its other packages initialise:
 //	                              a PID namespace's init
 //	reaper                        sessions and tasks
@@ -40,7 +40,7 @@ const module = "github.com/cgreaper/reaper"
 // mcpserver holds no process or cgroup logic.
 var layers = [][]string{
 	{"cmd/reaper"},
-	{"mcpserver", "internal/job", "cmd/reaper/internal/nsinit"},
+	{"mcpserver", "job", "cmd/reaper/internal/nsinit"},
 	{"reaper"},
 	{"internal/guard", "internal/sweep", "internal/inspect"},
 	{"internal/kill", "internal/instance"},
@@ -79,9 +79,9 @@ var allowed = map[string][]string{
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/taskout", "internal/kill",
 		"internal/instance", "internal/sweep", "internal/guard", "internal/shell", "internal/smallinit"},
 	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit", "internal/jsonlimit"},
-	"internal/job":               {"reaper", "internal/guard"},
+	"job":                        {"reaper", "internal/guard"},
 	"cmd/reaper/internal/nsinit": {"internal/pidinit", "internal/pidwire"},
-	"cmd/reaper": {"mcpserver", "internal/job", "cmd/reaper/internal/nsinit", "reaper", "internal/guard", "internal/sweep", "internal/inspect", "internal/instance", "internal/admin",
+	"cmd/reaper": {"mcpserver", "job", "cmd/reaper/internal/nsinit", "reaper", "internal/guard", "internal/sweep", "internal/inspect", "internal/instance", "internal/admin",
 		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
 	"internal/testutil": {"internal/proc", "internal/pidinit", "internal/pidwire"},
 	"internal/mcptest":  {"internal/testutil"},

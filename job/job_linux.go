@@ -41,8 +41,10 @@ type Config struct {
 	// Timeout ends the whole job (SIGTERM, the grace period, the kill) after this long; zero means no
 	// limit.
 	Timeout time.Duration
-	// Guard is the link to this process's guard (reaper run's server is guarded): the job is killed at
-	// once if the guard dies, and the job takes the terminal's foreground only from the guard's group.
+	// Guard is the link to this process's guard (reaper run's server is guarded; cmd/reaper sets it
+	// from the guard's environment): the job is killed at once if the guard dies, the job takes the
+	// terminal's foreground only from the guard's group, and a clean end is the guard's to know. The
+	// zero Link is a job without a guard.
 	Guard guard.Link
 	// Signals delivers the signals this process receives: ForwardedSignals are passed on to the
 	// job's process group, and after INT or TERM (or another shutdown signal, passed on as TERM) the
