@@ -72,7 +72,8 @@
 // are the only ones that signal, wait for or identify processes: package cgroup supplies cgroupfs
 // (cgroup.kill, the freezer, waiting for a slice to empty), internal/proc the /proc walker and pidfd
 // handles, internal/reap the wait4 loop, internal/pidns the sessions' inits, internal/instance the
-// records, the guard and the sweep.
+// records, internal/sweep the sweep after dead instances; the guard (internal/guard) and `reaper ps`
+// (internal/inspect) are the command's.
 //
 // Lock order. Each mutex guards the fields that follow it (task.mu: those after it in task). Where
 // two are held at once they are taken in this order, never the other way:
