@@ -93,7 +93,8 @@ type Result struct {
 // forwards Options.Signals to it until it has ended, and then, unless the server ended cleanly and
 // left nothing here, kills and removes what the server left (see cleanUp). It returns the error
 // that kept the server from starting, or how the server ended. It runs this process's wait loop
-// while it cleans up (reap.Claim): call it once, where nothing else waits for children.
+// while it cleans up (reap.Claim), and leaves the signals asked for: call it once, as a guard's
+// life, where nothing else waits for children.
 func Run(opts Options) (Result, error) {
 	if len(opts.Argv) == 0 {
 		return Result{}, errors.New("guard: no server command line")
@@ -106,9 +107,11 @@ func Run(opts Options) (Result, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	// Asked for before the server starts: a signal that comes meanwhile is forwarded once it has.
+	// They stay asked for when Run returns, and are dropped then: the guard exits after it, and a
+	// signal must not end it halfway through its last words, nor SIGPIPE a log line to a closed
+	// stderr.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, append([]os.Signal{syscall.SIGPIPE}, opts.Signals...)...)
-	defer signal.Stop(sigs)
 	p, announcements, err := start(opts)
 	if err != nil {
 		return Result{}, err
