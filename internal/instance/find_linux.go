@@ -96,17 +96,17 @@ func Find(root *cgroup.Root, state *safefs.Dir, want func(name string) bool) (ma
 			f.StateDir = path
 			rec, err := ReadRecord(dir, name)
 			dir.Close()
-			want := ""
+			own := "" // where the instance's slice would be, below root
 			if root != nil {
-				want = filepath.Join(root.Path(), name)
+				own = filepath.Join(root.Path(), name)
 			}
 			switch {
 			case err != nil:
 				ignored = append(ignored, Ignored{filepath.Join(path, RecordFile), err.Error()})
 				continue
-			case rec.Slice != "" && rec.Slice != want:
+			case rec.Slice != "" && rec.Slice != own:
 				ignored = append(ignored, Ignored{rec.Slice, "named by the record of instance " + name +
-					", but it is not that instance's slice below the root looked under (" + cmp.Or(want, "none") + "): left alone"})
+					", but it is not that instance's slice below the root looked under (" + cmp.Or(own, "none") + "): left alone"})
 			}
 			f.Record, f.HasRecord = rec, true
 		}
