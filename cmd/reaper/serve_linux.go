@@ -13,6 +13,7 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/internal/httpguard"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
 )
