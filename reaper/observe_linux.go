@@ -67,6 +67,8 @@ type Usage struct {
 	// Memory has one entry per session whose slice reports memory.current (the memory controller
 	// is enabled for it): its memory use in bytes.
 	Memory []int64
+	// OutputBytes is what every session's output files take together, of Limits.TotalOutputBudget.
+	OutputBytes int64
 }
 
 // Usage reads what the live sessions hold from their slices. It reads cgroupfs only and takes no
@@ -78,7 +80,7 @@ func (r *Reaper) Usage() Usage {
 		sessions = append(sessions, s)
 	}
 	r.mu.Unlock()
-	u := Usage{Sessions: len(sessions), Counted: r.root != nil, MemoryCounted: r.watchOOM}
+	u := Usage{Sessions: len(sessions), Counted: r.root != nil, MemoryCounted: r.watchOOM, OutputBytes: r.outputs.Used()}
 	for _, s := range sessions {
 		s.mu.Lock()
 		slice := s.slice

@@ -176,6 +176,11 @@ type Options struct {
 	// directory is usually a tmpfs, which is memory: every session may take this much. Zero means
 	// DefaultOutputBudget.
 	OutputBudget int64
+	// TotalOutputBudget is the disk space the output files of all sessions may take together, so
+	// that many sessions, each within OutputBudget, cannot fill the state directory together. Zero
+	// means a quarter of the state directory's file system (DefaultTotalOutputBudget where its size
+	// cannot be read), and at least OutputBudget.
+	TotalOutputBudget int64
 	// Retention is how long a finished background task is kept when its output is not read to the
 	// end. Zero means DefaultRetention.
 	Retention time.Duration
@@ -212,6 +217,9 @@ type Limits struct {
 	// OutputBudget is the disk space a session's output files may take, in bytes; OutputTail is the
 	// most of its last output that a task whose file the budget cut keeps.
 	OutputBudget, OutputTail int64
+	// TotalOutputBudget is the disk space all sessions' output files may take together (resolved
+	// once the state directory is open: see New).
+	TotalOutputBudget int64
 	// Retention is how long an unread finished background task is kept.
 	Retention time.Duration
 	// BackgroundTimeout kills background tasks running longer; zero means none.
@@ -227,7 +235,7 @@ func (o Options) check() error {
 		neg  bool
 	}{
 		{"Grace", o.Grace != nil && *o.Grace < 0}, {"CloseTimeout", o.CloseTimeout < 0}, {"MaxTasks", o.MaxTasks < 0},
-		{"OutputBudget", o.OutputBudget < 0}, {"Retention", o.Retention < 0},
+		{"OutputBudget", o.OutputBudget < 0}, {"TotalOutputBudget", o.TotalOutputBudget < 0}, {"Retention", o.Retention < 0},
 		{"BackgroundTimeout", o.BackgroundTimeout < 0}, {"AutoBackground", o.AutoBackground < 0},
 	} {
 		if f.neg {

@@ -37,6 +37,10 @@ func CompilePattern(expr string) (*Pattern, error) { return taskout.Compile(expr
 // DefaultOutputBudget is the disk space a session's output files may take by default.
 const DefaultOutputBudget = taskout.DefaultBudget
 
+// DefaultTotalOutputBudget is the disk space all sessions' output files may take together where the
+// size of the state directory's file system cannot be read.
+const DefaultTotalOutputBudget = 1 << 30
+
 // ttyEnd bounds how long a terminal task's end waits for its output's end (see Session.watch): what a
 // process left holding the terminal keeps it open, so this much is waited for then.
 const ttyEnd = 250 * time.Millisecond

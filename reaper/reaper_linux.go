@@ -48,6 +48,7 @@ type Reaper struct {
 	self      Instance      // what this Reaper recorded in its state directory
 	state     *safefs.Dir   // where instances keep their state directories (Options.StateDir)
 	dir       *safefs.Dir   // this Reaper's state directory in state, holding its sessions' directories
+	outputs   *taskout.Pool // the budget of every session's output files together (Limits.TotalOutputBudget)
 	policy    kill.Policy
 	forker    *reap.Forker               // with Options.User: the thread tasks are forked from (no_new_privs)
 	nsThread  *reap.Forker               // with PID namespaces: the thread inits are forked from (their parent-death signal)
@@ -191,6 +192,15 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.state, err = instance.OpenStateDir(opts.StateDir); err != nil {
 		return nil, err
 	}
+	if r.lim.TotalOutputBudget = opts.TotalOutputBudget; r.lim.TotalOutputBudget == 0 {
+		// A quarter of the state directory's file system (usually a tmpfs: memory).
+		size, err := r.state.Size()
+		if err != nil {
+			size = 4 * DefaultTotalOutputBudget
+		}
+		r.lim.TotalOutputBudget = max(size/4, r.lim.OutputBudget)
+	}
+	r.outputs = taskout.NewPool(r.lim.TotalOutputBudget)
 	if r.dir, err = instance.Create(r.state, &r.self); err != nil {
 		return nil, err
 	}
@@ -404,7 +414,7 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 		return nil, fmt.Errorf("new session %s: %w", id, ErrReaperClosed)
 	}
 	s := &Session{
-		r: r, id: id, name: name, dir: sdir, outputs: taskout.NewStore(taskout.Options{Dir: sdir, Budget: r.lim.OutputBudget, Tail: int(r.lim.OutputTail), Log: r.log}), created: time.Now(),
+		r: r, id: id, name: name, dir: sdir, outputs: taskout.NewStore(taskout.Options{Dir: sdir, Budget: r.lim.OutputBudget, Tail: int(r.lim.OutputTail), Log: r.log, Pool: r.outputs}), created: time.Now(),
 		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
 		abandon: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}

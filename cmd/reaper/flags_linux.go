@@ -33,6 +33,7 @@ type serveConfig struct {
 	maxTasks    int
 	maxOutput   int
 	outBudget   byteSize
+	outTotal    byteSize
 	maxWS       int
 	containment string
 	pidNS       string
@@ -107,6 +108,7 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	fs.IntVar(&c.maxOutput, "max-output", mcpserver.DefaultMaxOutput, fmt.Sprintf("most characters (Unicode code points) of a command's output a tool result holds, head and tail, unless the call asks for another number with max_output; at most %d", mcpserver.MaxOutput))
 	c.outBudget = reaper.DefaultOutputBudget
 	fs.Var(&c.outBudget, "output-budget", "disk space (`size`: bytes, or with K, M, G as powers of 1024) the files that keep a session's whole output may take together, in the state directory (usually a tmpfs: memory); at the limit the oldest finished commands' files go first, then a command's own output keeps its head and tail")
+	fs.Var(&c.outTotal, "output-budget-total", "disk space (`size`) the output files of all sessions may take together, so that many sessions cannot fill the state directory (default: a quarter of its file system, at least --output-budget); at the limit each session first loses its oldest finished commands' files, then its commands' output keeps its head and tail")
 	fs.IntVar(&c.maxWS, "max-workspaces", mcpserver.DefaultMaxWorkspaces, "most workspaces (MCP 2026-07-28 over HTTP) open at once per identity")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	pidNamespaceFlag(fs, &c.pidNS, "session")
@@ -152,6 +154,8 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 		return c, errors.New("--max-sessions must be at least 1, and --max-sessions-per-identity not negative")
 	case c.maxConns < 4 || c.maxConnsPerPeer < 1:
 		return c, errors.New("--max-connections must be at least 4, and --max-connections-per-peer at least 1")
+	case c.outTotal != 0 && c.outTotal < c.outBudget:
+		return c, errors.New("--output-budget-total must be at least --output-budget")
 	case c.maxCallSize < 4<<10 || c.maxCallSize > 64<<20:
 		return c, errors.New("--max-call-size must be between 4K and 64M")
 	}

@@ -73,6 +73,7 @@ func watchReaper(m *metrics.Metrics, r *reaper.Reaper) {
 	m.SetContainment(ci.Mode.String(), kill)
 	m.WatchUsage(func() metrics.Usage {
 		u := r.Usage()
-		return metrics.Usage{Sessions: u.Sessions, Counted: u.Counted, MemoryCounted: u.MemoryCounted, Processes: u.Processes, Memory: u.Memory}
+		return metrics.Usage{Sessions: u.Sessions, Counted: u.Counted, MemoryCounted: u.MemoryCounted, Processes: u.Processes, Memory: u.Memory,
+			OutputBytes: u.OutputBytes, OutputBudget: r.Limits().TotalOutputBudget}
 	})
 }

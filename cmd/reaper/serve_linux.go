@@ -169,6 +169,7 @@ func newServer(c serveConfig, link guard.Link, log *slog.Logger, o *ops) (*reape
 		BackgroundTimeout: c.bgTimeout,
 		MaxTasks:          c.maxTasks,
 		OutputBudget:      int64(c.outBudget),
+		TotalOutputBudget: int64(c.outTotal),
 		SessionLimits:     cgroup.Limits{MemoryMax: int64(c.memoryMax), PidsMax: c.pidsMax, CPUs: float64(c.cpuMax)},
 		Logger:            log,
 		Observer:          o.reaperObserver(),

@@ -165,6 +165,8 @@ type Usage struct {
 	// Processes and Memory have one entry per session: its processes, its memory in bytes.
 	Processes []int
 	Memory    []int64
+	// OutputBytes is what every session's output files take together, of OutputBudget.
+	OutputBytes, OutputBudget int64
 }
 
 // WatchUsage has the gauges of live sessions, and of the processes and memory in their slices, read
@@ -235,7 +237,9 @@ func (m *Metrics) MCPSessionEnded(transport, protocolVersion string, d time.Dura
 // counts them: no sample rather than a false 0.
 func usageFamilies(u Usage) []*family {
 	fams := []*family{constGauge("reaper_sessions_active",
-		"Live sessions and workspaces: those that ran a command, or were opened, and have not ended.", float64(u.Sessions))}
+		"Live sessions and workspaces: those that ran a command, or were opened, and have not ended.", float64(u.Sessions)),
+		constGauge("reaper_output_bytes", "Disk space every session's output files take together, in the state directory.", float64(u.OutputBytes)),
+		constGauge("reaper_output_budget_bytes", "The disk space every session's output files may take together (--output-budget-total).", float64(u.OutputBudget))}
 	if u.Counted {
 		total, largest := sumMax(u.Processes)
 		fams = append(fams,

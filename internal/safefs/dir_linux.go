@@ -377,3 +377,12 @@ func (d *Dir) OpenDir(name string) (*Dir, error) {
 	}
 	return &Dir{f: newFile(fd, p), path: p, uid: d.uid, dev: st.Dev}, nil
 }
+
+// Size returns the size in bytes of the file system d is on (fstatfs of its descriptor).
+func (d *Dir) Size() (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(d.fd(), &st); err != nil {
+		return 0, pathError("statfs", d.path, err)
+	}
+	return int64(st.Blocks) * st.Bsize, nil
+}

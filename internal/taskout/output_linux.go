@@ -113,7 +113,7 @@ func (o *Output) writeHeadLocked(p []byte) []byte {
 		}
 		return p[k:]
 	}
-	k := o.store.grant(o.file, int64(len(p)))
+	k, pooled := o.store.grant(o.file, int64(len(p)))
 	if k > 0 {
 		w, err := o.fd.WriteAt(p[:k], o.head)
 		o.head += int64(w)
@@ -123,7 +123,10 @@ func (o *Output) writeHeadLocked(p []byte) []byte {
 			return p[w:]
 		}
 	}
-	if k < int64(len(p)) {
+	switch {
+	case k < int64(len(p)) && pooled:
+		o.cutLocked(fmt.Sprintf("the output files of all sessions together reached their budget of %s (--output-budget-total)", textfit.ByteSize(o.store.pool.Budget())), o.store.tail)
+	case k < int64(len(p)):
 		o.cutLocked(fmt.Sprintf("the session's output files reached their budget of %s", textfit.ByteSize(o.store.budget)), o.store.tail)
 	}
 	return p[k:]
@@ -174,7 +177,7 @@ func (o *Output) endLocked() {
 	}
 	tail := o.tail.View()
 	need := int64(len(fileNotice(1<<62, o.cut)) + len(tail)) // room for the notice at its longest
-	got := o.store.grant(o.file, need)
+	got, _ := o.store.grant(o.file, need)
 	if got+o.head < need-int64(len(tail))+1 {
 		// Not even the notice and a byte of tail fit, with the whole head given up (a budget far
 		// below the smallest the flags allow): the tail stays in memory.

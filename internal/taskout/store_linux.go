@@ -50,7 +50,8 @@ type Store struct {
 	// The fields up to mu are fixed at creation.
 	dir      *safefs.Dir // nil keeps every output in memory
 	budget   int64
-	tail     int // the tail a cut output keeps
+	pool     *Pool // shared with other stores; nil: none
+	tail     int   // the tail a cut output keeps
 	log      *slog.Logger
 	scanTime time.Duration
 	scanWork int64
@@ -89,6 +90,8 @@ type Options struct {
 	// ScanWork bounds the work one line read does (see DefaultScanWork); zero means
 	// DefaultScanWork.
 	ScanWork int64
+	// Pool, if set, is a budget the store shares with others (see Pool); nil means none.
+	Pool *Pool
 }
 
 // NewStore returns a store of output files within o.Budget.
@@ -109,7 +112,7 @@ func NewStore(o Options) *Store {
 		o.ScanWork = DefaultScanWork
 	}
 	return &Store{
-		dir: o.Dir, budget: o.Budget, tail: o.Tail, log: o.Log, scanTime: o.ScanTime, scanWork: o.ScanWork,
+		dir: o.Dir, budget: o.Budget, pool: o.Pool, tail: o.Tail, log: o.Log, scanTime: o.ScanTime, scanWork: o.ScanWork,
 		stop: make(chan struct{}),
 	}
 }
@@ -132,17 +135,32 @@ func (st *Store) create(name string) (*file, *os.File, error) {
 }
 
 // grant lets f grow by up to n bytes, removing finished files to make room, and returns how many it
-// may write: n, or what is left of the budget.
-func (st *Store) grant(f *file, n int64) int64 {
+// may write: n, or what is left of the budget and of the pool's. pooled reports that the pool, not
+// the store's own budget, stopped it short.
+func (st *Store) grant(f *file, n int64) (k int64, pooled bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.closed {
+		return 0, false // the files go with the directory
+	}
 	if over := st.used + n - st.budget; over > 0 {
 		st.evictLocked(over)
 	}
-	k := max(min(n, st.budget-st.used), 0)
+	k = max(min(n, st.budget-st.used), 0)
+	if st.pool != nil && k > 0 {
+		got := st.pool.take(k)
+		if got < k {
+			// The pool is spent, by this store or others: room from this store's own finished
+			// files, which it gives back to the pool as they go.
+			st.evictLocked(k - got)
+			got += st.pool.take(k - got)
+		}
+		pooled = got < k
+		k = got
+	}
 	st.used += k
 	f.size += k
-	return k
+	return k, pooled
 }
 
 // refund gives back n bytes that f was granted and did not write, or let go of.
@@ -151,6 +169,14 @@ func (st *Store) refund(f *file, n int64) {
 	defer st.mu.Unlock()
 	st.used -= n
 	f.size -= n
+	st.giveLocked(n)
+}
+
+// giveLocked gives n bytes back to the pool, unless the store closed (Close gave back all it held).
+func (st *Store) giveLocked(n int64) {
+	if st.pool != nil && !st.closed {
+		st.pool.give(n)
+	}
 }
 
 // finish records that f is written to its end: it may be removed to make room from now on.
@@ -182,6 +208,7 @@ func (st *Store) removeLocked(f *file) {
 		st.log.Warn("removing an output file to make room failed", "path", f.path, "error", err)
 	}
 	st.used -= f.size
+	st.giveLocked(f.size)
 	f.size, f.gone = 0, true
 }
 
@@ -220,6 +247,9 @@ func (st *Store) Close() {
 	defer st.mu.Unlock()
 	if !st.closed {
 		close(st.stop)
+		if st.pool != nil {
+			st.pool.give(st.used) // the owner removes the directory, with the files, next
+		}
 	}
 	st.closed = true
 	for _, f := range st.done {

@@ -341,3 +341,35 @@ func TestSessionCaps(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputBudgetAcrossSessions: sessions that each stay within --output-budget cannot together
+// take more of the state directory than --output-budget-total; the output the total cut says so, and
+// the gauges show the total held and its budget.
+func TestOutputBudgetAcrossSessions(t *testing.T) {
+	pl := place(t, "")
+	p := startHTTP(t, append(pl.args(), "--output-budget", "1M", "--output-budget-total", "2M", "--admin", "127.0.0.1:0")...)
+	var texts []string
+	for range 4 {
+		res := callTool(t, p.connect(t), "bash", map[string]any{"command": "head -c 900000 /dev/zero | tr '\\0' x; echo"})
+		texts = append(texts, textOf(res))
+	}
+	var size int64
+	files, _ := filepath.Glob(filepath.Join(pl.stateDir, "reaper-*", "s-*", "*.out"))
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			size += fi.Size()
+		}
+	}
+	if len(files) < 3 || size > 2<<20 {
+		t.Errorf("the sessions' output files take %d bytes in %d files; --output-budget-total is 2 MiB", size, len(files))
+	}
+	for i, text := range texts[2:] {
+		if !strings.Contains(text, "the output files of all sessions together reached their budget of 2 MiB (--output-budget-total)") {
+			t.Errorf("session %d's output, cut by the total: %.500s", i+3, text)
+		}
+	}
+	_, metrics := testutil.Get(t, p.admin+"/metrics", "")
+	if !strings.Contains(metrics, "reaper_output_budget_bytes 2.097152e+06") || !strings.Contains(metrics, "reaper_output_bytes 2.097152e+06") {
+		t.Errorf("the output gauges:\n%s", grepLines(metrics, "reaper_output"))
+	}
+}
