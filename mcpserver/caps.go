@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"fmt"
+	"slices"
 )
 
 // A server holds at most Options.MaxSessions sessions and workspaces, and one identity at most
@@ -20,9 +21,9 @@ type capRefusal struct {
 // admitLocked returns the refusal of a new session or workspace of identity who, or nil. s.mu must be
 // held.
 func (s *Server) admitLocked(who string, workspace bool) *capRefusal {
-	total, mine, workspaces := 0, s.reserved[who], 0
-	for _, n := range s.reserved {
-		total += n
+	total, mine, workspaces := 0, len(s.reserved[who]), 0
+	for _, held := range s.reserved {
+		total += len(held)
 	}
 	for k, st := range s.sessions {
 		total++
@@ -44,8 +45,14 @@ func (s *Server) admitLocked(who string, workspace bool) *capRefusal {
 	return nil
 }
 
-// reserve counts a session of identity who that an initialize is making, until release is called
-// (once the SDK has handled the request: by then the session is in the index, if it was made). It
+// ticket is a session being made (see reserve).
+type ticket struct {
+	used bool // the session's record took its place, or the request ended
+}
+
+// reserve counts a session of identity who that an initialize is making, until its record is made
+// (track takes the identity's oldest ticket: whichever of its initializes made the record, the count
+// is the same) or release is called once the SDK has handled the request without making one. It
 // returns the refusal instead when the caps are reached.
 func (s *Server) reserve(who string) (release func(), refused *capRefusal) {
 	s.mu.Lock()
@@ -53,12 +60,31 @@ func (s *Server) reserve(who string) (release func(), refused *capRefusal) {
 	if r := s.admitLocked(who, false); r != nil {
 		return nil, r
 	}
-	s.reserved[who]++
+	t := &ticket{}
+	s.reserved[who] = append(s.reserved[who], t)
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.reserved[who]--; s.reserved[who] <= 0 {
-			delete(s.reserved, who)
+		if !t.used {
+			s.dropTicketLocked(who, t)
 		}
 	}, nil
+}
+
+// takeTicketLocked gives the oldest ticket of identity who, if any, to a session record just made.
+func (s *Server) takeTicketLocked(who string) {
+	if held := s.reserved[who]; len(held) > 0 {
+		s.dropTicketLocked(who, held[0])
+	}
+}
+
+// dropTicketLocked takes t out of the count.
+func (s *Server) dropTicketLocked(who string, t *ticket) {
+	t.used = true
+	held := slices.DeleteFunc(s.reserved[who], func(x *ticket) bool { return x == t })
+	if len(held) == 0 {
+		delete(s.reserved, who)
+		return
+	}
+	s.reserved[who] = held
 }

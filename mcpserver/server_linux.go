@@ -93,9 +93,9 @@ type Server struct {
 	sessions map[key]*session
 	// closing is set by Close: no session, and no goroutine, starts from then on.
 	closing bool
-	// reserved counts, by identity, the sessions being made: an initialize on its way through the
-	// SDK, which makes the session's record only as it handles the request (see reserve).
-	reserved map[string]int
+	// reserved holds, by identity, the sessions being made: an initialize on its way through the
+	// SDK, until the session's record is made as the SDK handles it (see reserve).
+	reserved map[string][]*ticket
 }
 
 // New returns a server with the bash, task_output, task_stop, task_list and write_stdin tools, and over HTTP from
@@ -130,7 +130,7 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxCallBytes == 0 {
 		opts.MaxCallBytes = DefaultMaxCallBytes
 	}
-	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session), reserved: make(map[string]int),
+	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session), reserved: make(map[string][]*ticket),
 		limits: messageLimits{callBytes: opts.MaxCallBytes}}
 	lim := opts.Reaper.Limits()
 	s.maxOutput = min(opts.MaxOutput, MaxOutput)

@@ -151,6 +151,7 @@ func (s *Server) track(ss *mcp.ServerSession, owner, version string) *session {
 		return nil
 	}
 	s.sessions[k] = st
+	s.takeTicketLocked(owner) // the initialize's reservation, if any, is this record now
 	return st
 }
 
