@@ -1,6 +1,8 @@
 package main
 
 import (
+	"log/slog"
+
 	"github.com/cgreaper/reaper/internal/metrics"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
@@ -9,13 +11,14 @@ import (
 // The adapters from the Reaper's and the MCP server's Observer events to the metrics, which know
 // neither: they live here, above all three.
 
-// newMetrics makes the metrics, with every task status shown from the start.
-func newMetrics(version string) *metrics.Metrics {
+// newMetrics makes the metrics, with every task status shown from the start; what a scrape cannot
+// collect goes to log (nil: nowhere).
+func newMetrics(version string, log *slog.Logger) *metrics.Metrics {
 	var statuses []string
 	for _, s := range []reaper.Status{reaper.Completed, reaper.Failed, reaper.Killed, reaper.TimedOut} {
 		statuses = append(statuses, string(s))
 	}
-	return metrics.New(metrics.Options{Version: version, TaskStatuses: statuses})
+	return metrics.New(metrics.Options{Version: version, TaskStatuses: statuses, Logger: log})
 }
 
 // reaperMetrics is the Reaper's Observer that feeds the metrics.

@@ -16,7 +16,7 @@ import (
 // teardown's hard kills split between the slice and the walk, a sweep's processes summed over its
 // instances, every task status shown from the start.
 func TestMetricsAdapters(t *testing.T) {
-	m := newMetrics("v1")
+	m := newMetrics("v1", nil)
 	ro, mo := reaperMetrics{m}, mcpMetrics{m}
 	ro.TaskEnded(reaper.TaskEnd{Status: reaper.Failed, OOMKilled: true})
 	ro.Teardown(reaper.KillReport{Terminated: 2, Killed: 5, Walked: 2, Found: 3, Remaining: []reaper.Proc{{Pid: 9}}})

@@ -49,7 +49,7 @@ func startOps(c serveConfig, log *slog.Logger, stderr io.Writer) (*ops, int) {
 		fmt.Fprintf(stderr, "reaper serve: --admin: %v\n", err)
 		return o, 1
 	}
-	o.metrics = newMetrics(versionString())
+	o.metrics = newMetrics(versionString(), log)
 	o.admin = admin.New(admin.Options{Token: token, Metrics: o.metrics.Handler(), Logger: log})
 	o.admin.Serve(ln)
 	o.url = strings.TrimSuffix(endpointURL(c.admin, ln.Addr()), "/mcp")

@@ -1,18 +1,17 @@
 // Package metrics keeps reaper's Prometheus metrics: it counts the events it is told of, reads the
-// sessions' usage, the Go runtime's and the process's figures at scrape time, and serves the lot in
-// the Prometheus text format or OpenMetrics.
+// sessions' usage at each scrape, and serves them with the Go runtime's and the process's own through
+// Prometheus's Go client.
 //
 // It knows neither reaper nor mcpserver: its methods take plain values, and cmd/reaper adapts the
 // Reaper's and the MCP server's Observer events to them from above. reaper and mcpserver know nothing
 // of Prometheus. Label values are bounded: no session or task id is ever a label, and what clients
-// send (method and tool names, protocol versions) arrives already bounded by mcpserver.
+// send (method and tool names, protocol versions) arrives already bounded by mcpserver; what is not
+// valid UTF-8 is mended here, since the client refuses such a label value.
 //
-// It writes both formats itself, rather than through Prometheus's Go client: that library's package
-// initialisation (its default registry's collectors, procfs's regular expressions, protobuf
-// descriptors) ran in every reaper process, and a session starts three (guard, server, init): 0.6-0.8
-// ms of CPU each. Its tests check the output against that library's, byte for byte.
+// Each Metrics has a registry of its own (the client's global default registry is not used): the
+// metrics below, a collector that reads the sessions' usage at each scrape, and the client's Go and
+// process collectors.
 //
-// Lock order: Metrics.mu and each family's mu are leaves; neither is held while taking another.
-//
-// The package is Linux-only, as reaper is; elsewhere it holds only this documentation.
+// Lock order: usageCollector.mu is a leaf, never held while the usage is read; the client's locks
+// are its own.
 package metrics

@@ -62,18 +62,11 @@ func TestEarlyInitialisation(t *testing.T) {
 }
 
 // notLinked are libraries whose package initialisation every reaper process would pay at its start,
-// and a session starts three of them (guard, server, init) from this one binary: Prometheus's Go
-// client (0.6-0.8 ms of CPU: its default registry's collectors, procfs's regular expressions,
-// protobuf descriptors), containerd's cgroups (0.27 ms: its stats' protobuf descriptors,
-// cilium/ebpf) and runtime/metrics (0.06-0.09 ms: its descriptions of every GODEBUG setting, before
-// the guard's start; runtime.ReadMemStats says the same). internal/metrics and cgroup do their part
-// themselves; tests may still use them.
+// and a session starts three of them (guard, server, init) from this one binary: containerd's cgroups
+// (0.27 ms of CPU: its stats' protobuf descriptors, cilium/ebpf). cgroup does its part itself; tests
+// may still use them. (Prometheus's Go client and procfs are linked: a process's start-up time is no
+// reason to hand-write what they do.)
 var notLinked = []string{
-	"runtime/metrics",
-	"github.com/prometheus/client_golang",
-	"github.com/prometheus/common",
-	"github.com/prometheus/procfs",
-	"google.golang.org/protobuf",
 	"github.com/containerd/cgroups",
 	"github.com/cilium/ebpf",
 }

@@ -35,7 +35,8 @@ const module = "github.com/cgreaper/reaper"
 //	internal/procstat             /proc/<pid>/stat
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
-// internal/metrics (cmd/reaper adapts reaper's and mcpserver's Observer events to it from above).
+// internal/metrics (cmd/reaper adapts reaper's and mcpserver's Observer events to it from above), the
+// only package that knows Prometheus's Go client.
 // Only the packages below reaper signal, identify or wait for processes or touch cgroupfs;
 // mcpserver holds no process or cgroup logic.
 var layers = [][]string{
@@ -122,7 +123,14 @@ func TestLayers(t *testing.T) {
 // forbiddenOutside lists packages outside the module (and their subpackages) that some of ours must
 // not import: the system call layer belongs where processes and cgroups are handled.
 var forbiddenOutside = map[string][]string{
-	"mcpserver": {"golang.org/x/sys/unix", "syscall", "github.com/prometheus/procfs"},
+	"mcpserver": {"golang.org/x/sys/unix", "syscall"},
+}
+
+// onlyIn lists libraries (and their subpackages) that only the given packages of ours may import
+// outside tests: one room per library, so that the rest of the program knows nothing of it.
+var onlyIn = map[string][]string{
+	"github.com/prometheus/client_golang": {"internal/metrics"},
+	"github.com/prometheus/procfs":        {"internal/proc"},
 }
 
 // testOnly are packages only tests, and other test-only packages, may import.
@@ -177,6 +185,11 @@ func check(t *testing.T, pkg, file, imp string, test bool) {
 	t.Helper()
 	if slices.ContainsFunc(forbiddenOutside[pkg], func(f string) bool { return imp == f || strings.HasPrefix(imp, f+"/") }) {
 		t.Errorf("%s/%s imports %s, which it must not", pkg, file, imp)
+	}
+	for lib, in := range onlyIn {
+		if (imp == lib || strings.HasPrefix(imp, lib+"/")) && !test && !slices.Contains(in, pkg) {
+			t.Errorf("%s/%s imports %s, which only %v may", pkg, file, imp, in)
+		}
 	}
 	ours, ok := strings.CutPrefix(imp, module+"/")
 	if !ok {
