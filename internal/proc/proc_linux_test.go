@@ -34,7 +34,7 @@ func TestParseStat(t *testing.T) {
 
 // start runs argv with env in a process group of its own and returns it; cleanup kills the whole
 // group (the children a shell started too, which would outlive it otherwise) and waits for it.
-func start(t *testing.T, env []string, argv ...string) *exec.Cmd {
+func start(t testing.TB, env []string, argv ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
