@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/internal/procstat"
+	"github.com/prometheus/procfs"
 )
 
 // Proc describes a process for reports: what outlived a kill, what a job left behind.
@@ -103,13 +104,17 @@ func CommandLine(pid int) string {
 // Cgroup returns pid's cgroup v2 path as /proc/<pid>/cgroup shows it (relative to the reader's
 // cgroup namespace); "" when the process is gone or has none.
 func Cgroup(pid int) string {
-	b, ok := readLimited("/proc/"+strconv.Itoa(pid)+"/cgroup", 64<<10)
-	if !ok {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
 		return ""
 	}
-	for _, line := range bytes.Split(b, []byte{'\n'}) {
-		if path, ok := bytes.CutPrefix(line, []byte("0::")); ok {
-			return string(path)
+	cgs, err := p.Cgroups()
+	if err != nil {
+		return ""
+	}
+	for _, c := range cgs {
+		if c.HierarchyID == 0 { // the v2 hierarchy's line, "0::<path>"
+			return c.Path
 		}
 	}
 	return ""

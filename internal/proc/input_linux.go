@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -145,26 +146,16 @@ func TTYNumber(rdev uint64) uint64 {
 
 // Switches returns how many times process pid has gone to sleep of its own accord
 // (voluntary_ctxt_switches in /proc/<pid>/status): a process that was waiting for input and waits
-// again has taken what it was given, and answered, if this changed in between.
+// again has taken what it was given, and answered, if this changed in between. It does not use the
+// walker's buffers.
 func (w *Walker) Switches(pid int) (uint64, bool) {
-	b, ok := w.read(pid, "/status", 0)
-	if !ok {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
 		return 0, false
 	}
-	return parseSwitches(b)
-}
-
-// parseSwitches returns the voluntary_ctxt_switches field of the contents of /proc/<pid>/status.
-func parseSwitches(b []byte) (uint64, bool) {
-	const key = "\nvoluntary_ctxt_switches:"
-	i := bytes.Index(b, []byte(key))
-	if i < 0 {
+	st, err := p.NewStatus()
+	if err != nil {
 		return 0, false
 	}
-	v := bytes.TrimLeft(b[i+len(key):], " \t")
-	if j := bytes.IndexByte(v, '\n'); j >= 0 {
-		v = v[:j]
-	}
-	n, err := strconv.ParseUint(string(v), 10, 64)
-	return n, err == nil
+	return st.VoluntaryCtxtSwitches, true
 }

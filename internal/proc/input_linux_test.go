@@ -39,16 +39,6 @@ func FuzzParseSyscall(f *testing.F) {
 	})
 }
 
-func TestParseSwitches(t *testing.T) {
-	b := []byte("Name:\tcat\nvoluntary_ctxt_switches:\t17\nnonvoluntary_ctxt_switches:\t3\n")
-	if n, ok := parseSwitches(b); !ok || n != 17 {
-		t.Errorf("parseSwitches = %d, %v", n, ok)
-	}
-	if _, ok := parseSwitches([]byte("nonvoluntary_ctxt_switches:\t3\n")); ok {
-		t.Error("parsed a status without voluntary_ctxt_switches")
-	}
-}
-
 // TestWaitsFor: a process blocked reading a pipe waits for that pipe, and not for another; once it
 // runs, it does not wait; its context switches count its sleeps.
 func TestWaitsFor(t *testing.T) {

@@ -307,6 +307,30 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
+// TestCgroup: a process's cgroup v2 path is the "0::" line of its /proc/<pid>/cgroup; a process that
+// is gone has none.
+func TestCgroup(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for line := range strings.Lines(string(b)) {
+		if path, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "0::"); ok {
+			want = path
+		}
+	}
+	if want == "" {
+		t.Skip("skipped: no cgroup v2 line in /proc/self/cgroup")
+	}
+	if got := Cgroup(os.Getpid()); got != want {
+		t.Errorf("Cgroup(self) = %q, want %q", got, want)
+	}
+	if got := Cgroup(1 << 30); got != "" {
+		t.Errorf("Cgroup of a missing pid = %q", got)
+	}
+}
+
 // TestKernelThreadNotInExec: a kernel thread's env_start is always 0, the sign of a process inside
 // execve; it must not be taken for one, or every read of its environment would wait maxExecWait.
 func TestKernelThreadNotInExec(t *testing.T) {

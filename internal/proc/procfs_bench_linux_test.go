@@ -12,9 +12,9 @@ import (
 )
 
 // BenchmarkProcfs reads /proc the package's way and prometheus/procfs's, side by side in one run, for
-// each read the program makes: the walk of every process (a teardown's, the sweep's), one stat, a
-// process's description, its command line (a usual one, and 1 MiB of arguments), cgroup, status
-// and environment. It starts REAPER_BENCH_PROCS sleeping processes (1000 unless set) so that the
+// each read the package still makes by hand: the walk of every process (a teardown's, the sweep's),
+// one stat, a process's description, its command line (a usual one, and 1 MiB of arguments) and its
+// environment. (Cgroup and Switches read through procfs.) It starts REAPER_BENCH_PROCS sleeping processes (1000 unless set) so that the
 // walk reads a host's worth. The package doc gives the figures and what was decided by them.
 func BenchmarkProcfs(b *testing.B) {
 	n := 1000
@@ -49,10 +49,9 @@ func BenchmarkProcfs(b *testing.B) {
 		b.Fatal(err)
 	}
 	pid, bigPid := marked.Process.Pid, long.Process.Pid
-	self := os.Getpid()
 
 	for _, bc := range []struct {
-		name           string
+		name          string
 		hand, library func(b *testing.B)
 	}{
 		{"walk", func(b *testing.B) {
@@ -103,27 +102,6 @@ func BenchmarkProcfs(b *testing.B) {
 		}},
 		{"cmdline", func(b *testing.B) { CommandLine(pid) }, func(b *testing.B) { procfsCmdline(b, fs, pid) }},
 		{"cmdline-1MiB", func(b *testing.B) { CommandLine(bigPid) }, func(b *testing.B) { procfsCmdline(b, fs, bigPid) }},
-		{"cgroup", func(b *testing.B) {
-			if Cgroup(self) == "" {
-				b.Fatal("cgroup")
-			}
-		}, func(b *testing.B) {
-			p, _ := fs.Proc(self)
-			cgs, err := p.Cgroups()
-			if err != nil || !slices.ContainsFunc(cgs, func(c procfs.Cgroup) bool { return c.HierarchyID == 0 }) {
-				b.Fatal(err)
-			}
-		}},
-		{"status", func(b *testing.B) {
-			if _, ok := w.Switches(pid); !ok {
-				b.Fatal("status")
-			}
-		}, func(b *testing.B) {
-			p, _ := fs.Proc(pid)
-			if _, err := p.NewStatus(); err != nil {
-				b.Fatal(err)
-			}
-		}},
 		{"environ", func(b *testing.B) {
 			if !w.Marked(pid, "REAPER_SESSION=bench/s-1") {
 				b.Fatal("marker not found")

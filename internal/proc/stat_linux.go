@@ -20,8 +20,8 @@ const pfKthread = 0x00200000
 // goroutine with [NewWalker].
 //
 // It reads with raw system calls into one buffer rather than through prometheus/procfs, which
-// allocates a Proc and parses every field for each process: on a host with 2000 processes procfs took
-// 55 ms per pass and raw reads 30 ms, and a teardown may walk several times.
+// allocates a Proc and parses every field for each process: a walk of 1,100 processes took 14 ms so
+// and 36 ms with procfs (see the package doc), and a teardown may walk several times.
 type Walker struct {
 	buf  []byte
 	path []byte
