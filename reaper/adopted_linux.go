@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/internal/kill"
-	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
@@ -61,9 +60,6 @@ func (r *Reaper) watchAdopted(stop <-chan struct{}) {
 type adopter struct {
 	pid        int
 	registered map[int]bool
-	init       *pidns.Init // if the adopter is a session's init
-	forks      uint64      // its forks when it was listed calm (see pidns.Init.Calm); calm is false otherwise
-	calm       bool
 }
 
 // adopters are the Reaper and, in cgroup containment, the init of every session's PID namespace:
@@ -93,12 +89,11 @@ func (r *Reaper) adopters(ending *Session) []adopter {
 	}
 	r.mu.Unlock()
 	for _, s := range sessions {
-		in := s.currentInit()
+		in := s.ns.current()
 		if s == ending || in == nil || in.Err() != nil || in.Quiet() {
 			continue
 		}
-		forks, calm := in.Calm()
-		out = append(out, adopter{pid: in.Pid(), registered: in.Registered(), init: in, forks: forks, calm: calm})
+		out = append(out, adopter{pid: in.Pid(), registered: in.Registered()})
 	}
 	return out
 }
@@ -193,8 +188,7 @@ func (r *Reaper) escapees(w *proc.Walker, a adopter, ending *Session, seen map[i
 }
 
 // adopted returns the live children of a that it did not start and that are not in seen, and
-// whether one of them had exited or gone by the time it was read. An init found without a child
-// while calm is told so (pidns.Init.SawChildless): the next looks skip it until it forks again.
+// whether one of them had exited or gone by the time it was read.
 func adopted(w *proc.Walker, a adopter, seen map[int]bool) (out []proc.Stat, gone bool) {
 	if reap.Childless(a.pid) {
 		// The Reaper with no child at all, not even a zombie: one waitid says so, where listing
@@ -206,13 +200,6 @@ func adopted(w *proc.Walker, a adopter, seen map[int]bool) (out []proc.Stat, gon
 		return nil, false
 	}
 	children := w.Children(self)
-	if len(children) == 0 && a.calm && a.init != nil {
-		// Told only on a reading that cannot be wrong (every thread's file read, still the init):
-		// a Quiet init's orphans would be left to its idle end.
-		if childless, ok := w.Childless(self); ok && childless {
-			a.init.SawChildless(a.forks)
-		}
-	}
 	// The Reaper's dead children are passed over unread: after a session's kill it may have
 	// hundreds the wait loop has not reaped yet (see proc.Query.Exited).
 	mine := a.pid == os.Getpid()

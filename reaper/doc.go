@@ -33,10 +33,10 @@
 // (kill.Scope.Adopted).
 //
 // PID namespaces. Where this process can make them (Options.PIDNamespace), each session's tasks run
-// in a PID namespace of the session's own, whose init is the small init, or this program in another
-// mode where the Reaper cannot fork into the namespace (internal/pidns): when the init dies, by the
-// session's end or because this process died by any cause (its parent-death signal is SIGKILL), the
-// kernel kills every process in the namespace, and no process can leave it. Inside, /proc is the namespace's, so ps, top and kill see the session's
+// in a PID namespace of the session's own, whose init is this program in another mode, which starts
+// them (internal/pidns): when the init dies, by the session's end or because this process died by any
+// cause (its parent-death signal is SIGKILL), the kernel kills every process in the namespace, and no
+// process can leave it. Inside, /proc is the namespace's, so ps, top and kill see the session's
 // processes only; nothing else changes for tasks (same files, network, users, environment), and it is
 // not a sandbox. Outside, everything goes by the pids this process sees. See pidns_linux.go.
 //
@@ -80,10 +80,14 @@
 //
 //	Reaper.adoptMu     held across an escapee check (killAdopted)
 //	Reaper.mu          otherwise a leaf: no other lock, no file-system or process work under it
+//	Session.spawnMu    held across a task's start (its leaf, files, init and process), so that
+//	                   Close never misses one being started
+//	sessionNS.startMu  held across an init's start and the spawn through it
 //	Session.recordMu   held across a write of the session's record
-//	Session.mu         held while a task is spawned, so that Close never misses one being started
+//	Session.mu         never held across a spawn, an init's start or a wait
 //	task.mu
-//	Reaper.initsMu     a leaf, held across the making of the inits' cgroup (taken under Session.mu)
+//	sessionNS.mu       a leaf
+//	initPool.leafMu    a leaf, held across the making of the inits' cgroup
 //
 // and below any of them, the locks of the packages reaper calls, which take none of reaper's:
 // pidns.Init's (a spawn through the session's init; its registered tasks), reap.Children's (held

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"golang.org/x/sys/unix"
 )
@@ -62,40 +63,50 @@ func (s *Session) Exec(opts ExecOptions) (*Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %s: exec %s: %w", s.id, opts.Argv[0], err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.admitLocked(false); err != nil {
+	s.spawnMu.Lock()
+	defer s.spawnMu.Unlock()
+	if err := s.admit(false); err != nil {
 		return nil, err
 	}
 	dir := opts.Dir
 	if dir == "" {
-		dir = s.cwd
+		dir = s.Cwd()
 	}
 	t := &task{
 		id: newID("t-"), command: strings.Join(opts.Argv, " "), started: time.Now(),
 		background: true, status: Running, done: make(chan struct{}),
 	}
-	if s.r.root != nil {
-		if err := s.placeLocked(t); err != nil {
-			return nil, fmt.Errorf("session %s: %w", s.id, err)
+	var sp spawned
+	err = s.ns.use(func(in *pidns.Init) error {
+		if s.r.root != nil {
+			if err := s.place(t); err != nil {
+				return err
+			}
 		}
-	}
-	sp, err := s.spawnLocked(spawnSpec{
-		argv:       append([]string{path}, opts.Argv[1:]...),
-		env:        append(env[:len(env):len(env)], s.marker, EnvTask+"="+t.id),
-		dir:        dir,
-		stdin:      opts.Stdin,
-		stdout:     opts.Stdout,
-		stderr:     opts.Stderr,
-		leaf:       t.leaf,
-		foreground: opts.Foreground,
+		var err error
+		sp, err = s.r.spawn(spawnSpec{
+			argv:       append([]string{path}, opts.Argv[1:]...),
+			env:        append(env[:len(env):len(env)], s.marker, EnvTask+"="+t.id),
+			dir:        dir,
+			stdin:      opts.Stdin,
+			stdout:     opts.Stdout,
+			stderr:     opts.Stderr,
+			leaf:       t.leaf,
+			foreground: opts.Foreground,
+			init:       in,
+		})
+		if err != nil {
+			s.unplace(t)
+		}
+		return err
 	})
 	if err != nil {
-		s.releaseLeafLocked(t.leaf)
 		return nil, fmt.Errorf("session %s: %w", s.id, err)
 	}
 	t.pid, t.start = sp.pid, sp.start
 	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.tasks[t.id] = t
 	s.ran = true
 	s.wg.Add(1)

@@ -119,12 +119,12 @@ type Options struct {
 	// the package documentation); zero means PIDNamespaceAuto.
 	PIDNamespace PIDNamespace
 	// ReadyInit keeps an init of a PID namespace started ahead for the next session to take, so that
-	// a session's first command does not wait for an init to start (about 1 ms for the small init, 5
-	// for the Go one): once a session has taken the one ready, another starts in the background. A
-	// ready init exits, as any init whose namespace is empty does, after 10 s; the next is then made
-	// only once a session has started one of its own. It costs one idle init at most (about 0.2 MB,
-	// 3 MB for the Go one). For a server of many sessions (HTTP); false means only the first session
-	// finds an init ready: the one that probed PID namespaces at start-up.
+	// a session's first command does not wait for an init to start (a few milliseconds): once a
+	// session has taken the one ready, another starts in the background. A ready init exits, as any
+	// init whose namespace is empty does, after 10 s; the next is then made only once a session has
+	// started one of its own. It costs one idle init at most (see internal/pidns for its memory). For
+	// a server of many sessions (HTTP); false means only the first session finds an init ready: the
+	// one that probed PID namespaces at start-up.
 	ReadyInit bool
 
 	// Grace is how long processes get between SIGTERM and the hard kill when a session closes or a

@@ -67,39 +67,6 @@ func TestSessionsSeeThemselves(t *testing.T) {
 	}
 }
 
-// TestTasksForkedIntoNamespace: where the namespaces can be entered (made without a user namespace,
-// as root here), the Reaper forks each task into its session's namespace itself: the task is the
-// Reaper's child, its parent inside the namespace is 0, and the init has no child of it; a relative
-// working directory given to the session still works, though the forking thread's own is the
-// namespace's root.
-func TestTasksForkedIntoNamespace(t *testing.T) {
-	dir := t.TempDir()
-	t.Chdir(filepath.Dir(dir))
-	r := nsReaper(t, ContainProcess, Options{})
-	if r.Containment().PIDNamespace.UserNS {
-		t.Skip("skipped: the namespaces are made through a user namespace here, which the Reaper cannot enter: the init starts the tasks")
-	}
-	if r.entry == nil {
-		t.Skipf("skipped: the Reaper cannot enter the namespaces here (the inits start the tasks): %v", r.entryErr)
-	}
-	s := newTestSession(t, r, SessionOptions{WorkDir: filepath.Base(dir)})
-	if out := run(t, s, "echo $PPID $(pwd)").Output; strings.TrimSpace(out) != "0 "+dir {
-		t.Errorf("the task printed %q, want parent 0 and %s", out, dir)
-	}
-	ti, err := s.Start("echo $$; exec sleep 1000", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := taskPids(t, s, ti.ID, 1)[0]
-	if st, ok := proc.NewWalker().Stat(p.Pid); !ok || st.PPid != os.Getpid() {
-		t.Errorf("the task's parent is %d, want the Reaper %d", st.PPid, os.Getpid())
-	}
-	in := s.mustInit(t)
-	if childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.Pid(), Start: in.StartTime()}); !ok || !childless {
-		t.Errorf("the init has a child (read: %v): the tasks are the Reaper's", ok)
-	}
-}
-
 // mustInit returns the session's init, failing the test if it has none.
 func (s *Session) mustInit(t testing.TB) *pidns.Init {
 	t.Helper()
@@ -356,7 +323,7 @@ func TestEscapeeWatchSparesNewTasks(t *testing.T) {
 func TestIdleInitRestarts(t *testing.T) {
 	var log testutil.Buffer
 	r := nsReaper(t, ContainCgroup, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
-	r.nsIdle = 300 * time.Millisecond
+	r.pool.idle = 300 * time.Millisecond
 	s := newTestSession(t, r, SessionOptions{})
 	run(t, s, "true")
 	_, _, first := s.walkRoot()
@@ -382,7 +349,7 @@ func TestProbeInitServesFirstSession(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			r := nsReaper(t, mode, Options{})
-			ready := r.ready.Load()
+			ready := r.pool.ready.Load()
 			if ready == nil {
 				t.Fatal("the probe's init was not kept")
 			}
@@ -390,7 +357,7 @@ func TestProbeInitServesFirstSession(t *testing.T) {
 			if in := a.mustInit(t); in != ready {
 				t.Errorf("the first session's init is pid %d, not the probe's %d", in.Pid(), ready.Pid())
 			}
-			if r.ready.Load() != nil {
+			if r.pool.ready.Load() != nil {
 				t.Error("the probe's init is still offered after a session took it")
 			}
 			b := newTestSession(t, r, SessionOptions{})
@@ -409,7 +376,7 @@ func TestProbeInitServesFirstSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		ns := r.Containment().PIDNamespace // waits for the probe, which New no longer does
-		ready := r.ready.Load()
+		ready := r.pool.ready.Load()
 		if ready == nil {
 			r.Close(context.Background())
 			t.Skipf("skipped: the probe kept no init here: PID namespaces %s", ns)
@@ -431,7 +398,7 @@ func TestProbeInitServesFirstSession(t *testing.T) {
 // checkInitsLeaf fails the test unless the Reaper's inits' leaf holds exactly the inits pids.
 func checkInitsLeaf(t *testing.T, r *Reaper, pids ...int) {
 	t.Helper()
-	leaf, err := r.initsLeaf()
+	leaf, err := r.pool.initsLeaf()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +421,7 @@ func TestReadyInit(t *testing.T) {
 			for i := range 3 {
 				var ready *pidns.Init
 				testutil.Eventually(t, fmt.Sprintf("an init made ready for session %d", i+1), func() bool {
-					ready = r.ready.Load()
+					ready = r.pool.ready.Load()
 					return ready != nil
 				})
 				s := newTestSession(t, r, SessionOptions{})
@@ -465,7 +432,7 @@ func TestReadyInit(t *testing.T) {
 			}
 			var left *pidns.Init
 			testutil.Eventually(t, "an init made ready after the third session took one", func() bool {
-				left = r.ready.Load()
+				left = r.pool.ready.Load()
 				return left != nil
 			})
 			if r.root != nil {
@@ -490,12 +457,12 @@ func TestReadyInitResumes(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			r := nsReaper(t, mode, Options{ReadyInit: true})
-			r.nsIdle = 2 * time.Second // before any session: readyInits reads it only when asked
+			r.pool.idle = 2 * time.Second // before any session: readyInits reads it only when asked
 			takesReady := func(what string) {
 				t.Helper()
 				var ready *pidns.Init
 				testutil.Eventually(t, "an init made ready "+what, func() bool {
-					ready = r.ready.Load()
+					ready = r.pool.ready.Load()
 					return ready != nil && ready.Err() == nil
 				})
 				s := newTestSession(t, r, SessionOptions{})
@@ -505,14 +472,14 @@ func TestReadyInitResumes(t *testing.T) {
 			}
 			takesReady("at start-up") // the probe's
 			// The next is being made; take it away as a session would while it starts.
-			testutil.Eventually(t, "an init made ready after the first session", func() bool { return r.ready.Load() != nil })
-			r.endInit(r.ready.Swap(nil))
+			testutil.Eventually(t, "an init made ready after the first session", func() bool { return r.pool.ready.Load() != nil })
+			r.pool.end(r.pool.ready.Swap(nil))
 			newTestSession(t, r, SessionOptions{}).mustInit(t)
 			takesReady("after a session that found none")
 
 			var idle *pidns.Init
 			testutil.Eventually(t, "an init made ready to exit idle", func() bool {
-				idle = r.ready.Load()
+				idle = r.pool.ready.Load()
 				return idle != nil
 			})
 			select {
@@ -537,7 +504,7 @@ func TestReadyInitKilled(t *testing.T) {
 	r := nsReaper(t, ContainCgroup, Options{ReadyInit: true})
 	var ready *pidns.Init
 	testutil.Eventually(t, "an init made ready", func() bool {
-		ready = r.ready.Load()
+		ready = r.pool.ready.Load()
 		return ready != nil
 	})
 	dead := testutil.Proc{Pid: ready.Pid(), Start: ready.StartTime()}
@@ -555,7 +522,7 @@ func TestReadyInitKilled(t *testing.T) {
 	// And the next session finds one ready again.
 	var next *pidns.Init
 	testutil.Eventually(t, "an init made ready after the dead one", func() bool {
-		next = r.ready.Load()
+		next = r.pool.ready.Load()
 		return next != nil && next.Err() == nil
 	})
 	if in := newTestSession(t, r, SessionOptions{}).mustInit(t); in != next {

@@ -77,30 +77,36 @@ func (s *Session) keepReady() {
 	}
 	go func() {
 		defer s.wg.Done()
+		// As for any start: the teardown waits for it, and lets go of the shell it made (dropReady).
+		s.spawnMu.Lock()
+		defer s.spawnMu.Unlock()
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		s.preparing = false
-		if s.closing || s.ready != nil {
+		stop := s.closing || s.ready != nil
+		s.mu.Unlock()
+		if stop {
 			return
 		}
-		rs, err := s.startReadyLocked()
+		rs, err := s.startReady()
 		if err != nil {
 			// The next command starts its own shell, and says what fails, if it does.
 			s.r.log.Debug("no ready shell", "session", s.id, "error", err)
 			return
 		}
+		s.mu.Lock()
 		s.ready = rs
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go s.readyLife(rs)
 	}()
 }
 
-// startReadyLocked starts a ready shell, as launchLocked starts a foreground task, with the loader
-// for its command. s.mu is held, as for any spawn (Close then misses none).
-func (s *Session) startReadyLocked() (*readyShell, error) {
+// startReady starts a ready shell, as launch starts a foreground task, with the loader for its
+// command. spawnMu is held, as for any start.
+func (s *Session) startReady() (*readyShell, error) {
 	id := newID("t-")
 	t := &task{id: id, status: Running, done: make(chan struct{}), out: s.outputs.New(id + ".out")}
-	rs := &readyShell{t: t, dir: s.cwd, started: time.Now(), claimed: make(chan struct{}), dropped: make(chan struct{}), gone: make(chan struct{})}
+	rs := &readyShell{t: t, dir: s.Cwd(), started: time.Now(), claimed: make(chan struct{}), dropped: make(chan struct{}), gone: make(chan struct{})}
 	fd, err := unix.MemfdCreate("reaper-command", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("ready shell: memfd_create: %w", err)
@@ -114,7 +120,7 @@ func (s *Session) startReadyLocked() (*readyShell, error) {
 	gate := os.NewFile(uintptr(p[0]), "gate")
 	defer gate.Close() // the shell's end, which it has once started
 	rs.gate = os.NewFile(uintptr(p[1]), "gate")
-	if rs.sp, _, err = s.launchLocked(t, "", launch{loader: &loaderFiles{command: rs.command, gate: gate}}); err != nil {
+	if rs.sp, _, err = s.launch(t, "", launch{loader: &loaderFiles{command: rs.command, gate: gate}}); err != nil {
 		rs.command.Close()
 		rs.gate.Close()
 		return nil, fmt.Errorf("ready shell: %w", err)
@@ -134,7 +140,7 @@ func (s *Session) takeReadyLocked(command, listed string, l launch) (*task, spaw
 		return nil, spawned{}, false
 	}
 	s.ready = nil
-	if rs.dir != s.cwd || rs.t.hasExited() || s.ns != nil && s.ns.Err() != nil ||
+	if in := s.ns.current(); rs.dir != s.cwd || rs.t.hasExited() || in != nil && in.Err() != nil ||
 		rs.send(shell.Script(command, true, s.r.dupCwd, s.r.bash)) != nil {
 		close(rs.dropped)
 		return nil, spawned{}, false
@@ -233,30 +239,29 @@ func (s *Session) readyLife(rs *readyShell) {
 	rs.t.pump.Close()
 	rs.t.closeCwd()
 	s.mu.Lock()
-	if !s.closing { // else the teardown removes the slice, this leaf with it
+	closing := s.closing
+	if !closing { // else the teardown removes the slice, this leaf with it
 		s.releaseLeafLocked(rs.t.leaf)
-		if idled {
-			s.endIdleInitLocked(rs)
-		}
 	}
+	quiet := idled && !closing && s.quietSinceLocked(rs.started)
 	s.mu.Unlock()
+	if in := s.ns.current(); quiet && in != nil {
+		// Its namespace has been idle for the init's own idle period (shellIdle is initIdle), which
+		// the shell, a process of that namespace, held back; without this an idle session's init
+		// lived twice that after its last command.
+		in.EndIdle() // refused while a task runs, or an orphan lives in the namespace
+	}
 }
 
-// endIdleInitLocked ends the session's init once its ready shell has waited shellIdle for a command
-// that did not come, if nothing else of the session ran meanwhile: its namespace has then been idle
-// for the init's own idle period (shellIdle is initIdle), which the shell, a process of that
-// namespace, held back; without this an idle session's init lived twice that after its last command.
-// A task still running, or one that ended after the shell started, keeps the init to its own clock.
-func (s *Session) endIdleInitLocked(rs *readyShell) {
-	if s.ns == nil {
-		return
-	}
-	for _, t := range s.tasks {
-		if t.endedAt().After(rs.started) {
-			return
+// quietSinceLocked reports whether no task of the session has ended since t: a task still running,
+// or one that ended after a ready shell started at t, keeps the session's init to its own idle clock.
+func (s *Session) quietSinceLocked(t time.Time) bool {
+	for _, tk := range s.tasks {
+		if tk.endedAt().After(t) {
+			return false
 		}
 	}
-	s.ns.EndIdle() // refused while a task runs, or an orphan lives in the namespace
+	return true
 }
 
 // dropReady lets go of the session's ready shell, if it has one, and waits until it has ended, until

@@ -230,7 +230,7 @@ func TestReadyShellIdle(t *testing.T) {
 			}
 			// The shell held the init's idle clock: the init ends with it (before the shell counts
 			// as gone), not an idle period later.
-			if in := s.currentInit(); in != nil && !errors.Is(in.Err(), pidns.ErrIdle) {
+			if in := s.ns.current(); in != nil && !errors.Is(in.Err(), pidns.ErrIdle) {
 				t.Errorf("the session's init after its idle ready shell: %v, want ended idle", in.Err())
 			}
 			if testutil.Running(testutil.Proc{Pid: rs.t.pid, Start: rs.t.start}) {
@@ -260,7 +260,7 @@ func TestReadyShellIdleAfterTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitGone(t, rs)
-	if err := s.currentInit().Err(); err != nil {
+	if err := s.ns.current().Err(); err != nil {
 		t.Errorf("the session's init after a task ended during its ready shell's wait: %v, want it serving", err)
 	}
 }

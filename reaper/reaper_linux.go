@@ -15,12 +15,10 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/kill"
-	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/internal/shell"
-	"github.com/cgreaper/reaper/internal/smallinit"
 	"github.com/cgreaper/reaper/internal/sweep"
 	"github.com/cgreaper/reaper/internal/taskout"
 	"golang.org/x/sys/unix"
@@ -50,33 +48,19 @@ type Reaper struct {
 	dir       *safefs.Dir   // this Reaper's state directory in state, holding its sessions' directories
 	outputs   *taskout.Pool // the budget of every session's output files together (Limits.TotalOutputBudget)
 	policy    kill.Policy
-	forker    *reap.Forker               // with Options.User: the thread tasks are forked from (no_new_privs)
-	nsThread  *reap.Forker               // with PID namespaces: the thread inits are forked from (their parent-death signal)
-	entry     *pidns.Entry               // with PID namespaces, where they can be entered: the thread tasks are forked from
-	entryErr  error                      // why there is no entry, with PID namespaces
-	entryOff  atomic.Bool                // entering a session's namespace failed once: the inits start the tasks
-	small     *smallinit.Program         // with PID namespaces that can be entered: the inits' program, where it runs here
-	nsIdle    time.Duration              // how long an init lives on in an empty namespace: initIdle (tests shorten it)
-	keepShell bool                       // sessions keep a ready shell: the shell is bash, and not Options.NoReadyShell
-	shellIdle time.Duration              // how long a ready shell waits for a command: readyShellIdle (tests shorten it)
-	ready     atomic.Pointer[pidns.Init] // an init started ahead, until a session takes it (see takeReady)
-	wantReady chan struct{}              // asks readyInits for an init (Options.ReadyInit)
-	nsProbe   chan nsProbeResult         // the start-up probe's answer, received once by pidNamespace
-	nsOnce    sync.Once                  // pidNamespace's
-	nsErr     error                      // pidNamespace's error, set under nsOnce
-	obs       Observer                   // never nil
-	limits    cgroup.Limits              // written into each session's slice: the limits the host can apply
-	watchOOM  bool                       // leaves have memory.events: a task's OOM kills can be told
-	noClone3  atomic.Bool                // the host refused clone3 into a cgroup once: join before exec instead
-	direct    atomic.Bool                // a task was started outside a PID namespace: orphans may come to the Reaper (see adopters)
-	wg        sync.WaitGroup             // the sweep after dead instances, the watch for escapees, readyInits, the record's rewrite
-	adoptMu   sync.Mutex                 // serialises killAdopted
-	// stopWatch stops the watch for escapees (cgroup containment) and readyInits; Close closes it.
+	forker    *reap.Forker   // with Options.User: the thread tasks are forked from (no_new_privs)
+	pool      *initPool      // the sessions' PID namespaces: whether they get them, their inits
+	keepShell bool           // sessions keep a ready shell: the shell is bash, and not Options.NoReadyShell
+	shellIdle time.Duration  // how long a ready shell waits for a command: readyShellIdle (tests shorten it)
+	obs       Observer       // never nil
+	limits    cgroup.Limits  // written into each session's slice: the limits the host can apply
+	watchOOM  bool           // leaves have memory.events: a task's OOM kills can be told
+	noClone3  atomic.Bool    // the host refused clone3 into a cgroup once: join before exec instead
+	direct    atomic.Bool    // a task was started outside a PID namespace: orphans may come to the Reaper (see adopters)
+	wg        sync.WaitGroup // the sweep after dead instances, the watch for escapees, the record's rewrite
+	adoptMu   sync.Mutex     // serialises killAdopted
+	// stopWatch stops the watch for escapees (cgroup containment); Close closes it.
 	stopWatch chan struct{}
-
-	// initsMu guards inits: the leaf the inits are born in (cgroup containment), once made.
-	initsMu sync.Mutex
-	inits   *cgroup.Slice
 
 	// mu guards the fields that follow.
 	mu       sync.Mutex
@@ -130,7 +114,7 @@ func New(opts Options) (*Reaper, error) {
 func newReaper(opts Options) (*Reaper, error) {
 	r := &Reaper{
 		opts: opts, lim: opts.limits(), log: opts.Logger, pid: os.Getpid(), env: baseEnv(opts.Env),
-		sessions: make(map[*Session]bool), done: make(chan struct{}), stopWatch: make(chan struct{}), nsIdle: initIdle,
+		sessions: make(map[*Session]bool), done: make(chan struct{}), stopWatch: make(chan struct{}),
 		shellIdle: readyShellIdle,
 	}
 	if r.log == nil {
@@ -153,8 +137,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	}
 	r.dupCwd, r.bash = shell.NamesHighFDs(r.shell), shell.Name(r.shell) == "bash"
 	r.keepShell = r.bash && !opts.NoReadyShell
-	// Both absolute: a task forked into a session's PID namespace starts from the namespace's root
-	// (see pidns.Init.Fork), not from this process's working directory.
+	// Both absolute: a session's init, which starts its tasks, has a working directory of its own.
 	if r.shell, err = filepath.Abs(r.shell); err != nil {
 		return nil, fmt.Errorf("shell %s: %w", r.shell, err)
 	}
@@ -176,7 +159,7 @@ func newReaper(opts Options) (*Reaper, error) {
 		return nil, err
 	}
 	r.kids = reap.NewChildren()
-	if err := r.startPIDNamespace(); err != nil {
+	if r.pool, err = r.newInitPool(); err != nil {
 		return nil, err
 	}
 	if r.opts.PIDNamespace == PIDNamespaceOn {
@@ -226,10 +209,8 @@ func newReaper(opts Options) (*Reaper, error) {
 		r.wg.Add(1)
 		go r.watchAdopted(r.stopWatch)
 	}
-	if opts.ReadyInit && r.nsThread != nil {
-		r.wantReady = make(chan struct{}, 1)
-		r.wg.Add(1)
-		go r.readyInits(r.stopWatch)
+	if opts.ReadyInit {
+		r.pool.keepReady()
 	}
 	ok = true
 	return r, nil
@@ -241,20 +222,12 @@ func (r *Reaper) undoNew() {
 	if r.forker != nil {
 		r.forker.Stop()
 	}
-	if r.nsProbe != nil {
-		r.pidNamespace() // the probe ends; its error, if any, is New's already
+	if r.pool != nil {
+		// The probe ends (its error, if any, is New's already), and its init, before the slice it
+		// is in is dropped.
+		r.pool.close()
 	}
-	r.wg.Wait()  // the record's rewrite with the probe's answer, before the state goes
-	r.endReady() // before the slice it is in is dropped
-	if r.nsThread != nil {
-		r.nsThread.Stop()
-	}
-	if r.entry != nil {
-		r.entry.Close()
-	}
-	if r.small != nil {
-		r.small.Close()
-	}
+	r.wg.Wait() // the record's rewrite with the probe's answer, before the state goes
 	if r.kids != nil {
 		r.kids.Close(nil)
 	}
@@ -415,7 +388,7 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	}
 	s := &Session{
 		r: r, id: id, name: name, dir: sdir, outputs: taskout.NewStore(taskout.Options{Dir: sdir, Budget: r.lim.OutputBudget, Tail: int(r.lim.OutputTail), Log: r.log, Pool: r.outputs}), created: time.Now(),
-		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task),
+		onTaskEnd: opts.OnTaskEnd, workDir: dir, cwd: dir, tasks: make(map[string]*task), ns: &sessionNS{pool: r.pool, session: id},
 		abandon: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.marker = instance.SessionMarker(r.name, s.name)
@@ -457,19 +430,10 @@ func (r *Reaper) Close(ctx context.Context) error {
 	defer cancel()
 	r.killDescendants(wctx)
 	r.wg.Wait()
-	r.endReady() // before the slice it is in is dropped
+	r.pool.close() // the init left ready, before the slice it is in is dropped; every other init is dead
 	errs = append(errs, r.dropInstance(wctx), r.dropState())
 	if r.forker != nil {
 		r.forker.Stop()
-	}
-	if r.nsThread != nil {
-		r.nsThread.Stop() // every init is dead: its thread's end kills nothing
-	}
-	if r.entry != nil {
-		r.entry.Close()
-	}
-	if r.small != nil {
-		r.small.Close() // no init starts any more
 	}
 	r.kids.Close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()

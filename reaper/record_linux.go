@@ -21,8 +21,8 @@ func (s *Session) record() {
 	if s.slice != nil {
 		rec.Slice = s.slice.Path()
 	}
-	if s.ns != nil {
-		rec.Init = s.ns.Pid()
+	if in := s.ns.current(); in != nil {
+		rec.Init = in.Pid()
 	}
 	for _, t := range s.tasks {
 		tr := instance.TaskView{ID: t.id, Command: t.command, Description: t.description, Pid: t.pid, Started: t.started, Background: t.isBackground()}

@@ -50,16 +50,18 @@ type Session struct {
 	abandon   chan struct{} // closed when Close stops waiting for processes that will not exit
 	killed    chan struct{} // closed when the teardown's kills are done (see Killed)
 	done      chan struct{} // closed when Close has finished; rep and err are set before
+	ns        *sessionNS    // the PID namespaces its tasks run in
 	wg        sync.WaitGroup
 	recordMu  sync.Mutex // serializes writes of the session's record (see record)
+	// spawnMu is held while a task is started (its leaf, its files, its init, its process), from the
+	// check that the session takes tasks to the task's place in tasks: starts take turns, and the
+	// teardown, once it has said the session is closing, takes it to wait for the start under way.
+	spawnMu sync.Mutex
 
-	// mu guards the fields that follow; it is held while a task is spawned, so Close never misses
-	// a task that is being started.
+	// mu guards the fields that follow. It is never held across a spawn, an init's start or a wait.
 	mu      sync.Mutex
 	cwd     string
-	slice   *cgroup.Slice   // created on the first command; nil in process containment
-	ns      *pidns.Init     // the init of the session's PID namespace, started with the first command; nil without
-	ended   []*pidns.Init   // inits that ended while the session went on: the teardown lets go of them
+	slice   *cgroup.Slice   // created on the first command (under spawnMu too); nil in process containment
 	idle    []*cgroup.Slice // empty leaves kept for reuse: a fresh cgroup costs more than the fork
 	leaves  int             // leaves created so far, for their names
 	tasks   map[string]*task
@@ -132,13 +134,15 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 		listed = shorten(command, maxListedCommand)
 	}
 	s.prune()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.admitLocked(l.background); err != nil {
+	s.spawnMu.Lock()
+	defer s.spawnMu.Unlock()
+	if err := s.admit(l.background); err != nil {
 		return nil, "", err
 	}
 	var notice string
+	s.mu.Lock()
 	t, sp, ready := s.takeReadyLocked(command, listed, l)
+	s.mu.Unlock()
 	if !ready {
 		id := newID("t-")
 		t = &task{
@@ -147,10 +151,12 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 			out: s.outputs.New(id + ".out"),
 		}
 		var err error
-		if sp, notice, err = s.launchLocked(t, command, l); err != nil {
+		if sp, notice, err = s.launch(t, command, l); err != nil {
 			return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 		}
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !l.background {
 		s.foreground++
 	}
@@ -179,8 +185,11 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 	return t, notice, nil
 }
 
-// admitLocked refuses a task in a closing session, or a background task over the limit.
-func (s *Session) admitLocked(background bool) error {
+// admit refuses a task in a closing session, or a background task over the limit. spawnMu is held:
+// once it has admitted a task, the teardown waits for its start.
+func (s *Session) admit(background bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closing {
 		return fmt.Errorf("session %s: %w", s.id, ErrSessionClosed)
 	}
@@ -191,18 +200,28 @@ func (s *Session) admitLocked(background bool) error {
 	return nil
 }
 
-// launchLocked gives t its leaf (creating the session's slice on its first command), its output
-// pipe or terminal, its input and its process. On failure it undoes what it did. The notice, if any,
-// says that the session's working directory could not be entered (see enterableDir).
-func (s *Session) launchLocked(t *task, command string, l launch) (spawned, string, error) {
+// launch gives t its leaf (creating the session's slice on its first command), its output pipe or
+// terminal, its input and its process, in the session's PID namespace if it has one (see
+// sessionNS.use). On failure it undoes what it did. The notice, if any, says that the session's
+// working directory could not be entered (see enterableDir). spawnMu is held.
+func (s *Session) launch(t *task, command string, l launch) (sp spawned, notice string, err error) {
+	err = s.ns.use(func(in *pidns.Init) error {
+		sp, notice, err = s.launchIn(in, t, command, l)
+		return err
+	})
+	return sp, notice, err
+}
+
+// launchIn is launch with in, the session's init (nil without namespaces).
+func (s *Session) launchIn(in *pidns.Init, t *task, command string, l launch) (spawned, string, error) {
 	if s.r.root != nil {
-		if err := s.placeLocked(t); err != nil {
+		if err := s.place(t); err != nil {
 			return spawned{}, "", err
 		}
 	}
 	io, err := s.r.taskFiles(t, l)
 	if err != nil {
-		s.releaseLeafLocked(t.leaf)
+		s.unplace(t)
 		return spawned{}, "", err
 	}
 	defer io.closeChild()
@@ -210,7 +229,7 @@ func (s *Session) launchLocked(t *task, command string, l launch) (spawned, stri
 	if !t.background {
 		if t.cwd, cwdW, err = s.r.cwdPipe(); err != nil {
 			io.closeOurs()
-			s.releaseLeafLocked(t.leaf)
+			s.unplace(t)
 			return spawned{}, "", fmt.Errorf("working-directory pipe: %w", err)
 		}
 		defer cwdW.Close()
@@ -218,7 +237,8 @@ func (s *Session) launchLocked(t *task, command string, l launch) (spawned, stri
 	env := append(s.r.env[:len(s.r.env):len(s.r.env)], s.marker, EnvTask+"="+t.id)
 	spec := spawnSpec{
 		env:    env,
-		dir:    s.cwd,
+		dir:    s.Cwd(),
+		init:   in,
 		stdin:  io.stdin,
 		stdout: io.stdout,
 		cwd:    cwdW,
@@ -231,7 +251,7 @@ func (s *Session) launchLocked(t *task, command string, l launch) (spawned, stri
 	} else {
 		spec.argv = []string{s.r.shell, "-c", shell.Script(command, cwdW != nil, s.r.dupCwd, s.r.bash)}
 	}
-	sp, err := s.spawnLocked(spec)
+	sp, err := s.r.spawn(spec)
 	var notice string
 	if err != nil && l.loader == nil && spec.dir != s.workDir && !enterableDir(err) {
 		// The directory is the tasks' to enter, with their credentials: the child changes into it
@@ -240,13 +260,16 @@ func (s *Session) launchLocked(t *task, command string, l launch) (spawned, stri
 		// session goes back to where it started and says so. (A ready shell just fails: the next
 		// command, which carries the notice, starts its own.)
 		notice = fmt.Sprintf("the working directory %s cannot be entered (%v); the session is back in %s, where it started", spec.dir, errnoOf(err), s.workDir)
-		s.cwd, spec.dir = s.workDir, s.workDir
-		sp, err = s.spawnLocked(spec)
+		s.mu.Lock()
+		s.cwd = s.workDir
+		s.mu.Unlock()
+		spec.dir = s.workDir
+		sp, err = s.r.spawn(spec)
 	}
 	if err != nil {
 		io.closeOurs()
 		t.closeCwd()
-		s.releaseLeafLocked(t.leaf)
+		s.unplace(t)
 		return spawned{}, "", err
 	}
 	t.pid, t.start = sp.pid, sp.start
@@ -339,19 +362,35 @@ func (io taskIO) closeOurs() {
 	}
 }
 
-// placeLocked gives t a leaf of the session's slice, creating the slice (with the session limits) on
-// the session's first command.
-func (s *Session) placeLocked(t *task) error {
-	if s.slice == nil {
-		slice, err := s.r.createSlice(s.name)
-		if err != nil {
+// place gives t a leaf of the session's slice, creating the slice (with the session limits) on the
+// session's first command. spawnMu is held (the slice is made under it); mu is not held while a
+// cgroup is made.
+func (s *Session) place(t *task) error {
+	s.mu.Lock()
+	slice := s.slice
+	var leaf *cgroup.Slice
+	if n := len(s.idle); n > 0 {
+		leaf, s.idle = s.idle[n-1], s.idle[:n-1]
+	}
+	s.mu.Unlock()
+	if slice == nil {
+		var err error
+		if slice, err = s.r.createSlice(s.name); err != nil {
 			return err
 		}
+		s.mu.Lock()
 		s.slice = slice
+		s.mu.Unlock()
 	}
-	leaf, err := s.leafLocked()
-	if err != nil {
-		return err
+	if leaf == nil {
+		s.mu.Lock()
+		s.leaves++
+		name := "l-" + strconv.Itoa(s.leaves)
+		s.mu.Unlock()
+		var err error
+		if leaf, err = slice.Create(name); err != nil {
+			return err
+		}
 	}
 	t.leaf = leaf
 	if s.r.watchOOM {
@@ -363,15 +402,17 @@ func (s *Session) placeLocked(t *task) error {
 // maxIdleLeaves bounds the leaves a session keeps for reuse.
 const maxIdleLeaves = 4
 
-// leafLocked returns an empty leaf of the session's slice for a new task: an idle one, or a new one.
-func (s *Session) leafLocked() (*cgroup.Slice, error) {
-	if n := len(s.idle); n > 0 {
-		leaf := s.idle[n-1]
-		s.idle = s.idle[:n-1]
-		return leaf, nil
-	}
-	s.leaves++
-	return s.slice.Create("l-" + strconv.Itoa(s.leaves))
+// unplace gives t's leaf back to the session (releaseLeaf), where its start failed.
+func (s *Session) unplace(t *task) {
+	s.releaseLeaf(t.leaf)
+	t.leaf = nil
+}
+
+// releaseLeaf is releaseLeafLocked with mu taken.
+func (s *Session) releaseLeaf(leaf *cgroup.Slice) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.releaseLeafLocked(leaf)
 }
 
 // releaseLeafLocked keeps an empty leaf for reuse, or removes it, and reports true; a leaf that
@@ -445,7 +486,7 @@ func (s *Session) watch(t *task, sp spawned) {
 	if t.cwd != nil && !t.isBackground() {
 		if dir, ok := shell.ReadCwd(t.cwd); ok {
 			s.mu.Lock()
-			s.cwd = dir // if the command removed it, the next command says so (see launchLocked)
+			s.cwd = dir // if the command removed it, the next command says so (see launch)
 			s.mu.Unlock()
 		}
 	}
@@ -686,10 +727,15 @@ func (s *Session) teardown(ctx context.Context) {
 	start := time.Now()
 	// Every wait of the teardown for killed processes ends by then (see kill.Policy.Terminate).
 	waitEnd := start.Add(s.r.lim.Grace + s.r.lim.CloseTimeout)
+	// The start under way, if any, ends (its task is then in tasks, a ready shell in ready), and
+	// none follows: closing is set. Then the namespaces start no init any more.
+	s.spawnMu.Lock()
+	s.spawnMu.Unlock()
+	cur, inits := s.ns.close()
 	// The ready shell first: once it has ended, the session's processes are its tasks' alone.
 	s.dropReady(waitEnd, ctx.Done())
 	s.mu.Lock()
-	tasks, sc := s.scopeLocked(waitEnd)
+	tasks, sc := s.scopeLocked(waitEnd, cur, inits)
 	ran := s.ran
 	s.mu.Unlock()
 	s.outputs.Close() // no file is made or completed from now on: the directory goes with them
@@ -795,11 +841,12 @@ func onlyInits(sc kill.Scope) bool {
 
 // scopeLocked returns the session's tasks, and the scope of its teardown: every task is being
 // killed, and seeds the walks with the processes the session remembers; with a PID namespace the walks
-// look below its init (every process there is the session's), and the hard kill kills the inits.
-func (s *Session) scopeLocked(waitEnd time.Time) ([]*task, kill.Scope) {
+// look below its current init cur (every process there is the session's), and the hard kill kills
+// every init it had.
+func (s *Session) scopeLocked(waitEnd time.Time, cur *pidns.Init, inits []*pidns.Init) ([]*task, kill.Scope) {
 	tasks := make([]*task, 0, len(s.tasks))
 	sc := kill.Scope{Name: "session " + s.id, Slice: s.slice, Seeds: make(map[int]uint64, len(s.tasks)), Marker: s.marker,
-		End: waitEnd, Self: s.r.pid, Skip: s.r.kids.Registered(), Inits: slices.Clone(s.ended)}
+		End: waitEnd, Self: s.r.pid, Skip: s.r.kids.Registered(), Inits: inits}
 	for _, t := range s.tasks {
 		tasks = append(tasks, t)
 		if t.stopping(Killed) {
@@ -810,13 +857,12 @@ func (s *Session) scopeLocked(waitEnd time.Time) ([]*task, kill.Scope) {
 	for pid, start := range s.known {
 		sc.Seeds[pid] = start
 	}
-	if s.ns != nil {
-		sc.Inits = append(sc.Inits, s.ns)
-		sc.Self, sc.Skip = s.ns.Pid(), s.ns.Registered()
-		sc.Seeds[sc.Self] = s.ns.StartTime()
+	if cur != nil {
+		sc.Self, sc.Skip = cur.Pid(), cur.Registered()
+		sc.Seeds[sc.Self] = cur.StartTime()
 		sc.Known = map[int]bool{sc.Self: true}
-		// Every task of a session with namespaces was born in one (spawnLocked): below its init,
-		// everything is the session's; no other init was left alive (initLocked).
+		// Every task of a session with namespaces was born in one (sessionNS.use): below its init,
+		// everything is the session's; no other init was left alive (sessionNS.initLocked).
 		sc.Namespaced = true
 	} else if s.slice != nil {
 		// Every process of the session descends from the Reaper, the child subreaper: what left the

@@ -128,20 +128,20 @@ type spawned struct {
 	exited <-chan reap.Exit
 }
 
-// spawn starts a process in its own process group, registered with the child reaper. In cgroup containment it is born in spec.leaf through clone3 with CLONE_INTO_CGROUP;
-// where the host refuses that (ENOSYS under a container's seccomp profile, EPERM), it is started
-// through cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command (or, for tasks
-// that run as Options.User, which may not join it, held until the Reaper has moved it: spawnHeld), and
-// the Reaper remembers to do so from then on. With Options.User the child runs as that user. With
-// spec.init it starts in the session's PID namespace: forked there by the Reaper's entry thread
-// (pidns.Init.Fork) where the namespaces can be entered, else by the session's init (forkInit).
+// spawn starts a process in its own process group, registered with the child reaper. In cgroup
+// containment it is born in spec.leaf through clone3 with CLONE_INTO_CGROUP; where the host refuses
+// that (ENOSYS under a container's seccomp profile, EPERM), it is started through
+// cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command (or, for tasks that run
+// as Options.User, which may not join it, held until the Reaper has moved it: spawnHeld), and the
+// Reaper remembers to do so from then on. With Options.User the child runs as that user. With
+// spec.init the session's init starts it in the session's PID namespace (forkInit).
 func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 	if spec.init == nil {
 		r.direct.Store(true) // before the fork: its orphans come to the Reaper (see adopters)
 	}
 	if spec.leaf != nil && !r.noClone3.Load() {
 		sp, err := r.fork(spec, true)
-		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) || errors.Is(err, pidns.ErrEnter) {
+		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
 			return sp, err
 		}
 		if r.noClone3.CompareAndSwap(false, true) {
@@ -158,7 +158,7 @@ func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 }
 
 func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
-	if spec.init != nil && (r.entry == nil || r.entryOff.Load()) {
+	if spec.init != nil {
 		return r.forkInit(spec, intoCgroup)
 	}
 	pidfd := -1
@@ -193,31 +193,44 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		st, _ := proc.NewWalker().Stat(pid)
 		start = st.Start
 	}
-	var pid int
-	var exited <-chan reap.Exit
-	if spec.init != nil {
-		pid, exited, err = spec.init.Fork(r.entry, r.kids, func() (int, error) {
-			return syscall.ForkExec(spec.argv[0], spec.argv, attr)
-		}, identify)
-		if errors.Is(err, pidns.ErrEnter) {
-			// The start-up's check entered a mount namespace, not a PID namespace through a pidfd:
-			// what refuses this refuses it for every session.
-			if r.entryOff.CompareAndSwap(false, true) {
-				r.log.Warn("the sessions' PID namespaces cannot be entered; their inits start the tasks from now on", "error", err)
-			}
-			return r.forkInit(spec, intoCgroup)
+	pid, exited, err := r.kids.Start(func() (int, error) {
+		pid, err := r.forkExec(spec.argv, attr)
+		if err == nil {
+			identify(pid)
 		}
-	} else {
-		pid, exited, err = r.kids.Start(func() (int, error) {
-			pid, err := r.forkExec(spec.argv, attr)
-			if err == nil {
-				identify(pid)
-			}
-			return pid, err
-		})
-	}
+		return pid, err
+	})
 	if err != nil {
 		return spawned{}, fmt.Errorf("start %s in %s: %w", spec.argv[0], spec.dir, err)
 	}
 	return spawned{pid: pid, start: start, pidfd: pidfd, exited: exited}, nil
+}
+
+// forkInit starts spec through the session's init (spec.init). Its descriptors go along; the pid,
+// start time and pidfd come back as the Reaper sees them.
+func (r *Reaper) forkInit(spec spawnSpec, intoCgroup bool) (spawned, error) {
+	fds, err := spec.fds(r.devnull)
+	if err != nil {
+		return spawned{}, err
+	}
+	req := pidns.Request{
+		Argv: spec.argv, Env: spec.env, Dir: spec.dir, FDs: fds, Foreground: spec.foreground, Ctty: 0,
+		Setpgid: !spec.tty, Setsid: spec.tty, Setctty: spec.tty, // Ctty 0: the terminal is its stdin
+	}
+	if r.opts.User != nil {
+		req.Credential = r.opts.User.credential()
+	}
+	if intoCgroup {
+		f, err := spec.leaf.OpenFD()
+		if err != nil {
+			return spawned{}, err
+		}
+		defer f.Close()
+		req.Cgroup = f
+	}
+	t, err := spec.init.Spawn(req)
+	if err != nil {
+		return spawned{}, fmt.Errorf("start %s in %s: %w", spec.argv[0], spec.dir, err)
+	}
+	return spawned{pid: t.Pid, start: t.Start, pidfd: t.PidFD, exited: t.Exited}, nil
 }

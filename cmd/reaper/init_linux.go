@@ -1,4 +1,15 @@
 package main
 
-// The init of a session's PID namespace runs from the initialisation of package nsinit, before main.
-import _ "github.com/cgreaper/reaper/cmd/reaper/internal/nsinit"
+import (
+	"os"
+
+	"github.com/cgreaper/reaper/internal/pidns"
+)
+
+// initIfAsked makes this process the init of a session's PID namespace, and exits with its status,
+// when a reaper server started the program as one (see pidns.RunInit).
+func initIfAsked() {
+	if pidns.IsInit(os.Args) {
+		os.Exit(pidns.RunInit())
+	}
+}

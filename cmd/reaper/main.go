@@ -38,6 +38,7 @@ as REAPER_<NAME> (--idle-timeout as REAPER_IDLE_TIMEOUT).
 
 func main() {
 	closeInherited()
+	initIfAsked()
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr, os.Exit))
 }
 

@@ -30,3 +30,6 @@ func runCommand(_ []string, _ func(string) string, _, stderr io.Writer, _ exitFu
 
 // closeInherited is Linux-only, as every command that starts a process is.
 func closeInherited() {}
+
+// initIfAsked does nothing: PID namespaces are Linux's.
+func initIfAsked() {}

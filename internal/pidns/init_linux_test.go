@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/pidwire"
 	"github.com/cgreaper/reaper/internal/proc"
 	"golang.org/x/sys/unix"
 )
@@ -360,7 +359,7 @@ func TestLargeRequest(t *testing.T) {
 	if b, _ := os.ReadFile(out.Name()); string(b) != "102400\n" {
 		t.Errorf("the task saw %q", b)
 	}
-	huge := append(env, "HUGE="+strings.Repeat("y", pidwire.MaxRequest))
+	huge := append(env, "HUGE="+strings.Repeat("y", maxRequest))
 	if _, err := in.Spawn(Request{Argv: []string{"/bin/true"}, Env: huge, FDs: fdsOf(devNull(t))}); err == nil || !strings.Contains(err.Error(), "over the") {
 		t.Errorf("a request over the bound: %v", err)
 	}
@@ -631,8 +630,8 @@ trap "echo term > `+dir+`/main; exit 0" TERM; while :; do sleep 0.01; done`, nil
 	}
 	// An init that does not answer (stopped here from outside, as a root process could) holds a
 	// request until ctx is done; its late answer, which nobody waits for, is dropped.
-	// The request is sent once the init has stopped (SIGSTOP takes effect asynchronously, and the
-	// small init answers within microseconds), and ctx is cancelled while it is held.
+	// The request is sent once the init has stopped (SIGSTOP takes effect asynchronously), and ctx
+	// is cancelled while it is held.
 	if err := unix.Kill(in.Pid(), unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

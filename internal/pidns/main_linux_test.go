@@ -2,58 +2,30 @@ package pidns
 
 import (
 	"context"
-	"errors"
 	"os"
-	"runtime"
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/pidinit"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
-	"github.com/cgreaper/reaper/internal/smallinit"
 )
 
-// The test process's one child reaper and the thread inits are forked from, for every test; the
-// small init, where there is one for this architecture.
+// The test process's one child reaper and the thread inits are forked from, for every test.
 var (
 	kids   *reap.Children
 	forker *reap.Forker
-	small  *smallinit.Program
 )
 
 func TestMain(m *testing.M) {
 	if IsInit(os.Args) {
-		os.Exit(pidinit.Main()) // this test binary, run as an init by a test
+		os.Exit(RunInit()) // this test binary, run as an init by a test
 	}
 	kids = reap.NewChildren()
 	var err error
 	if forker, err = reap.StartForker(nil); err != nil {
 		panic(err)
 	}
-	if small, err = smallinit.Load(); err != nil && !errors.Is(err, smallinit.ErrUnsupported) {
-		panic(err)
-	}
-	code := m.Run()
-	if small != nil {
-		small.Close()
-	}
-	os.Exit(code)
-}
-
-// inits are the kinds of init a test of Fork runs with: this test binary, and the small init.
-var inits = []string{"go", "small"}
-
-// withInit sets opts up to start an init of kind, skipping the test where there is no small init.
-func withInit(t testing.TB, opts *Options, kind string) {
-	t.Helper()
-	if kind != "small" {
-		return
-	}
-	if small == nil {
-		t.Skipf("skipped: there is no small init for %s", runtime.GOARCH)
-	}
-	opts.Small = small
+	os.Exit(m.Run())
 }
 
 // testOptions are Options that run this test binary as the init.

@@ -11,11 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/pidwire"
 	"github.com/cgreaper/reaper/internal/proc"
-	"github.com/cgreaper/reaper/internal/procstat"
 	"github.com/cgreaper/reaper/internal/reap"
-	"github.com/cgreaper/reaper/internal/smallinit"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,11 +24,6 @@ type Options struct {
 	// Path is the program run as the init: this program, whose main runs Main when IsInit. Empty
 	// means /proc/self/exe.
 	Path string
-	// Small, if set, is run as the init instead of Path, unless UserNS: an init that starts no
-	// process (Spawn fails with ErrNoSpawn), for a server that forks every process of the namespace
-	// itself (Fork). Where it cannot be started, Start starts Path instead, and if that works it
-	// records the small init's failure in the Program (Program.Fail): later Starts go to Path at once.
-	Small *smallinit.Program
 	// Name is the init's argv[0], what ps shows of it; empty means "reaper-init".
 	Name string
 	// UserNS also creates a user namespace, in which this process's uid and gid are mapped to
@@ -56,9 +48,8 @@ type Options struct {
 	// DefaultTimeout.
 	Timeout time.Duration
 	// Idle, if positive, ends the init once its namespace has been empty that long (no process in it
-	// but the init): Spawn and Fork then fail with ErrIdle, and a new init can be started. Zero means
-	// never. The server decides it (see idleCheck), not the init: only the server knows of the
-	// processes Fork starts, which are its children, not the init's.
+	// but the init): Spawn then fails with ErrIdle, and a new init can be started. Zero means never.
+	// The server decides it (see idleCheck), not the init: it knows which spawns are under way.
 	Idle time.Duration
 }
 
@@ -68,12 +59,11 @@ type Init struct {
 	// The fields up to mu are fixed at creation.
 	pid     int
 	start   uint64
-	conn    *pidwire.Conn // the server's end of the socket; closed by Close once the reader has returned
+	conn    *sock // the server's end of the socket; closed by Close once the reader has returned
 	timeout time.Duration
 	procOK  bool
 	note    string
 	inCg    bool             // born in Options.Cgroup
-	small   bool             // the small init (Options.Small): it starts no process
 	idle    time.Duration    // Options.Idle
 	exited  <-chan reap.Exit // the init's own exit, from the server's child reaper: read by the reader only
 	stop    chan struct{}    // closed by Close: the reader stops waiting for the init's exit
@@ -87,9 +77,6 @@ type Init struct {
 	next   uint64
 	calls  map[uint64]*call
 	empty  bool      // the last exit the init reported said its namespace was empty then
-	live   int       // processes Fork is starting or started that have not exited
-	forked bool      // Fork started a process since the init was last seen childless
-	forks  uint64    // processes Fork started, ever
 	quiet  time.Time // when the last request or process ended (or the init started): the idle clock
 	err    error     // set once the init takes no more requests
 	ended  bool      // the init's exit was seen
@@ -146,13 +133,8 @@ var (
 	ErrIdle  = errors.New("its namespace was empty for its idle period")
 )
 
-// ErrNoSpawn is wrapped by the error of a Spawn asked of the small init (Options.Small), which starts
-// no process: the spawn started nothing, and an init that does may be asked instead.
-var ErrNoSpawn = errors.New("the small init of the PID namespace starts no process")
-
 // Start starts an init in new PID and mount namespaces (and a user namespace with UserNS) and
-// returns once it is ready: the small init where Options.Small says so and it can be started, else
-// Path.
+// returns once it is ready.
 func Start(opts Options) (*Init, error) {
 	if opts.Forker == nil || opts.Children == nil {
 		return nil, errors.New("pidns: Start needs a Forker and Children")
@@ -160,35 +142,16 @@ func Start(opts Options) (*Init, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	small := opts.Small
-	if small == nil || opts.UserNS || small.Err() != nil {
-		return start(opts, false)
-	}
-	in, err := start(opts, true)
-	if err == nil {
-		return in, nil
-	}
-	// Where Path fails too, the namespaces cannot be made (the probe's first try, without
-	// privileges): that says nothing of the small init.
-	in, perr := start(opts, false)
-	if perr == nil {
-		small.Fail(err)
-	}
-	return in, perr
-}
-
-// start starts one init: the small one, or Path.
-func start(opts Options, small bool) (*Init, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("start the init of a PID namespace: socketpair: %w", err)
 	}
-	c, err := pidwire.NewConn(pair[0], "pidns")
+	c, err := newSock(pair[0], "pidns")
 	if err != nil {
 		unix.Close(pair[1])
 		return nil, fmt.Errorf("start the init of a PID namespace: %w", err)
 	}
-	in := &Init{conn: c, timeout: opts.Timeout, idle: max(opts.Idle, 0), small: small, pidfd: -1, stop: make(chan struct{}),
+	in := &Init{conn: c, timeout: opts.Timeout, idle: max(opts.Idle, 0), pidfd: -1, stop: make(chan struct{}),
 		done: make(chan struct{}), calls: make(map[uint64]*call), sigs: make(map[uint64]chan syscall.Errno)}
 	err = in.fork(opts, pair[1])
 	unix.Close(pair[1])
@@ -228,17 +191,14 @@ func (in *Init) fork(opts Options, end int) error {
 	if name == "" {
 		name = "reaper-init"
 	}
-	argv := []string{name, InitArg, pidwire.ModePlain}
+	argv := []string{name, InitArg, modePlain}
 	// Two Ps for the Go init: one may be held by the wait loop, blocked in waitid, while the other
 	// runs what wakes up (with one, a wake-up waited for the runtime's monitor, up to 10 ms). More
 	// would only cost memory.
 	env := []string{"GOMAXPROCS=2"}
-	if in.small {
-		path, env = opts.Small.Path(), nil
-	}
 	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL, PidFD: &in.pidfd}
 	if opts.UserNS {
-		argv[2] = pidwire.ModeUserNS
+		argv[2] = modeUserNS
 		sys.Cloneflags |= unix.CLONE_NEWUSER
 		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
@@ -270,9 +230,9 @@ func (in *Init) fork(opts Options, end int) error {
 func (in *Init) awaitHello() error {
 	in.conn.SetReadDeadline(time.Now().Add(in.timeout))
 	defer in.conn.SetReadDeadline(time.Time{})
-	buf := make([]byte, pidwire.MaxReply+2)
+	buf := make([]byte, maxReply+2)
 	typ, flags, payload, got, err := in.conn.Recv(buf, 1)
-	pidwire.CloseAll(got)
+	closeAll(got)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("not ready within %v", in.timeout)
@@ -280,11 +240,11 @@ func (in *Init) awaitHello() error {
 		return errors.New("it ended before it was ready")
 	case err != nil:
 		return err
-	case typ != pidwire.MsgHello || flags != 0 || len(got) > 0:
-		return pidwire.ProtocolError(fmt.Sprintf("message type %d before the hello", typ))
+	case typ != msgHello || flags != 0 || len(got) > 0:
+		return protocolErr(fmt.Sprintf("message type %d before the hello", typ))
 	}
-	d := pidwire.NewDecoder(payload)
-	in.procOK = d.U32("hello")&pidwire.HelloProc != 0
+	d := newDecoder(payload)
+	in.procOK = d.U32("hello")&helloProc != 0
 	in.note = d.Str("note")
 	return d.End("hello")
 }
@@ -295,9 +255,6 @@ func (in *Init) Pid() int { return in.pid }
 // StartTime returns the init's start time (field 22 of /proc/<pid>/stat).
 func (in *Init) StartTime() uint64 { return in.start }
 
-// Small reports whether the init is the small one (Options.Small), which starts no process.
-func (in *Init) Small() bool { return in.small }
-
 // InCgroup reports whether the init was born in Options.Cgroup.
 func (in *Init) InCgroup() bool { return in.inCg }
 
@@ -307,12 +264,8 @@ func (in *Init) Proc() (bool, string) { return in.procOK, in.note }
 
 // Spawn asks the init to start a process, and returns it. It fails with a *SpawnError when the init
 // could not start it, with ErrEnded once the init has ended, and when the init does not answer within
-// the timeout (a process it starts later is killed as soon as its answer arrives), and with
-// ErrNoSpawn where the init is the small one.
+// the timeout (a process it starts later is killed as soon as its answer arrives).
 func (in *Init) Spawn(r Request) (Task, error) {
-	if in.small {
-		return Task{}, fmt.Errorf("%w (pid %d)", ErrNoSpawn, in.pid)
-	}
 	in.mu.Lock()
 	if in.err != nil {
 		err := in.err
@@ -322,7 +275,7 @@ func (in *Init) Spawn(r Request) (Task, error) {
 	in.next++
 	id := in.next
 	in.mu.Unlock()
-	payload, fds, err := pidwire.EncodeSpawn(id, r)
+	payload, fds, err := encodeSpawn(id, r)
 	if err != nil {
 		return Task{}, fmt.Errorf("start a process in a PID namespace: %w", err)
 	}
@@ -336,7 +289,7 @@ func (in *Init) Spawn(r Request) (Task, error) {
 	in.calls[id] = c
 	in.mu.Unlock()
 	in.sendMu.Lock()
-	err = in.conn.SendChunked(pidwire.MsgSpawn, payload, fds)
+	err = in.conn.SendChunked(msgSpawn, payload, fds)
 	in.sendMu.Unlock()
 	if err != nil {
 		// A request cut between its chunks would leave the init reading the next one as its rest:
@@ -382,12 +335,12 @@ func (in *Init) Signal(ctx context.Context, deadline time.Time, sigs ...syscall.
 		delete(in.sigs, id)
 		in.mu.Unlock()
 	}()
-	payload, err := pidwire.EncodeSignal(id, sigs)
+	payload, err := encodeSignal(id, sigs)
 	if err != nil {
 		return fmt.Errorf("signal the PID namespace of init %d: %w", in.pid, err)
 	}
 	in.sendMu.Lock()
-	err = in.conn.Send(pidwire.MsgSignal, 0, payload, nil)
+	err = in.conn.Send(msgSignal, 0, payload, nil)
 	in.sendMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("%w (pid %d): sending a request: %w", ErrEnded, in.pid, err)
@@ -409,6 +362,19 @@ func (in *Init) Signal(ctx context.Context, deadline time.Time, sigs ...syscall.
 	}
 }
 
+// foundEnded records err, which wraps ErrEnded, as the reason the init takes no more requests
+// unless one is known already, and returns it. A request can find the init dead before the reader
+// of its socket has: Err must say so from then on, or a caller that asks for a new init when a spawn
+// fails with ErrEnded would be handed this one again.
+func (in *Init) foundEnded(err error) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.err == nil {
+		in.err = err
+	}
+	return err
+}
+
 // forget drops a spawn nobody waits for any more, unless its answer has come; it reports whether it
 // dropped it.
 func (in *Init) forget(id uint64) bool {
@@ -424,7 +390,7 @@ func (in *Init) forget(id uint64) bool {
 }
 
 // Registered returns the pids of the tasks Spawn started whose exits have not been reported yet
-// (those whose pid is known); not those Fork started, which are the caller's children.
+// (those whose pid is known).
 func (in *Init) Registered() map[int]bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -467,17 +433,14 @@ func (in *Init) Kill() error {
 // Where no process was asked for, or every one has exited and the last exit the init reported said it
 // had no child left, the init has none: a new one comes only from a request (the init sends an exit
 // and handles a request one at a time). Otherwise Empty reads the init's threads' children in /proc.
-// A process Fork started is the server's child, not the init's: while one is alive, or being started,
-// the namespace is not empty; one Fork starts after Empty has looked is missed, so a caller holds
-// them off (a session being torn down starts nothing).
 func (in *Init) Empty() bool {
 	in.mu.Lock()
-	ended, closed, quiet, live := in.ended, in.pidfd < 0, in.quietLocked(), in.live
+	ended, closed, quiet := in.ended, in.pidfd < 0, in.quietLocked()
 	in.mu.Unlock()
 	switch {
 	case ended:
 		return true
-	case closed, live > 0:
+	case closed:
 		return false
 	case quiet:
 		return true
@@ -488,8 +451,7 @@ func (in *Init) Empty() bool {
 
 // Quiet reports whether the init has no process in its namespace but itself by what it has said:
 // no process was asked for, or every one has exited and the last exit it reported said it had no
-// child left (see Empty); and Fork has started none since the init was last seen childless. It reads
-// nothing, and is false where only a look in /proc could tell.
+// child left (see Empty). It reads nothing, and is false where only a look in /proc could tell.
 func (in *Init) Quiet() bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -498,12 +460,12 @@ func (in *Init) Quiet() bool {
 
 // quietLocked is Quiet with in.mu held.
 func (in *Init) quietLocked() bool {
-	return len(in.calls) == 0 && in.live == 0 && !in.forked && (in.next == 0 || in.empty)
+	return len(in.calls) == 0 && (in.next == 0 || in.empty)
 }
 
 // busyLocked reports whether a process the server asked for may be alive: a request not answered,
-// a task whose exit has not come, a process Fork starts or started that has not exited.
-func (in *Init) busyLocked() bool { return len(in.calls) > 0 || in.live > 0 }
+// or a task whose exit has not come.
+func (in *Init) busyLocked() bool { return len(in.calls) > 0 }
 
 // armLocked restarts the idle clock once the init is no longer busy: the reader looks again when
 // the idle period has passed (see idleCheck).
@@ -520,7 +482,7 @@ const idlePoll = time.Second
 
 // idleCheck runs on the reader when the read deadline has passed. It ends the init if it is not busy,
 // has not been for the idle period, and its namespace holds nothing else: it refuses every request
-// from then on (under mu, which Spawn and Fork take to register theirs, so none is lost) and shuts the
+// from then on (under mu, which Spawn takes to register its request, so none is lost) and shuts the
 // socket down, at whose end the init exits. Otherwise it sets the next deadline: none while busy (the
 // end of the last process sets one), idlePoll while orphans are left, else the rest of the period.
 // Orphans are seen in the init's children (orphans of a namespace go to its init); while any is
@@ -542,7 +504,7 @@ func (in *Init) idleCheck() {
 			in.conn.SetReadDeadline(now.Add(min(idlePoll, in.idle)))
 			return
 		}
-		in.forked, in.empty = false, true
+		in.empty = true
 	}
 	if rest := in.idle - now.Sub(in.quiet); rest > 0 {
 		in.conn.SetReadDeadline(now.Add(rest))
@@ -551,7 +513,7 @@ func (in *Init) idleCheck() {
 	in.endIdleLocked()
 }
 
-// EndIdle ends the init now, as the end of its idle period would (Spawn and Fork fail with ErrIdle
+// EndIdle ends the init now, as the end of its idle period would (Spawn fails with ErrIdle
 // from then on), if nothing is asked of it and its namespace holds no process but the init; it
 // reports whether it did. It is for a caller that knows by its own clock that the namespace has been
 // idle long enough: a process that caller kept ready in it, and has just ended, held the init's.
@@ -625,7 +587,7 @@ func (in *Init) Close() {
 // exit never came as killed.
 func (in *Init) read() {
 	defer close(in.done)
-	buf := make([]byte, pidwire.MaxReply+2)
+	buf := make([]byte, maxReply+2)
 	var err error
 	for err == nil {
 		typ, flags, payload, fds, rerr := in.conn.Recv(buf, 1)
@@ -634,13 +596,13 @@ func (in *Init) read() {
 			continue
 		}
 		if rerr != nil {
-			pidwire.CloseAll(fds)
+			closeAll(fds)
 			err = rerr
 			break
 		}
 		if flags != 0 {
-			pidwire.CloseAll(fds)
-			err = pidwire.ProtocolError(fmt.Sprintf("flags %d on a message from the init", flags))
+			closeAll(fds)
+			err = protocolErr(fmt.Sprintf("flags %d on a message from the init", flags))
 			break
 		}
 		err = in.handle(typ, payload, fds)
@@ -679,19 +641,19 @@ func (in *Init) read() {
 
 // handle handles one message from the init. It owns fds.
 func (in *Init) handle(typ byte, payload []byte, fds []int) error {
-	d := pidwire.NewDecoder(payload)
+	d := newDecoder(payload)
 	switch typ {
-	case pidwire.MsgSpawned:
+	case msgSpawned:
 		id, host, nspid, start := d.U64("id"), int(int64(d.U64("pid"))), int(int64(d.U64("nspid"))), d.U64("start")
 		if err := d.End("spawned"); err != nil || len(fds) != 1 {
-			pidwire.CloseAll(fds)
-			return cmpErr(err, pidwire.ProtocolError(fmt.Sprintf("an answer with %d descriptors", len(fds))))
+			closeAll(fds)
+			return cmpErr(err, protocolErr(fmt.Sprintf("an answer with %d descriptors", len(fds))))
 		}
 		return in.spawned(id, Task{Pid: host, NSPid: nspid, Start: start, PidFD: fds[0]})
-	case pidwire.MsgFailed:
+	case msgFailed:
 		id, errno, msg := d.U64("id"), syscall.Errno(d.U32("errno")), d.Str("message")
 		if err := cmpErr(d.End("failure"), lenErr(fds)); err != nil {
-			pidwire.CloseAll(fds)
+			closeAll(fds)
 			return err
 		}
 		in.mu.Lock()
@@ -701,24 +663,24 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 			in.armLocked()
 		}
 		in.mu.Unlock()
-	case pidwire.MsgExit:
+	case msgExit:
 		id, status, flags := d.U64("id"), syscall.WaitStatus(d.U32("status")), d.U32("flags")
 		if err := cmpErr(d.End("exit"), lenErr(fds)); err != nil {
-			pidwire.CloseAll(fds)
+			closeAll(fds)
 			return err
 		}
 		in.mu.Lock()
-		in.empty = flags&pidwire.ExitEmpty != 0
+		in.empty = flags&exitEmpty != 0
 		if c, ok := in.calls[id]; ok && c.spawned {
 			c.exit <- reap.Exit{Pid: c.pid, Status: status}
 			delete(in.calls, id)
 			in.armLocked()
 		}
 		in.mu.Unlock()
-	case pidwire.MsgSignaled:
+	case msgSignaled:
 		id, errno := d.U64("id"), syscall.Errno(d.U32("errno"))
 		if err := cmpErr(d.End("signaled"), lenErr(fds)); err != nil {
-			pidwire.CloseAll(fds)
+			closeAll(fds)
 			return err
 		}
 		in.mu.Lock()
@@ -728,8 +690,8 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		}
 		in.mu.Unlock()
 	default:
-		pidwire.CloseAll(fds)
-		return pidwire.ProtocolError(fmt.Sprintf("message type %d from the init", typ))
+		closeAll(fds)
+		return protocolErr(fmt.Sprintf("message type %d from the init", typ))
 	}
 	return nil
 }
@@ -741,7 +703,7 @@ func (in *Init) spawned(id uint64, t Task) error {
 	if seen := pidOfFD(t.PidFD); seen > 0 && seen != t.Pid {
 		if t.Pid != 0 {
 			unix.Close(t.PidFD)
-			return pidwire.ProtocolError(fmt.Sprintf("the init named pid %d for a process this process sees as %d", t.Pid, seen))
+			return protocolErr(fmt.Sprintf("the init named pid %d for a process this process sees as %d", t.Pid, seen))
 		}
 		t.Pid = seen
 	}
@@ -760,19 +722,19 @@ func (in *Init) spawned(id uint64, t Task) error {
 	return nil
 }
 
-// pidOfFD returns the pid a pidfd refers to, in this process's namespace (see procstat.FdinfoPid).
+// pidOfFD returns the pid a pidfd refers to, in this process's namespace (see proc.FdinfoPid).
 func pidOfFD(fd int) int {
 	var buf [512]byte // a pidfd's fdinfo is a few short lines
-	b, ok := procstat.ReadAt(-1, "/proc/self/fdinfo/"+strconv.Itoa(fd), buf[:])
+	b, ok := proc.ReadAt(-1, "/proc/self/fdinfo/"+strconv.Itoa(fd), buf[:])
 	if !ok {
 		return 0
 	}
-	return procstat.FdinfoPid(b)
+	return proc.FdinfoPid(b)
 }
 
 func lenErr(fds []int) error {
 	if len(fds) > 0 {
-		return pidwire.ProtocolError(fmt.Sprintf("%d unexpected descriptors", len(fds)))
+		return protocolErr(fmt.Sprintf("%d unexpected descriptors", len(fds)))
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/procstat"
 	"github.com/prometheus/procfs"
 )
 
@@ -123,5 +122,5 @@ func Cgroup(pid int) string {
 // readLimited reads at most max bytes of a file of /proc: open, read and close only. ok is false if
 // it cannot be opened or read (the process is gone).
 func readLimited(file string, max int) (b []byte, ok bool) {
-	return procstat.ReadAt(-1, file, make([]byte, max))
+	return ReadAt(-1, file, make([]byte, max))
 }

@@ -121,7 +121,7 @@ const maxExecWait = 100 * time.Millisecond
 
 // emptyEnv says, from one read of pid's stat, why its environment read empty: tid names a thread of
 // pid other than its main thread when the main thread has exited while others live on (see
-// procstat.Stat.Dead), whose environ shows the process's environment where the main thread's, having
+// Stat.Dead), whose environ shows the process's environment where the main thread's, having
 // no memory any more, is empty; inExec reports that pid is inside execve (see statInExec).
 func (w *Walker) emptyEnv(pid int) (tid string, inExec bool) {
 	b, ok := w.read(pid, "/stat", 0)

@@ -6,12 +6,8 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/cgreaper/reaper/internal/procstat"
 	"golang.org/x/sys/unix"
 )
-
-// Stat is what reaper needs from /proc/<pid>/stat (see package procstat).
-type Stat = procstat.Stat
 
 // pfKthread is PF_KTHREAD: a kernel thread, which has no memory of its own, so no environment.
 const pfKthread = 0x00200000
@@ -40,9 +36,6 @@ func (w *Walker) Stat(pid int) (st Stat, ok bool) {
 	}
 	return ParseStat(pid, b)
 }
-
-// ParseStat parses the contents of /proc/<pid>/stat (see procstat.Parse).
-func ParseStat(pid int, b []byte) (Stat, bool) { return procstat.Parse(pid, b) }
 
 // statField returns the unsigned field n (numbered as in proc(5), n > 3) of the contents of
 // /proc/<pid>/stat.

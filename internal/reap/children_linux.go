@@ -146,17 +146,6 @@ type waiter struct {
 	notify func(Exit)  // called first, if set
 }
 
-// Wake makes the loop look for exited children again if it sleeps for want of any. It is for a
-// process that gets children it did not start through Start, whose arrival no fork announces: the
-// init of a PID namespace that adopts the orphans of processes another process started there calls
-// it on SIGCHLD.
-func (c *Children) Wake() {
-	select {
-	case c.forked <- struct{}{}:
-	default:
-	}
-}
-
 // Registered returns the pids of the live children started through Start.
 func (c *Children) Registered() map[int]bool {
 	c.mu.Lock()
@@ -229,8 +218,7 @@ func Exited(pid int) bool {
 func waitAny(options int) error { return waitid(pAll, 0, options) }
 
 // waitid is waitid(idtype, id, &info, WEXITED|WNOWAIT|options) with the siginfo unread. Package
-// syscall has no Waitid; the package keeps to syscall so that the init of a PID namespace, which
-// uses it, runs before the program's other libraries initialise (see cmd/reaper/internal/nsinit).
+// syscall has no Waitid.
 func waitid(idtype, id, options int) error {
 	_, err := waitidInfo(idtype, id, options)
 	return err

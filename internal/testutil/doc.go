@@ -2,9 +2,9 @@
 // for them to die, polling with generous deadlines, and running the test binary itself as a helper
 // process in another namespace, under a seccomp filter or as another user.
 //
-// Only tests import it. It imports nothing of reaper's but internal/proc, internal/pidinit and
-// internal/pidwire, so that every package, cgroup included, can use it from its in-package tests. Its one lock, Buffer.mu, is a
-// leaf.
+// Only tests import it. It imports nothing of reaper's but internal/proc and internal/pidns (which
+// imports internal/reap), so that every other package, cgroup included, can use it from its in-package
+// tests. Its one lock, Buffer.mu, is a leaf.
 //
 // The package is Linux-only; elsewhere it is empty.
 package testutil

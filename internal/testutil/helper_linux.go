@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/pidinit"
-	"github.com/cgreaper/reaper/internal/pidwire"
+	"github.com/cgreaper/reaper/internal/pidns"
 )
 
 // HelperVar is the environment variable that names the helper a re-executed test binary runs (see
@@ -29,8 +28,8 @@ func Main(m *testing.M, helpers map[string]func() int) {
 // run as the init of a session's PID namespace (a Reaper runs its own program as that) is that init
 // instead. A TestMain that does more than run the tests calls it first.
 func RunHelperIfAsked(helpers map[string]func() int) {
-	if pidwire.IsInit(os.Args) {
-		os.Exit(pidinit.Main())
+	if pidns.IsInit(os.Args) {
+		os.Exit(pidns.RunInit())
 	}
 	name := os.Getenv(HelperVar)
 	if name == "" {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/pidwire"
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 )
 
@@ -77,7 +77,7 @@ func readStatus(id int) (string, bool) {
 // IsInit reports whether pid is the init of a reaper session's PID namespace, by its command line.
 func IsInit(pid int) bool {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	return pidwire.IsInit(strings.Split(string(b), "\x00"))
+	return pidns.IsInit(strings.Split(string(b), "\x00"))
 }
 
 // statusField returns field name of status, as /proc/<pid>/status reads, trimmed.

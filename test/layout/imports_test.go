@@ -17,22 +17,18 @@ const module = "github.com/cgreaper/reaper"
 // The module's packages stand in floors (layers, top first), and an import only ever goes down:
 //
 //	cmd/reaper                    flags, environment, signals, exit; the metrics adapters
-//	mcpserver, job                front ends of a Reaper: MCP clients; reaper run's job;
-//	  cmd/reaper/internal/nsinit  and what the program does before its other packages initialise:
-//	                              a PID namespace's init
+//	mcpserver, job                front ends of a Reaper: MCP clients; reaper run's job
 //	reaper                        sessions and tasks
 //	internal/guard,               the guard (its server's start, signals, wait and clean-up); the
 //	  internal/sweep,             sweep after dead instances; `reaper ps`'s look at the machine
 //	  internal/inspect
 //	internal/kill,                the kill policy; what an instance leaves on the machine: its
 //	  internal/instance           records, and how another process finds them
-//	internal/pidns, internal/tty  a session's PID namespace, reaper's side (internal/pidinit: its init,
-//	  internal/taskout,           in another process); a task's terminal or input pipe; a task's
+//	internal/pidns, internal/tty  a session's PID namespace: its init, the server's side of it, the
+//	  internal/taskout,           protocol between them; a task's terminal or input pipe; a task's
 //	  ...                         output
 //	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text,
-//	                              the protocol with a PID namespace's init and its small init, the
-//	                              scripts commands run in, a message's measure before it is decoded
-//	internal/procstat             /proc/<pid>/stat
+//	                              the scripts commands run in, a message's measure before it is decoded
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
 // internal/metrics (cmd/reaper adapts reaper's and mcpserver's Observer events to it from above), the
@@ -41,14 +37,13 @@ const module = "github.com/cgreaper/reaper"
 // mcpserver holds no process or cgroup logic.
 var layers = [][]string{
 	{"cmd/reaper"},
-	{"mcpserver", "job", "cmd/reaper/internal/nsinit"},
+	{"mcpserver", "job"},
 	{"reaper"},
 	{"internal/guard", "internal/sweep", "internal/inspect"},
 	{"internal/kill", "internal/instance"},
-	{"internal/pidns", "internal/tty", "internal/taskout", "internal/admin", "internal/pidinit"},
-	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics", "internal/pidwire",
-		"internal/shell", "internal/smallinit", "internal/jsonlimit"},
-	{"internal/procstat"},
+	{"internal/pidns", "internal/tty", "internal/taskout", "internal/admin"},
+	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics",
+		"internal/shell", "internal/jsonlimit"},
 }
 
 // allowed lists, for each package of the module, the packages of the module its non-test files may
@@ -56,10 +51,7 @@ var layers = [][]string{
 // what they test; internal/testutil and internal/mcptest are for tests only.
 var allowed = map[string][]string{
 	"cgroup":             nil,
-	"internal/proc":      {"internal/procstat"},
-	"internal/procstat":  nil,
-	"internal/pidwire":   nil,
-	"internal/smallinit": nil,
+	"internal/proc":      nil,
 	"internal/reap":      nil,
 	"internal/safefs":    nil,
 	"internal/textfit":   nil,
@@ -67,8 +59,7 @@ var allowed = map[string][]string{
 	"internal/httpguard": nil,
 	"internal/jsonlimit": nil,
 	"internal/metrics":   nil,
-	"internal/pidns":     {"internal/proc", "internal/procstat", "internal/reap", "internal/pidwire", "internal/smallinit"},
-	"internal/pidinit":   {"internal/procstat", "internal/reap", "internal/pidwire"},
+	"internal/pidns":     {"internal/proc", "internal/reap"},
 	"internal/tty":       {"internal/proc"},
 	"internal/taskout":   {"internal/safefs", "internal/textfit"},
 	"internal/guard":     {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/kill", "internal/instance"},
@@ -78,13 +69,12 @@ var allowed = map[string][]string{
 	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/taskout", "internal/kill",
-		"internal/instance", "internal/sweep", "internal/guard", "internal/shell", "internal/smallinit"},
-	"mcpserver":                  {"reaper", "internal/httpguard", "internal/textfit", "internal/jsonlimit"},
-	"job":                        {"reaper", "internal/guard"},
-	"cmd/reaper/internal/nsinit": {"internal/pidinit", "internal/pidwire"},
-	"cmd/reaper": {"mcpserver", "job", "cmd/reaper/internal/nsinit", "reaper", "internal/guard", "internal/sweep", "internal/inspect", "internal/instance", "internal/admin",
-		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics"},
-	"internal/testutil": {"internal/proc", "internal/pidinit", "internal/pidwire"},
+		"internal/instance", "internal/sweep", "internal/guard", "internal/shell"},
+	"mcpserver": {"reaper", "internal/httpguard", "internal/textfit", "internal/jsonlimit"},
+	"job":       {"reaper", "internal/guard"},
+	"cmd/reaper": {"mcpserver", "job", "reaper", "internal/guard", "internal/sweep", "internal/inspect", "internal/instance", "internal/admin",
+		"cgroup", "internal/safefs", "internal/httpguard", "internal/metrics", "internal/pidns"},
+	"internal/testutil": {"internal/proc", "internal/pidns"},
 	"internal/mcptest":  {"internal/testutil"},
 	".ci/summary":       nil,
 	"test/bench":        nil,

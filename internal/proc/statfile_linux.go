@@ -1,9 +1,10 @@
-package procstat
+package proc
 
 import (
 	"bytes"
 	"strconv"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Stat is what reaper needs from /proc/<pid>/stat.
@@ -35,20 +36,20 @@ func (s Stat) Exiting() bool { return s.Flags&pfExiting != 0 }
 // fork and hold its children, and only Threads, which counts the zombie too, tells it apart.
 func (s Stat) Dead() bool { return (s.State == 'Z' || s.Exiting()) && s.Threads <= 1 }
 
-// Read reads and parses /proc/<pid>/stat, or the file name below the directory descriptor dir if
+// ReadStat reads and parses /proc/<pid>/stat, or the file name below the directory descriptor dir if
 // dir is not -1 (a /proc opened elsewhere, name "<pid>/stat"); ok is false if the process is gone.
-func Read(dir int, name string, pid int) (st Stat, ok bool) {
+func ReadStat(dir int, name string, pid int) (st Stat, ok bool) {
 	var buf [1024]byte // the fields Parse reads come within the first few hundred bytes
 	b, ok := ReadAt(dir, name, buf[:])
 	if !ok {
 		return Stat{}, false
 	}
-	return Parse(pid, b)
+	return ParseStat(pid, b)
 }
 
-// Parse parses the contents of /proc/<pid>/stat. The command name (field 2) may itself contain
+// ParseStat parses the contents of /proc/<pid>/stat. The command name (field 2) may itself contain
 // spaces and ')', so parsing starts after the last ')'.
-func Parse(pid int, b []byte) (Stat, bool) {
+func ParseStat(pid int, b []byte) (Stat, bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
 		return Stat{}, false
@@ -108,28 +109,28 @@ func FdinfoPid(b []byte) int {
 // may hold a link, a FIFO or a device there, and none is followed, waited on or read.
 func ReadAt(dir int, name string, buf []byte) (b []byte, ok bool) {
 	if dir < 0 {
-		dir = atFDCWD
+		dir = unix.AT_FDCWD
 	}
 	var fd int
 	var err error
 	for {
-		fd, err = syscall.Openat(dir, name, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-		if err != syscall.EINTR {
+		fd, err = unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		if err != unix.EINTR {
 			break
 		}
 	}
 	if err != nil {
 		return nil, false
 	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, false
 	}
 	n := 0
 	for n < len(buf) {
-		k, err := syscall.Read(fd, buf[n:])
-		if err == syscall.EINTR {
+		k, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
@@ -142,6 +143,3 @@ func ReadAt(dir int, name string, buf []byte) (b []byte, ok bool) {
 	}
 	return buf[:n], true
 }
-
-// atFDCWD is AT_FDCWD, which package syscall does not name.
-const atFDCWD = -0x64

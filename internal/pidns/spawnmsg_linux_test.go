@@ -1,4 +1,4 @@
-package pidwire
+package pidns
 
 import (
 	"errors"
@@ -14,45 +14,36 @@ func TestSpawnRoundTrip(t *testing.T) {
 		FDs: fdsOf(os.Stdin, os.Stdout), Setpgid: true, Foreground: true, Ctty: 0,
 		Credential: &syscall.Credential{Uid: 7, Gid: 8, Groups: []uint32{9, 10}},
 	}
-	payload, fds, err := EncodeSpawn(42, r)
+	payload, fds, err := encodeSpawn(42, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := DecodeSpawn(payload, fds)
+	got, err := decodeSpawn(payload, fds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Spawn{ID: 42, Argv: r.Argv, Env: r.Env, Dir: r.Dir, Files: fds, Cgroup: -1, Setpgid: true, Fg: true, Cred: r.Credential}
+	want := spawnMsg{ID: 42, Argv: r.Argv, Env: r.Env, Dir: r.Dir, Files: fds, Cgroup: -1, Setpgid: true, Fg: true, Cred: r.Credential}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}
-	if _, err := DecodeSpawn(payload, fds[:1]); !errors.Is(err, ErrProtocol) {
+	if _, err := decodeSpawn(payload, fds[:1]); !errors.Is(err, ErrProtocol) {
 		t.Errorf("a request with a descriptor missing: %v", err)
 	}
 	for n := 0; n < len(payload); n++ {
-		if _, err := DecodeSpawn(payload[:n], fds); err == nil {
+		if _, err := decodeSpawn(payload[:n], fds); err == nil {
 			t.Errorf("a request cut to %d bytes decoded", n)
 		}
 	}
 }
 
 func FuzzDecodeSpawn(f *testing.F) {
-	payload, _, _ := EncodeSpawn(1, Request{Argv: []string{"a"}, FDs: fdsOf(os.Stdin), Credential: &syscall.Credential{Groups: []uint32{1}}})
+	payload, _, _ := encodeSpawn(1, Request{Argv: []string{"a"}, FDs: fdsOf(os.Stdin), Credential: &syscall.Credential{Groups: []uint32{1}}})
 	f.Add(payload, uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, nfds uint8) {
 		fds := make([]int, nfds%8)
-		r, err := DecodeSpawn(b, fds)
+		r, err := decodeSpawn(b, fds)
 		if err == nil && (len(r.Argv) == 0 || len(r.Files) > maxFiles) {
 			t.Errorf("accepted %+v", r)
 		}
 	})
-}
-
-// fdsOf returns the descriptors of files.
-func fdsOf(files ...*os.File) []int {
-	out := make([]int, len(files))
-	for i, f := range files {
-		out[i] = int(f.Fd())
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package pidwire
+package pidns
 
 import (
 	"io"
@@ -7,16 +7,16 @@ import (
 	"time"
 )
 
-// A Conn is one end of the socket, on the runtime's network poller: a goroutine waiting to read or to
+// A sock is one end of the socket, on the runtime's network poller: a goroutine waiting to read or to
 // write holds no thread. (A read blocked in recvmsg would hold one thread per session in the server,
 // and, in the init, whose runtime has few, could leave no thread to run what wakes up.)
-type Conn struct {
+type sock struct {
 	f  *os.File
 	rc syscall.RawConn
 }
 
-// NewConn takes over fd, which must be a socket; name names it in errors.
-func NewConn(fd int, name string) (*Conn, error) {
+// newSock takes over fd, which must be a socket; name names it in errors.
+func newSock(fd int, name string) (*sock, error) {
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		syscall.Close(fd)
 		return nil, err
@@ -27,26 +27,26 @@ func NewConn(fd int, name string) (*Conn, error) {
 		f.Close()
 		return nil, err
 	}
-	return &Conn{f: f, rc: rc}, nil
+	return &sock{f: f, rc: rc}, nil
 }
 
 // Close closes the socket; a read or write waiting on it returns at once.
-func (c *Conn) Close() error { return c.f.Close() }
+func (c *sock) Close() error { return c.f.Close() }
 
-// SyscallConn returns the socket's raw connection, for what Conn does not wrap.
-func (c *Conn) SyscallConn() syscall.RawConn { return c.rc }
+// SyscallConn returns the socket's raw connection, for what sock does not wrap.
+func (c *sock) SyscallConn() syscall.RawConn { return c.rc }
 
 // SetReadDeadline sets the deadline of reads, as os.File's does; the zero time means none.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.f.SetReadDeadline(t) }
+func (c *sock) SetReadDeadline(t time.Time) error { return c.f.SetReadDeadline(t) }
 
 // Shutdown shuts the socket down both ways: the peer reads its end, and a read here returns io.EOF.
-func (c *Conn) Shutdown() {
+func (c *sock) Shutdown() {
 	c.rc.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
 }
 
 // Send writes one message with its descriptors. MSG_NOSIGNAL: a peer that is gone is EPIPE, not a
 // SIGPIPE.
-func (c *Conn) Send(typ, flags byte, payload []byte, fds []int) error {
+func (c *sock) Send(typ, flags byte, payload []byte, fds []int) error {
 	msg := make([]byte, 2+len(payload))
 	msg[0], msg[1] = typ, flags
 	copy(msg[2:], payload)
@@ -63,12 +63,12 @@ func (c *Conn) Send(typ, flags byte, payload []byte, fds []int) error {
 }
 
 // SendChunked writes a payload as one message or as chunks, the descriptors with the first.
-func (c *Conn) SendChunked(typ byte, payload []byte, fds []int) error {
+func (c *sock) SendChunked(typ byte, payload []byte, fds []int) error {
 	for {
-		n := min(len(payload), MaxChunk)
+		n := min(len(payload), maxChunk)
 		var flags byte
 		if n < len(payload) {
-			flags = FlagMore
+			flags = flagMore
 		}
 		if err := c.Send(typ, flags, payload[:n], fds); err != nil {
 			return err
@@ -80,10 +80,10 @@ func (c *Conn) SendChunked(typ byte, payload []byte, fds []int) error {
 	}
 }
 
-// Recv reads one message into buf (which must hold MaxChunk+2 bytes) and returns its type, flags and
+// Recv reads one message into buf (which must hold maxChunk+2 bytes) and returns its type, flags and
 // payload (a slice of buf), and the descriptors that came with it (close-on-exec; the caller owns them,
 // also when an error is returned with them), at most maxfds. The end of the peer is io.EOF.
-func (c *Conn) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fds []int, err error) {
+func (c *sock) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fds []int, err error) {
 	oob := make([]byte, syscall.CmsgSpace(maxfds*4))
 	var n, oobn, rflags int
 	rerr := c.rc.Read(func(fd uintptr) bool {
@@ -100,13 +100,13 @@ func (c *Conn) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fd
 	case err != nil:
 		return 0, 0, nil, fds, err
 	case rflags&syscall.MSG_CTRUNC != 0:
-		return 0, 0, nil, fds, ProtocolError("more than " + itoa(maxfds) + " descriptors in a message")
+		return 0, 0, nil, fds, protocolErr("more than " + itoa(maxfds) + " descriptors in a message")
 	case rflags&syscall.MSG_TRUNC != 0:
-		return 0, 0, nil, fds, ProtocolError("a message over " + itoa(len(buf)) + " bytes")
+		return 0, 0, nil, fds, protocolErr("a message over " + itoa(len(buf)) + " bytes")
 	case n == 0 && len(fds) == 0:
 		return 0, 0, nil, nil, io.EOF
 	case n < 2:
-		return 0, 0, nil, fds, ProtocolError("a message of " + itoa(n) + " bytes")
+		return 0, 0, nil, fds, protocolErr("a message of " + itoa(n) + " bytes")
 	}
 	return buf[0], buf[1], buf[2:n], fds, nil
 }
@@ -115,7 +115,7 @@ func (c *Conn) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fd
 func parseRights(oob []byte) ([]int, error) {
 	msgs, err := syscall.ParseSocketControlMessage(oob)
 	if err != nil {
-		return nil, ProtocolError("control message: " + err.Error())
+		return nil, protocolErr("control message: " + err.Error())
 	}
 	var fds []int
 	for i := range msgs {
@@ -124,16 +124,16 @@ func parseRights(oob []byte) ([]int, error) {
 		}
 		got, err := syscall.ParseUnixRights(&msgs[i])
 		if err != nil {
-			CloseAll(fds)
-			return nil, ProtocolError("descriptors: " + err.Error())
+			closeAll(fds)
+			return nil, protocolErr("descriptors: " + err.Error())
 		}
 		fds = append(fds, got...)
 	}
 	return fds, nil
 }
 
-// CloseAll closes fds.
-func CloseAll(fds []int) {
+// closeAll closes fds.
+func closeAll(fds []int) {
 	for _, fd := range fds {
 		syscall.Close(fd)
 	}

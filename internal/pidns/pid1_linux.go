@@ -1,7 +1,8 @@
-package pidinit
+package pidns
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -9,9 +10,9 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/cgreaper/reaper/internal/pidwire"
-	"github.com/cgreaper/reaper/internal/procstat"
+	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
+	"golang.org/x/sys/unix"
 )
 
 // initSignals are the signals the init must ask for: those whose default in a Go program ends it
@@ -30,57 +31,33 @@ var initSignals = []os.Signal{
 	syscall.SIGSTKFLT, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV,
 }
 
-// Main is the init (see the package documentation). It returns the process's exit status: 0 when the
-// server has gone, 2 when the program was not started as an init.
-func Main() int {
+// RunInit is the init (see the package documentation): the program's main calls it, first thing,
+// when IsInit says it was started as one. It returns the process's exit status: 0 when the server
+// has gone, 2 when the program was not started as an init.
+func RunInit() int {
 	// Pid 1: the mounts below are made in a mount namespace of the init's own, never the host's.
-	typ, err := syscall.GetsockoptInt(pidwire.InitFD, syscall.SOL_SOCKET, syscall.SO_TYPE)
-	if os.Getpid() != 1 || err != nil || typ != syscall.SOCK_SEQPACKET {
-		os.Stderr.WriteString("reaper: " + pidwire.InitArg + " is the init of a session's PID namespace; reaper starts it itself\n")
+	typ, err := unix.GetsockoptInt(initFD, unix.SOL_SOCKET, unix.SO_TYPE)
+	if os.Getpid() != 1 || err != nil || typ != unix.SOCK_SEQPACKET {
+		fmt.Fprintf(os.Stderr, "reaper: %s is the init of a session's PID namespace; reaper starts it itself\n", InitArg)
 		return 2
 	}
-	syscall.CloseOnExec(pidwire.InitFD)
+	unix.CloseOnExec(initFD)
 	// Not dumpable: a task running as the init's user cannot ptrace it or read its memory.
-	prctl(syscall.PR_SET_DUMPABLE, 0, 0)
-	// Asking for a signal Go may deliver unasked is a round trip to the runtime's signal-mask thread
-	// (tens of microseconds each on a small VM): it runs while the init mounts /proc and says hello,
-	// and serve waits for it before it reads the first request, so no task starts before it is done.
-	//
-	// SIGCHLD wakes the child reaper's loop, which sleeps while the init has no child: orphans come to
-	// the init from processes it did not start (the server forks into the namespace, see
-	// pidns.Init.Fork), so no fork of its own says when to look. One wake after asking covers an
-	// orphan that exited before.
-	kids := reap.NewChildren()
-	asked := make(chan struct{})
-	go func() {
-		sigs := make(chan os.Signal, 16)
-		chld := make(chan os.Signal, 1)
-		signal.Notify(sigs, initSignals...)
-		signal.Notify(chld, syscall.SIGCHLD)
-		kids.Wake()
-		close(asked)
-		for {
-			select {
-			case <-sigs:
-			case <-chld:
-				kids.Wake()
-			}
-		}
-	}()
-	c, err := pidwire.NewConn(pidwire.InitFD, "pidns")
+	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// Handled, never read: the kernel then drops these signals when a task sends them (see
+	// initSignals). Notify returns once the handlers are in place, before any task starts.
+	signal.Notify(make(chan os.Signal, 1), initSignals...)
+	c, err := newSock(initFD, "pidns")
 	if err != nil {
-		os.Stderr.WriteString("reaper: the init of a PID namespace: " + err.Error() + "\n")
+		fmt.Fprintf(os.Stderr, "reaper: the init of a PID namespace: %v\n", err)
 		return 1
 	}
-	in := &initProc{conn: c, userNS: len(os.Args) > 2 && os.Args[2] == pidwire.ModeUserNS, hostProc: -1}
-	hello := in.setUp()
-	in.kids = kids
-	if err := c.Send(pidwire.MsgHello, 0, hello, nil); err != nil {
+	in := &initProc{conn: c, userNS: len(os.Args) > 2 && os.Args[2] == modeUserNS, hostProc: -1, kids: reap.NewChildren()}
+	if err := c.Send(msgHello, 0, in.setUp(), nil); err != nil {
 		return 0 // the server is gone already
 	}
-	<-asked
 	if err := in.serve(); !errors.Is(err, io.EOF) { // serve returns only with an error: EOF when the server went
-		os.Stderr.WriteString("reaper: the init of a PID namespace stops: " + err.Error() + "\n")
+		fmt.Fprintf(os.Stderr, "reaper: the init of a PID namespace stops: %v\n", err)
 		return 1
 	}
 	return 0 // the kernel kills what is left in the namespace
@@ -88,7 +65,7 @@ func Main() int {
 
 // initProc is the init's state.
 type initProc struct {
-	conn     *pidwire.Conn
+	conn     *sock
 	userNS   bool
 	hostProc int  // the server's /proc, opened before ours was mounted over it; -1 if it could not be
 	procOK   bool // /proc is the namespace's own
@@ -104,87 +81,87 @@ type initProc struct {
 // setUp keeps a handle of the server's /proc, stops mounts from propagating back to the host, and
 // mounts a /proc of the namespace. It returns the hello message's payload: what worked.
 func (in *initProc) setUp() []byte {
-	var e pidwire.Encoder
-	fd, err := syscall.Open("/proc", oPath|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	var e encoder
+	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err == nil {
 		in.hostProc = fd
 	}
 	// MS_SLAVE rather than MS_PRIVATE: tasks still see what the host mounts later.
-	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_SLAVE, ""); err != nil {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		e.U32(0)
 		e.Str("making the mounts slaves: " + err.Error())
 		return e.Bytes()
 	}
-	if err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		e.U32(0)
 		e.Str("mounting /proc: " + err.Error())
 		return e.Bytes()
 	}
 	in.procOK = true
-	e.U32(pidwire.HelloProc)
+	e.U32(helloProc)
 	e.Str("")
 	return e.Bytes()
 }
 
 // serve reads requests until the server goes.
 func (in *initProc) serve() error {
-	buf := make([]byte, pidwire.MaxChunk+2)
+	buf := make([]byte, maxChunk+2)
 	for {
 		typ, payload, fds, err := in.readRequest(buf)
 		if err != nil {
-			pidwire.CloseAll(fds)
+			closeAll(fds)
 			return err
 		}
-		if typ == pidwire.MsgSignal {
-			id, sigs, err := pidwire.DecodeSignal(payload)
+		if typ == msgSignal {
+			id, sigs, err := decodeSignal(payload)
 			if err == nil && len(fds) > 0 {
-				err = pidwire.ProtocolError("descriptors with a signal request")
+				err = protocolErr("descriptors with a signal request")
 			}
 			if err != nil {
-				pidwire.CloseAll(fds)
+				closeAll(fds)
 				return err
 			}
 			in.signal(id, sigs)
 			continue
 		}
-		if typ != pidwire.MsgSpawn {
-			pidwire.CloseAll(fds)
-			return pidwire.ProtocolError("message type " + strconv.Itoa(int(typ)) + " from the server")
+		if typ != msgSpawn {
+			closeAll(fds)
+			return protocolErr("message type " + strconv.Itoa(int(typ)) + " from the server")
 		}
-		req, err := pidwire.DecodeSpawn(payload, fds)
+		req, err := decodeSpawn(payload, fds)
 		if err != nil {
-			pidwire.CloseAll(fds)
+			closeAll(fds)
 			return err
 		}
 		in.spawnMu.Lock()
 		in.spawn(req)
 		in.spawnMu.Unlock()
-		pidwire.CloseAll(fds)
+		closeAll(fds)
 	}
 }
 
-// readRequest reads one request, joining its chunks, up to pidwire.MaxRequest bytes.
+// readRequest reads one request, joining its chunks, up to maxRequest bytes.
 func (in *initProc) readRequest(buf []byte) (byte, []byte, []int, error) {
 	var all []byte
 	var fds []int
 	for first := true; ; first = false {
-		typ, flags, payload, got, err := in.conn.Recv(buf, pidwire.MaxFDs)
+		typ, flags, payload, got, err := in.conn.Recv(buf, maxFDs)
 		fds = append(fds, got...)
 		switch {
 		case err != nil:
 			return 0, nil, fds, err
 		case !first && len(got) > 0:
-			return 0, nil, fds, pidwire.ProtocolError("descriptors on a later chunk")
-		case !first && typ != pidwire.MsgSpawn:
-			return 0, nil, fds, pidwire.ProtocolError("a chunk of type " + strconv.Itoa(int(typ)) + " in a request")
-		case len(all)+len(payload) > pidwire.MaxRequest:
-			return 0, nil, fds, pidwire.ProtocolError("a request over " + strconv.Itoa(pidwire.MaxRequest) + " bytes")
+			return 0, nil, fds, protocolErr("descriptors on a later chunk")
+		case !first && typ != msgSpawn:
+			return 0, nil, fds, protocolErr("a chunk of type " + strconv.Itoa(int(typ)) + " in a request")
+		case len(all)+len(payload) > maxRequest:
+			return 0, nil, fds, protocolErr("a request over " + strconv.Itoa(maxRequest) + " bytes")
 		}
-		if first && flags&pidwire.FlagMore == 0 {
+		if first && flags&flagMore == 0 {
 			return typ, payload, fds, nil
 		}
 		all = append(all, payload...)
-		if flags&pidwire.FlagMore == 0 {
+		if flags&flagMore == 0 {
 			return typ, all, fds, nil
 		}
 	}
@@ -193,7 +170,7 @@ func (in *initProc) readRequest(buf []byte) (byte, []byte, []int, error) {
 // spawn starts one task and answers: its pid, start time and pidfd, or why it failed. The answer is
 // sent before the task is registered with the child reaper, whose lock is held across the fork, so the
 // task's exit can be reported only after it; a goroutine reports that.
-func (in *initProc) spawn(r pidwire.Spawn) {
+func (in *initProc) spawn(r spawnMsg) {
 	pidfd := -1
 	sys := &syscall.SysProcAttr{
 		Setpgid: r.Setpgid, Setsid: r.Setsid, Setctty: r.Setctty, Foreground: r.Fg, Ctty: r.Ctty,
@@ -216,25 +193,25 @@ func (in *initProc) spawn(r pidwire.Spawn) {
 		if err != nil {
 			return 0, err
 		}
-		var e pidwire.Encoder
+		var e encoder
 		host, start := in.identify(pid, pidfd)
 		e.U64(r.ID)
 		e.U64(uint64(host))
 		e.U64(uint64(pid))
 		e.U64(start)
-		in.reply(pidwire.MsgSpawned, e.Bytes(), pidfd)
+		in.reply(msgSpawned, e.Bytes(), pidfd)
 		syscall.Close(pidfd)
 		return pid, nil
 	})
 	if err != nil {
-		var e pidwire.Encoder
+		var e encoder
 		e.U64(r.ID)
 		var errno syscall.Errno
 		errors.As(err, &errno)
 		e.U32(uint32(errno))
 		msg := "start " + r.Argv[0] + ": " + err.Error()
-		e.Str(msg[:min(len(msg), pidwire.MaxErrorMsg)])
-		in.reply(pidwire.MsgFailed, e.Bytes(), -1)
+		e.Str(msg[:min(len(msg), maxErrorMsg)])
+		in.reply(msgFailed, e.Bytes(), -1)
 		return
 	}
 	go func() {
@@ -245,13 +222,13 @@ func (in *initProc) spawn(r pidwire.Spawn) {
 		defer in.spawnMu.Unlock()
 		var flags uint32
 		if !reap.HasChildren() {
-			flags |= pidwire.ExitEmpty
+			flags |= exitEmpty
 		}
-		var e pidwire.Encoder
+		var e encoder
 		e.U64(r.ID)
 		e.U32(uint32(st.Status))
 		e.U32(flags)
-		in.reply(pidwire.MsgExit, e.Bytes(), -1)
+		in.reply(msgExit, e.Bytes(), -1)
 	}()
 }
 
@@ -266,10 +243,10 @@ func (in *initProc) signal(id uint64, sigs []syscall.Signal) {
 			errno = e
 		}
 	}
-	var e pidwire.Encoder
+	var e encoder
 	e.U64(id)
 	e.U32(uint32(errno))
-	in.reply(pidwire.MsgSignaled, e.Bytes(), -1)
+	in.reply(msgSignaled, e.Bytes(), -1)
 }
 
 // reply sends a message to the server, with a descriptor if fd >= 0. A failure means the server is
@@ -307,12 +284,12 @@ func (in *initProc) forkExec(argv []string, attr *syscall.ProcAttr, nnp bool) (p
 
 func (in *initProc) forkerSetUp(nnp bool) error {
 	if in.userNS {
-		if err := prctl(prCapAmbient, prCapAmbientClearAll, 0); err != nil {
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 			return &os.SyscallError{Syscall: "prctl: clear the ambient capabilities of the forking thread", Err: err}
 		}
 	}
 	if nnp {
-		if err := prctl(prSetNoNewPrivs, 1, 0); err != nil {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return &os.SyscallError{Syscall: "prctl: set no_new_privs for tasks that run as another user", Err: err}
 		}
 	}
@@ -326,11 +303,11 @@ func (in *initProc) forkerSetUp(nnp bool) error {
 func (in *initProc) identify(nspid, pidfd int) (host int, start uint64) {
 	if in.hostProc >= 0 {
 		var buf [512]byte
-		if b, ok := procstat.ReadAt(in.hostProc, "self/fdinfo/"+strconv.Itoa(pidfd), buf[:]); ok {
-			host = procstat.FdinfoPid(b)
+		if b, ok := proc.ReadAt(in.hostProc, "self/fdinfo/"+strconv.Itoa(pidfd), buf[:]); ok {
+			host = proc.FdinfoPid(b)
 		}
 		if host > 0 {
-			if st, ok := procstat.Read(in.hostProc, strconv.Itoa(host)+"/stat", host); ok {
+			if st, ok := proc.ReadStat(in.hostProc, strconv.Itoa(host)+"/stat", host); ok {
 				return host, st.Start
 			}
 		}
@@ -338,25 +315,6 @@ func (in *initProc) identify(nspid, pidfd int) (host int, start uint64) {
 	if !in.procOK {
 		return host, 0 // /proc is the host's: nspid names another process there
 	}
-	st, _ := procstat.Read(-1, "/proc/"+strconv.Itoa(nspid)+"/stat", nspid)
+	st, _ := proc.ReadStat(-1, "/proc/"+strconv.Itoa(nspid)+"/stat", nspid)
 	return host, st.Start
 }
-
-// prctl is prctl(2) with two arguments, which package syscall does not wrap.
-func prctl(option, arg2, arg3 uintptr) error {
-	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, option, arg2, arg3); e != 0 {
-		return e
-	}
-	return nil
-}
-
-// Options of prctl(2) that package syscall does not name.
-const (
-	prSetNoNewPrivs      = 38 // PR_SET_NO_NEW_PRIVS
-	prCapAmbient         = 47 // PR_CAP_AMBIENT
-	prCapAmbientClearAll = 4  // PR_CAP_AMBIENT_CLEAR_ALL
-)
-
-// oPath is O_PATH, which package syscall does not name: the same value on every architecture Go
-// supports on Linux.
-const oPath = 0x200000

@@ -1,9 +1,10 @@
-package pidwire
+package pidns
 
 import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -46,8 +47,8 @@ const (
 	attrCred       = 1 << 5
 )
 
-// EncodeSpawn checks r and encodes it as request id; the descriptors to send are returned in order.
-func EncodeSpawn(id uint64, r Request) ([]byte, []int, error) {
+// encodeSpawn checks r and encodes it as request id; the descriptors to send are returned in order.
+func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 	if len(r.Argv) == 0 {
 		return nil, nil, errors.New("no program")
 	}
@@ -63,7 +64,7 @@ func EncodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 		return nil, nil, errors.New(itoa(len(r.Credential.Groups)) + " supplementary groups, over " + itoa(maxGroups))
 	}
 	for _, s := range append(append([]string{r.Dir}, r.Argv...), r.Env...) {
-		if count(s, 0) > 0 { // execve cannot take it: a NUL byte ends a C string
+		if strings.IndexByte(s, 0) >= 0 { // execve cannot take it: a NUL byte ends a C string
 			return nil, nil, errors.New("argument " + strconv.Quote(s) + " contains a NUL byte")
 		}
 	}
@@ -88,7 +89,7 @@ func EncodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 	if r.Cgroup != nil {
 		fds = append(fds, int(r.Cgroup.Fd()))
 	}
-	var e Encoder
+	var e encoder
 	e.U64(id)
 	e.U32(attr)
 	e.U32(uint32(r.Ctty))
@@ -104,14 +105,14 @@ func EncodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 	e.Str(r.Dir)
 	e.Strs(r.Argv)
 	e.Strs(r.Env)
-	if len(e.b) > MaxRequest {
-		return nil, nil, errors.New(itoa(len(e.b)) + " bytes of arguments and environment, over the " + itoa(MaxRequest) + " the init accepts")
+	if len(e.b) > maxRequest {
+		return nil, nil, errors.New(itoa(len(e.b)) + " bytes of arguments and environment, over the " + itoa(maxRequest) + " the init accepts")
 	}
 	return e.b, fds, nil
 }
 
 // Spawn is a Request as the init receives it: the descriptors are its own.
-type Spawn struct {
+type spawnMsg struct {
 	ID                           uint64
 	Argv, Env                    []string
 	Dir                          string
@@ -122,11 +123,11 @@ type Spawn struct {
 	Cred                         *syscall.Credential
 }
 
-// DecodeSpawn decodes a spawn request and hands it the descriptors that came with it, which must be
+// decodeSpawn decodes a spawn request and hands it the descriptors that came with it, which must be
 // exactly as many as it says. On error the caller still owns (and closes) fds.
-func DecodeSpawn(payload []byte, fds []int) (Spawn, error) {
-	d := NewDecoder(payload)
-	r := Spawn{ID: d.U64("id"), Cgroup: -1}
+func decodeSpawn(payload []byte, fds []int) (spawnMsg, error) {
+	d := newDecoder(payload)
+	r := spawnMsg{ID: d.U64("id"), Cgroup: -1}
 	attr := d.U32("attr")
 	r.Ctty = int(d.U32("ctty"))
 	open := d.Str("descriptors")
@@ -134,7 +135,7 @@ func DecodeSpawn(payload []byte, fds []int) (Spawn, error) {
 		r.Cred = &syscall.Credential{Uid: d.U32("uid"), Gid: d.U32("gid")}
 		n := d.U32("group count")
 		if n > maxGroups {
-			return r, ProtocolError(itoa(n) + " groups")
+			return r, protocolErr(itoa(n) + " groups")
 		}
 		for i := uint32(0); i < n && d.err == nil; i++ {
 			r.Cred.Groups = append(r.Cred.Groups, d.U32("group"))
@@ -146,22 +147,22 @@ func DecodeSpawn(payload []byte, fds []int) (Spawn, error) {
 	if err := d.End("spawn request"); err != nil {
 		return r, err
 	}
-	want := count(open, 1)
+	want := strings.Count(open, "\x01")
 	if attr&attrCgroup != 0 {
 		want++
 	}
 	id := "spawn request " + itoa(r.ID)
-	if len(open) > maxFiles || count(open, 0)+count(open, 1) != len(open) || len(fds) != want {
-		return r, ProtocolError(id + " with " + itoa(len(fds)) + " descriptors, want " + itoa(want))
+	if len(open) > maxFiles || strings.Count(open, "\x00")+strings.Count(open, "\x01") != len(open) || len(fds) != want {
+		return r, protocolErr(id + " with " + itoa(len(fds)) + " descriptors, want " + itoa(want))
 	}
 	if len(r.Argv) == 0 {
-		return r, ProtocolError(id + " without a program")
+		return r, protocolErr(id + " without a program")
 	}
 	if (attr&attrForeground != 0 || attr&attrSetctty != 0) && (r.Ctty >= len(open) || open[r.Ctty] == 0) {
-		return r, ProtocolError(id + ": terminal descriptor " + itoa(r.Ctty) + " of " + itoa(len(open)))
+		return r, protocolErr(id + ": terminal descriptor " + itoa(r.Ctty) + " of " + itoa(len(open)))
 	}
 	if attr&attrForeground != 0 && attr&attrSetctty != 0 {
-		return r, ProtocolError(id + ": Foreground and Setctty together")
+		return r, protocolErr(id + ": Foreground and Setctty together")
 	}
 	r.Files = make([]int, len(open))
 	next := 0
@@ -178,16 +179,4 @@ func DecodeSpawn(payload []byte, fds []int) (Spawn, error) {
 	r.Setpgid, r.Setsid = attr&attrSetpgid != 0, attr&attrSetsid != 0
 	r.Fg, r.Setctty = attr&attrForeground != 0, attr&attrSetctty != 0
 	return r, nil
-}
-
-// count returns how many bytes of s are c. (Package strings would put this package's initialisation
-// after the standard library's cryptography: see the package documentation.)
-func count(s string, c byte) int {
-	n := 0
-	for i := range len(s) {
-		if s[i] == c {
-			n++
-		}
-	}
-	return n
 }

@@ -1,4 +1,4 @@
-package procstat
+package proc
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 // a pid that names no process is not ok.
 func TestRead(t *testing.T) {
 	pid := os.Getpid()
-	byPath, ok := Read(-1, "/proc/"+strconv.Itoa(pid)+"/stat", pid)
+	byPath, ok := ReadStat(-1, "/proc/"+strconv.Itoa(pid)+"/stat", pid)
 	if !ok || byPath.Pid != pid || byPath.PPid != os.Getppid() || byPath.Start == 0 || byPath.Threads < 1 || byPath.Dead() {
 		t.Fatalf("Read by path: %+v, %v", byPath, ok)
 	}
@@ -20,11 +20,11 @@ func TestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Close(dir)
-	below, ok := Read(dir, strconv.Itoa(pid)+"/stat", pid)
+	below, ok := ReadStat(dir, strconv.Itoa(pid)+"/stat", pid)
 	if !ok || below.Start != byPath.Start || below.Pid != pid {
 		t.Errorf("Read below /proc: %+v, %v; by path %+v", below, ok, byPath)
 	}
-	if st, ok := Read(dir, "0/stat", 0); ok {
+	if st, ok := ReadStat(dir, "0/stat", 0); ok {
 		t.Errorf("Read of pid 0: %+v", st)
 	}
 }
