@@ -126,6 +126,12 @@ type Options struct {
 	// a server of many sessions (HTTP); false means only the first session finds an init ready: the
 	// one that probed PID namespaces at start-up.
 	ReadyInit bool
+	// PrivateTmp gives each session a /tmp and a /dev/shm of its own, empty at its start (tmpfs
+	// mounts in its mount namespace, which its PID namespace's init makes): its tasks' files there
+	// are no other session's to read, and go with the session. It needs PID namespaces: New fails
+	// where they are off or cannot be made, and a session whose working directory is below /tmp or
+	// /dev/shm (which its tasks would not see) cannot be made. False means the host's, shared.
+	PrivateTmp bool
 
 	// Grace is how long processes get between SIGTERM and the hard kill when a session closes or a
 	// task is stopped; zero means SIGKILL at once. Nil means DefaultGrace.
@@ -230,6 +236,9 @@ type Limits struct {
 
 // check refuses negative settings, which mean nothing (see Options).
 func (o Options) check() error {
+	if o.PrivateTmp && o.PIDNamespace == PIDNamespaceOff {
+		return fmt.Errorf("%w: a private /tmp (Options.PrivateTmp) needs PID namespaces, which are off", ErrBadInput)
+	}
 	for _, f := range []struct {
 		name string
 		neg  bool

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +66,13 @@ type PIDNamespaceInfo struct {
 	UserNS bool
 	// Proc: the init mounts a /proc of its namespace, so that ps and kill inside see the session only.
 	Proc bool
-	// Reason says why namespaces are off, or, when on, why /proc could not be mounted.
+	// Terminals: the init mounts a devpts instance of the session's own on its /dev/pts, where the
+	// session's terminals are made: no other session can open them.
+	Terminals bool
+	// PrivateTmp: the init mounts a tmpfs of the session's own on /tmp and /dev/shm
+	// (Options.PrivateTmp).
+	PrivateTmp bool
+	// Reason says why namespaces are off, or, when on, why one of the init's mounts failed.
 	Reason string
 }
 
@@ -77,8 +84,14 @@ func (p PIDNamespaceInfo) String() string {
 	if p.UserNS {
 		s += ", made through an unprivileged user namespace"
 	}
-	if !p.Proc {
+	if p.PrivateTmp {
+		s += ", with a private /tmp"
+	}
+	switch {
+	case !p.Proc:
 		s += "; /proc not remounted, tasks' ps shows the host's processes: " + p.Reason
+	case !p.Terminals:
+		s += "; terminals in the host's /dev/pts: " + p.Reason
 	}
 	return s + ")"
 }
@@ -98,6 +111,7 @@ type initPool struct {
 	kids     *reap.Children
 	mode     PIDNamespace
 	noUserNS bool          // tasks run as another user, whose ids a user namespace would not map
+	tmp      bool          // Options.PrivateTmp
 	timeout  time.Duration // an init's start and answers; its end
 	instance *cgroup.Slice // the Reaper's slice, where the inits' leaf is made; nil in process containment
 	noClone3 *atomic.Bool  // the Reaper's: clone3 into a cgroup is refused here
@@ -134,7 +148,7 @@ type probeResult struct {
 // kept for the first session (see takeReady), born, in cgroup containment, in the inits' leaf.
 func (r *Reaper) newInitPool() (*initPool, error) {
 	p := &initPool{
-		log: r.log, kids: r.kids, mode: r.opts.PIDNamespace, noUserNS: r.opts.User != nil, timeout: r.lim.CloseTimeout,
+		log: r.log, kids: r.kids, mode: r.opts.PIDNamespace, noUserNS: r.opts.User != nil, tmp: r.opts.PrivateTmp, timeout: r.lim.CloseTimeout,
 		instance: r.instance, noClone3: &r.noClone3, idle: initIdle, decided: r.pidNamespaceDecided,
 		probe: make(chan probeResult, 1), stop: make(chan struct{}),
 	}
@@ -193,8 +207,11 @@ func (p *initPool) decide() error {
 	if res.err != nil {
 		p.thread.Stop()
 		p.thread = nil
-		if p.mode == PIDNamespaceOn {
+		switch {
+		case p.mode == PIDNamespaceOn:
 			return fmt.Errorf("PID namespaces were asked for but cannot be made here: %w", res.err)
+		case p.tmp:
+			return fmt.Errorf("a private /tmp needs PID namespaces, which cannot be made here: %w", res.err)
 		}
 		p.info.Reason = res.err.Error()
 		return nil
@@ -210,9 +227,18 @@ func (p *initPool) decide() error {
 		p.thread.Stop()
 		p.thread = nil
 		p.info.Reason = "a PID namespace could be made but not a /proc of its own (" + res.m.Note + "); --pid-namespace=on uses it anyway"
+		if p.tmp {
+			return errors.New("a private /tmp needs PID namespaces, which are off: " + p.info.Reason)
+		}
 		return nil
 	}
-	p.info = PIDNamespaceInfo{On: true, UserNS: res.m.UserNS, Proc: res.m.Proc, Reason: res.m.Note}
+	if p.tmp && !res.m.PrivateTmp {
+		p.end(res.ready)
+		p.thread.Stop()
+		p.thread = nil
+		return fmt.Errorf("a private /tmp cannot be made here: %s", res.m.Note)
+	}
+	p.info = PIDNamespaceInfo{On: true, UserNS: res.m.UserNS, Proc: res.m.Proc, Terminals: res.m.Devpts, PrivateTmp: res.m.PrivateTmp, Reason: res.m.Note}
 	if p.instance != nil && !res.ready.InCgroup() {
 		// In cgroup containment an init born outside would have to be moved into the inits' leaf,
 		// and moving a running process between cgroups cost more here than starting another init
@@ -251,7 +277,7 @@ func (p *initPool) close() {
 func (p *initPool) options(cg *os.File) pidns.Options {
 	return pidns.Options{
 		Path: guard.Executable(), Name: "reaper-init", UserNS: p.info.UserNS, Cgroup: cg, Stderr: os.Stderr,
-		Forker: p.thread, Children: p.kids, Timeout: p.timeout, Idle: p.idle,
+		Forker: p.thread, Children: p.kids, Timeout: p.timeout, Idle: p.idle, IPC: true, PrivateTmp: p.tmp,
 	}
 }
 
@@ -527,6 +553,20 @@ func (s *Session) sessionQuery(seeds map[int]uint64) proc.Query {
 		q.Known = map[int]bool{self: true}
 	}
 	return q
+}
+
+// checkTmpDir refuses dir as a session's working directory where sessions get a private /tmp and it
+// is below /tmp or /dev/shm: its tasks would find another directory there, or none.
+func (r *Reaper) checkTmpDir(dir string) error {
+	if !r.opts.PrivateTmp {
+		return nil
+	}
+	for _, tmp := range []string{"/tmp", "/dev/shm"} {
+		if dir == tmp || strings.HasPrefix(dir, tmp+"/") {
+			return fmt.Errorf("%w: the working directory %s is below %s, which each session has a private one of (Options.PrivateTmp)", ErrBadInput, dir, tmp)
+		}
+	}
+	return nil
 }
 
 // pidNamespace waits for the start-up probe and applies its answer (see initPool.wait); it returns

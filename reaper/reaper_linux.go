@@ -144,6 +144,9 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.workDir, err = filepath.Abs(opts.WorkDir); err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
+	if err := r.checkTmpDir(r.workDir); err != nil {
+		return nil, err
+	}
 	if opts.User != nil {
 		r.env = userEnv(r.env, opts.User)
 		if r.forker, err = startUserForker(); err != nil {
@@ -162,8 +165,9 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.pool, err = r.newInitPool(); err != nil {
 		return nil, err
 	}
-	if r.opts.PIDNamespace == PIDNamespaceOn {
-		// Where namespaces are required and cannot be made, New fails: nothing is served without them.
+	if r.opts.PIDNamespace == PIDNamespaceOn || r.opts.PrivateTmp {
+		// Where namespaces are required (a private /tmp needs them too) and cannot be made, New
+		// fails: nothing is served without them.
 		if err := r.pidNamespace(); err != nil {
 			return nil, err
 		}
@@ -360,6 +364,9 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 		dir = r.workDir
 	} else if abs, err := filepath.Abs(dir); err == nil { // absolute, as the Reaper's (see New)
 		dir = abs
+	}
+	if err := r.checkTmpDir(dir); err != nil {
+		return nil, fmt.Errorf("new session %s: %w", id, err)
 	}
 	r.mu.Lock()
 	closing := r.closing

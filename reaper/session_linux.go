@@ -219,7 +219,7 @@ func (s *Session) launchIn(in *pidns.Init, t *task, command string, l launch) (s
 			return spawned{}, "", err
 		}
 	}
-	io, err := s.r.taskFiles(t, l)
+	io, err := s.r.taskFiles(t, l, in)
 	if err != nil {
 		s.unplace(t)
 		return spawned{}, "", err
@@ -305,15 +305,16 @@ type taskIO struct {
 	t             *task
 }
 
-// taskFiles makes t's output pipe, or its terminal, and its input pipe if it has one, and t's pump.
-func (r *Reaper) taskFiles(t *task, l launch) (taskIO, error) {
+// taskFiles makes t's output pipe, or its terminal (in the devpts instance of in, the session's
+// init, where it has one: see term_linux.go), and its input pipe if it has one, and t's pump.
+func (r *Reaper) taskFiles(t *task, l launch, in *pidns.Init) (taskIO, error) {
 	io := taskIO{t: t}
 	var ours *os.File
 	var err error
 	switch {
 	case l.tty != nil:
 		var id proc.Input
-		if ours, io.stdout, id, err = tty.Open(*l.tty, r.terminalOwner()); err != nil {
+		if ours, io.stdout, id, err = r.openTerminal(*l.tty, in); err != nil {
 			return io, err
 		}
 		io.stdin = io.stdout

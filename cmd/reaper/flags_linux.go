@@ -37,6 +37,7 @@ type serveConfig struct {
 	maxWS       int
 	containment string
 	pidNS       string
+	privateTmp  bool
 	cgroupRoot  string
 	stateDir    string
 	user        string
@@ -112,6 +113,7 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	fs.IntVar(&c.maxWS, "max-workspaces", mcpserver.DefaultMaxWorkspaces, "most workspaces (MCP 2026-07-28 over HTTP) open at once per identity")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	pidNamespaceFlag(fs, &c.pidNS, "session")
+	privateTmpFlag(fs, &c.privateTmp, "session")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
 	stateDirFlag(fs, &c.stateDir)
 	fs.StringVar(&c.user, "user", "", "run tasks as `USER[:GROUP]` (a name or an id), with the user's groups and HOME, no capabilities and no_new_privs, instead of reaper's own user; reaper must be root")
@@ -192,6 +194,11 @@ func byteText(n int64) string {
 // session, the job).
 func pidNamespaceFlag(fs *flag.FlagSet, p *string, what string) {
 	fs.StringVar(p, "pid-namespace", "auto", "auto, on or off: run each "+what+"'s processes in a PID namespace of its own, whose init is reaper's, so that the kernel kills them all if reaper dies by any cause, and ps inside shows only them (auto: where reaper can make one, as root or through an unprivileged user namespace)")
+}
+
+// privateTmpFlag defines --private-tmp, which serve and run share; what names what gets one.
+func privateTmpFlag(fs *flag.FlagSet, p *bool, what string) {
+	fs.BoolVar(p, "private-tmp", false, "give each "+what+" an empty /tmp and /dev/shm of its own (a tmpfs in its PID namespace's mount namespace), which no other "+what+" sees and which go with it; needs PID namespaces")
 }
 
 // adminTokenValue returns the admin token from --admin-token or the first line of --admin-token-file.

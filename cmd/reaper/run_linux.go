@@ -54,6 +54,7 @@ type runConfig struct {
 	failOnLeftovers bool
 	containment     string
 	pidNS           string
+	privateTmp      bool
 	cgroupRoot      string
 	stateDir        string
 	argv            []string
@@ -71,6 +72,7 @@ func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 	fs.BoolVar(&c.failOnLeftovers, "fail-on-leftovers", false, "exit 123 when the command succeeded but left processes running")
 	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
 	pidNamespaceFlag(fs, &c.pidNS, "job")
+	privateTmpFlag(fs, &c.privateTmp, "job")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which the job's slice is created (default: a child \"reaper\" of reaper's own cgroup)")
 	stateDirFlag(fs, &c.stateDir)
 	if err := parseFlags(fs, args, true, getenv); err != nil {
@@ -121,6 +123,7 @@ func runCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 		Options: reaper.Options{
 			Containment:  containment,
 			PIDNamespace: pidNS,
+			PrivateTmp:   c.privateTmp,
 			Cgroup:       cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
 			StateDir:     c.stateDir,
 			Grace:        &c.grace,

@@ -42,12 +42,21 @@ func testOptions(t testing.TB) Options {
 // kills it and waits for its namespace to be gone.
 func startInit(t testing.TB) *Init {
 	t.Helper()
+	return startInitWith(t, nil)
+}
+
+// startInitWith is startInit with the options set by set, if it is not nil.
+func startInitWith(t testing.TB, set func(*Options)) *Init {
+	t.Helper()
 	opts := testOptions(t)
 	m, err := Probe(opts)
 	if err != nil {
 		t.Skipf("skipped: this host gives no PID namespaces: %v", err)
 	}
 	opts.UserNS = m.UserNS
+	if set != nil {
+		set(&opts)
+	}
 	in, err := Start(opts)
 	if err != nil {
 		t.Fatal(err)

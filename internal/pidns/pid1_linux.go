@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -53,7 +55,16 @@ func RunInit() int {
 		return 1
 	}
 	in := &initProc{conn: c, userNS: len(os.Args) > 2 && os.Args[2] == modeUserNS, hostProc: -1, kids: reap.NewChildren()}
-	if err := c.Send(msgHello, 0, in.setUp(), nil); err != nil {
+	hello, devpts := in.setUp(os.Args[min(len(os.Args), 3):])
+	var fds []int
+	if devpts >= 0 {
+		fds = []int{devpts}
+	}
+	err = c.Send(msgHello, 0, hello, fds)
+	if devpts >= 0 {
+		unix.Close(devpts)
+	}
+	if err != nil {
 		return 0 // the server is gone already
 	}
 	if err := in.serve(); !errors.Is(err, io.EOF) { // serve returns only with an error: EOF when the server went
@@ -78,29 +89,53 @@ type initProc struct {
 	plain, nnp *reap.Forker
 }
 
-// setUp keeps a handle of the server's /proc, stops mounts from propagating back to the host, and
-// mounts a /proc of the namespace. It returns the hello message's payload: what worked.
-func (in *initProc) setUp() []byte {
-	var e encoder
+// setUp keeps a handle of the server's /proc, stops mounts from propagating back to the host, mounts
+// a /proc of the namespace and what seals the session (see mounts_linux.go; args are the init's
+// options). It returns the hello message's payload, which says what worked and why not, and an
+// O_PATH descriptor of the devpts instance's root for the hello to carry (-1 without one).
+func (in *initProc) setUp(args []string) (hello []byte, devpts int) {
+	var flags uint32
+	var notes []string
+	defer func() {
+		var e encoder
+		e.U32(flags)
+		e.Str(strings.Join(notes, "; "))
+		hello = e.Bytes()
+	}()
 	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err == nil {
 		in.hostProc = fd
 	}
 	// MS_SLAVE rather than MS_PRIVATE: tasks still see what the host mounts later.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-		e.U32(0)
-		e.Str("making the mounts slaves: " + err.Error())
-		return e.Bytes()
+		notes = append(notes, "making the mounts slaves: "+err.Error())
+		return nil, -1
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		e.U32(0)
-		e.Str("mounting /proc: " + err.Error())
-		return e.Bytes()
+		notes = append(notes, "mounting /proc: "+err.Error())
+	} else {
+		in.procOK = true
+		flags |= helloProc
 	}
-	in.procOK = true
-	e.U32(helloProc)
-	e.Str("")
-	return e.Bytes()
+	devpts, err = in.mountDevpts()
+	if err != nil {
+		notes = append(notes, err.Error())
+	} else {
+		flags |= helloDevpts
+	}
+	if slices.Contains(args, argIPC) {
+		if err := mountMqueue(); err != nil {
+			notes = append(notes, err.Error())
+		}
+	}
+	if slices.Contains(args, argPrivateTmp) {
+		if err := mountTmp(); err != nil {
+			notes = append(notes, err.Error())
+		} else {
+			flags |= helloTmp
+		}
+	}
+	return nil, devpts
 }
 
 // serve reads requests until the server goes.

@@ -11,9 +11,11 @@ import (
 type Mode struct {
 	// UserNS: only through a user namespace of their own (see Options.UserNS).
 	UserNS bool
-	// Proc reports whether the init could mount a /proc of its namespace; Note says why not.
-	Proc bool
-	Note string
+	// Proc reports whether the init could mount a /proc of its namespace; Devpts a devpts instance
+	// of its own on /dev/pts; PrivateTmp (where asked) a tmpfs on /tmp and /dev/shm. Note says why
+	// one could not.
+	Proc, Devpts, PrivateTmp bool
+	Note                     string
 }
 
 // Probe starts an init as Start would (opts.UserNS and opts.Cgroup are ignored) and ends it again, to
@@ -69,7 +71,7 @@ func probeKeep(opts Options) (Mode, *Init, error) {
 // mode is what a started init says of the namespaces made as opts asked.
 func mode(in *Init, opts Options) Mode {
 	proc, note := in.Proc()
-	return Mode{UserNS: opts.UserNS, Proc: proc, Note: note}
+	return Mode{UserNS: opts.UserNS, Proc: proc, Devpts: in.Devpts() != nil, PrivateTmp: in.PrivateTmp(), Note: note}
 }
 
 // end ends an init, waiting (bounded by opts.Timeout) for it to be gone.

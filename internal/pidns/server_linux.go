@@ -35,6 +35,13 @@ type Options struct {
 	// made directly: for tasks that run as other users (reaper.Options.User), whose ids such a
 	// namespace would not map (switching to them there fails). Start ignores it.
 	NoUserNS bool
+	// IPC also creates an IPC namespace: the tasks' System V IPC objects and POSIX message queues are
+	// the namespace's, seen by no other, and die with it.
+	IPC bool
+	// PrivateTmp has the init mount a tmpfs of the namespace's own on /tmp and /dev/shm: the tasks'
+	// files there are seen by no other namespace, and die with it (Init.PrivateTmp says whether it
+	// could).
+	PrivateTmp bool
 	// Cgroup, if set, is an O_PATH descriptor of the cgroup directory the init is born in.
 	Cgroup *os.File
 	// Stderr is where the init writes if it fails (a crash); nil means /dev/null.
@@ -62,6 +69,8 @@ type Init struct {
 	conn    *sock // the server's end of the socket; closed by Close once the reader has returned
 	timeout time.Duration
 	procOK  bool
+	tmpOK   bool     // a private /tmp and /dev/shm were mounted (Options.PrivateTmp)
+	devpts  *os.File // O_PATH, the root of the namespace's devpts instance; nil without one
 	note    string
 	inCg    bool             // born in Options.Cgroup
 	idle    time.Duration    // Options.Idle
@@ -197,6 +206,13 @@ func (in *Init) fork(opts Options, end int) error {
 	// would only cost memory.
 	env := []string{"GOMAXPROCS=2"}
 	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL, PidFD: &in.pidfd}
+	if opts.IPC {
+		argv = append(argv, argIPC)
+		sys.Cloneflags |= unix.CLONE_NEWIPC
+	}
+	if opts.PrivateTmp {
+		argv = append(argv, argPrivateTmp)
+	}
 	if opts.UserNS {
 		argv[2] = modeUserNS
 		sys.Cloneflags |= unix.CLONE_NEWUSER
@@ -232,21 +248,39 @@ func (in *Init) awaitHello() error {
 	defer in.conn.SetReadDeadline(time.Time{})
 	buf := make([]byte, maxReply+2)
 	typ, flags, payload, got, err := in.conn.Recv(buf, 1)
-	closeAll(got)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
+		closeAll(got)
 		return fmt.Errorf("not ready within %v", in.timeout)
 	case errors.Is(err, io.EOF):
 		return errors.New("it ended before it was ready")
 	case err != nil:
+		closeAll(got)
 		return err
-	case typ != msgHello || flags != 0 || len(got) > 0:
+	case typ != msgHello || flags != 0:
+		closeAll(got)
 		return protocolErr(fmt.Sprintf("message type %d before the hello", typ))
 	}
 	d := newDecoder(payload)
-	in.procOK = d.U32("hello")&helloProc != 0
+	hello := d.U32("hello")
+	in.procOK, in.tmpOK = hello&helloProc != 0, hello&helloTmp != 0
 	in.note = d.Str("note")
-	return d.End("hello")
+	if err := d.End("hello"); err != nil {
+		closeAll(got)
+		return err
+	}
+	want := 0 // the devpts instance's root
+	if hello&helloDevpts != 0 {
+		want = 1
+	}
+	if len(got) != want {
+		closeAll(got)
+		return protocolErr(fmt.Sprintf("a hello with %d descriptors, want %d", len(got), want))
+	}
+	if len(got) == 1 {
+		in.devpts = os.NewFile(uintptr(got[0]), "devpts")
+	}
+	return nil
 }
 
 // Pid returns the init's pid, as this process sees it.
@@ -258,9 +292,18 @@ func (in *Init) StartTime() uint64 { return in.start }
 // InCgroup reports whether the init was born in Options.Cgroup.
 func (in *Init) InCgroup() bool { return in.inCg }
 
-// Proc reports whether the init mounted a /proc of its namespace and, if not, why: the tasks' ps then
-// lists the host's processes (which they cannot signal).
+// Proc reports whether the init mounted a /proc of its namespace and, if not or where another of its
+// mounts failed, why: the tasks' ps then lists the host's processes (which they cannot signal).
 func (in *Init) Proc() (bool, string) { return in.procOK, in.note }
+
+// Devpts returns an O_PATH descriptor of the root of the namespace's devpts instance, mounted on its
+// /dev/pts, where the tasks' terminals are to be made (see tty.OpenIn); nil where the init could not
+// mount one (Proc says why). It stays the Init's: it is closed by Close.
+func (in *Init) Devpts() *os.File { return in.devpts }
+
+// PrivateTmp reports whether the init mounted a tmpfs of the namespace's own on /tmp and /dev/shm
+// (Options.PrivateTmp).
+func (in *Init) PrivateTmp() bool { return in.tmpOK }
 
 // Spawn asks the init to start a process, and returns it. It fails with a *SpawnError when the init
 // could not start it, with ErrEnded once the init has ended, and when the init does not answer within
@@ -580,6 +623,9 @@ func (in *Init) Close() {
 			in.pidfd = -1
 		}
 		in.mu.Unlock()
+		if in.devpts != nil {
+			in.devpts.Close()
+		}
 	})
 }
 

@@ -31,7 +31,9 @@ func IsInit(args []string) bool { return len(args) > 1 && args[1] == InitArg }
 //	                         envc u32, env str...  + descriptors: the files, then the cgroup (attrCgroup)
 //	                signal:  id u64, n u32, signal u32 (n of them, 1 to 4): the init sends each in turn to
 //	                         every other process of its namespace (kill(2) with pid -1), then answers
-//	init -> server  hello:   flags u32 (helloProc: /proc was mounted), note str
+//	init -> server  hello:   flags u32 (helloProc: /proc was mounted; helloDevpts: a devpts instance on
+//	                         /dev/pts, whose root comes with it, O_PATH; helloTmp: a tmpfs on /tmp and
+//	                         /dev/shm), note str (what failed)
 //	                spawned: id u64, pid i64 (as the server sees it, 0 if unknown), nspid i64, start u64
 //	                         + the task's pidfd
 //	                failed:  id u64, errno u32, message str
@@ -50,8 +52,10 @@ const (
 
 	flagMore = 1 // another chunk of the same request follows
 
-	helloProc = 1
-	exitEmpty = 1
+	helloProc   = 1
+	helloDevpts = 2
+	helloTmp    = 4
+	exitEmpty   = 1
 )
 
 // Bounds. A chunk stays well below a socket's default send buffer (about 208 KiB), which a datagram

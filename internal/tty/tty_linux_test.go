@@ -3,6 +3,7 @@ package tty
 import (
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -100,4 +101,85 @@ func TestPipe(t *testing.T) {
 	if _, err := in.Write([]byte("x"), time.Second); !errors.Is(err, ErrClosed) {
 		t.Errorf("write after close: %v, want ErrClosed", err)
 	}
+}
+
+// TestOpenIn: a terminal opened in a devpts instance of its own (as a session's init mounts one) is
+// made there, not in the host's instance; a directory whose ptmx is not that instance's ptmx device
+// (a regular file, a link to the host's /dev/ptmx) is refused.
+func TestOpenIn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: mounting a devpts instance needs root")
+	}
+	devpts := privateDevpts(t)
+	master, slave, id, err := OpenIn(devpts, Size{Rows: 24, Cols: 80}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer master.Close()
+	defer slave.Close()
+	var peer, inst, host unix.Stat_t
+	if err := unix.Fstat(int(slave.Fd()), &peer); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fstat(int(devpts.Fd()), &inst); err != nil {
+		t.Fatal(err)
+	}
+	if peer.Dev != inst.Dev {
+		t.Errorf("the terminal %s is on device %d, the instance is %d", id.Target, peer.Dev, inst.Dev)
+	}
+	if err := unix.Stat("/dev/pts", &host); err == nil && peer.Dev == host.Dev {
+		t.Errorf("the terminal %s was made in the host's devpts", id.Target)
+	}
+	for name, plant := range map[string]func(dir string) error{
+		"a regular file": func(dir string) error { return os.WriteFile(dir+"/ptmx", nil, 0o666) },
+		"a link":         func(dir string) error { return os.Symlink("/dev/ptmx", dir+"/ptmx") },
+	} {
+		dir := t.TempDir()
+		if err := plant(dir); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, s, _, err := OpenIn(f, Size{Rows: 24, Cols: 80}, -1); err == nil {
+			m.Close()
+			s.Close()
+			t.Errorf("%s as ptmx: a terminal was opened", name)
+		}
+		f.Close()
+	}
+}
+
+// privateDevpts mounts a devpts instance on a directory in a mount namespace of a thread of its own
+// (which exits with it) and returns an O_PATH descriptor of its root, which keeps it.
+func privateDevpts(t *testing.T) *os.File {
+	t.Helper()
+	dir := t.TempDir()
+	type result struct {
+		f   *os.File
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, its namespace with it
+		var res result
+		defer func() { done <- res }()
+		if res.err = unix.Unshare(unix.CLONE_FS | unix.CLONE_NEWNS); res.err != nil {
+			return
+		}
+		if res.err = unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); res.err != nil {
+			return
+		}
+		if res.err = unix.Mount("devpts", dir, "devpts", 0, "newinstance,ptmxmode=0666"); res.err != nil {
+			return
+		}
+		res.f, res.err = os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	}()
+	res := <-done
+	if res.err != nil {
+		t.Skipf("skipped: no devpts instance of its own here: %v", res.err)
+	}
+	t.Cleanup(func() { res.f.Close() })
+	return res.f
 }
