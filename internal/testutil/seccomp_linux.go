@@ -33,22 +33,6 @@ func DenySyscall(nr uint32, errno unix.Errno) error {
 	})
 }
 
-// DenySetns installs a filter (as DenyClone3 does) that answers setns with errno when its namespace
-// type (its second argument) has any of the bits in flags: CLONE_NEWPID refuses entering a PID
-// namespace, and so entering through a pidfd any set of namespaces that holds one, while setns into
-// a mount namespace alone still works.
-func DenySetns(flags uint32, errno unix.Errno) error {
-	const argLow = 24 // seccomp_data.args[1], its low 32 bits (little-endian)
-	return install([]unix.SockFilter{
-		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0},
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_SETNS, Jt: 0, Jf: 3},
-		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: argLow},
-		{Code: unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K, K: flags, Jt: 0, Jf: 1},
-		{Code: unix.BPF_RET | unix.BPF_K, K: retErrno | uint32(errno)},
-		{Code: unix.BPF_RET | unix.BPF_K, K: retAllow},
-	})
-}
-
 // DenyNamespaces installs a filter (as DenyClone3 does) that answers clone, clone3 and unshare with
 // errno when they would make any of the namespaces in flags, as container runtimes' default profiles
 // do for a container without CAP_SYS_ADMIN (EPERM for every namespace), or as a host does where user

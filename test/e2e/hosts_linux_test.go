@@ -26,7 +26,7 @@ import (
 // seccompServe is a helper: it installs a seccomp filter, E2E_SECCOMP ("" answers clone3 with EPERM;
 // "namespaces" refuses every namespace as container runtimes' default profiles do; "userns" answers
 // user namespaces with ENOSPC, as a host where they are disabled; "setns" refuses entering one;
-// "setns-pid" refuses entering a PID namespace only; "close_range" answers close_range with ENOSYS,
+// "close_range" answers close_range with ENOSYS,
 // as a kernel older than 5.9 does; "none"), becomes the user E2E_UID
 // (and group E2E_GID) if set, and then becomes E2E_BIN with the arguments in E2E_ARGS (separated by
 // spaces). The binary starts under the filter, as in such a container or on such a host. With
@@ -71,8 +71,6 @@ func seccompServeOn() int {
 		err = testutil.DenyNamespaces(testutil.UserNamespace, unix.ENOSPC)
 	case "setns":
 		err = testutil.DenySyscall(unix.SYS_SETNS, unix.EPERM)
-	case "setns-pid":
-		err = testutil.DenySetns(unix.CLONE_NEWPID, unix.EPERM)
 	case "close_range":
 		err = testutil.DenySyscall(unix.SYS_CLOSE_RANGE, unix.ENOSYS)
 	}
