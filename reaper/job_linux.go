@@ -77,6 +77,7 @@ func (s *Session) Exec(opts ExecOptions) (*Job, error) {
 		background: true, status: Running, done: make(chan struct{}),
 	}
 	var sp spawned
+	s.setStarting(t.id)
 	err = s.ns.use(func(in *pidns.Init) error {
 		if s.r.root != nil {
 			if err := s.place(t); err != nil {
@@ -101,13 +102,14 @@ func (s *Session) Exec(opts ExecOptions) (*Job, error) {
 		return err
 	})
 	if err != nil {
+		s.setStarting("")
 		return nil, fmt.Errorf("session %s: %w", s.id, err)
 	}
 	t.pid, t.start = sp.pid, sp.start
 	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tasks[t.id] = t
+	s.tasks[t.id], s.starting = t, ""
 	s.ran = true
 	s.wg.Add(1)
 	go s.watch(t, sp)

@@ -34,7 +34,7 @@ func (s *Session) List() Listing {
 		tasks = append(tasks, t)
 	}
 	recent := maps.Clone(s.recent)
-	ready := ""
+	ready, starting := "", s.starting // a task being started is none's leftover either
 	if s.ready != nil {
 		ready = s.ready.t.id // reaper's own, waiting for the next command: no leftover
 	}
@@ -46,6 +46,7 @@ func (s *Session) List() Listing {
 	if s.r.root == nil {
 		byTask = s.processesByTask(tasks)
 		delete(byTask, ready)
+		delete(byTask, starting)
 	}
 	var l Listing
 	w := proc.NewWalker()

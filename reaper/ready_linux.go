@@ -80,24 +80,31 @@ func (s *Session) keepReady() {
 		// As for any start: the teardown waits for it, and lets go of the shell it made (dropReady).
 		s.spawnMu.Lock()
 		defer s.spawnMu.Unlock()
+		var rs *readyShell
+		defer func() { // preparing ends as the shell becomes the session's: no look sees neither
+			s.mu.Lock()
+			s.preparing = false
+			if rs != nil {
+				s.ready = rs
+				s.starting = ""
+				s.wg.Add(1)
+			}
+			s.mu.Unlock()
+			if rs != nil {
+				go s.readyLife(rs)
+			}
+		}()
 		s.mu.Lock()
-		s.preparing = false
 		stop := s.closing || s.ready != nil
 		s.mu.Unlock()
 		if stop {
 			return
 		}
-		rs, err := s.startReady()
-		if err != nil {
+		var err error
+		if rs, err = s.startReady(); err != nil {
 			// The next command starts its own shell, and says what fails, if it does.
 			s.r.log.Debug("no ready shell", "session", s.id, "error", err)
-			return
 		}
-		s.mu.Lock()
-		s.ready = rs
-		s.wg.Add(1)
-		s.mu.Unlock()
-		go s.readyLife(rs)
 	}()
 }
 

@@ -76,7 +76,10 @@ type Session struct {
 	// ready shell (see ready_linux.go).
 	foreground int
 	ready      *readyShell // a shell started ahead for the next foreground command, or nil
-	preparing  bool        // a goroutine is about to start ready
+	preparing  bool        // a goroutine is about to start ready, or starting it
+	// starting is the id of the task being started (under spawnMu), from before its process is
+	// born until it is in tasks (or ready): a listing takes its processes for no leftover.
+	starting string
 
 	// Set by the teardown before done is closed; read only after.
 	rep KillReport
@@ -160,7 +163,7 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 	if !l.background {
 		s.foreground++
 	}
-	s.tasks[t.id] = t
+	s.tasks[t.id], s.starting = t, ""
 	s.ran = true
 	if s.pumps == nil {
 		s.pumps = make(map[*taskout.Pump]bool)
@@ -205,11 +208,22 @@ func (s *Session) admit(background bool) error {
 // sessionNS.use). On failure it undoes what it did. The notice, if any, says that the session's
 // working directory could not be entered (see enterableDir). spawnMu is held.
 func (s *Session) launch(t *task, command string, l launch) (sp spawned, notice string, err error) {
+	s.setStarting(t.id)
 	err = s.ns.use(func(in *pidns.Init) error {
 		sp, notice, err = s.launchIn(in, t, command, l)
 		return err
 	})
+	if err != nil {
+		s.setStarting("")
+	}
 	return sp, notice, err
+}
+
+// setStarting records the id of the task being started, or that none is (see Session.starting).
+func (s *Session) setStarting(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.starting = id
 }
 
 // launchIn is launch with in, the session's init (nil without namespaces).
