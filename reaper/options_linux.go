@@ -118,14 +118,6 @@ type Options struct {
 	// PIDNamespace says whether each session's tasks run in a PID namespace of the session's own (see
 	// the package documentation); zero means PIDNamespaceAuto.
 	PIDNamespace PIDNamespace
-	// ReadyInit keeps an init of a PID namespace started ahead for the next session to take, so that
-	// a session's first command does not wait for an init to start (a few milliseconds): once a
-	// session has taken the one ready, another starts in the background. A ready init exits, as any
-	// init whose namespace is empty does, after 10 s; the next is then made only once a session has
-	// started one of its own. It costs one idle init at most (see internal/pidns for its memory). For
-	// a server of many sessions (HTTP); false means only the first session finds an init ready: the
-	// one that probed PID namespaces at start-up.
-	ReadyInit bool
 	// PrivateTmp gives each session a /tmp and a /dev/shm of its own, empty at its start (tmpfs
 	// mounts in its mount namespace, which its PID namespace's init makes): its tasks' files there
 	// are no other session's to read, and go with the session. It needs PID namespaces: New fails

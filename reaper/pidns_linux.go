@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,8 @@ import (
 // the Reaper sees, as without namespaces.
 //
 // Two types own this. The Reaper's initPool decides, once, whether and how sessions get namespaces
-// (the start-up probe), starts inits, and keeps one ready for the next session. Each session's
+// (the start-up probe), and starts inits: each session's first command starts its own (an init's
+// start, a few milliseconds, is nothing the design bends for). Each session's
 // sessionNS holds the init its next task starts in and those that ended while the session went on:
 // the session asks it for an init, and its teardown takes them all. Neither holds Session.mu: an
 // init's fork and hello, and a spawn through it, run under the session's spawnMu alone, so reads of
@@ -42,9 +42,7 @@ import (
 // session's limits do not count its init (a session at its pids.max would otherwise stop the init's
 // runtime from making a thread, which kills it and the whole session; the memory of the init is the
 // Reaper's, as the server's is), nor does the session's slice, which the teardown's polite phase waits
-// to see empty, hold it. Since no init is born in a session's cgroup, one can be started before the
-// session exists: the start-up probe's init serves the first session, and with Options.ReadyInit an
-// init is kept ready for each next one (see takeReady).
+// to see empty, hold it.
 //
 // An init whose namespace has been empty for initIdle (no process of the session left) is ended by
 // the Reaper (pidns.Options.Idle), and the session's next command starts a new one: an idle session
@@ -102,8 +100,7 @@ func (p PIDNamespaceInfo) String() string {
 const initIdle = 10 * time.Second
 
 // initPool is the Reaper's side of PID namespaces: the start-up probe and what it decided, the thread
-// inits are forked from, the leaf they are born in (cgroup containment), and the init kept ready for
-// the next session. Its methods are safe for concurrent use; those that start inits are called only
+// inits are forked from, and the leaf they are born in (cgroup containment). Its methods are safe for concurrent use; those that start inits are called only
 // once wait has said that namespaces are on.
 type initPool struct {
 	// The fields up to probe are fixed at creation.
@@ -124,10 +121,7 @@ type initPool struct {
 	err    error            // decide's error, set under once
 	thread *reap.Forker     // the thread inits are forked from (their parent-death signal); nil when off
 	info   PIDNamespaceInfo // set by decide, read once wait has returned
-	ready  atomic.Pointer[pidns.Init]
-	want   chan struct{} // asks readyInits for an init (Options.ReadyInit); nil without
-	wg     sync.WaitGroup
-	stop   chan struct{} // closed by close: readyInits returns
+	wg     sync.WaitGroup   // the probe
 
 	// leafMu guards leaf: the leaf the inits are born in (cgroup containment), once made. A leaf lock.
 	leafMu sync.Mutex
@@ -136,21 +130,19 @@ type initPool struct {
 
 // probeResult is what the start-up probe found.
 type probeResult struct {
-	m     pidns.Mode
-	ready *pidns.Init // the init that answered, alive
-	err   error
+	m   pidns.Mode
+	err error
 }
 
 // newInitPool starts the probe that decides whether and how sessions get PID namespaces, unless they
 // are off, and returns at once: the probe (an init's start) runs while the rest of the start-up does
 // (the state directory, the MCP server, the client's first request). wait waits for its answer.
-// With Options.User no user namespace is tried: its uids are not mapped there. The probe's init is
-// kept for the first session (see takeReady), born, in cgroup containment, in the inits' leaf.
+// With Options.User no user namespace is tried: its uids are not mapped there.
 func (r *Reaper) newInitPool() (*initPool, error) {
 	p := &initPool{
 		log: r.log, kids: r.kids, mode: r.opts.PIDNamespace, noUserNS: r.opts.User != nil, tmp: r.opts.PrivateTmp, timeout: r.lim.CloseTimeout,
 		instance: r.instance, noClone3: &r.noClone3, idle: initIdle, decided: r.pidNamespaceDecided,
-		probe: make(chan probeResult, 1), stop: make(chan struct{}),
+		probe: make(chan probeResult, 1),
 	}
 	if p.mode == PIDNamespaceOff {
 		p.probe <- probeResult{}
@@ -166,18 +158,9 @@ func (r *Reaper) newInitPool() (*initPool, error) {
 	go func() {
 		defer p.wg.Done()
 		var res probeResult
-		if p.instance != nil {
-			opts.Cgroup = p.leafFD()
-		}
-		res.m, res.ready, res.err = pidns.ProbeKeep(opts)
-		if opts.Cgroup != nil {
-			opts.Cgroup.Close()
-		}
+		res.m, res.err = pidns.Probe(opts)
 		p.probe <- res
 	}()
-	// The probe's init is on the path of the first session's first command; the start-up goes on
-	// meanwhile. Yielding runs the goroutine at once, on this thread, up to the fork (where it waits).
-	runtime.Gosched()
 	return p, nil
 }
 
@@ -223,7 +206,6 @@ func (p *initPool) decide() error {
 		// masked paths (the kernel then refuses a new proc mount without CAP_SYS_ADMIN in the
 		// container's user namespace); the container's own PID namespace still dies with reaper there
 		// when reaper is its PID 1.
-		p.end(res.ready)
 		p.thread.Stop()
 		p.thread = nil
 		p.info.Reason = "a PID namespace could be made but not a /proc of its own (" + res.m.Note + "); --pid-namespace=on uses it anyway"
@@ -233,41 +215,19 @@ func (p *initPool) decide() error {
 		return nil
 	}
 	if p.tmp && !res.m.PrivateTmp {
-		p.end(res.ready)
 		p.thread.Stop()
 		p.thread = nil
 		return fmt.Errorf("a private /tmp cannot be made here: %s", res.m.Note)
 	}
 	p.info = PIDNamespaceInfo{On: true, UserNS: res.m.UserNS, Proc: res.m.Proc, Terminals: res.m.Devpts, PrivateTmp: res.m.PrivateTmp, Reason: res.m.Note}
-	if p.instance != nil && !res.ready.InCgroup() {
-		// In cgroup containment an init born outside would have to be moved into the inits' leaf,
-		// and moving a running process between cgroups cost more here than starting another init
-		// born there (BenchmarkSessionStart).
-		p.end(res.ready)
-	} else {
-		p.ready.Store(res.ready)
-	}
 	return nil
 }
 
-// keepReady starts readyInits (Options.ReadyInit) where the probe may find namespaces, before any
-// session can ask for one.
-func (p *initPool) keepReady() {
-	if p.thread == nil {
-		return
-	}
-	p.want = make(chan struct{}, 1)
-	p.wg.Add(1)
-	go p.readyInits()
-}
-
-// close stops readyInits, ends the init it left ready (if no session took it) and the thread inits
-// are forked from: every other init has ended by then (the sessions' teardowns ended theirs).
+// close stops the thread inits are forked from: every init has ended by then (the sessions'
+// teardowns ended theirs).
 func (p *initPool) close() {
 	p.wait() // the probe ends before what it could touch is let go of
-	close(p.stop)
 	p.wg.Wait()
-	p.endReady()
 	if p.thread != nil {
 		p.thread.Stop()
 	}
@@ -293,20 +253,6 @@ func (p *initPool) initsLeaf() (*cgroup.Slice, error) {
 		p.leaf = leaf
 	}
 	return p.leaf, nil
-}
-
-// leafFD opens the inits' leaf for an init to be born in, or returns nil if it cannot (the init is
-// then born outside, and a session starts its own).
-func (p *initPool) leafFD() *os.File {
-	leaf, err := p.initsLeaf()
-	if err == nil {
-		var f *os.File
-		if f, err = leaf.OpenFD(); err == nil {
-			return f
-		}
-	}
-	p.log.Debug("the inits' leaf could not be opened ahead", "error", err)
-	return nil
 }
 
 // start starts an init: born in the inits' leaf in cgroup containment. Where clone3 into a cgroup is
@@ -352,71 +298,6 @@ func (p *initPool) end(in *pidns.Init) {
 	in.Close()
 }
 
-// takeReady returns the init started ahead for the next session's first command (the start-up
-// probe's, or with Options.ReadyInit the last one made ready), or nil if there is none, or it has
-// exited (idle, or killed). Taking it saves the session an init's start; until taken it is a child of
-// the Reaper like any init, killed by the parent-death signal if the Reaper dies, and it forks nothing
-// until asked.
-//
-// With Options.ReadyInit, again reports that the caller is to ask readyInits for the next init
-// (askReady) once the command it needs an init for has started, whether it took one or starts its
-// own: not at once, where the next init's fork, exec and runtime start would take the CPU from that
-// command's start. A session that found none asks too: one ready had exited idle (sessions came more
-// than initIdle apart), or another session took it while its successor was starting.
-func (p *initPool) takeReady() (in *pidns.Init, again bool) {
-	in = p.ready.Swap(nil)
-	if in != nil && in.Err() != nil {
-		p.end(in)
-		in = nil
-	}
-	return in, p.want != nil
-}
-
-// askReady asks readyInits for an init ready for the next session.
-func (p *initPool) askReady() {
-	select {
-	case p.want <- struct{}{}:
-	default: // asked already
-	}
-}
-
-// readyInits keeps an init ready for the next session (Options.ReadyInit): it makes one each time a
-// session has taken the one there was, until close. The pool's wg counts it.
-func (p *initPool) readyInits() {
-	defer p.wg.Done()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-p.want:
-		}
-		if !p.on() || p.ready.Load() != nil || p.instance != nil && p.noClone3.Load() {
-			continue // one is there; or it would have to be moved: not worth it ahead (see decide)
-		}
-		in, err := p.start()
-		if err != nil {
-			p.log.Debug("an init could not be made ready for the next session", "error", err)
-			continue
-		}
-		select {
-		case <-p.stop:
-			p.end(in)
-			return
-		default:
-		}
-		if !p.ready.CompareAndSwap(nil, in) {
-			p.end(in)
-		}
-	}
-}
-
-// endReady ends the init kept ready, if no session took it.
-func (p *initPool) endReady() {
-	if in := p.ready.Swap(nil); in != nil {
-		p.end(in)
-	}
-}
-
 // sessionNS is the PID namespaces one session uses: the init of the namespace its next task starts
 // in, and those that ended while the session went on (a task killed its init, or it ended idle with
 // a successor started since), which its teardown lets go of. Its methods are safe for concurrent
@@ -441,8 +322,7 @@ type sessionNS struct {
 // has none or the one it had has ended (whatever ended it, the kernel killed its namespace with it).
 // fn gets nil without namespaces. An init that had ended when fn asked it (idle, or killed with its
 // namespace before the session noticed) started nothing, and fn is run again, once, with a new one:
-// it must undo what it did before it returns such an error. With Options.ReadyInit the next init is
-// asked for once fn has run (see takeReady).
+// it must undo what it did before it returns such an error.
 func (sn *sessionNS) use(fn func(in *pidns.Init) error) error {
 	if !sn.pool.on() {
 		return fn(nil)
@@ -450,14 +330,11 @@ func (sn *sessionNS) use(fn func(in *pidns.Init) error) error {
 	sn.startMu.Lock()
 	defer sn.startMu.Unlock()
 	for attempt := 0; ; attempt++ {
-		in, askReady, err := sn.initLocked()
+		in, err := sn.initLocked()
 		if err != nil {
 			return err
 		}
 		err = fn(in)
-		if askReady {
-			sn.pool.askReady()
-		}
 		if attempt == 0 && errors.Is(err, pidns.ErrEnded) {
 			continue
 		}
@@ -467,17 +344,17 @@ func (sn *sessionNS) use(fn func(in *pidns.Init) error) error {
 
 // initLocked returns the session's current init, starting one where it has none (see use). startMu
 // is held.
-func (sn *sessionNS) initLocked() (in *pidns.Init, askReady bool, err error) {
+func (sn *sessionNS) initLocked() (*pidns.Init, error) {
 	sn.mu.Lock()
 	cur, closed := sn.cur, sn.closed
 	sn.mu.Unlock()
 	if closed {
-		return nil, false, fmt.Errorf("session %s: %w", sn.session, ErrSessionClosed)
+		return nil, fmt.Errorf("session %s: %w", sn.session, ErrSessionClosed)
 	}
 	if cur != nil {
 		err := cur.Err()
 		if err == nil {
-			return cur, false, nil
+			return cur, nil
 		}
 		sn.mu.Lock()
 		sn.cur = nil
@@ -492,20 +369,18 @@ func (sn *sessionNS) initLocked() (in *pidns.Init, askReady bool, err error) {
 				"session", sn.session, "init", cur.Pid(), "error", err)
 		}
 	}
-	in, askReady = sn.pool.takeReady()
-	if in == nil {
-		if in, err = sn.pool.start(); err != nil {
-			return nil, false, fmt.Errorf("session %s: %w", sn.session, err)
-		}
+	in, err := sn.pool.start()
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", sn.session, err)
 	}
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
 	if sn.closed { // the teardown came meanwhile: it has taken what it would end
 		sn.pool.end(in)
-		return nil, false, fmt.Errorf("session %s: %w", sn.session, ErrSessionClosed)
+		return nil, fmt.Errorf("session %s: %w", sn.session, ErrSessionClosed)
 	}
 	sn.cur = in
-	return in, askReady, nil
+	return in, nil
 }
 
 // current returns the session's init, nil before its first command, after it ended idle, or without

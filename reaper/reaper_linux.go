@@ -213,9 +213,6 @@ func newReaper(opts Options) (*Reaper, error) {
 		r.wg.Add(1)
 		go r.watchAdopted(r.stopWatch)
 	}
-	if opts.ReadyInit {
-		r.pool.keepReady()
-	}
 	ok = true
 	return r, nil
 }
@@ -430,7 +427,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 		return r.closeErr
 	}
 	defer close(r.done)
-	r.pidNamespace() // the probe ends before anything it could touch (the ready init, the record) is let go
+	r.pidNamespace() // the probe ends before anything it could touch (the inits' thread, the record) is let go
 	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
 	wctx, cancel := kill.DeathWait(ctx)

@@ -163,7 +163,6 @@ func newServer(c serveConfig, link guard.Link, log *slog.Logger, o *ops) (*reape
 		Containment:       containment,
 		PIDNamespace:      pidNS,
 		PrivateTmp:        c.privateTmp,
-		ReadyInit:         c.http != "", // over HTTP sessions come and go; over stdio there is one
 		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
 		StateDir:          c.stateDir,
 		Grace:             &c.grace,

@@ -27,45 +27,24 @@ type Mode struct {
 // where the distribution restricts them).
 func Probe(opts Options) (Mode, error) {
 	opts.Cgroup = nil
-	m, in, err := ProbeKeep(opts)
-	if in != nil {
-		end(in, opts)
-	}
-	return m, err
-}
-
-// ProbeKeep is Probe, except that the init that answered is returned alive instead of ended, so
-// that a first session can use it rather than start another (about 6 ms): an init forks nothing
-// until it is asked to. If opts.Cgroup is set the init is born there (where the sessions' inits
-// are); where no start in it works, the probe is made again outside any cgroup, so that a refused clone3
-// into a cgroup (a seccomp profile's ENOSYS or EPERM) is not taken for refused namespaces:
-// Init.InCgroup says which it was. Like any init it exits by itself once its namespace has been
-// empty for opts.Idle; its owner ends it (Kill, Wait, Close) if no session takes it.
-func ProbeKeep(opts Options) (Mode, *Init, error) {
-	m, in, err := probeKeep(opts)
-	if err != nil && opts.Cgroup != nil {
-		opts.Cgroup = nil
-		m, in, err = probeKeep(opts)
-	}
-	return m, in, err
-}
-
-// probeKeep is ProbeKeep in opts.Cgroup, or outside any cgroup if it is nil.
-func probeKeep(opts Options) (Mode, *Init, error) {
 	opts.UserNS = false
 	in, direct := Start(opts)
 	if direct == nil {
-		return mode(in, opts), in, nil
+		m := mode(in, opts)
+		end(in, opts)
+		return m, nil
 	}
 	if opts.NoUserNS {
-		return Mode{}, nil, fmt.Errorf("creating PID and mount namespaces: %w; not through a user namespace, which would not map the tasks' user", cause(direct))
+		return Mode{}, fmt.Errorf("creating PID and mount namespaces: %w; not through a user namespace, which would not map the tasks' user", cause(direct))
 	}
 	opts.UserNS = true
 	in, err := Start(opts)
 	if err == nil {
-		return mode(in, opts), in, nil
+		m := mode(in, opts)
+		end(in, opts)
+		return m, nil
 	}
-	return Mode{}, nil, fmt.Errorf("creating PID and mount namespaces: %w; through a user namespace: %w", cause(direct), cause(err))
+	return Mode{}, fmt.Errorf("creating PID and mount namespaces: %w; through a user namespace: %w", cause(direct), cause(err))
 }
 
 // mode is what a started init says of the namespaces made as opts asked.

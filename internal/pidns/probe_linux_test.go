@@ -12,12 +12,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestProbeKeepCgroup: ProbeKeep's init is born in Options.Cgroup where it can be, and where no start
-// in it works (here a directory that is no cgroup, which clone3 refuses) the probe is made again
-// outside, so the answer is still the host's and InCgroup says where the init is. (An external test:
-// it uses testutil, which imports pidns.)
-func TestProbeKeepCgroup(t *testing.T) {
-	probe := func(t *testing.T, dir string) *pidns.Init {
+// TestStartInCgroup: an init started with Options.Cgroup is born in that cgroup (where every session's
+// init is, in cgroup containment), and InCgroup says so; one started with a directory that is no
+// cgroup fails (clone3 refuses it), which the caller takes as a sign to start it outside. (An external
+// test: it uses testutil, which imports pidns.)
+func TestStartInCgroup(t *testing.T) {
+	start := func(t *testing.T, dir string) (*pidns.Init, error) {
 		t.Helper()
 		f, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -29,12 +29,11 @@ func TestProbeKeepCgroup(t *testing.T) {
 			t.Skipf("skipped: this host gives no PID namespaces: %v", err)
 		}
 		opts.Cgroup = f
-		_, in, err := pidns.ProbeKeep(opts)
-		if err != nil {
-			t.Fatalf("the probe in %s: %v", dir, err)
+		in, err := pidns.Start(opts)
+		if err == nil {
+			t.Cleanup(func() { pidns.End(in, opts) })
 		}
-		t.Cleanup(func() { pidns.End(in, opts) })
-		return in
+		return in, err
 	}
 	t.Run("cgroup", func(t *testing.T) {
 		root := testutil.CgroupRoot(t)
@@ -45,7 +44,10 @@ func TestProbeKeepCgroup(t *testing.T) {
 			}
 		}
 		t.Cleanup(func() { os.Remove(leaf) }) // after the init's end (cleanups run last first)
-		in := probe(t, leaf)
+		in, err := start(t, leaf)
+		if err != nil {
+			t.Fatalf("an init in %s: %v", leaf, err)
+		}
 		b, err := os.ReadFile(filepath.Join(leaf, "cgroup.procs"))
 		if err != nil {
 			t.Fatal(err)
@@ -55,12 +57,8 @@ func TestProbeKeepCgroup(t *testing.T) {
 		}
 	})
 	t.Run("not a cgroup", func(t *testing.T) {
-		in := probe(t, t.TempDir())
-		if in.InCgroup() {
-			t.Error("InCgroup says the init was born in a directory that is no cgroup")
-		}
-		if err := in.Err(); err != nil {
-			t.Errorf("the init the probe kept: %v", err)
+		if in, err := start(t, t.TempDir()); err == nil {
+			t.Errorf("an init started in a directory that is no cgroup: pid %d, InCgroup %v", in.Pid(), in.InCgroup())
 		}
 	})
 }

@@ -31,7 +31,7 @@ type Options struct {
 	// allowed. The tasks then see every other user's and group's files as owned by nobody, and
 	// set-user-ID and file-capability programs gain no privilege in them.
 	UserNS bool
-	// NoUserNS keeps Probe and ProbeKeep from trying a user namespace where the namespaces cannot be
+	// NoUserNS keeps Probe from trying a user namespace where the namespaces cannot be
 	// made directly: for tasks that run as other users (reaper.Options.User), whose ids such a
 	// namespace would not map (switching to them there fails). Start ignores it.
 	NoUserNS bool
