@@ -27,7 +27,7 @@ type BashInput struct {
 	Description     string `json:"description,omitempty" jsonschema:"a short description of what the command does, at most 1024 bytes"`
 	MaxOutput       *int   `json:"max_output,omitempty" jsonschema:"the most characters of output the result holds (its head and tail; the whole output is in output_file either way); default: the server's (see the tool's description), at most 1048576"`
 	Stdin           bool   `json:"stdin,omitempty" jsonschema:"with run_in_background: keep the task's standard input open (a pipe) so that write_stdin can write to it; without it, and without tty, input is /dev/null"`
-	TTY             bool   `json:"tty,omitempty" jsonschema:"run the command on a terminal (its input, output and controlling terminal), for programs that need one: password prompts, REPLs, full-screen tools, anything that checks isatty; with run_in_background, write_stdin types into it. Output then has \r\n line ends and the terminal echoes what is typed"`
+	TTY             bool   `json:"tty,omitempty" jsonschema:"run the command on a terminal (its input, output and controlling terminal), for programs that need one: password prompts, REPLs, full-screen tools, anything that checks isatty; with run_in_background, write_stdin types into it. Output then has \\r\\n line ends and the terminal echoes what is typed"`
 	Rows            *int   `json:"rows,omitempty" jsonschema:"with tty: the terminal's height in lines; default 24"`
 	Cols            *int   `json:"cols,omitempty" jsonschema:"with tty: the terminal's width in characters; default 80"`
 }
@@ -124,8 +124,8 @@ type TaskOutput struct {
 // WriteStdinInput is the write_stdin tool's arguments; the names follow Codex's tool of that name.
 type WriteStdinInput struct {
 	TaskID     string `json:"task_id" jsonschema:"the id of a background task started with stdin or tty"`
-	Chars      string `json:"chars,omitempty" jsonschema:"what to type: text, with \n for Enter, and control characters as JSON escapes: \u0003 Ctrl-C, \u0004 Ctrl-D, \u001b Escape, \u001a Ctrl-Z; empty only waits and reads; at most 65536 bytes"`
-	CloseStdin bool   `json:"close_stdin,omitempty" jsonschema:"after writing, close the input of a task started with stdin (its end of input); on a tty send \u0004 instead"`
+	Chars      string `json:"chars,omitempty" jsonschema:"what to type: text, with \\n for Enter, and control characters as JSON escapes: \\u0003 Ctrl-C, \\u0004 Ctrl-D, \\u001b Escape, \\u001a Ctrl-Z; empty only waits and reads; at most 65536 bytes"`
+	CloseStdin bool   `json:"close_stdin,omitempty" jsonschema:"after writing, close the input of a task started with stdin (its end of input); on a tty send \\u0004 instead"`
 	WaitMS     *int   `json:"wait_ms,omitempty" jsonschema:"milliseconds to wait for the answer; default 1000, at most 30000; it returns earlier when the task ends or waits for input again"`
 	MaxOutput  *int   `json:"max_output,omitempty" jsonschema:"the most characters of output to return; default: the server's, at most 1048576"`
 	Rows       *int   `json:"rows,omitempty" jsonschema:"resize the task's terminal to this many lines first (tty only)"`
