@@ -94,10 +94,17 @@ func walkServers(t *testing.T, where string, v any) {
 
 var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
+// outside is a path of the machine the project is developed on, which a reader does not have.
+var outside = regexp.MustCompile(`(^|[\s(\x60])/work/\S*`)
+
 // TestLinks checks every relative link of the documents: its file exists and, where it names a
-// heading, the heading does (as GitHub makes anchors of headings).
+// heading, the heading does (as GitHub makes anchors of headings). No document cites a path of the
+// development machine.
 func TestLinks(t *testing.T) {
 	for _, doc := range documents(t) {
+		for _, m := range outside.FindAllString(read(t, doc), -1) {
+			t.Errorf("%s cites %s, a path of the development machine that readers do not have: cite the public source, or the repository's file", doc, strings.TrimSpace(m))
+		}
 		for _, m := range link.FindAllStringSubmatch(read(t, doc), -1) {
 			target := m[1]
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
