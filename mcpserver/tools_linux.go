@@ -230,9 +230,9 @@ With block=true it waits until the task ends (timeout defaults to 30000 ms, at m
 		Annotations: &mcp.ToolAnnotations{Title: "Read a task's output", ReadOnlyHint: true},
 	}
 	t.stop = &mcp.Tool{
-		Name:        "task_stop",
-		Description: fmt.Sprintf("Stop a background task: its whole process tree (children, detached and escaped ones included) gets %s. Returns its final status.", graceText(l.Grace)),
-		Annotations: &mcp.ToolAnnotations{Title: "Stop a background task", DestructiveHint: ptr(true), IdempotentHint: true},
+		Name: "task_stop",
+		Description: fmt.Sprintf(`Stop a background task (its task_id), or what a finished foreground command left running, such as "server &" (its output_task_id; task_list lists such leftovers): the whole process tree, children and detached or escaped processes included, gets %s. Returns the final status, the exit code, and how many processes it ended. The output stays readable with task_output.`, graceText(l.Grace)),
+		Annotations: &mcp.ToolAnnotations{Title: "Stop a task and what it left running", DestructiveHint: ptr(true), IdempotentHint: true},
 	}
 	t.list = &mcp.Tool{
 		Name:        "task_list",
@@ -283,18 +283,46 @@ func inSession[In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequ
 
 func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, st *session, in TaskStopInput) (*mcp.CallToolResult, TaskStopOutput, error) {
 	ti, rep, err := st.rs.Stop(ctx, in.TaskID)
-	if errors.Is(err, reaper.ErrUnknownTask) || ti.ID == "" {
+	if errors.Is(err, reaper.ErrUnknownTask) {
+		return nil, TaskStopOutput{}, fmt.Errorf("%w; task_list lists the tasks and leftovers there are to stop", err)
+	}
+	if ti.ID == "" {
 		return nil, TaskStopOutput{}, err
 	}
 	out := TaskStopOutput{TaskID: ti.ID, Status: string(ti.Status), Killed: rep.Total()}
 	if ti.Status.Terminal() {
 		out.ExitCode = ptr(ti.ExitCode)
 	}
-	msg := fmt.Sprintf("Task %s: %s; %d process(es) ended.", ti.ID, ti.Status, rep.Total())
+	msg := stopText(ti, rep.Total())
 	if err != nil {
 		msg += " Warning: " + err.Error()
 	}
 	return text(msg), out, nil
+}
+
+// stopText says what task_stop did to ti, ending killed processes, and where its output is.
+func stopText(ti reaper.TaskInfo, killed int) string {
+	var b strings.Builder
+	switch {
+	case !ti.Background:
+		fmt.Fprintf(&b, "Command %s had exited (%s, exit code %d); ", ti.ID, ti.Status, ti.ExitCode)
+		if killed == 0 {
+			b.WriteString("nothing it started was running.")
+		} else {
+			fmt.Fprintf(&b, "%d process(es) it left running ended.", killed)
+		}
+	case ti.Status == reaper.Killed:
+		fmt.Fprintf(&b, "Task %s stopped; %d process(es) ended.", ti.ID, killed)
+	default:
+		fmt.Fprintf(&b, "Task %s had ended (%s, exit code %d); ", ti.ID, ti.Status, ti.ExitCode)
+		if killed == 0 {
+			b.WriteString("nothing it started was running.")
+		} else {
+			fmt.Fprintf(&b, "%d process(es) it left running ended.", killed)
+		}
+	}
+	fmt.Fprintf(&b, " Its output stays readable with task_output task_id=%s.", ti.ID)
+	return b.String()
 }
 
 func (s *Server) taskList(ctx context.Context, req *mcp.CallToolRequest, st *session, _ TaskListInput) (*mcp.CallToolResult, TaskListOutput, error) {

@@ -336,3 +336,36 @@ func TestWorkingDirectoryKept(t *testing.T) {
 		t.Errorf("after removing its directory: %+v", r)
 	}
 }
+
+// TestStopWhatACommandLeft: task_stop on a foreground command's output_task_id stops what the command
+// left running (as task_list lists it), and says so in words an agent can act on; an id it does not
+// know gets an error that names where the ids are.
+func TestStopWhatACommandLeft(t *testing.T) {
+	cs, _, _ := connectStdio(t, cgroupArgs(t)...)
+	r := bash(t, cs, "sleep 1000 & echo $! $("+testutil.ShowNS+")")
+	if r.Leftover != 1 || r.OutputTaskID == "" {
+		t.Fatalf("sleep 1000 &: %+v", r)
+	}
+	left := testutil.PidsInNS(t, testutil.NSIn(r.Output), strings.Fields(r.Output)[0])
+	var stopped struct {
+		Status   string `json:"status"`
+		ExitCode *int   `json:"exit_code"`
+		Killed   int    `json:"killed"`
+	}
+	res := mcptest.CallInto(t, cs, "task_stop", map[string]any{"task_id": r.OutputTaskID}, &stopped)
+	want := "Command " + r.OutputTaskID + " had exited (completed, exit code 0); 1 process(es) it left running ended. Its output stays readable with task_output task_id=" + r.OutputTaskID + "."
+	if res.IsError || mcptest.Text(res) != want || stopped.Status != "completed" || stopped.ExitCode == nil || *stopped.ExitCode != 0 || stopped.Killed != 1 {
+		t.Errorf("task_stop of what a command left: %q %+v\nwant %q", mcptest.Text(res), stopped, want)
+	}
+	testutil.AwaitDead(t, left, grace+5*time.Second)
+	if list := mcptest.Text(callTool(t, cs, "task_list", nil)); strings.Contains(list, "left by") {
+		t.Errorf("task_list after the stop: %s", list)
+	}
+	if _, out := mcptest.TaskOutput(t, cs, r.OutputTaskID, false); !strings.Contains(out, "pid:[") {
+		t.Errorf("the output after the stop: %q", out)
+	}
+	res = callTool(t, cs, "task_stop", map[string]any{"task_id": "t-0123456789abcdef"})
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "task_list lists the tasks and leftovers there are to stop") {
+		t.Errorf("task_stop of an unknown id: %s", mcptest.Text(res))
+	}
+}
