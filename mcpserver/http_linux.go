@@ -1,10 +1,13 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -67,6 +70,9 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 			return
 		}
 		if sessionless(r) {
+			if msg.method == methodSetLevel && answerSetLevel(w, r, msg) {
+				return
+			}
 			workspaces.ServeHTTP(w, r)
 			return
 		}
@@ -83,6 +89,43 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	// Every check before any side effect: Host, Origin, token, then (in front) the protocol version
 	// and the session's owner.
 	return httpguard.CheckHost(httpguard.CheckOrigin(http.NewCrossOriginProtection().Handler(h)))
+}
+
+const methodSetLevel = "logging/setLevel"
+
+// answerSetLevel answers a sessionless logging/setLevel request that carries no
+// io.modelcontextprotocol/protocolVersion in its _meta with an empty result, and reports whether it
+// did. Protocol 2026-07-28 has no logging/setLevel (a request names its log level in its own _meta),
+// yet the go-sdk client v1.8.0 still sends it when asked to, without the _meta that 2026-07-28 asks
+// of every request (go-sdk issue #1116, closed as working as intended); the SDK's handler refuses
+// it with a 400, and a client that takes that for a broken server stops. Nothing is lost by
+// accepting it: a workspace is sent no log messages (task-end notifications are a session's), so
+// there is no level to set. Upstream, SetLoggingLevel would add the _meta, or refuse to send on a
+// 2026-07-28 session. A request with the _meta goes to the SDK, which answers it itself.
+func answerSetLevel(w http.ResponseWriter, r *http.Request, msg message) bool {
+	if msg.id == nil || r.Body == nil {
+		return false
+	}
+	body, err := io.ReadAll(r.Body) // admitted: at most the limit of a method other than tools/call
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	var req struct {
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &req) != nil || req.Params.Meta[mcp.MetaKeyProtocolVersion] != nil {
+		return false
+	}
+	answer, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(msg.id), "result": struct{}{}})
+	if err != nil {
+		return false // an id that is not JSON after all: the SDK refuses the request
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(answer, '\n'))
+	return true
 }
 
 // verifier checks a bearer token against every configured token in constant time (comparing

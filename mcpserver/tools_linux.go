@@ -230,7 +230,7 @@ With block=true it waits until the task ends (timeout defaults to 30000 ms, at m
 		Annotations: &mcp.ToolAnnotations{Title: "Read a task's output", ReadOnlyHint: true},
 	}
 	t.stop = &mcp.Tool{
-		Name: "task_stop",
+		Name:        "task_stop",
 		Description: fmt.Sprintf(`Stop a background task (its task_id), or what a finished foreground command left running, such as "server &" (its output_task_id; task_list lists such leftovers): the whole process tree, children and detached or escaped processes included, gets %s. Returns the final status, the exit code, and how many processes it ended. The output stays readable with task_output.`, graceText(l.Grace)),
 		Annotations: &mcp.ToolAnnotations{Title: "Stop a task and what it left running", DestructiveHint: ptr(true), IdempotentHint: true},
 	}

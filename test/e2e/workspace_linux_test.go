@@ -191,3 +191,25 @@ func restartEnds(t *testing.T, p *reaperProc, cs *mcp.ClientSession, args []stri
 		t.Errorf("the old handle after a restart: %s", mcptest.Text(res))
 	}
 }
+
+// TestSetLoggingLevel: logging/setLevel, which 2026-07-28 no longer has and the go-sdk client sends
+// all the same, without the _meta that 2026-07-28 asks of every request, succeeds over HTTP in both
+// eras and over stdio, and the connection goes on.
+func TestSetLoggingLevel(t *testing.T) {
+	p := startHTTP(t, place(t, "process").args()...)
+	stdio, _, _ := connectStdio(t, place(t, "process").args()...)
+	for name, c := range map[string]*mcp.ClientSession{
+		"HTTP " + mcptest.Workspaces: mcptest.ConnectHTTP(t, p.url, mcptest.Options{Protocol: mcptest.Workspaces, Token: p.token}),
+		"HTTP " + mcptest.Sessions:   mcptest.ConnectHTTP(t, p.url, mcptest.Options{Protocol: mcptest.Sessions, Token: p.token}),
+		"stdio":                      stdio,
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := c.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+			t.Errorf("%s: logging/setLevel info: %v", name, err)
+		}
+		cancel()
+		if _, err := c.ListTools(context.Background(), nil); err != nil {
+			t.Errorf("%s: tools/list after logging/setLevel: %v", name, err)
+		}
+	}
+}
