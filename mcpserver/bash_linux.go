@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -45,6 +46,9 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, st *session
 	res, err := st.rs.Run(ctx, in.Command, opts)
 	if err != nil && res.Status == "" {
 		return nil, BashOutput{}, err
+	}
+	if err != nil && errors.Is(context.Cause(ctx), errInputEnded) {
+		res.Notice = strings.TrimPrefix(res.Notice+"; "+errInputEnded.Error(), "; ")
 	}
 	txt := bashText(res, timeout, s.memoryMax())
 	out := BashOutput{

@@ -25,6 +25,7 @@ type responseTransport struct {
 	inner *mcp.IOTransport
 	out   *lockedWriter // where inner writes too: each message with one Write
 	batch *atomic.Bool  // a batch came in: the SDK's connection answers it as one
+	input *inputEnd     // told of every response written; nil for none
 }
 
 func (t *responseTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -32,7 +33,7 @@ func (t *responseTransport) Connect(ctx context.Context) (mcp.Connection, error)
 	if err != nil {
 		return nil, err
 	}
-	return &responseConn{Connection: c, out: t.out, batch: t.batch}, nil
+	return &responseConn{Connection: c, out: t.out, batch: t.batch, input: t.input}, nil
 }
 
 // responseConn is a connection of responseTransport.
@@ -40,13 +41,18 @@ type responseConn struct {
 	mcp.Connection
 	out   *lockedWriter
 	batch *atomic.Bool
+	input *inputEnd
 }
 
 // Write writes a response with a result as responseLine makes it, unless a batch came in on the
 // connection (the SDK collects a batch's responses into one message): then, and for every other
 // message, the SDK's connection writes it. A failed write closes the connection, as the SDK's does.
+// Every response, written or not, is counted as answered (see inputEnd).
 func (c *responseConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	resp, ok := msg.(*jsonrpc.Response)
+	if ok && c.input != nil {
+		defer c.input.answered(resp.ID)
+	}
 	if !ok || c.batch.Load() {
 		return c.Connection.Write(ctx, msg)
 	}

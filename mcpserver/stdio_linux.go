@@ -11,28 +11,32 @@ import (
 )
 
 // StdioTransport returns the transport for serving one client over in and out (stdin and stdout):
-// newline-delimited JSON-RPC, as mcp.IOTransport, except for a message the limits refuse (see
-// limits.go): the SDK's transport ends the whole connection at a line over its length; this one
-// discards the message, answers it with a JSON-RPC error that says why (when it is a request whose id
-// can be read) and goes on, as the HTTP handler does. Closing the transport closes neither in nor out.
+// newline-delimited JSON-RPC, as mcp.IOTransport, except for a line the limits refuse (see
+// limits.go) or that is no JSON-RPC message: the SDK's transport ends the whole connection at such a
+// line; this one discards it, answers it with a JSON-RPC error that says why (unless it is a
+// notification) and goes on, as the HTTP handler does. And at the end of in, every request read
+// before it is answered (see inputEnd), as a filter answers all it has read. Closing the transport
+// closes neither in nor out.
 func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 	w := &lockedWriter{w: out}
-	r := &lineReader{src: bufio.NewReaderSize(in, 64<<10), limits: s.limits}
-	r.refuse = func(id []byte, why string, size int64) {
+	r := &lineReader{src: bufio.NewReaderSize(in, 64<<10), limits: s.limits, input: newInputEnd(StdioCloseGrace)}
+	r.refuse = func(id []byte, code int, why string, size int64) {
 		s.log.Warn("stdio message refused", "bytes", size, "why", why, "id", string(id))
 		s.opts.Observer.Refused(RefusedMessage)
-		if line := errorLine(id, codeInvalidRequest, why); line != nil {
+		if line := errorLine(id, code, why); line != nil {
 			w.Write(line)
 		}
 	}
 	// lineReader enforces the limits; responses are written around their results (see respond.go).
-	return &responseTransport{inner: &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: -1}, out: w, batch: &r.batch}
+	return &responseTransport{inner: &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: -1}, out: w, batch: &r.batch, input: r.input}
 }
 
-// StdioCloseGrace caps the grace period of a session whose stdio client closed the connection. MCP
-// clients end a stdio server by closing its input, then send SIGTERM if it has not exited "within a
-// reasonable time" and SIGKILL after that; the TypeScript SDK waits 2 s before SIGTERM. With the grace
-// capped at a second, reaper has torn everything down and exited before that SIGTERM comes.
+// StdioCloseGrace caps the time from the end of a stdio client's input to the end of its session's
+// teardown: the answers to the requests read before the end (see inputEnd), then the grace period of
+// the session's processes. MCP clients end a stdio server by closing its input, then send SIGTERM if
+// it has not exited "within a reasonable time" and SIGKILL after that; the TypeScript SDK waits 2 s
+// before SIGTERM. With a second for both, reaper has torn everything down and exited before that
+// SIGTERM comes.
 const StdioCloseGrace = time.Second
 
 // Run serves one connection (stdio) until the client disconnects, then ends its session, within
@@ -40,6 +44,11 @@ const StdioCloseGrace = time.Second
 // once and leaves the session to Close, which the caller calls with the context its teardown should
 // have.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	var input *inputEnd
+	if rt, ok := t.(*responseTransport); ok && rt.input != nil {
+		input = rt.input
+		ctx = context.WithValue(ctx, inputKey{}, input) // the tool calls' contexts are made from it
+	}
 	ss, err := s.mcp.Connect(ctx, t, nil)
 	if err != nil {
 		return fmt.Errorf("mcpserver: connect: %w", err)
@@ -49,6 +58,9 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 		ss.Close()
 		return errShuttingDown
 	}
+	s.mu.Lock()
+	st.input = input
+	s.mu.Unlock()
 	select {
 	case <-st.retired: // the connection closed and the session's end is done
 		return ss.Wait()
@@ -59,11 +71,40 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 
 // disconnected returns the context of the teardown of a session whose MCP session closed under it.
 // A stdio client that closed the connection is on its way to killing this process (see
-// StdioCloseGrace), so its session's grace period is capped. Over HTTP the SDK closed the session
-// itself (its own idle timeout, long after the lease's): the teardown keeps its grace period.
+// StdioCloseGrace), so its session's teardown must be done StdioCloseGrace after the end of its
+// input, the time its last answers took included. Over HTTP the SDK closed the session itself (its
+// own idle timeout, long after the lease's): the teardown keeps its grace period.
 func (s *Server) disconnected(st *session) (context.Context, context.CancelFunc) {
-	if st.key.kind == kindConn {
-		return context.WithTimeout(context.Background(), StdioCloseGrace)
+	if st.key.kind != kindConn {
+		return context.WithCancel(context.Background())
 	}
-	return context.WithCancel(context.Background())
+	s.mu.Lock()
+	input := st.input
+	s.mu.Unlock()
+	end := time.Now()
+	if input != nil {
+		if at := input.endedAt(); !at.IsZero() {
+			end = at
+		}
+	}
+	return context.WithDeadline(context.Background(), end.Add(StdioCloseGrace))
+}
+
+// inputKey is the context key of a stdio connection's inputEnd, in the contexts of its requests.
+type inputKey struct{}
+
+// untilInputEnds returns the context a tool call runs in: ctx, cancelled with errInputEnded when the
+// stdio client's input ends, and the function that releases it. A call that begins after the end
+// is refused (err): it was read before the end, and is answered, but nothing of it is run.
+func untilInputEnds(ctx context.Context) (_ context.Context, release func(), err error) {
+	input, _ := ctx.Value(inputKey{}).(*inputEnd)
+	if input == nil {
+		return ctx, func() {}, nil
+	}
+	if input.ended.Err() != nil {
+		return ctx, func() {}, fmt.Errorf("not run: %w", errInputEnded)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(input.ended, func() { cancel(errInputEnded) })
+	return ctx, func() { stop(); cancel(nil) }, nil
 }

@@ -269,15 +269,28 @@ func (s *Server) addTools(l reaper.Limits) *outputSchemas {
 }
 
 // inSession adapts a tool handler that acts on a session to the session era: the session is the one
-// the call came on, opened on its first tool call.
+// the call came on, opened on its first tool call. Over stdio the call is cut short when the client's
+// input ends, and not begun after that (see untilInputEnds).
 func inSession[In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequest, *session, In) (*mcp.CallToolResult, Out, error)) func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error) {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
-		st, err := s.sessionFor(ctx, req)
+		var none Out
+		ctx, release, err := untilInputEnds(ctx)
 		if err != nil {
-			var none Out
 			return nil, none, err
 		}
-		return h(ctx, req, st, in)
+		defer release()
+		st, err := s.sessionFor(ctx, req)
+		if errors.Is(context.Cause(ctx), errInputEnded) {
+			return nil, none, fmt.Errorf("not run: %w", errInputEnded) // the input ended while its session opened
+		}
+		if err != nil {
+			return nil, none, err
+		}
+		res, out, err := h(ctx, req, st, in)
+		if err != nil && errors.Is(context.Cause(ctx), errInputEnded) {
+			err = fmt.Errorf("cut short: %w", errInputEnded)
+		}
+		return res, out, err
 	}
 }
 
