@@ -17,8 +17,10 @@ import (
 // a tool error unless it is a *jsonrpc.Error. Unlike mcp.AddTool, nothing is inferred or resolved
 // here: that was most of New's time, on the path of every stdio start. The schemas come from their
 // files, and the one that validates a tool's arguments is resolved at the tool's first call.
-// t's schemas must be nil.
-func addTool[Out, In any](srv *mcp.Server, o *outputSchemas, t *mcp.Tool, h mcp.ToolHandlerFor[In, any]) {
+// t's schemas must be nil. Each check in before is called with the arguments ahead of the
+// validation, and an error it returns is the call's result: to say what the validation's error
+// would not (see needsWorkspace).
+func addTool[Out, In any](srv *mcp.Server, o *outputSchemas, t *mcp.Tool, h mcp.ToolHandlerFor[In, any], before ...func(json.RawMessage) error) {
 	if t.InputSchema != nil || t.OutputSchema != nil {
 		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
 	}
@@ -32,6 +34,11 @@ func addTool[Out, In any](srv *mcp.Server, o *outputSchemas, t *mcp.Tool, h mcp.
 		return r
 	})
 	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		for _, check := range before {
+			if err := check(req.Params.Arguments); err != nil {
+				return toolError(err), nil
+			}
+		}
 		in, err := decodeArguments[In](req.Params.Arguments, validator())
 		if err != nil {
 			return toolError(err), nil

@@ -37,9 +37,8 @@ func (s *Server) trackSessions(next mcp.MethodHandler) mcp.MethodHandler {
 
 // workspaceMiddleware is the receiving middleware of the workspace server (protocol 2026-07-28 over
 // HTTP, stateless: each request has a session of its own, which nothing tracks), outermost first, in
-// the order of middleware and for the same reasons; requireWorkspace comes after dropNullArguments,
-// so that a workspace sent as null counts as missing, and before the validation (see addTool), so
-// that the error says how to get a handle.
+// the order of middleware and for the same reasons. dropNullArguments comes before the tools'
+// handlers, so that a workspace sent as null counts as missing (see needsWorkspace).
 func (s *Server) workspaceMiddleware(out *outputSchemas) []mcp.Middleware {
-	return []mcp.Middleware{encodeOnce, s.observe, dropNullArguments, requireWorkspace, out.middleware}
+	return []mcp.Middleware{encodeOnce, s.observe, dropNullArguments, out.middleware}
 }

@@ -118,9 +118,6 @@ type WorkspaceEntry struct {
 	Tasks int `json:"running_tasks"`
 }
 
-// workspaceTools are the tools that act on a workspace, whose handle they require.
-var workspaceTools = []string{"bash", "task_output", "task_stop", "task_list", "write_stdin", "workspace_close"}
-
 // addWorkspaceTools adds the tools of the workspace era to the workspace server, and returns their
 // output schemas.
 func (s *Server) addWorkspaceTools(l reaper.Limits) *outputSchemas {
@@ -132,11 +129,11 @@ func (s *Server) addWorkspaceTools(l reaper.Limits) *outputSchemas {
 		tool.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + tool.Description
 	}
 	o := newOutputSchemas()
-	addTool[BashOutput](s.ws, o, t.bash, structured(inWorkspace[WorkspaceBashInput](s, s.bash)))
-	addTool[TaskOutput](s.ws, o, t.output, structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)))
-	addTool[TaskStopOutput](s.ws, o, t.stop, structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)))
-	addTool[TaskListOutput](s.ws, o, t.list, structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)))
-	addTool[WriteStdinOutput](s.ws, o, t.input, structured(inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin)))
+	addTool[BashOutput](s.ws, o, t.bash, structured(inWorkspace[WorkspaceBashInput](s, s.bash)), needsWorkspace(t.bash.Name))
+	addTool[TaskOutput](s.ws, o, t.output, structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)), needsWorkspace(t.output.Name))
+	addTool[TaskStopOutput](s.ws, o, t.stop, structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)), needsWorkspace(t.stop.Name))
+	addTool[TaskListOutput](s.ws, o, t.list, structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)), needsWorkspace(t.list.Name))
+	addTool[WriteStdinOutput](s.ws, o, t.input, structured(inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin)), needsWorkspace(t.input.Name))
 	addTool[WorkspaceOpenOutput](s.ws, o, &mcp.Tool{
 		Name: "workspace_open",
 		Description: fmt.Sprintf(`Open a workspace and return its handle: pass it as workspace to bash, task_output, task_stop, task_list, write_stdin and workspace_close.
@@ -149,7 +146,7 @@ No notifications come between calls: wait for a background task with task_output
 		Name:        "workspace_close",
 		Description: fmt.Sprintf("Close a workspace now: every process it started, background tasks and escaped or detached processes included, gets %s; the handle is unusable at once. Answers within a second, closed or still closing.", graceText(l.Grace)),
 		Annotations: &mcp.ToolAnnotations{Title: "Close a workspace", DestructiveHint: ptr(true), IdempotentHint: true},
-	}, structured(s.workspaceClose))
+	}, structured(s.workspaceClose), needsWorkspace("workspace_close"))
 	addTool[WorkspaceListOutput](s.ws, o, &mcp.Tool{
 		Name:        "workspace_list",
 		Description: fmt.Sprintf("List the caller's open workspaces: handle, when opened and last used, when the lease (%v) runs out, working directory, running background tasks.", lease),
@@ -286,17 +283,17 @@ func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ 
 	return text(b.String()), out, nil
 }
 
-// requireWorkspace is middleware that answers a call of a tool that acts on a workspace without a
-// handle with an error result that says how to get one, before the validation of its arguments (see
-// addTool) would refuse it with an error that does not.
-func requireWorkspace(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && slices.Contains(workspaceTools, call.Params.Name) && !namesWorkspace(call.Params.Arguments) {
-			res := text(fmt.Sprintf("%s needs the workspace argument: call workspace_open first and pass the handle it returns as workspace.", call.Params.Name))
-			res.IsError = true
-			return res, nil
+// needsWorkspace returns the check (see addTool) of a call of the tool name, which acts on a
+// workspace: without a handle it is refused with an error that says how to get one, before the
+// validation would refuse it with an error that does not. It runs in the tool's handler, not in
+// middleware, so that its result is the SDK's like any tool's (with the resultType 2026-07-28
+// clients require: the MCP Inspector refused a result without one).
+func needsWorkspace(name string) func(json.RawMessage) error {
+	return func(args json.RawMessage) error {
+		if namesWorkspace(args) {
+			return nil
 		}
-		return next(ctx, method, req)
+		return fmt.Errorf("%s needs the workspace argument: call workspace_open first and pass the handle it returns as workspace", name)
 	}
 }
 

@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -155,6 +157,32 @@ func TestWorkspaceArgumentErrors(t *testing.T) {
 		res := mcptest.Call(t, cs, "task_list", map[string]any{"workspace": handle})
 		if !res.IsError || !strings.Contains(mcptest.Text(res), workspaceError) || len(mcptest.Text(res)) > 1000 {
 			t.Errorf("task_list of an unknown handle: %.300s", mcptest.Text(res))
+		}
+	}
+}
+
+// TestWorkspaceErrorsHaveResultType: over HTTP at 2026-07-28 a tool error is a result like any
+// other, with the resultType the revision requires (the MCP Inspector refuses a result without one):
+// a call without a handle, with an unknown handle, with an argument of the wrong type.
+func TestWorkspaceErrorsHaveResultType(t *testing.T) {
+	_, url := serveWith(t, Options{}, HTTPOptions{Unauthenticated: true})
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	for _, args := range []string{`{"command":"pwd"}`, `{"command":"pwd","workspace":"ws_NOTAHANDLE"}`, `{"command":7,"workspace":"ws_NOTAHANDLE"}`} {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":` + args + `,` + meta + `}}`
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", mcptest.Workspaces)
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "bash")
+		resp, err := testutil.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"isError":true`) || !strings.Contains(string(b), `"resultType":"complete"`) {
+			t.Errorf("bash(%s) at 2026-07-28: %s", args, b)
 		}
 	}
 }
