@@ -36,7 +36,8 @@ var mirrored = []struct{ pattern, how string }{
 	{`^go run \./test/bench$`, "the benchmarks (13 minutes); not run by the tests"},
 	{`^claude mcp add `, "Claude Code is not installed here; the reaper command and flags it starts are checked"},
 	{`^codex mcp add `, "Codex is not installed here; the reaper command it starts is checked"},
-	{`^npx @modelcontextprotocol/inspector `, "the Inspector needs Node 22.19; the reaper command it starts is checked"},
+	{`^npx @modelcontextprotocol/inspector --cli `, "TestInspector runs it where the Inspector is installed (Node 22.19 or later)"},
+	{`^npx @modelcontextprotocol/inspector `, "the web UI needs a browser; the reaper command it starts is checked"},
 }
 
 // TestShellBlocks checks every sh block of the documents: bash parses it, every command is run here
