@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
@@ -255,10 +257,14 @@ func shutdown(sig *signals, srv *mcpserver.Server, r *reaper.Reaper, log *slog.L
 	return status, err == nil
 }
 
-// startAttrs are what the start-up line says of containment, limits and the admin endpoint.
+// startAttrs are what the start-up line says of containment, limits, the admin endpoint, and where
+// the instance keeps its state: the command that lists its sessions and processes, whose flags
+// `reaper sweep` takes too (an operator of a service finds them in its log).
 func startAttrs(r *reaper.Reaper, o *ops) []any {
 	ci := r.Containment()
-	attrs := []any{"containment", ci.String(), "pid_namespace", ci.PIDNamespace.String()}
+	self := r.Instance()
+	attrs := []any{"containment", ci.String(), "pid_namespace", ci.PIDNamespace.String(),
+		"state_dir", filepath.Dir(self.StateDir), "ps", psCommand(self)}
 	if l := limitsText(ci.Limits); l != "" {
 		attrs = append(attrs, "limits", l)
 	}
@@ -266,6 +272,25 @@ func startAttrs(r *reaper.Reaper, o *ops) []any {
 		attrs = append(attrs, "admin", o.url)
 	}
 	return attrs
+}
+
+// psCommand is the `reaper ps` command line that looks where the instance self keeps its state and
+// its sessions' slices.
+func psCommand(self reaper.Instance) string {
+	cmd := "reaper ps --state-dir " + shellWord(filepath.Dir(self.StateDir))
+	if self.Slice == "" {
+		return cmd + " --containment process"
+	}
+	return cmd + " --cgroup-root " + shellWord(filepath.Dir(self.Slice))
+}
+
+// shellWord returns s as one word of a shell command line: as it is when it holds nothing the shell
+// treats specially, else in single quotes.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%,=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // httpAuth is how HTTP clients authenticate: the tokens, and where reaper's own is kept (when it is

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cgreaper/reaper/reaper"
 )
 
 func TestNormalizeHTTPFlag(t *testing.T) {
@@ -92,6 +94,21 @@ func TestEndpointURL(t *testing.T) {
 		}
 		if u := endpointURL(tc.asked, got); u != tc.want {
 			t.Errorf("endpointURL(%q, %s) = %q, want %q", tc.asked, tc.got, u, tc.want)
+		}
+	}
+}
+
+func TestPsCommand(t *testing.T) {
+	for _, tc := range []struct {
+		self reaper.Instance
+		want string
+	}{
+		{reaper.Instance{StateDir: "/run/reaper/reaper-r1-2", Slice: "/sys/fs/cgroup/system.slice/reaper.service/reaper/r1-2"},
+			"reaper ps --state-dir /run/reaper --cgroup-root /sys/fs/cgroup/system.slice/reaper.service/reaper"},
+		{reaper.Instance{StateDir: "/tmp/it's here/reaper-r1-2"}, `reaper ps --state-dir '/tmp/it'\''s here' --containment process`},
+	} {
+		if got := psCommand(tc.self); got != tc.want {
+			t.Errorf("psCommand(%+v) = %q, want %q", tc.self, got, tc.want)
 		}
 	}
 }

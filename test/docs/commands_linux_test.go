@@ -31,6 +31,7 @@ var mirrored = []struct{ pattern, how string }{
 	{`^kubectl apply -k deploy/kubernetes/`, "deploy/kubernetes's tests build every kustomization; test/container TestKubePlay plays them"},
 	{`^install -m 0644 deploy/systemd/`, "test/e2e TestSystemdUnitVerifies and TestSystemdSysusers; installing into /etc is the operator's"},
 	{`^systemctl enable --now reaper`, "the operator's; test/e2e TestSystemdUnitVerifies checks the unit"},
+	{`^sudo -u reaper reaper (ps|sweep) --state-dir /run/reaper --cgroup-root /sys/fs/cgroup/system\.slice/reaper\.service/reaper$`, "test/e2e TestSystemdOperatorFindsSessions runs the unit's ps in a cgroup named as the unit's; the flags are checked here"},
 	{`^\.ci/run$`, "CI itself"},
 	{`^(COUNT=\d+ )?(RACE=1 )?\.ci/stress (alone|beside)$`, "the stress run (an hour and more): run by hand, its figures in issue 24's note"},
 	{`^go run \./test/bench$`, "the benchmarks (13 minutes); not run by the tests"},

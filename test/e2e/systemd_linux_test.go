@@ -7,7 +7,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 const unitPath = "../../deploy/systemd/reaper.service"
@@ -111,5 +115,64 @@ func TestSystemdSysusers(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^reaper:x:\d+:\d+:[^:]*:/var/lib/reaper:/usr/sbin/nologin$`).Match(passwd) {
 		t.Errorf("systemd-sysusers made no reaper user with home /var/lib/reaper:\n%s", passwd)
+	}
+}
+
+// TestSystemdOperatorFindsSessions: an operator of the unit finds its sessions with the commands its
+// comment gives, and the same command is in the first line it logs. reaper runs here with the
+// unit's ExecStart in a cgroup named as the unit's is (system.slice/reaper.service, below a cgroup of
+// the test's that stands for /sys/fs/cgroup), its state directory standing for /run/reaper; the
+// comment's `reaper ps`, so mapped, lists the session with its slice and processes.
+func TestSystemdOperatorFindsSessions(t *testing.T) {
+	info := cgroup.Detect(cgroup.Options{})
+	if os.Geteuid() != 0 || !info.Usable() {
+		t.Skipf("skipped: needs root and a writable cgroup2 hierarchy: %s", info)
+	}
+	mount := filepath.Join(info.Mountpoint, testutil.UniqueName("reaper-e2e-unit-"))
+	unitCgroup := filepath.Join(mount, "system.slice", "reaper.service")
+	if err := os.MkdirAll(unitCgroup, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, dir := range []string{unitCgroup, filepath.Dir(unitCgroup), mount} {
+			if err := os.Remove(dir); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+	runDir := t.TempDir()
+	unit, _ := os.ReadFile(unitPath)
+	var psLine string
+	for _, line := range strings.Split(string(unit), "\n") {
+		if _, cmd, ok := strings.Cut(line, "sudo -u reaper reaper ps "); ok {
+			psLine = "reaper ps " + strings.TrimSpace(strings.Split(cmd, "#")[0])
+		}
+	}
+	if psLine == "" {
+		t.Fatalf("%s does not tell the operator how to run reaper ps (sudo -u reaper reaper ps ...)", unitPath)
+	}
+	mapped := strings.NewReplacer("/run/reaper", runDir, "/sys/fs/cgroup", mount).Replace(psLine)
+
+	_, execStart := installedUnit(t)
+	args := strings.Fields(strings.NewReplacer("127.0.0.1:8765", "127.0.0.1:0", "%t/reaper", runDir).Replace(strings.Join(execStart[1:], " ")))
+	dir, err := os.Open(unitCgroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	cmd := reaperCmd(args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+	p := startCmd(t, cmd, nil, nil)
+	p.awaitServing(t)
+	line, _ := testutil.LogLine(p.stderr.String(), testutil.ServingHTTP)
+	if line["ps"] != mapped || line["state_dir"] != runDir {
+		t.Errorf("the first line logs state_dir=%q ps=%q; the unit's comment says (mapped here) %q", line["state_dir"], line["ps"], mapped)
+	}
+	r := bash(t, p.connect(t), "sleep 300 & echo $!")
+	words := strings.Fields(mapped)
+	out, code := runOnce(t, nil, words[1:]...)
+	if code != 0 || !strings.Contains(out, "slice "+unitCgroup+"/reaper/r") || !strings.Contains(out, "sleep 300") ||
+		strings.Contains(out, "outside its slice") || strings.Contains(out, "ignored") {
+		t.Errorf("%s (exit %d), after %q left a process:\n%s", mapped, code, r.Output, out)
 	}
 }
