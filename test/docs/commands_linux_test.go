@@ -29,6 +29,8 @@ var mirrored = []struct{ pattern, how string }{
 	{`^podman run -d --pod agent`, "test/container TestSidecarInPod"},
 	{`^podman run -d -p 8765:8765`, "test/container TestImageConfig checks the refusal without a token; publishing a port is podman's"},
 	{`^kubectl apply -k deploy/kubernetes/`, "deploy/kubernetes's tests build every kustomization; test/container TestKubePlay plays them"},
+	{`^\(cd deploy/kubernetes/base && kustomize edit set image `, "TestKustomizeImages checks that it names the base's images; kustomize is the operator's"},
+	{`^kubectl create secret generic reaper-token --from-literal=token=.* --from-literal=admin-token=`, "test/container TestKubePlay gives the pod a Secret with these two keys (in podman's form)"},
 	{`^install -m 0644 deploy/systemd/`, "test/e2e TestSystemdUnitVerifies and TestSystemdSysusers; installing into /etc is the operator's"},
 	{`^systemctl enable --now reaper`, "the operator's; test/e2e TestSystemdUnitVerifies checks the unit"},
 	{`^sudo -u reaper reaper (ps|sweep) --state-dir /run/reaper --cgroup-root /sys/fs/cgroup/system\.slice/reaper\.service/reaper$`, "test/e2e TestSystemdOperatorFindsSessions runs the unit's ps in a cgroup named as the unit's; the flags are checked here"},

@@ -152,3 +152,39 @@ func anchors(t *testing.T, doc string) []string {
 	}
 	return out
 }
+
+// TestKustomizeImages checks that the images a document sets with `kustomize edit set image` in
+// deploy/kubernetes/base are the ones its Deployment names: a name it does not have would leave
+// the placeholder in place, and the pod would pull an image no registry holds.
+func TestKustomizeImages(t *testing.T) {
+	deployment := read(t, "deploy/kubernetes/base/deployment.yaml")
+	set := 0
+	for _, doc := range documents(t) {
+		for _, b := range blocks(t, doc) {
+			for _, cmd := range commands(b.text) {
+				_, images, ok := strings.Cut(cmd, "kustomize edit set image ")
+				if !ok {
+					continue
+				}
+				if !strings.Contains(cmd, "deploy/kubernetes/base") {
+					t.Errorf("%s: %q sets images outside deploy/kubernetes/base, whose Deployment names them", b.where, cmd)
+				}
+				for _, w := range strings.Fields(strings.TrimSuffix(images, ")")) {
+					name, _, _ := strings.Cut(w, "=")
+					set++
+					if !regexp.MustCompile(`(?m)^\s+image: ` + regexp.QuoteMeta(name) + `$`).MatchString(deployment) {
+						t.Errorf("%s: %q sets the image %s, which deploy/kubernetes/base/deployment.yaml does not name", b.where, cmd, name)
+					}
+				}
+			}
+		}
+	}
+	for _, m := range regexp.MustCompile(`(?m)^\s+image: (\S+)$`).FindAllStringSubmatch(deployment, -1) {
+		if !strings.Contains(read(t, "docs/deploy.md"), m[1]+"=") {
+			t.Errorf("docs/deploy.md does not set the image %s of deploy/kubernetes/base: kubectl apply would deploy the placeholder", m[1])
+		}
+	}
+	if set == 0 {
+		t.Error("no document sets the images of deploy/kubernetes/base")
+	}
+}
