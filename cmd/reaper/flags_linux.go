@@ -311,12 +311,15 @@ func isLoopback(addr string) (bool, error) {
 }
 
 // endpointURL is the MCP endpoint as the operator asked for it: the host of --http as given (0.0.0.0
-// stays 0.0.0.0, a name stays a name, where the listener would say [::]), with the port the listener
-// got (for port 0).
+// stays 0.0.0.0, a name stays a name, where the listener would say [::]; no host, every address, is
+// 0.0.0.0), with the port the listener got (for port 0).
 func endpointURL(asked string, got net.Addr) string {
 	host, _, err := net.SplitHostPort(asked)
 	if err != nil {
 		host = asked
+	}
+	if host == "" {
+		host = "0.0.0.0"
 	}
 	port := ""
 	if tcp, ok := got.(*net.TCPAddr); ok {

@@ -124,18 +124,26 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	return exit.now(status)
 }
 
-// listen refuses an HTTP address that is not loopback unless there is a token, and opens the
-// listener. It returns a nil listener for stdio, and a non-zero status on failure.
+// listen checks the HTTP address, refuses one that is not loopback without authentication
+// (--insecure-no-auth), and opens the listener. It returns a nil listener for stdio, and a non-zero
+// status on failure.
 func listen(c serveConfig, a httpAuth, stderr io.Writer) (net.Listener, int) {
 	if c.http == "" {
 		return nil, 0
 	}
-	loop, err := isLoopback(c.http)
+	_, port, err := net.SplitHostPort(c.http)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	var loop bool
+	if err == nil {
+		loop, err = isLoopback(c.http)
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: --http %s: %v\n", c.http, err)
+		fmt.Fprintf(stderr, "reaper serve: --http %s: %v; give HOST:PORT, such as %s\n", c.http, err, defaultHTTPAddr)
 		return nil, 2
 	}
-	if !loop && len(a.tokens) == 0 {
+	if !loop && a.insecure {
 		fmt.Fprintf(stderr, "reaper serve: refusing --insecure-no-auth on %s: anyone who can reach it could run commands as the tasks' user. "+
 			"Leave --insecure-no-auth out (reaper then requires its own token, or the one you give), or listen on a loopback address such as %s.\n", c.http, defaultHTTPAddr)
 		return nil, 2

@@ -86,7 +86,7 @@ func TestEndpointURL(t *testing.T) {
 		{"127.0.0.1:0", "127.0.0.1:41234", "http://127.0.0.1:41234/mcp"},
 		{"localhost:8765", "127.0.0.1:8765", "http://localhost:8765/mcp"},
 		{"[::1]:9", "[::1]:9", "http://[::1]:9/mcp"},
-		{":8765", "[::]:8765", "http://:8765/mcp"},
+		{":8765", "[::]:8765", "http://0.0.0.0:8765/mcp"},
 	} {
 		got, err := net.ResolveTCPAddr("tcp", tc.got)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -233,11 +234,25 @@ func TestExplicitCgroupRootThatFails(t *testing.T) {
 	}
 }
 
-// TestLogsTheAddressAskedFor: --http 0.0.0.0:PORT is logged as such, not as the listener's [::].
+// TestLogsTheAddressAskedFor: --http 0.0.0.0:PORT is logged as such, not as the listener's [::],
+// and so is --http :PORT (every address), with reaper's own token off loopback; an address that is
+// none is refused as such.
 func TestLogsTheAddressAskedFor(t *testing.T) {
-	p := start(t, append([]string{"serve", "--http", "0.0.0.0:0", "--token", testutil.UniqueName("t-")}, place(t, "process").args()...), nil, nil)
-	p.awaitServing(t)
-	if !regexp.MustCompile(`^http://0\.0\.0\.0:[1-9][0-9]*/mcp$`).MatchString(p.url) {
-		t.Errorf("the start-up line names %q, want http://0.0.0.0:PORT/mcp with the port reaper got:\n%s", p.url, p.stderr)
+	for _, args := range [][]string{{"--http", "0.0.0.0:0", "--token", testutil.UniqueName("t-")}, {"--http", ":0"}} {
+		pl := place(t, "process")
+		t.Cleanup(func() { os.Remove(filepath.Join(pl.stateDir, instance.TokenFile)) }) // reaper's own, kept by design
+		cmd := reaperCmd(append(append([]string{"serve"}, args...), pl.args()...)...)
+		cmd.Env = append(os.Environ(), "REAPER_TOKEN_FILE=") // no token given: reaper's own (and none from withToken)
+		p := startCmd(t, cmd, nil, nil)
+		p.awaitServing(t)
+		if !regexp.MustCompile(`^http://0\.0\.0\.0:[1-9][0-9]*/mcp$`).MatchString(p.url) {
+			t.Errorf("%v: the start-up line names %q, want http://0.0.0.0:PORT/mcp with the port reaper got:\n%s", args, p.url, p.stderr)
+		}
+	}
+	for _, addr := range []string{":bad", "nonsense"} {
+		out, code := runOnce(t, nil, append([]string{"serve", "--http", addr}, place(t, "process").args()...)...)
+		if code != 2 || !strings.Contains(out, "--http "+addr+": ") || !strings.Contains(out, "give HOST:PORT") || strings.Contains(out, "insecure") {
+			t.Errorf("serve --http %s: exit %d, %q; want 2 and a message about the address", addr, code, out)
+		}
 	}
 }
