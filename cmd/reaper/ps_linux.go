@@ -87,8 +87,12 @@ func printPs(w io.Writer, in inspect.Inspection) {
 		if iv.PIDNamespace {
 			fmt.Fprint(w, "  pid namespace per session")
 		}
-		if !iv.Started.IsZero() {
+		switch {
+		case iv.Started.IsZero():
+		case iv.Alive:
 			fmt.Fprintf(w, "  up %v", time.Since(iv.Started).Round(time.Second))
+		default:
+			fmt.Fprintf(w, "  started %v ago", time.Since(iv.Started).Round(time.Second))
 		}
 		fmt.Fprintln(w)
 		if iv.Slice != "" {

@@ -3,8 +3,12 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/cgreaper/reaper/internal/inspect"
+	"github.com/cgreaper/reaper/internal/instance"
 )
 
 func TestPrintable(t *testing.T) {
@@ -48,4 +52,16 @@ func FuzzPrintable(f *testing.F) {
 			t.Fatalf("oneLine(%q, 40) = %q", s, line)
 		}
 	})
+}
+
+// TestPrintPsAge: a live instance is up for its age; a dead one started that long ago.
+func TestPrintPsAge(t *testing.T) {
+	started := time.Now().Add(-2 * time.Second)
+	for alive, want := range map[bool]string{true: "running  up 2s\n", false: "dead: its leftovers are for reaper sweep  started 2s ago\n"} {
+		var b strings.Builder
+		printPs(&b, inspect.Inspection{Instances: []inspect.InstanceView{{Record: instance.Record{Name: "r1-2", Pid: 1, Started: started}, Alive: alive}}})
+		if first, _, _ := strings.Cut(b.String(), "\n"); !strings.HasSuffix(first+"\n", want) {
+			t.Errorf("alive %v: %q, want it to end %q", alive, first, want)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -308,6 +309,9 @@ func TestOutputFilesOfADeadInstance(t *testing.T) {
 	<-dead.done
 	if _, err := os.Stat(r.OutputFile); err != nil {
 		t.Fatalf("the dead instance's output file is gone before a restart: %v", err)
+	}
+	if out, code := runOnce(t, nil, append([]string{"ps"}, p.args()...)...); code != 0 || !regexp.MustCompile(`dead: its leftovers are for reaper sweep .* started \d+s ago\n`).MatchString(out) || strings.Contains(out, " up ") {
+		t.Errorf("reaper ps (exit %d) of the dead instance:\n%s", code, out)
 	}
 	startHTTP(t, p.args()...)
 	testutil.Eventually(t, "the sweep of the dead instance's output file", func() bool {
