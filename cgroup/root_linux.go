@@ -150,24 +150,63 @@ func enableControllers(dir string, controllers []string) error {
 func (r *Root) Release() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	dirs := r.created
+	busy, err := r.removeEmpty(r.created)
+	if busy != "" {
+		r.created = slices.DeleteFunc(r.created, func(d string) bool { return len(d) > len(busy) })
+	} else if err == nil {
+		r.created = nil
+	}
+	return err
+}
+
+// Made returns the directories this Root made for the root (the root and the parents that were
+// missing), top first: what an instance records, so that a sweep after its death can remove them
+// (see RemoveMade).
+func (r *Root) Made() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.created)
+}
+
+// RemoveMade removes what another Root made for this root and recorded (see Made), once its user
+// is dead and its slice gone: as Release does, each of made that is the root or one of its
+// ancestors below the mountpoint (whatever else made names is left alone), and the root itself
+// when it is the default one, deepest first, as long as each is empty.
+func (r *Root) RemoveMade(made []string) error {
+	var dirs []string
+	for _, d := range made {
+		if d == r.info.Root || d != r.info.Mountpoint && strings.HasPrefix(r.info.Root, d+"/") && strings.HasPrefix(d, r.info.Mountpoint+"/") {
+			dirs = append(dirs, d)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, err := r.removeEmpty(dirs)
+	return err
+}
+
+// removeEmpty removes dirs, and the root too when it is the default one, deepest first, and
+// returns the first that was still in use (holding slices, another live instance's or a crashed
+// one's that nobody recovered yet, or processes: the kernel refuses to remove it, which is not an
+// error; its parents stay then too). A directory already gone is not an error. r.mu must be held:
+// making the root and removing it do not interleave.
+func (r *Root) removeEmpty(dirs []string) (busy string, err error) {
 	if r.own && !slices.Contains(dirs, r.info.Root) {
 		dirs = append(slices.Clone(dirs), r.info.Root)
-		slices.SortFunc(dirs, func(a, b string) int { return len(a) - len(b) })
 	}
+	dirs = slices.Clone(dirs)
+	slices.SortFunc(dirs, func(a, b string) int { return len(a) - len(b) })
 	for i := len(dirs) - 1; i >= 0; i-- {
 		err := unix.Rmdir(dirs[i])
 		switch {
 		case err == nil, errors.Is(err, unix.ENOENT):
 		case errors.Is(err, unix.EBUSY), errors.Is(err, unix.ENOTEMPTY):
-			r.created = slices.DeleteFunc(r.created, func(d string) bool { return len(d) > len(dirs[i]) })
-			return nil // still in use; so are its parents
+			return dirs[i], nil
 		default:
-			return fmt.Errorf("remove cgroup %s: %w", dirs[i], err)
+			return "", fmt.Errorf("remove cgroup %s: %w", dirs[i], err)
 		}
 	}
-	r.created = nil
-	return nil
+	return "", nil
 }
 
 func listOrNone(s []string) string {
@@ -255,7 +294,7 @@ func LookupRoot(opts Options) (*Root, error) {
 	} else if !fi.IsDir() {
 		return nil, fmt.Errorf("root %s: not a directory", info.Root)
 	}
-	return &Root{info: info}, nil
+	return &Root{info: info, own: opts.Root == ""}, nil
 }
 
 // OpenSlice returns the existing cgroup at path (absolute, on a cgroup2 filesystem) as a slice, for

@@ -176,6 +176,9 @@ func newReaper(opts Options) (*Reaper, error) {
 		Name: r.name, Pid: r.pid, Start: st.Start, Slice: r.info.Slice,
 		Containment: r.info.Mode.String(), PIDNamespace: r.info.PIDNamespace.On, Started: time.Now(),
 	}
+	if r.root != nil {
+		r.self.RootMade = r.root.Made()
+	}
 	if r.state, err = instance.OpenStateDir(opts.StateDir); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package instance
 import (
 	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -16,7 +17,9 @@ func FuzzParseInstance(f *testing.F) {
 	for _, s := range []string{string(good), `{}`, `{"name":"r1-1","pid":1,"start":1,"containment":"process"}`,
 		`{"name":"r1-1","pid":2,"start":1,"containment":"process"}`, `{"name":"r01-1","pid":1,"start":1,"containment":"process"}`,
 		`{"name":"r1-1","pid":1,"start":1,"containment":"cgroup","slice":"/"}`, `{"name":"r1-1","pid":1,"start":1,"containment":"cgroup","slice":"/a/../b"}`,
-		`{"name":"r1-1","pid":1,"start":1,"containment":"cgroup","slice":"relative"}`, `[`, `null`} {
+		`{"name":"r1-1","pid":1,"start":1,"containment":"cgroup","slice":"relative"}`, `[`, `null`,
+		`{"name":"r1-1","pid":1,"start":1,"containment":"cgroup","root_made":["/sys/fs/cgroup/a","/sys/fs/cgroup/a/b"]}`,
+		`{"name":"r1-1","pid":1,"start":1,"containment":"cgroup","root_made":["a/../b"]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -30,8 +33,13 @@ func FuzzParseInstance(f *testing.F) {
 		if in.Slice != "" && (!filepath.IsAbs(in.Slice) || filepath.Clean(in.Slice) != in.Slice) {
 			t.Errorf("parseInstance(%q): slice %q", b, in.Slice)
 		}
+		for _, d := range in.RootMade {
+			if !filepath.IsAbs(d) || filepath.Clean(d) != d {
+				t.Errorf("parseInstance(%q): a cgroup made for the root, %q", b, d)
+			}
+		}
 		again, _ := json.Marshal(in)
-		if back, err := parseInstance(again); err != nil || back != in {
+		if back, err := parseInstance(again); err != nil || !reflect.DeepEqual(back, in) {
 			t.Errorf("%+v does not survive a round trip: %+v, %v", in, back, err)
 		}
 	})

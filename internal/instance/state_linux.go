@@ -28,6 +28,10 @@ type Record struct {
 	// Slice is the instance's cgroup, under which every session's slice lives; empty in process
 	// containment.
 	Slice string `json:"slice,omitempty"`
+	// RootMade are the cgroups the instance made for the root its slice is below (the root and the
+	// parents that were missing; cgroup.Root.Made), top first: a sweep after its death removes
+	// those that are empty (cgroup.Root.RemoveMade).
+	RootMade []string `json:"root_made,omitempty"`
 	// StateDir is the instance's state directory (its sessions' small files).
 	StateDir string `json:"state_dir"`
 	// Containment is "cgroup" or "process" (reaper.Containment's String).
@@ -249,9 +253,23 @@ func parseInstance(b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("instance %s: slice %q is not a clean absolute path", in.Name, in.Slice)
 	case len(in.StateDir) > maxPath:
 		return Record{}, fmt.Errorf("instance %s: state directory path too long", in.Name)
+	case len(in.RootMade) > maxRootMade:
+		return Record{}, fmt.Errorf("instance %s: %d cgroups made for its root, more than a root has parents", in.Name, len(in.RootMade))
+	}
+	if len(in.RootMade) == 0 {
+		in.RootMade = nil // as the record is written
+	}
+	for _, d := range in.RootMade {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d || len(d) > maxPath {
+			return Record{}, fmt.Errorf("instance %s: a cgroup made for its root, %q, is not a clean absolute path", in.Name, d)
+		}
 	}
 	return in, nil
 }
+
+// maxRootMade bounds the cgroups a record says its instance made for its root: a path of maxPath
+// bytes has fewer parents.
+const maxRootMade = maxPath / 2
 
 // maxPath is the longest path the kernel resolves (PATH_MAX, its terminating NUL included).
 const maxPath = unix.PathMax

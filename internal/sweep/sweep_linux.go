@@ -67,7 +67,8 @@ type DeadInstance struct {
 	// Error says what could not be done.
 	Error string `json:"error,omitempty"`
 
-	slice *cgroup.Slice // its slice, checked (cgroup.Root.Open); nil when there is none to act on
+	slice    *cgroup.Slice // its slice, checked (cgroup.Root.Open); nil when there is none to act on
+	rootMade []string      // what its record says it made for the root (see cgroup.Root.RemoveMade)
 }
 
 // Run finds the instances whose process has died (by SIGKILL, an OOM kill, a crash, a machine that
@@ -113,14 +114,34 @@ func Run(opts Options) (Report, error) {
 		}
 		rep.Dead = append(rep.Dead, *d)
 	}
+	if !opts.DryRun {
+		errs = append(errs, sw.removeRoot(dead))
+	}
 	return rep, errors.Join(errs...)
+}
+
+// removeRoot removes what the dead instances made for the root, now that their slices are gone: the
+// root and the parents they made, as long as nothing else uses them (a live instance's slice keeps
+// the root, as does a slice that could not be removed).
+func (sw *sweeper) removeRoot(dead map[string]*DeadInstance) error {
+	if sw.root == nil {
+		return nil
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(dead)) {
+		if d := dead[name]; d.Removed {
+			errs = append(errs, sw.root.RemoveMade(d.rootMade))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 type sweeper struct {
 	opts  Options
 	w     *proc.Walker
 	k     kill.Policy
-	state *safefs.Dir // the state directory, when there is one to look in
+	state *safefs.Dir  // the state directory, when there is one to look in
+	root  *cgroup.Root // the root looked under, when there is one
 }
 
 func (sw *sweeper) close() {
@@ -139,6 +160,7 @@ func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, []error) {
 			root = r
 		}
 	}
+	sw.root = root
 	state, err := instance.LookStateDir(sw.opts.StateDir)
 	errs = append(errs, err)
 	sw.state = state
@@ -156,7 +178,7 @@ func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, []error) {
 	rep.Ignored = ignored
 	dead := make(map[string]*DeadInstance, len(found))
 	for name, f := range found {
-		d := &DeadInstance{Name: name, StateDir: f.StateDir, slice: f.Slice}
+		d := &DeadInstance{Name: name, StateDir: f.StateDir, slice: f.Slice, rootMade: f.Record.RootMade}
 		if f.Slice != nil {
 			d.Slice = f.Slice.Path()
 		}

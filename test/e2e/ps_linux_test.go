@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cgreaper/reaper/internal/testutil"
 )
@@ -131,5 +134,47 @@ func TestJSONListsNeverNull(t *testing.T) {
 				t.Errorf("reaper %v: %q is %v, want []\n%s", args, list, top[list], out)
 			}
 		}
+	}
+}
+
+// TestSweepRemovesTheRootItMade: an instance killed with its guard leaves its slice below a
+// --cgroup-root that it made, parents included; `reaper sweep` with that root kills what the slice
+// holds and removes the slice, and the root and parents the dead instance made (its record names
+// them). A root that was there before the instance is the operator's, and stays.
+func TestSweepRemovesTheRootItMade(t *testing.T) {
+	for _, existed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "made by reaper", true: "the operator's"}[existed], func(t *testing.T) {
+			pl := place(t, "cgroup")
+			root := filepath.Join(pl.root, "sub")
+			t.Cleanup(func() { os.Remove(root) }) // before place's check of pl.root
+			if existed {
+				if err := os.MkdirAll(root, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			args := []string{"--cgroup-root", root, "--state-dir", pl.stateDir}
+			dead := startHTTP(t, args...)
+			r := bash(t, dead.connect(t), "sleep 300 & echo $! $("+testutil.ShowNS+")")
+			left := testutil.PidsIn(t, r.Output)
+			guard := dead.cmd.Process.Pid
+			server := serverOf(t, guard)
+			for _, pid := range []int{guard, server} {
+				syscall.Kill(pid, syscall.SIGSTOP)
+			}
+			for _, pid := range []int{server, guard} {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			<-dead.done
+			out, code := runOnce(t, nil, append([]string{"sweep"}, args...)...)
+			if code != 0 || !strings.Contains(out, "dead instance r") {
+				t.Fatalf("reaper sweep: exit %d\n%s", code, out)
+			}
+			testutil.AwaitDead(t, left, 5*time.Second)
+			_, errRoot := os.Stat(root)
+			_, errParent := os.Stat(pl.root)
+			if existed && errRoot != nil || !existed && (!os.IsNotExist(errRoot) || !os.IsNotExist(errParent)) {
+				t.Errorf("after the sweep: the root %v, its parent %v (the root existed before: %v)\n%s", errRoot, errParent, existed, out)
+			}
+		})
 	}
 }
