@@ -65,8 +65,13 @@ type Config struct {
 // Report is what happened to a job; `reaper run --report` writes it as JSON. Leftovers is nil when
 // the job did not start.
 type Report struct {
-	Command     []string      `json:"command"`
-	ExitCode    int           `json:"exit_code"`
+	Command []string `json:"command"`
+	// ExitStatus is the status reaper run exits with: the command's exit code, or ExitLeftovers,
+	// ExitTimedOut or one of reaper run's own failures.
+	ExitStatus int `json:"exit_status"`
+	// ExitCode is the command's own exit code (128+N for a death by signal N), once it ended; nil
+	// when it never started.
+	ExitCode    *int          `json:"exit_code,omitempty"`
 	TimedOut    bool          `json:"timed_out"`
 	Leftovers   []reaper.Proc `json:"leftovers"`
 	Duration    float64       `json:"duration_seconds"`
@@ -76,7 +81,7 @@ type Report struct {
 }
 
 // Run runs the job to its end in a session of a new Reaper, tears down whatever it left, and reports
-// how it went; Report.ExitCode is the status reaper run exits with. The command's standard input,
+// how it went; Report.ExitStatus is the status reaper run exits with. The command's standard input,
 // output and error are this process's; on a terminal whose foreground is the guard's group it runs
 // in the foreground, and gets the terminal back at the end.
 func Run(c Config) Report {
@@ -85,13 +90,13 @@ func Run(c Config) Report {
 	}
 	j := &run{c: c, start: time.Now(), rep: Report{Command: c.Argv}}
 	if code := j.setUp(); code != 0 {
-		j.rep.ExitCode = code
+		j.rep.ExitStatus = code
 		return j.rep
 	}
 	code := j.wait()
-	j.rep.ExitCode = code
+	j.rep.ExitStatus = code
 	if code == 0 && len(j.rep.Leftovers) > 0 && c.FailOnLeftovers {
-		j.rep.ExitCode = ExitLeftovers
+		j.rep.ExitStatus = ExitLeftovers
 	}
 	j.finish()
 	return j.rep
@@ -212,6 +217,7 @@ func (j *run) wait() int {
 	for {
 		select {
 		case code := <-done:
+			j.rep.ExitCode = &code
 			j.closeSession(hurry)
 			return code
 		case <-timeout:
@@ -220,7 +226,8 @@ func (j *run) wait() int {
 			j.rep.TimedOut = true
 			j.rep.Leftovers = j.othersThanCommand()
 			j.s.Close(hurry) // SIGTERM, grace, kill: the whole job
-			<-done
+			code := <-done
+			j.rep.ExitCode = &code
 			return ExitTimedOut
 		case <-graceEnd:
 			graceEnd = nil

@@ -64,11 +64,14 @@ func TestExitStatuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := Run(tc.c(t))
-			if rep.ExitCode != tc.want {
-				t.Fatalf("exit %d, want %d (report %+v)", rep.ExitCode, tc.want, rep)
+			if rep.ExitStatus != tc.want {
+				t.Fatalf("exit %d, want %d (report %+v)", rep.ExitStatus, tc.want, rep)
 			}
 			if tc.name != "leftovers" {
 				return
+			}
+			if rep.ExitCode == nil || *rep.ExitCode != 0 {
+				t.Errorf("the command's exit code %v, want 0: reaper run's status (%d) is not the command's", rep.ExitCode, rep.ExitStatus)
 			}
 			b, _ := os.ReadFile(pidFile)
 			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))

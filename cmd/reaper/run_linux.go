@@ -142,9 +142,9 @@ func runCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, "reaper run: killed %s%s\n", count(n, "leftover process", "leftover processes"), procList(rep.Leftovers))
 	}
 	writeReport(c.report, rep, stderr)
-	exit.now(rep.ExitCode)
+	exit.now(rep.ExitStatus)
 	signal.Stop(sigs)
-	return rep.ExitCode
+	return rep.ExitStatus
 }
 
 // writeReport writes the --report file, if one was asked for.

@@ -127,15 +127,16 @@ func TestRunLeavesNothing(t *testing.T) {
 				t.Errorf("the summary does not name the three leftovers: %q", res.stderr)
 			}
 			var rep struct {
-				ExitCode  int `json:"exit_code"`
-				Leftovers []struct {
+				ExitCode   *int `json:"exit_code"`
+				ExitStatus int  `json:"exit_status"`
+				Leftovers  []struct {
 					Pid     int
 					Command string
 				}
 			}
 			b, err := os.ReadFile(report)
-			if err != nil || json.Unmarshal(b, &rep) != nil || rep.ExitCode != 3 || len(rep.Leftovers) != 3 {
-				t.Errorf("report %s: %v; want exit code 3 and 3 leftovers", b, err)
+			if err != nil || json.Unmarshal(b, &rep) != nil || rep.ExitCode == nil || *rep.ExitCode != 3 || rep.ExitStatus != 3 || len(rep.Leftovers) != 3 {
+				t.Errorf("report %s: %v; want exit code and status 3 and 3 leftovers", b, err)
 			}
 			for _, l := range rep.Leftovers {
 				if !strings.Contains(res.stderr, "pid "+strconv.Itoa(l.Pid)) {
@@ -170,12 +171,27 @@ func TestRunExitStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mark := jobMark()
-			res := runJob(t, p, mark, tc.flags, tc.argv...)
+			report := filepath.Join(t.TempDir(), "report.json")
+			res := runJob(t, p, mark, append([]string{"--report", report}, tc.flags...), tc.argv...)
 			if res.code != tc.want {
 				t.Errorf("exit status %d, want %d\n%s", res.code, tc.want, res.stderr)
 			}
 			if left := marked(mark); len(left) > 0 {
 				t.Errorf("left running: %v", left)
+			}
+			if tc.want == 125 {
+				return // a bad flag: nothing ran, and no report is written
+			}
+			var rep struct {
+				ExitCode   *int `json:"exit_code"`
+				ExitStatus int  `json:"exit_status"`
+			}
+			b, err := os.ReadFile(report)
+			if err != nil || json.Unmarshal(b, &rep) != nil || rep.ExitStatus != tc.want {
+				t.Errorf("report %s (%v): want exit_status %d, reaper run's", b, err, tc.want)
+			}
+			if tc.want == 123 && (rep.ExitCode == nil || *rep.ExitCode != 0) {
+				t.Errorf("report %s: want exit_code 0, the command's", b)
 			}
 		})
 	}
