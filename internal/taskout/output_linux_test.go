@@ -140,10 +140,11 @@ func TestOutputBudgetCut(t *testing.T) {
 		}
 	}
 	wh := whole(t, o, Budget{Chars: 100})
+	notice = cutNotice(wh)
 	if wh.Total != total || wh.Lines != int64(bytes.Count(want.Bytes(), []byte{'\n'})) ||
-		!strings.HasPrefix(wh.Text, "0\n1\n") || !strings.HasSuffix(wh.Text, want.String()[total-20:]) ||
-		wh.DroppedChars != total-100 || wh.DroppedLines < 1000 || !strings.Contains(wh.Text, "characters (") {
-		t.Errorf("all within 100 characters: %+v", wh)
+		!strings.HasPrefix(wh.Text, "0\n1\n") || !strings.HasSuffix(wh.Text, want.String()[total-10:]) ||
+		len(wh.Text) > 100 || wh.DroppedChars != total-int64(len(wh.Text)-len(notice)) || wh.DroppedLines < 1000 || !strings.Contains(wh.Text, notice) {
+		t.Errorf("all within 100 characters, the line for the middle included: %d characters, %+v", len(wh.Text), wh)
 	}
 }
 
@@ -249,7 +250,7 @@ func jsonish(r rune) int {
 }
 
 func TestOutputBudget(t *testing.T) {
-	budget := Budget{Cost: jsonish, Max: 60}
+	budget := Budget{Cost: jsonish, Max: 200}
 	st := testStore(t, 1<<20)
 	// Cheap output within the budget comes back whole.
 	o := st.New("a.out")
@@ -257,7 +258,8 @@ func TestOutputBudget(t *testing.T) {
 	if wh := whole(t, o, budget); wh.Text != strings.Repeat("a", 50) || wh.Dropped != 0 {
 		t.Fatalf("cheap output: %+v", wh)
 	}
-	// 50 control characters cost 300: about half the budget goes to the start, the rest to the end.
+	// 50 control characters cost 300: about half of the budget left beside the line for the middle
+	// goes to the start, the rest to the end, and the whole stays within the budget.
 	o = st.New("b.out")
 	o.Write([]byte("<" + strings.Repeat("\x01", 48) + ">"))
 	wh := whole(t, o, budget)
@@ -266,15 +268,18 @@ func TestOutputBudget(t *testing.T) {
 		t.Fatalf("expensive output: %q", wh.Text)
 	}
 	_, back, _ = strings.Cut(back, "...]\n")
-	if kept := len(front) + len(back); int64(kept)+wh.Dropped != 50 || int64(kept)+wh.DroppedChars != 50 || kept*6 > 60+6 {
+	if kept := len(front) + len(back); int64(kept)+wh.Dropped != 50 || int64(kept)+wh.DroppedChars != 50 || budget.Measure([]byte(wh.Text)).Cost > budget.Max {
 		t.Errorf("kept %q and %q, dropped %d of 50: more than the budget, or miscounted", front, back, wh.Dropped)
 	}
-	// Characters: head and tail of 20 of them, in one read.
+	// Characters: head and tail of 80 of them, the line for the middle included, in one read.
 	o = st.New("c.out")
-	o.Write([]byte(strings.Repeat("é", 30) + strings.Repeat("x", 30)))
-	if wh := whole(t, o, Budget{Chars: 20}); !strings.HasPrefix(wh.Text, strings.Repeat("é", 10)+"\n[... 40 characters (0 lines, 60 bytes)") ||
-		!strings.HasSuffix(wh.Text, "]\n"+strings.Repeat("x", 10)) || wh.DroppedChars != 40 {
-		t.Errorf("20 characters of 60: %+v", wh)
+	o.Write([]byte(strings.Repeat("é", 60) + strings.Repeat("x", 60)))
+	wh = whole(t, o, Budget{Chars: 80})
+	front, back, _ = strings.Cut(wh.Text, "\n[... ")
+	_, back, _ = strings.Cut(back, "...]\n")
+	if n := utf8.RuneCountInString(wh.Text); n > 80 || front == "" || strings.Trim(front, "é") != "" || back == "" || strings.Trim(back, "x") != "" ||
+		wh.DroppedChars != 120-int64(utf8.RuneCountInString(front+back)) {
+		t.Errorf("80 characters of 120: %d, %+v", n, wh)
 	}
 	// Incremental reads stop at the budget and continue where they stopped, never in a character.
 	o = st.New("d.out")

@@ -179,7 +179,10 @@ func (o *Output) All(partial bool, budget Budget) (Whole, error) {
 		*last = (*last)[:len(*last)-k]
 		end -= int64(k)
 	}
-	front, back, dropped := budget.Fit(head, tail, gap)
+	// The line that stands for the middle counts within the budget: room is left for it, as long
+	// as the line with the largest numbers the cut can give.
+	room := budget.Measure([]byte(cutNotice(Whole{DroppedChars: v.chars, DroppedLines: v.lines, Dropped: v.total})))
+	front, back, dropped := budget.Fit(head, tail, gap, room)
 	wh.Dropped = dropped
 	if dropped > 0 {
 		kept := textfit.CountChars(front) + textfit.CountChars(back)

@@ -2,6 +2,7 @@ package textfit
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 )
@@ -141,14 +142,17 @@ func (b Budget) Suffix(p []byte, left Spend) (n int, used Spend) {
 
 // Fit returns the parts of head and tail (with gap bytes dropped between them; 0 where they are
 // contiguous) that the output within the budget keeps: all of both if they fit, else about half the
-// budget's worth of the start and the rest's worth of the end. dropped counts every byte between
-// front and back, gap included.
-func (b Budget) Fit(head, tail []byte, gap int64) (front, back []byte, dropped int64) {
+// budget's worth of the start and the rest's worth of the end, less room, which the caller puts
+// between them (the line that says what was left out: with it, the output stays within the budget,
+// unless the budget is smaller than room). dropped counts every byte between front and back, gap
+// included.
+func (b Budget) Fit(head, tail []byte, gap int64, room Spend) (front, back []byte, dropped int64) {
 	if n, used := b.Prefix(head, b.All()); n == len(head) {
 		if m, _ := b.Prefix(tail, b.Rest(used)); m == len(tail) {
 			return head, tail, gap
 		}
 	}
+	b = b.less(room)
 	if gap == 0 {
 		// One stream: cut it as one (a character may straddle head and tail).
 		kept := make([]byte, 0, len(head)+len(tail))
@@ -163,6 +167,27 @@ func (b Budget) Fit(head, tail []byte, gap int64) (front, back []byte, dropped i
 	}
 	n2, _ := b.Suffix(rest, b.Rest(used))
 	return front, rest[len(rest)-n2:], int64(len(rest) - n2)
+}
+
+// less returns the budget with room taken out of each cap it has, keeping at least one character's
+// worth of each.
+func (b Budget) less(room Spend) Budget {
+	if b.Chars > 0 {
+		b.Chars = max(b.Chars-room.Chars, 1)
+	}
+	if b.costly() {
+		b.Max = max(b.Max-room.Cost, utf8.UTFMax)
+	}
+	return b
+}
+
+// Measure returns what p takes of a budget, whole.
+func (b Budget) Measure(p []byte) Spend {
+	if !b.On() {
+		return Spend{Chars: utf8.RuneCount(p)}
+	}
+	_, used := b.Prefix(p, Spend{Chars: len(p), Cost: math.MaxInt})
+	return used
 }
 
 // JoinText returns the parts, joined, as valid UTF-8 (see ValidText), copying them once. A character

@@ -58,20 +58,24 @@ func TestPrefixSuffix(t *testing.T) {
 // straddling head and tail included, and counts the bytes between; two parts with a gap count it.
 func TestFit(t *testing.T) {
 	b := Budget{Chars: 4}
-	if f, k, d := b.Fit([]byte("ab"), []byte("cd"), 0); string(f)+string(k) != "abcd" || d != 0 {
+	if f, k, d := b.Fit([]byte("ab"), []byte("cd"), 0, Spend{}); string(f)+string(k) != "abcd" || d != 0 {
 		t.Errorf("fitting output cut: %q %q, %d dropped", f, k, d)
 	}
-	if f, k, d := b.Fit([]byte("ab"), []byte("cd"), 7); string(f) != "ab" || string(k) != "cd" || d != 7 {
+	if f, k, d := b.Fit([]byte("ab"), []byte("cd"), 7, Spend{}); string(f) != "ab" || string(k) != "cd" || d != 7 {
 		t.Errorf("fitting output with a gap: %q %q, %d dropped, want the gap's 7", f, k, d)
 	}
 	head, tail := []byte("0123\xe6"), []byte("\x97\xa5456789")
-	f, k, d := b.Fit(head, tail, 0)
+	f, k, d := b.Fit(head, tail, 0, Spend{})
 	if string(f) != "01" || string(k) != "89" || d != int64(len(head)+len(tail)-4) {
 		t.Errorf("one stream cut: %q %q, %d dropped", f, k, d)
 	}
-	f, k, d = b.Fit([]byte("abcdef"), []byte("uvwxyz"), 100)
+	f, k, d = b.Fit([]byte("abcdef"), []byte("uvwxyz"), 100, Spend{})
 	if string(f) != "ab" || string(k) != "yz" || d != 100+4+4 {
 		t.Errorf("two parts cut: %q %q, %d dropped, want 108", f, k, d)
+	}
+	f, k, d = (Budget{Chars: 10}).Fit([]byte("abcdefghijklmnop"), nil, 0, Spend{Chars: 4})
+	if string(f) != "abc" || string(k) != "nop" || d != 10 {
+		t.Errorf("a cut with room for 4 characters between: %q %q, %d dropped; want 6 characters kept", f, k, d)
 	}
 	if w := (Budget{}).Window(); w != -1 {
 		t.Errorf("window of no budget %d, want -1", w)
@@ -136,14 +140,15 @@ func TestRing(t *testing.T) {
 // FuzzFit: whatever the bytes, the split and the budget, Fit keeps a prefix and a suffix of the
 // stream within the budget and counts every byte it drops.
 func FuzzFit(f *testing.F) {
-	f.Add([]byte("hello, world"), 3, uint8(5), uint16(0))
-	f.Add([]byte("日本語\x01\x02 text"), 5, uint8(0), uint16(20))
-	f.Fuzz(func(t *testing.T, p []byte, split int, chars uint8, limit uint16) {
+	f.Add([]byte("hello, world"), 3, uint8(5), uint16(0), uint8(0))
+	f.Add([]byte("日本語\x01\x02 text"), 5, uint8(0), uint16(20), uint8(3))
+	f.Fuzz(func(t *testing.T, p []byte, split int, chars uint8, limit uint16, roomChars uint8) {
 		b := Budget{Chars: int(chars), Cost: jsonish, Max: int(limit)}
 		if split < 0 || split > len(p) {
 			split = len(p) / 2
 		}
-		front, back, dropped := b.Fit(p[:split], p[split:], 0)
+		room := Spend{Chars: int(roomChars), Cost: 2 * int(roomChars)}
+		front, back, dropped := b.Fit(p[:split], p[split:], 0, room)
 		if !bytes.HasPrefix(p, front) || !bytes.HasSuffix(p, back) || int64(len(front)+len(back))+dropped != int64(len(p)) {
 			t.Fatalf("kept %q and %q of %q, %d dropped", front, back, p, dropped)
 		}
@@ -151,8 +156,13 @@ func FuzzFit(f *testing.F) {
 			return
 		}
 		used := cost(b, append(append([]byte{}, front...), back...))
-		if b.Chars > 0 && used.Chars > b.Chars || b.Max > 0 && used.Cost > b.Max {
-			t.Fatalf("kept %q and %q, %+v, over %+v", front, back, used, b)
+		if dropped > 0 {
+			used.Chars += room.Chars
+			used.Cost += room.Cost
+		}
+		over := b.Chars > 0 && used.Chars > b.Chars || b.Max > 0 && used.Cost > b.Max
+		if small := b.Chars > 0 && room.Chars >= b.Chars || b.Max > 0 && room.Cost+utf8.UTFMax > b.Max; over && !small {
+			t.Fatalf("kept %q and %q with room %+v between, %+v, over %+v", front, back, room, used, b)
 		}
 	})
 }

@@ -234,7 +234,7 @@ func TestOutputForModels(t *testing.T) {
 			p := place(t, mode)
 			cs, _, _ := connectStdio(t, p.args()...)
 			r := bash(t, cs, "seq 1 1000000")
-			if n := utf8.RuneCountInString(r.Output); n > 30000+200 || !strings.HasPrefix(r.Output, "1\n2\n") || !strings.HasSuffix(r.Output, "999999\n1000000\n") {
+			if n := utf8.RuneCountInString(r.Output); n > 30000 || !strings.HasPrefix(r.Output, "1\n2\n") || !strings.HasSuffix(r.Output, "999999\n1000000\n") {
 				t.Errorf("seq 1 1000000 returned %d characters: %.40q ... %q", n, r.Output, r.Output[max(0, len(r.Output)-20):])
 			}
 			if r.OutputBytes != int64(len(want)) || r.OutputLines != 1000000 || r.DroppedChars < int64(len(want))-30000 || r.DroppedLines < 990000 || r.OutputTaskID == "" {
@@ -371,5 +371,17 @@ func TestStopWhatACommandLeft(t *testing.T) {
 	res = callTool(t, cs, "task_stop", map[string]any{"task_id": "t-0123456789abcdef"})
 	if !res.IsError || !strings.Contains(mcptest.Text(res), "task_list lists the tasks and leftovers there are to stop") {
 		t.Errorf("task_stop of an unknown id: %s", mcptest.Text(res))
+	}
+}
+
+// TestResultWithinMaxOutput: a result's output holds at most max_output characters, the line that
+// says what was left out of the middle included.
+func TestResultWithinMaxOutput(t *testing.T) {
+	cs, _, _ := connectStdio(t, cgroupArgs(t)...)
+	for _, max := range []int{100, 1000, 30000} {
+		r := bash(t, cs, "seq 1 100000", "max_output", max)
+		if n := utf8.RuneCountInString(r.Output); n > max || n < max-20 || !strings.Contains(r.Output, "left out here") || !strings.HasSuffix(r.Output, "\n100000\n") {
+			t.Errorf("max_output %d: %d characters: %.60q ... %q", max, n, r.Output, r.Output[len(r.Output)-min(len(r.Output), 30):])
+		}
 	}
 }
