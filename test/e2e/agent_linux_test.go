@@ -321,14 +321,18 @@ func TestOutputFilesOfADeadInstance(t *testing.T) {
 }
 
 // TestWorkingDirectoryKept: through the real binary, the working directory survives a command that
-// ends by exec and one that sets its own EXIT trap; after one that removes it, the next command runs
-// where the session started, and its result says why.
+// ends by exec and one that sets its own EXIT trap, and is the shell's own, not that of the program
+// exec starts; after one that removes it, the next command runs where the session started, and its
+// result says why.
 func TestWorkingDirectoryKept(t *testing.T) {
 	cs, _, _ := connectStdio(t, cgroupArgs(t)...)
 	dir := t.TempDir()
 	for _, tc := range []struct{ command, cwd string }{
 		{"mkdir -p " + dir + "/a/b && cd " + dir + "/a && exec true", dir + "/a"},
 		{"cd b; trap 'echo cleaned' EXIT", dir + "/a/b"},
+		// A cd inside the program exec starts is that program's, as the bash tool's description says.
+		{"cd " + dir + "; exec bash -c 'cd " + dir + "/a; true'", dir},
+		{"cd a/b", dir + "/a/b"},
 	} {
 		if r := bash(t, cs, tc.command); r.Cwd != tc.cwd {
 			t.Errorf("%q: cwd %q, want %q (%+v)", tc.command, r.Cwd, tc.cwd, r)
