@@ -1,9 +1,13 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -33,6 +37,7 @@ func addTool[Out, In any](srv *mcp.Server, o *outputSchemas, t *mcp.Tool, h mcp.
 		}
 		return r
 	})
+	takes := sync.OnceValue(func() string { return argumentsText(t.Name, validator().Schema()) })
 	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		for _, check := range before {
 			if err := check(req.Params.Arguments); err != nil {
@@ -41,7 +46,7 @@ func addTool[Out, In any](srv *mcp.Server, o *outputSchemas, t *mcp.Tool, h mcp.
 		}
 		in, err := decodeArguments[In](req.Params.Arguments, validator())
 		if err != nil {
-			return toolError(err), nil
+			return toolError(fmt.Errorf("%w; %s", err, takes())), nil
 		}
 		res, _, err := h(ctx, req, in)
 		if err != nil {
@@ -77,6 +82,31 @@ func decodeArguments[In any](args json.RawMessage, schema *jsonschema.Resolved) 
 		}
 	}
 	return in, nil
+}
+
+// argumentsText says, after an argument's refusal, what the tool name takes: the arguments of its
+// input schema, the required ones first.
+func argumentsText(name string, s *jsonschema.Schema) string {
+	if len(s.Properties) == 0 {
+		return name + " takes no arguments"
+	}
+	args := slices.Sorted(maps.Keys(s.Properties))
+	slices.SortStableFunc(args, func(a, b string) int {
+		return cmp.Compare(btoi(!slices.Contains(s.Required, a)), btoi(!slices.Contains(s.Required, b)))
+	})
+	for i, a := range args {
+		if slices.Contains(s.Required, a) {
+			args[i] += " (required)"
+		}
+	}
+	return fmt.Sprintf("%s takes %s; its input schema gives their types and meaning", name, strings.Join(args, ", "))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // toolError is the result of a call that failed with err.

@@ -98,7 +98,7 @@ const maxTermSide = 1000
 func termSize(tty bool, rows, cols *int) (*reaper.TermSize, error) {
 	if !tty {
 		if rows != nil || cols != nil {
-			return nil, fmt.Errorf("rows and cols size a terminal: they need tty")
+			return nil, fmt.Errorf("rows and cols size a terminal: pass tty=true with them, or leave them out")
 		}
 		return nil, nil
 	}
@@ -163,7 +163,7 @@ func bashText(res reaper.Result, timeout time.Duration, memoryMax int64) string 
 		note("the whole output is not kept: %s", res.File.NoFile)
 	}
 	if res.Leftover > 0 {
-		note("%d process(es) started by this command still run in this session (see task_list); they are killed when the session ends", res.Leftover)
+		note("%d process(es) started by this command still run in this session; task_stop task_id=%s stops them, and the session's end kills them", res.Leftover, res.OutputID)
 	}
 	if res.Notice != "" {
 		note("%s", res.Notice)

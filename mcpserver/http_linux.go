@@ -194,11 +194,11 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 		next.ServeHTTP(w, r) // no such session: the SDK answers 404
 		return
 	case owner != identity(r):
-		http.Error(w, "session belongs to another identity", http.StatusForbidden)
+		http.Error(w, "session belongs to another identity: send the token that started it, or start a session of your own (initialize without Mcp-Session-Id)", http.StatusForbidden)
 		return
 	case ended:
 		// Its processes are being killed; the SDK forgets it once they are dead.
-		http.Error(w, "session has ended ("+why+")", http.StatusNotFound)
+		http.Error(w, "session has ended ("+why+"): start a new one (initialize without Mcp-Session-Id)", http.StatusNotFound)
 		return
 	}
 	switch r.Method {

@@ -47,7 +47,7 @@ func TestWriteStdin(t *testing.T) {
 		{"write_stdin", map[string]any{"task_id": tty.TaskID, "rows": 0}, "rows must be between"},
 		{"write_stdin", map[string]any{"task_id": "t-0000000000000000"}, "unknown task"},
 		{"bash", map[string]any{"command": "cat", "stdin": true}, "stdin needs run_in_background"},
-		{"bash", map[string]any{"command": "true", "rows": 10}, "need tty"},
+		{"bash", map[string]any{"command": "true", "rows": 10}, "pass tty=true"},
 	} {
 		if res := mcptest.Call(t, cs, tc.tool, tc.args); !res.IsError || !strings.Contains(mcptest.Text(res), tc.want) {
 			t.Errorf("%s %v: %s; want an error saying %q", tc.tool, tc.args, mcptest.Text(res), tc.want)

@@ -52,7 +52,7 @@ func (s *Server) readOptions(in TaskOutputInput) (reaper.OutputOptions, error) {
 			return opts, fmt.Errorf("tail must be between 1 and %d lines, got %d", maxTail, *in.Tail)
 		}
 		if in.Offset != nil {
-			return opts, fmt.Errorf("tail reads the end of the output: it takes no offset")
+			return opts, fmt.Errorf("tail reads the end of the output, which takes no offset: leave offset out, or read from offset without tail")
 		}
 		opts.Tail = *in.Tail
 	}

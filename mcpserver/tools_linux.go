@@ -142,7 +142,7 @@ type WriteStdinOutput struct {
 
 // TaskStopInput is the task_stop tool's arguments.
 type TaskStopInput struct {
-	TaskID string `json:"task_id" jsonschema:"the id of the task to stop"`
+	TaskID string `json:"task_id" jsonschema:"a background task's task_id, or a foreground command's output_task_id to stop what it left running"`
 }
 
 // TaskStopOutput is the task_stop tool's structured result.
@@ -290,15 +290,21 @@ func inSession[In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequ
 		if err != nil && errors.Is(context.Cause(ctx), errInputEnded) {
 			err = fmt.Errorf("cut short: %w", errInputEnded)
 		}
-		return res, out, err
+		return res, out, nextStep(err)
 	}
+}
+
+// nextStep adds to a tool's error what the agent can do about it, where reaper's own error does not
+// say it in the tools' terms.
+func nextStep(err error) error {
+	if errors.Is(err, reaper.ErrUnknownTask) {
+		return fmt.Errorf("%w; task_list lists the ids of the tasks there are, and of the commands that left processes running", err)
+	}
+	return err
 }
 
 func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, st *session, in TaskStopInput) (*mcp.CallToolResult, TaskStopOutput, error) {
 	ti, rep, err := st.rs.Stop(ctx, in.TaskID)
-	if errors.Is(err, reaper.ErrUnknownTask) {
-		return nil, TaskStopOutput{}, fmt.Errorf("%w; task_list lists the tasks and leftovers there are to stop", err)
-	}
 	if ti.ID == "" {
 		return nil, TaskStopOutput{}, err
 	}
@@ -363,7 +369,7 @@ func (s *Server) taskList(ctx context.Context, req *mcp.CallToolRequest, st *ses
 	}
 	for _, lo := range l.Leftovers {
 		out.Leftovers = append(out.Leftovers, LeftoverEntry{TaskID: lo.TaskID, Command: lo.Command, Pids: append([]int{}, lo.Pids...)})
-		fmt.Fprintf(&b, "left by %s (%s): pids %v\n", lo.TaskID, oneLine(lo.Command), lo.Pids)
+		fmt.Fprintf(&b, "left running by %s (%s): pids %v; task_stop task_id=%s stops them\n", lo.TaskID, oneLine(lo.Command), lo.Pids, lo.TaskID)
 	}
 	if b.Len() == 0 {
 		b.WriteString("No background tasks and no leftover processes.\n")

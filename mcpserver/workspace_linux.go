@@ -172,7 +172,8 @@ func inWorkspace[W workspaceArgs[In], In, Out any](s *Server, h func(context.Con
 			return nil, none, err
 		}
 		defer done()
-		return h(ctx, req, st, in.args())
+		res, out, err := h(ctx, req, st, in.args())
+		return res, out, nextStep(err)
 	}
 }
 
@@ -230,7 +231,7 @@ func (s *Server) workspaceClose(ctx context.Context, req *mcp.CallToolRequest, i
 	timer := time.NewTimer(deleteWait)
 	defer timer.Stop()
 	out := WorkspaceCloseOutput{Workspace: in.Workspace, Status: "closing"}
-	msg := "Workspace closing: its processes are being killed."
+	msg := "Workspace closing: its processes are being killed, and its handle is no longer usable (workspace_open opens another)."
 	select {
 	case <-st.ended:
 		out.Status, msg = "closed", "Workspace closed: every process it started is dead."

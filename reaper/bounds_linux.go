@@ -21,7 +21,7 @@ const (
 // checkDescription refuses descriptions over MaxDescriptionBytes.
 func checkDescription(d string) error {
 	if len(d) > MaxDescriptionBytes {
-		return fmt.Errorf("%w: description of %d bytes, the limit is %d", ErrBadInput, len(d), MaxDescriptionBytes)
+		return fmt.Errorf("%w: description of %d bytes, the limit is %d: shorten it (the command itself is not bound by it)", ErrBadInput, len(d), MaxDescriptionBytes)
 	}
 	return nil
 }

@@ -43,9 +43,9 @@ func baseEnv(env []string) []string {
 func checkCommand(command string) error {
 	switch {
 	case strings.TrimSpace(command) == "":
-		return fmt.Errorf("%w: empty", ErrBadCommand)
+		return fmt.Errorf("%w: empty: give the shell code to run", ErrBadCommand)
 	case strings.IndexByte(command, 0) >= 0:
-		return fmt.Errorf("%w: contains a NUL byte", ErrBadCommand)
+		return fmt.Errorf("%w: contains a NUL byte, which no shell argument can hold: write the data to a file, or make it with printf '\\0'", ErrBadCommand)
 	case len(command) > MaxCommandBytes:
 		return fmt.Errorf("%w: %d bytes, the limit is %d (Linux caps one argument at 128 KiB); write long scripts to a file and run that",
 			ErrBadCommand, len(command), MaxCommandBytes)

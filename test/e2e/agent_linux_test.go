@@ -354,6 +354,9 @@ func TestStopWhatACommandLeft(t *testing.T) {
 	if r.Leftover != 1 || r.OutputTaskID == "" {
 		t.Fatalf("sleep 1000 &: %+v", r)
 	}
+	if text := mcptest.Text(callTool(t, cs, "task_list", nil)); !strings.Contains(text, "task_stop task_id="+r.OutputTaskID+" stops them") {
+		t.Errorf("task_list does not say how to stop what the command left: %s", text)
+	}
 	left := testutil.PidsInNS(t, testutil.NSIn(r.Output), strings.Fields(r.Output)[0])
 	var stopped struct {
 		Status   string `json:"status"`
@@ -373,7 +376,7 @@ func TestStopWhatACommandLeft(t *testing.T) {
 		t.Errorf("the output after the stop: %q", out)
 	}
 	res = callTool(t, cs, "task_stop", map[string]any{"task_id": "t-0123456789abcdef"})
-	if !res.IsError || !strings.Contains(mcptest.Text(res), "task_list lists the tasks and leftovers there are to stop") {
+	if !res.IsError || !strings.Contains(mcptest.Text(res), "task_list lists the ids of the tasks there are, and of the commands that left processes running") {
 		t.Errorf("task_stop of an unknown id: %s", mcptest.Text(res))
 	}
 }
