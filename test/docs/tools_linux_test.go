@@ -21,9 +21,10 @@ import (
 // served is what one protocol era of the binary offers a client: its tools with their arguments,
 // and everything its tools/list result and its instructions say, as the client decoded it.
 type served struct {
-	era   string
-	tools map[string][]string // tool name → argument names
-	list  any                 // the tools/list result and the instructions, decoded from JSON
+	era    string
+	tools  map[string][]string // tool name → argument names
+	fields map[string]bool     // every property of every tool's results, at any depth
+	list   any                 // the tools/list result and the instructions, decoded from JSON
 }
 
 // serveOf lists what a client gets from cs.
@@ -35,9 +36,13 @@ func serveOf(t *testing.T, era string, cs *mcp.ClientSession) served {
 	if err != nil {
 		t.Fatalf("%s: tools/list: %v", era, err)
 	}
-	s := served{era: era, tools: map[string][]string{}}
+	s := served{era: era, tools: map[string][]string{}, fields: map[string]bool{}}
 	for _, tool := range res.Tools {
-		b, _ := json.Marshal(tool.InputSchema)
+		b, _ := json.Marshal(tool.OutputSchema)
+		var out any
+		json.Unmarshal(b, &out)
+		walkProperties(out, s.fields)
+		b, _ = json.Marshal(tool.InputSchema)
 		var schema struct {
 			Properties map[string]any `json:"properties"`
 		}
@@ -114,7 +119,8 @@ func startHTTP(t *testing.T, token string) string {
 }
 
 // TestToolsAsServed checks what the binary serves in each era against docs/tools.md, both ways:
-// every tool and argument served is documented, and every documented one is served. It also checks
+// every tool and argument served is documented, and every documented one is served; and that every
+// document names only tools, arguments and result fields that are served. It also checks
 // that every string of every tools/list result, and of the instructions, is printable text: a
 // control byte in a description (the escape a model is told to send, made the byte by the struct
 // tag's unquoting) is a character the model never sees, or one that acts on a terminal that prints
@@ -136,6 +142,55 @@ func TestToolsAsServed(t *testing.T) {
 	}
 	for _, s := range workspaceEras {
 		compareTools(t, s, inWorkspace, "docs/tools.md's table under \"## In a workspace\"")
+	}
+	namesServed(t, append(sessionEras, workspaceEras...))
+}
+
+// toolLike is a name in backquotes that reads as a tool's, or an argument or result field of one.
+var toolLike = regexp.MustCompile("`((?:task|workspace|output)_[a-z_]+|write_stdin)`")
+
+// namesServed checks that every name of a document that reads as a tool's (task_..., workspace_...,
+// output_..., write_stdin in backquotes) is a tool, an argument or a result field that the binary
+// serves in some era.
+func namesServed(t *testing.T, eras []served) {
+	t.Helper()
+	known := map[string]bool{}
+	for _, s := range eras {
+		for tool, args := range s.tools {
+			known[tool] = true
+			for _, a := range args {
+				known[a] = true
+			}
+		}
+		for f := range s.fields {
+			known[f] = true
+		}
+	}
+	for _, doc := range documents(t) {
+		for _, m := range toolLike.FindAllStringSubmatch(read(t, doc), -1) {
+			if !known[m[1]] {
+				t.Errorf("%s names %s, which no tool, argument or result field the binary serves is called", doc, m[1])
+			}
+		}
+	}
+}
+
+// walkProperties adds the names of every property of a JSON schema, at any depth, to names.
+func walkProperties(v any, names map[string]bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		if props, ok := v["properties"].(map[string]any); ok {
+			for k := range props {
+				names[k] = true
+			}
+		}
+		for _, x := range v {
+			walkProperties(x, names)
+		}
+	case []any:
+		for _, x := range v {
+			walkProperties(x, names)
+		}
 	}
 }
 
