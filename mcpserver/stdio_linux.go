@@ -13,8 +13,8 @@ import (
 // StdioTransport returns the transport for serving one client over in and out (stdin and stdout):
 // newline-delimited JSON-RPC, as mcp.IOTransport, except for a line the limits refuse (see
 // limits.go) or that is no JSON-RPC message: the SDK's transport ends the whole connection at such a
-// line; this one discards it, answers it with a JSON-RPC error that says why (unless it is a
-// notification) and goes on, as the HTTP handler does. And at the end of in, every request read
+// line; this one discards it, answers it with a JSON-RPC error that says why (but a notification
+// over the limits, which gets none) and goes on, as the HTTP handler does. And at the end of in, every request read
 // before it is answered (see inputEnd), as a filter answers all it has read. Closing the transport
 // closes neither in nor out.
 func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
