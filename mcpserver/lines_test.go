@@ -38,3 +38,31 @@ func TestLineReaderRefuses(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLineChecks measures what the stdio framing costs a message: the limits' scan (the
+// baseline, which every message had) and the check of its envelope added beside it (malformed), for
+// a small tool call and one of about 900 KB.
+//
+//	go test -run '^$' -bench BenchmarkLineChecks ./mcpserver
+func BenchmarkLineChecks(b *testing.B) {
+	l := messageLimits{callBytes: DefaultMaxCallBytes}
+	for name, line := range map[string][]byte{
+		"small": []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"bash","arguments":{"command":"echo hi"}}}` + "\n"),
+		"900KB": []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"bash","arguments":{"command":"` + strings.Repeat("echo hi; ", 100000) + `"}}}` + "\n"),
+	} {
+		b.Run(name+"/scan", func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			for b.Loop() {
+				l.scanner().Feed(line)
+			}
+		})
+		b.Run(name+"/envelope", func(b *testing.B) {
+			b.SetBytes(int64(len(line)))
+			for b.Loop() {
+				if _, why := malformed(line); why != "" {
+					b.Fatal(why)
+				}
+			}
+		})
+	}
+}
