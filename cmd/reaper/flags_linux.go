@@ -176,20 +176,6 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 // minOutputBudget is the smallest --output-budget: room for a head, a line and a tail.
 const minOutputBudget = 64 << 10
 
-// byteText writes n bytes as --output-budget reads them.
-func byteText(n int64) string {
-	if n != 0 && n%(1<<30) == 0 {
-		return strconv.FormatInt(n>>30, 10) + "G"
-	}
-	if n != 0 && n%(1<<20) == 0 {
-		return strconv.FormatInt(n>>20, 10) + "M"
-	}
-	if n != 0 && n%(1<<10) == 0 {
-		return strconv.FormatInt(n>>10, 10) + "K"
-	}
-	return strconv.FormatInt(n, 10)
-}
-
 // pidNamespaceFlag defines --pid-namespace, which serve and run share; what names what gets one (a
 // session, the job).
 func pidNamespaceFlag(fs *flag.FlagSet, p *string, what string) {
