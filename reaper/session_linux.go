@@ -745,6 +745,7 @@ func (s *Session) teardown(ctx context.Context) {
 	// The start under way, if any, ends (its task is then in tasks, a ready shell in ready), and
 	// none follows: closing is set. Then the namespaces start no init any more.
 	s.spawnMu.Lock()
+	//lint:ignore SA2001 the lock is taken only to wait for the start under way to end
 	s.spawnMu.Unlock()
 	cur, inits := s.ns.close()
 	// The ready shell first: once it has ended, the session's processes are its tasks' alone.

@@ -204,6 +204,7 @@ func TestSetLoggingLevel(t *testing.T) {
 		"stdio":                      stdio,
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		//lint:ignore SA1019 the test is of what a client that still sends logging/setLevel gets
 		if err := c.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 			t.Errorf("%s: logging/setLevel info: %v", name, err)
 		}
