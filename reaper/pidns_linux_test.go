@@ -141,8 +141,10 @@ func TestSessionEndKillsNamespace(t *testing.T) {
 			if mode == ContainCgroup {
 				procs = r.Containment().Cgroup.Mountpoint + "/cgroup.procs"
 			}
-			res := run(t, s, `(env -i /bin/sh -c 'echo $$ > `+procs+`; exec /bin/sleep 1000' &) ; (setsid sh -c 'trap "" TERM; exec sleep 1000' &); sleep 0.1; `+
-				`for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = sleep ] && echo ${p#/proc/}; done; `+testutil.ShowNS)
+			// Both sleeps are listed once both run: on a loaded machine that takes a while.
+			res := run(t, s, `(env -i /bin/sh -c 'echo $$ > `+procs+`; exec /bin/sleep 1000' &) ; (setsid sh -c 'trap "" TERM; exec sleep 1000' &); `+
+				`sleeps() { for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = sleep ] && echo ${p#/proc/}; done; }; `+
+				`for i in $(seq 200); do [ "$(sleeps | wc -l)" -ge 2 ] && break; sleep 0.05; done; sleeps; `+testutil.ShowNS)
 			left := s.pidsIn(t, res.Output)
 			if len(left) != 2 {
 				t.Fatalf("the command printed %q", res.Output)

@@ -142,8 +142,8 @@ func kubePlay(t *testing.T, render, dir string) {
 	podID, _ = pm.run("pod", "inspect", "--format", "{{.ID}}", pod)
 	s := newSidecar(t, pod+"-reaper", hostDir)
 	reaperCtr = s.container
-	if s.url != "http://127.0.0.1:8765/mcp" || s.admin != "http://:9090" {
-		t.Errorf("reaper serves MCP at %s and the admin endpoint at %s, want the manifest's 127.0.0.1:8765 and :9090", s.url, s.admin)
+	if s.url != "http://127.0.0.1:8765/mcp" || s.admin != "http://0.0.0.0:9090" {
+		t.Errorf("reaper serves MCP at %s and the admin endpoint at %s, want the manifest's 127.0.0.1:8765 and :9090 (every address)", s.url, s.admin)
 	}
 	netns, err := podNetns(pod)
 	if err != nil {

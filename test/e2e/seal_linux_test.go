@@ -121,7 +121,12 @@ func sealMatrix(t *testing.T, m sealMode, tu testutil.TestUser) {
 	if m.privateTmp {
 		args = append(args, "--private-tmp")
 	}
-	p := startHTTP(t, args...)
+	// Sessions start in /: a checkout may be below /tmp (CI's is), where a private /tmp would hide
+	// the working directory, which reaper refuses.
+	cmd := reaperCmd(append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = "/"
+	p := startCmd(t, cmd, nil, nil)
+	p.awaitServing(t)
 	a, b := connectHTTP(t, p.url, "tok-seal"), connectHTTP(t, p.url, "tok-seal")
 	v := sealVictimIn(t, b)
 	t.Cleanup(func() { // what the host keeps where the seals do not hold
