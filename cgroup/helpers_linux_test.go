@@ -57,7 +57,7 @@ func destroy(t testing.TB, dir string) {
 	if err := s.Kill(); err != nil {
 		t.Errorf("cleanup: kill %s: %v", dir, err)
 	}
-	if empty, err := s.WaitEmpty(context.Background(), time.Now().Add(10*time.Second)); !empty || err != nil {
+	if empty, err := s.WaitEmpty(context.Background(), time.Now().Add(testutil.Slow(10*time.Second))); !empty || err != nil {
 		t.Errorf("cleanup: %s did not empty: %v", dir, err)
 	}
 	if err := s.Remove(); err != nil {
@@ -71,7 +71,7 @@ func killAndWait(t testing.TB, s *Slice) {
 	if err := s.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	if empty, err := s.WaitEmpty(context.Background(), time.Now().Add(30*time.Second)); err != nil || !empty {
+	if empty, err := s.WaitEmpty(context.Background(), time.Now().Add(testutil.Slow(30*time.Second))); err != nil || !empty {
 		t.Fatalf("%s did not empty after cgroup.kill: %v", s.Path(), err)
 	}
 }
@@ -118,7 +118,7 @@ func spawn(t testing.TB, s *Slice, script string, n int) *started {
 		cmd.Wait()
 		pr.Close()
 	})
-	pr.SetReadDeadline(time.Now().Add(30 * time.Second))
+	pr.SetReadDeadline(time.Now().Add(testutil.Slow(30 * time.Second)))
 	ready := false
 	for !ready || len(st.pids) < n {
 		line, err := st.out.ReadString('\n')

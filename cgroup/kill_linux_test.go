@@ -140,7 +140,7 @@ func TestFreezeAndThaw(t *testing.T) {
 	}
 	counter := filepath.Join(t.TempDir(), "count")
 	st := spawn(t, s, "(while :; do echo x >> "+counter+"; sleep 0.01; done) & echo $!; echo ready; wait", 1)
-	frozen, err := s.Freeze(time.Now().Add(10 * time.Second))
+	frozen, err := s.Freeze(time.Now().Add(testutil.Slow(10 * time.Second)))
 	if err != nil || !frozen {
 		t.Fatalf("Freeze = %v, %v", frozen, err)
 	}
@@ -156,7 +156,7 @@ func TestFreezeAndThaw(t *testing.T) {
 		after, _ := os.ReadFile(counter)
 		return len(after) > len(before)
 	})
-	if _, err := s.Freeze(time.Now().Add(10 * time.Second)); err != nil {
+	if _, err := s.Freeze(time.Now().Add(testutil.Slow(10 * time.Second))); err != nil {
 		t.Fatal(err)
 	}
 	killAndWait(t, s) // a frozen cgroup still dies of cgroup.kill

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -72,7 +73,7 @@ func DialHTTP(ctx context.Context, url string, opts Options) (*mcp.ClientSession
 // session.
 func Connect(t testing.TB, tr mcp.Transport, opts Options) *mcp.ClientSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Slow(connectTimeout))
 	defer cancel()
 	cs, err := Dial(ctx, tr, opts)
 	if err != nil {
@@ -86,7 +87,7 @@ func Connect(t testing.TB, tr mcp.Transport, opts Options) *mcp.ClientSession {
 // session (over 2025-11-25 that sends DELETE).
 func ConnectHTTP(t testing.TB, url string, opts Options) *mcp.ClientSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Slow(connectTimeout))
 	defer cancel()
 	cs, err := DialHTTP(ctx, url, opts)
 	if err != nil {
@@ -102,7 +103,7 @@ func ConnectHTTP(t testing.TB, url string, opts Options) *mcp.ClientSession {
 // 5 s, SIGKILL after 5 more).
 func ConnectCommand(t testing.TB, cmd *exec.Cmd, opts Options) *mcp.ClientSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Slow(connectTimeout))
 	defer cancel()
 	cs, err := Dial(ctx, &mcp.CommandTransport{Command: cmd}, opts)
 	if err != nil {
@@ -144,7 +145,7 @@ type Caller interface {
 // tool error is a result: the caller checks IsError).
 func Call(t testing.TB, c Caller, tool string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Slow(callTimeout))
 	defer cancel()
 	res, err := c.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
@@ -327,7 +328,7 @@ func OpenWorkspace(t testing.TB, cs *mcp.ClientSession) (*Workspace, OpenResult)
 	}
 	w := &Workspace{CS: cs, Handle: out.Workspace}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Slow(callTimeout))
 		defer cancel()
 		cs.CallTool(ctx, &mcp.CallToolParams{Name: "workspace_close", Arguments: map[string]any{"workspace": w.Handle}})
 	})

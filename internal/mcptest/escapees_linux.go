@@ -20,7 +20,7 @@ func Escapees(t testing.TB, c Caller) []testutil.Proc {
 		t.Fatalf("no task id: %+v", r)
 	}
 	var out string
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testutil.Slow(30 * time.Second))
 	for strings.Count(out, "\n") < 4 { // three pids and their PID namespace
 		_, o := TaskOutput(t, c, r.TaskID, false)
 		out += o

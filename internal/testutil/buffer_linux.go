@@ -30,10 +30,10 @@ func (s *Buffer) String() string {
 	return s.b.String()
 }
 
-// Await polls until the buffer contains want, reporting whether it did within 10 seconds. A process
-// may have written it already: exec copies from the pipe in a goroutine of its own.
+// Await polls until the buffer contains want, reporting whether it did within 10 seconds (stretched
+// by Slow). A process may have written it already: exec copies from the pipe in a goroutine of its own.
 func (s *Buffer) Await(want string) bool {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(Slow(10 * time.Second))
 	for !strings.Contains(s.String(), want) {
 		if time.Now().After(deadline) {
 			return false

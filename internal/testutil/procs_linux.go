@@ -123,9 +123,10 @@ func AssertDead(t testing.TB, ps []Proc) {
 }
 
 // AwaitDead polls until every process of ps is dead and returns how long that took, failing the test
-// if one still runs after within.
+// if one still runs after within (stretched by Slow).
 func AwaitDead(t testing.TB, ps []Proc, within time.Duration) time.Duration {
 	t.Helper()
+	within = Slow(within)
 	start := time.Now()
 	for {
 		alive := Alive(ps)
@@ -139,10 +140,11 @@ func AwaitDead(t testing.TB, ps []Proc, within time.Duration) time.Duration {
 	}
 }
 
-// Eventually polls cond until it holds, failing the test after a generous deadline (30 s).
+// Eventually polls cond until it holds, failing the test after a generous deadline (30 s, stretched by
+// Slow).
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(Slow(30 * time.Second))
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -151,13 +153,14 @@ func Eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// AwaitLines returns shell code that waits, polling for up to 30 s, until file holds n lines, and
-// then prints it. A foreground command that starts processes in the background ends with it, and each
-// of those appends its pid to file once it is ready (its trap set, say): the command then returns only
-// when they all are, instead of sleeping for a guessed while.
+// AwaitLines returns shell code that waits, polling for up to 30 s (stretched by Slow), until file
+// holds n lines, and then prints it. A foreground command that starts processes in the background
+// ends with it, and each of those appends its pid to file once it is ready (its trap set, say): the
+// command then returns only when they all are, instead of sleeping for a guessed while.
 func AwaitLines(file string, n int) string {
 	q := "'" + strings.ReplaceAll(file, "'", `'\''`) + "'"
-	return fmt.Sprintf(`__i=0; while [ $__i -lt 3000 ] && [ "$(wc -l < %[1]s 2>/dev/null || echo 0)" -lt %[2]d ]; do sleep 0.01; __i=$((__i+1)); done; cat %[1]s`, q, n)
+	polls := Slow(30*time.Second) / (10 * time.Millisecond)
+	return fmt.Sprintf(`__i=0; while [ $__i -lt %[3]d ] && [ "$(wc -l < %[1]s 2>/dev/null || echo 0)" -lt %[2]d ]; do sleep 0.01; __i=$((__i+1)); done; cat %[1]s`, q, n, polls)
 }
 
 // NSOf returns the PID namespace of pid as its /proc/<pid>/ns/pid link reads ("pid:[4026531836]"),

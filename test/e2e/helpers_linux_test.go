@@ -149,7 +149,7 @@ func startHTTP(t testing.TB, args ...string) *reaperProc {
 // test picks beforehand, but not one reaper holds. It fails the test if reaper exits first.
 func (p *reaperProc) awaitServing(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(testutil.Slow(time.Minute))
 	for {
 		if line, ok := testutil.LogLine(p.stderr.String(), testutil.ServingHTTP); ok {
 			p.url, p.admin = line["url"], line["admin"]
@@ -292,7 +292,7 @@ func (p *reaperProc) stop(t testing.TB) {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Slow(30 * time.Second)):
 		p.cmd.Process.Kill()
 		<-p.done
 		t.Errorf("reaper did not exit within 30s of SIGTERM\n%s", p.stderr)

@@ -288,6 +288,7 @@ func TestMatrix(t *testing.T) {
 }
 
 func newScenario(t *testing.T, mode string, e end) *scenario {
+	e.budget = testutil.Slow(e.budget) // on a slow machine reaper is slow too
 	sc := &scenario{t: t, mode: mode, end: e, p: place(t, mode), result: map[string]string{}}
 	if e.killer {
 		sc.killCgroup()
@@ -388,7 +389,7 @@ func (sc *scenario) awaitRows() { sc.awaitRowsRenewing(nil) }
 // them half started.
 func (sc *scenario) awaitRowsRenewing(renew func()) {
 	last := time.Now()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(testutil.Slow(30 * time.Second)); ; time.Sleep(5 * time.Millisecond) {
 		b, _ := os.ReadFile(sc.file)
 		if bytes.Count(b, []byte{'\n'}) >= sc.lines() {
 			break
@@ -398,7 +399,7 @@ func (sc *scenario) awaitRowsRenewing(renew func()) {
 			last = time.Now()
 		}
 		if time.Now().After(deadline) {
-			sc.t.Fatalf("the rows did not all start within 30 s; %d lines of %d:\n%s", bytes.Count(b, []byte{'\n'}), sc.lines(), b)
+			sc.t.Fatalf("the rows did not all start within %v; %d lines of %d:\n%s", testutil.Slow(30*time.Second), bytes.Count(b, []byte{'\n'}), sc.lines(), b)
 		}
 	}
 	sc.before = sc.recorded()
@@ -436,7 +437,7 @@ func (sc *scenario) runAndCheck() {
 	case sc.done != nil:
 		select {
 		case <-sc.done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(testutil.Slow(30 * time.Second)):
 			t.Error("reaper did not exit")
 		}
 		if sc.end.noRestart {
@@ -910,7 +911,7 @@ func matrixTable(results map[string]map[string]map[string]string) string {
 		b.WriteString("\n")
 		var notes []string // the reasons of LIMIT cells, numbered
 		for _, e := range ends {
-			fmt.Fprintf(&b, "| %s (%v) |", e.name, e.budget)
+			fmt.Fprintf(&b, "| %s (%v) |", e.name, testutil.Slow(e.budget))
 			for _, esc := range escapes {
 				cell := results[mode][e.name][esc.row]
 				for _, kind := range []string{"LIMIT", "ALIVE"} {
