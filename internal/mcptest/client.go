@@ -197,6 +197,7 @@ type BashResult struct {
 	Status           string `json:"status"`
 	ExitCode         *int   `json:"exit_code"`
 	TimedOut         bool   `json:"timed_out"`
+	OOMKilled        bool   `json:"oom_killed"`
 	Cwd              string `json:"cwd"`
 	Notice           string `json:"notice"`
 	TaskID           string `json:"task_id"`
