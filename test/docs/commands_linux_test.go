@@ -35,6 +35,8 @@ var mirrored = []struct{ pattern, how string }{
 	{`^systemctl enable --now reaper`, "the operator's; test/e2e TestSystemdUnitVerifies checks the unit"},
 	{`^sudo -u reaper reaper (ps|sweep) --state-dir /run/reaper --cgroup-root /sys/fs/cgroup/system\.slice/reaper\.service/reaper$`, "test/e2e TestSystemdOperatorFindsSessions runs the unit's ps in a cgroup named as the unit's; the flags are checked here"},
 	{`^\.ci/run$`, "CI itself"},
+	{`^test/vm/run( [ab])?$`, ".ci/run runs the VM lane (both guests)"},
+	{`^test/vm/boot [ab] `, "test/vm/run boots each guest with it"},
 	{`^(COUNT=\d+ )?(RACE=1 )?\.ci/stress (alone|beside)$`, "the stress run (an hour and more): run by hand, its figures in issue 24's note"},
 	{`^go run \./test/bench$`, "the benchmarks (13 minutes); not run by the tests"},
 	{`^claude mcp add `, "Claude Code is not installed here; the reaper command and flags it starts are checked"},

@@ -12,7 +12,9 @@ import (
 
 // notFlags are the REAPER_* names the documents may use that are no flag's variable.
 var notFlags = []string{
-	"REAPER_SESSION", // the marker every task inherits
+	"REAPER_SESSION",   // the marker every task inherits
+	"REAPER_VM_DIR",    // the VM lane's work directory (test/vm)
+	"REAPER_TEST_SLOW", // the tests' deadline factor (internal/testutil.Slow)
 }
 
 // TestFlagsAndVariables checks that the flag table of docs/operations.md names every flag of reaper
