@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,11 +78,26 @@ func reaperUser(t *testing.T) {
 	})
 }
 
+// unitDirs are the directories the unit has systemd make for it (RuntimeDirectory=, StateDirectory=),
+// which outlive it.
+var unitDirs = []string{"/run/reaper", "/var/lib/reaper"}
+
 // startUnit installs the shipped unit under a unique name, running the binary under test on a port
-// of its choosing, starts it and returns its name and its MCP endpoint (from its start-up line in
-// the journal). Cleanup stops and removes it.
-func startUnit(t *testing.T) (unit, url string) {
+// of its choosing, starts it and returns its name, its MCP endpoint and the token its clients send
+// (reaper's own: its start-up line in the journal names the file). Cleanup stops and removes it,
+// and the directories it left.
+func startUnit(t *testing.T) (unit, url, token string) {
 	t.Helper()
+	for _, dir := range unitDirs {
+		if _, err := os.Stat(dir); err == nil {
+			t.Skipf("skipped: %s exists: a reaper service is installed here, and the unit under test would share its directories", dir)
+		}
+	}
+	t.Cleanup(func() {
+		for _, dir := range unitDirs {
+			os.RemoveAll(dir)
+		}
+	})
 	reaperUser(t)
 	// The unit's own view of the file system (PrivateTmp=, ProtectHome=) hides the test's
 	// temporary directory: the binary goes under /run.
@@ -129,7 +146,15 @@ func startUnit(t *testing.T) (unit, url string) {
 	if !strings.HasPrefix(line["containment"], "cgroup ") {
 		t.Errorf("the unit runs reaper in %q, want cgroup containment (Delegate=yes)", line["containment"])
 	}
-	return unit, line["url"]
+	m := regexp.MustCompile(`reaper's own, in (/\S+) `).FindStringSubmatch(line["auth"])
+	if m == nil {
+		t.Fatalf("the start-up line names no token file: auth=%q", line["auth"])
+	}
+	b, err = os.ReadFile(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unit, line["url"], strings.TrimSpace(string(b))
 }
 
 // journal returns what unit logged, its messages alone.
@@ -173,14 +198,14 @@ func unitProcs(t *testing.T, unit string) []int {
 // ends another session's escapees with reaper, and leaves neither a process nor a cgroup.
 func TestSystemdServiceContains(t *testing.T) {
 	needSystemd(t)
-	unit, url := startUnit(t)
+	unit, url, token := startUnit(t)
 	cgroupDir := unitProperty(t, unit, "ControlGroup")
 	main, _ := strconv.Atoi(unitProperty(t, unit, "MainPID"))
 	if uid, _ := testutil.StatusField(main, "Uid"); strings.Fields(uid)[0] == "0" {
 		t.Errorf("reaper runs as root in the unit, want the reaper user: Uid %s", uid)
 	}
 
-	cs := connectHTTP(t, url, "")
+	cs := connectHTTP(t, url, token)
 	ps := escapees(t, cs)
 	for _, p := range ps {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/cgroup")
@@ -209,7 +234,7 @@ func TestSystemdServiceContains(t *testing.T) {
 		}
 	}
 
-	cs = connectHTTP(t, url, "")
+	cs = connectHTTP(t, url, token)
 	ps = escapees(t, cs)
 	systemctl(t, "stop", unit)
 	testutil.AssertDead(t, ps)
@@ -219,7 +244,17 @@ func TestSystemdServiceContains(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", cgroupDir)); !os.IsNotExist(err) {
 		t.Errorf("the unit's cgroup %s is left after systemctl stop: %v", cgroupDir, err)
 	}
+	// reaper ended the session itself (systemd's SIGKILL of what is left would come only after).
 	log := journal(t, unit)
+	var reasons []string
+	for line := range strings.Lines(log) {
+		if end, ok := testutil.LogLine(line, "session ended"); ok {
+			reasons = append(reasons, end["reason"]+" remaining="+end["remaining"])
+		}
+	}
+	if !slices.Equal(reasons, []string{"delete remaining=0", "shutdown remaining=0"}) {
+		t.Errorf("the sessions ended %q, want by the DELETE and by reaper's shutdown, nothing remaining:\n%s", reasons, log)
+	}
 	if !strings.Contains(log, "reaper stopped") {
 		t.Errorf("reaper did not log its own orderly stop:\n%s", log)
 	}
