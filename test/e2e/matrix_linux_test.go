@@ -66,13 +66,15 @@ var escapes = []escape{
 	// A parent that never waits: its 20 children stay zombies ("zombie" lines) until someone reaps them.
 	{row: "zombies", lines: 21, script: `E2E_ROW={M}zombies sh -c 'i=0; while [ $i -lt 20 ]; do true & echo "zombie $!" >> {F}; i=$((i+1)); done; echo "zombies $$" >> {F}; exec sleep 1000' &`},
 	{row: "listens", lines: 1, script: `E2E_ROW={M}listens TESTUTIL_HELPER=listen E2E_ROWS={F} "$E2E_SELF" &`},
-	{row: "leaves-cgroup", lines: 1, root: true, cgroup: true, script: `E2E_ROW={M}leaves-cgroup sh -c 'echo $$ > {P}; echo "leaves-cgroup $$" >> {F}; exec sleep 1000' &`},
+	{row: "leaves-cgroup", lines: 1, root: true, cgroup: true, script: `E2E_ROW={M}leaves-cgroup sh -c 'echo "leaves-cgroup $$" >> {F}; echo $$ > {P}; exec sleep 1000' &`},
 	// In the end "a root task kills reaper", this row is that task: it waits for {GO}, leaves its
 	// cgroup and writes 1 to the cgroup.kill of the cgroup holding reaper's two processes ({THEN}).
 	// Otherwise it leaves its cgroup at once ({LEAVE}) and sleeps. The killer leaves only once told
 	// to: reaper looks for processes outside their slice every 2 s and kills them, and this one would
-	// not be there to kill reaper.
-	{row: "no-trail", lines: 1, root: true, script: `(setsid env -i /bin/sh -c '{LEAVE}echo "no-trail $$" >> {F}; {THEN}' &)`},
+	// not be there to kill reaper. Both rows that leave record themselves first: one killed after it
+	// left and before it recorded would be waited for in vain (seen under an emulated CPU); the test
+	// waits until they have left (see awaitLeft).
+	{row: "no-trail", lines: 1, root: true, script: `(setsid env -i /bin/sh -c 'echo "no-trail $$" >> {F}; {LEAVE}{THEN}' &)`},
 	// Last: the task's own shell becomes the process to watch.
 	{row: "exec", lines: 1, script: `echo "exec $$" >> {F}; exec env E2E_ROW={M}exec sleep {EXEC}`},
 }
@@ -403,6 +405,31 @@ func (sc *scenario) awaitRowsRenewing(renew func()) {
 		}
 	}
 	sc.before = sc.recorded()
+	sc.awaitLeft()
+}
+
+// awaitLeft waits, in cgroup containment, until the rows that leave their cgroup at once have left
+// it (or died: reaper kills what left its slice): they record themselves before they leave.
+func (sc *scenario) awaitLeft() {
+	if sc.mode != "cgroup" {
+		return
+	}
+	rel := strings.TrimPrefix(sc.p.root, cgroup.Detect(cgroup.Options{}).Mountpoint)
+	var leaving []testutil.Proc
+	for _, row := range []string{"leaves-cgroup", "no-trail"} {
+		if row != "no-trail" || !sc.end.killer {
+			leaving = append(leaving, sc.before[row]...)
+		}
+	}
+	testutil.Eventually(sc.t, "the rows that leave their cgroup to leave it", func() bool {
+		for _, p := range leaving {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/cgroup")
+			if testutil.Running(p) && strings.HasPrefix(strings.TrimSpace(string(b)), "0::"+rel+"/") {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // reaperArgs are the flags of every reaper the scenario starts.
@@ -651,6 +678,7 @@ func (sc *scenario) viaClient() {
 		t.Fatalf("the client: %s", line)
 	}
 	sc.before = sc.recorded()
+	sc.awaitLeft()
 	sc.ended = time.Now()
 	if strings.HasPrefix(sc.end.name, "keepalive") {
 		client.Process.Signal(syscall.SIGSTOP)
