@@ -470,6 +470,7 @@ func (sc *scenario) runAndCheck() {
 		if sc.end.noRestart {
 			sc.sweep()
 		}
+		sc.awaitCleared()
 		assertNothingLeft(t, sc.p)
 	}
 	if t.Failed() {
@@ -641,6 +642,25 @@ func (sc *scenario) letKillerKill(r *reaperProc) {
 func (sc *scenario) sweep() {
 	if out, code := runOnce(sc.t, nil, append([]string{"sweep"}, sc.p.args()...)...); code != 0 {
 		sc.t.Errorf("reaper sweep: exit %d\n%s", code, out)
+	}
+}
+
+// awaitCleared waits, for a while, until reaper has removed its slices and state: where its guard
+// was killed, its server removes them as it ends, which can come after the guard's exit and the
+// rows' deaths that the test saw (seen under an emulated CPU). assertNothingLeft then says what is
+// left.
+func (sc *scenario) awaitCleared() {
+	for deadline := time.Now().Add(testutil.Slow(10 * time.Second)); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		left, _ := os.ReadDir(sc.p.stateDir)
+		entries, _ := os.ReadDir(sc.p.root) // none in process containment
+		for _, e := range entries {
+			if e.IsDir() { // a slice; the rest are the cgroup's own files
+				left = append(left, e)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
 	}
 }
 
