@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cgreaper/reaper/internal/spare"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,22 +18,45 @@ import (
 // every system call into cgroupfs counts there (15-90 µs each on a cold cache), so these use open,
 // read and close only: no os.File (an extra fstat and the poller), no scanner, no string per pid.
 
+// openFile opens a cgroupfs file, through r where the descriptor limit refuses a descriptor (a
+// teardown's slice: see Slice.Spare); nil lends none. closeFile closes what it opened.
+func openFile(r *spare.Reserve, file string, flags int) (int, error) {
+	fd, err := unix.Open(file, flags|unix.O_CLOEXEC, 0)
+	if spare.Limited(err) {
+		fd, err = r.Open(func() (int, error) { return unix.Open(file, flags|unix.O_CLOEXEC, 0) })
+	}
+	return fd, err
+}
+
+func closeFile(r *spare.Reserve, fd int) { r.Close(fd) }
+
 // writeFile writes a value into a cgroup interface file, carrying the path in the error.
-func writeFile(dir, name, value string) error {
+func writeFile(r *spare.Reserve, dir, name, value string) error {
 	file := filepath.Join(dir, name)
-	if err := os.WriteFile(file, []byte(value), 0); err != nil {
-		return fmt.Errorf("write %q to %s: %w", value, file, err)
+	fd, err := openFile(r, file, unix.O_WRONLY)
+	if err != nil {
+		return fmt.Errorf("write %q to %s: %w", value, file, &os.PathError{Op: "open", Path: file, Err: err})
+	}
+	defer closeFile(r, fd)
+	for {
+		_, err = unix.Write(fd, []byte(value))
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write %q to %s: %w", value, file, &os.PathError{Op: "write", Path: file, Err: err})
 	}
 	return nil
 }
 
-// readSmall reads a whole cgroupfs file with open, read and close only.
-func readSmall(file string) ([]byte, error) {
-	fd, err := unix.Open(file, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+// readSmall reads a whole cgroupfs file with open, read and close only, through r (see openFile).
+func readSmall(r *spare.Reserve, file string) ([]byte, error) {
+	fd, err := openFile(r, file, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	defer closeFile(r, fd)
 	b := make([]byte, 0, 512)
 	for {
 		if len(b) == cap(b) {
@@ -53,7 +77,7 @@ func readSmall(file string) ([]byte, error) {
 
 // readFields returns the whitespace-separated words of a small file.
 func readFields(path string) ([]string, error) {
-	b, err := readSmall(path)
+	b, err := readSmall(nil, path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -63,8 +87,8 @@ func readFields(path string) ([]string, error) {
 // readPids appends the pids listed in a cgroup.procs file (or the tids in a cgroup.threads file) to
 // dst. Pids of other pid namespaces read as 0 and are skipped. A file that is gone (the cgroup was
 // removed) lists nothing.
-func readPids(file string, dst []int) ([]int, error) {
-	b, err := readSmall(file)
+func readPids(r *spare.Reserve, file string, dst []int) ([]int, error) {
+	b, err := readSmall(r, file)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
 		return dst, nil
 	}
@@ -104,15 +128,15 @@ func parsePids(b []byte, dst []int) []int {
 // childDirs lists the subdirectories (child cgroups) of dir, sorted. It calls getdents64 itself
 // rather than os.ReadDir, which costs an extra fstat per directory. A directory that is gone has no
 // children.
-func childDirs(dir string) ([]string, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+func childDirs(r *spare.Reserve, dir string) ([]string, error) {
+	fd, err := openFile(r, dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
-	defer unix.Close(fd)
+	defer closeFile(r, fd)
 	var names []string
 	buf := make([]byte, 8192)
 	for {

@@ -17,7 +17,7 @@ import (
 // threaded one answers EOPNOTSUPP), the error wraps [errors.ErrUnsupported] and the caller must signal
 // the processes itself ([Slice.Freeze] first, where the freezer exists, so that none can fork).
 func (s *Slice) Kill() error {
-	err := writeFile(s.path, "cgroup.kill", "1")
+	err := writeFile(s.spare, s.path, "cgroup.kill", "1")
 	switch {
 	case err == nil:
 		return nil
@@ -35,7 +35,7 @@ func (s *Slice) Kill() error {
 // A process in uninterruptible sleep (state D) may delay "frozen 1" indefinitely: the caller should not
 // wait long, signals are queued either way. Without a freezer the error wraps [errors.ErrUnsupported].
 func (s *Slice) Freeze(deadline time.Time) (bool, error) {
-	if err := writeFile(s.path, "cgroup.freeze", "1"); err != nil {
+	if err := writeFile(s.spare, s.path, "cgroup.freeze", "1"); err != nil {
 		if errors.Is(err, unix.ENOENT) && exists(s.path) {
 			return false, fmt.Errorf("%w: %w", errors.ErrUnsupported, err)
 		}
@@ -44,12 +44,12 @@ func (s *Slice) Freeze(deadline time.Time) (bool, error) {
 		}
 		return false, err
 	}
-	return waitEvent(context.Background(), s.path, "frozen", true, deadline)
+	return waitEvent(context.Background(), s.spare, s.path, "frozen", true, deadline)
 }
 
 // Thaw writes "0" to the slice's cgroup.freeze. A slice that no longer exists is not an error.
 func (s *Slice) Thaw() error {
-	if err := writeFile(s.path, "cgroup.freeze", "0"); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := writeFile(s.spare, s.path, "cgroup.freeze", "0"); err != nil && !errors.Is(err, unix.ENOENT) {
 		return err
 	}
 	return nil
@@ -59,14 +59,14 @@ func (s *Slice) Thaw() error {
 // 0"), the deadline passes or ctx is done, and reports whether the slice emptied. A slice that no
 // longer exists is empty. Zombies that wait to be reaped do not keep a slice populated.
 func (s *Slice) WaitEmpty(ctx context.Context, deadline time.Time) (bool, error) {
-	return waitEvent(ctx, s.path, "populated", false, deadline)
+	return waitEvent(ctx, s.spare, s.path, "populated", false, deadline)
 }
 
 // Populated reports whether any process lives in the slice or below it (cgroup.events "populated").
 // A slice that no longer exists is not populated.
 func (s *Slice) Populated() (bool, error) {
 	file := filepath.Join(s.path, "cgroup.events")
-	b, err := readSmall(file)
+	b, err := readSmall(s.spare, file)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
 		return false, nil
 	}

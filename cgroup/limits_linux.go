@@ -71,7 +71,7 @@ func setLimits(path string, l Limits) error {
 			path, ErrNoController, strings.Join(missing, ", "), filepath.Dir(path), listOrNone(offered))
 	}
 	for _, f := range files {
-		if err := writeFile(path, f.name, f.value); err != nil {
+		if err := writeFile(nil, path, f.name, f.value); err != nil {
 			return fmt.Errorf("set limits: %w", err) // the error names the file
 		}
 	}

@@ -10,7 +10,7 @@ import (
 // where the file is missing (the memory controller is not enabled for the slice, or the slice is gone)
 // or unreadable.
 func (s *Slice) Memory() (n int64, ok bool) {
-	b, err := readSmall(filepath.Join(s.path, "memory.current"))
+	b, err := readSmall(nil, filepath.Join(s.path, "memory.current"))
 	if err != nil {
 		return 0, false
 	}
@@ -23,7 +23,7 @@ func (s *Slice) Memory() (n int64, ok bool) {
 // false where the file is missing (the memory controller is not enabled for the slice, or the slice is
 // gone) or holds no such key (kernels before 4.13).
 func (s *Slice) OOMKills() (n int64, ok bool) {
-	b, err := readSmall(filepath.Join(s.path, "memory.events"))
+	b, err := readSmall(nil, filepath.Join(s.path, "memory.events"))
 	if err != nil {
 		return 0, false
 	}

@@ -106,7 +106,7 @@ func enableInAncestor(dir string, controllers []string) error {
 		return fmt.Errorf("refusing to enable %s on the machine's root cgroup %s; use a delegated subtree (--cgroup-root)",
 			strings.Join(need, ", "), dir)
 	}
-	if pids, _ := readPids(filepath.Join(dir, "cgroup.procs"), nil); len(pids) > 0 {
+	if pids, _ := readPids(nil, filepath.Join(dir, "cgroup.procs"), nil); len(pids) > 0 {
 		return fmt.Errorf("enable %s in %s: processes %v live there and are not ours to move (no internal processes rule): %w",
 			strings.Join(need, ", "), dir, pids, unix.EBUSY)
 	}
@@ -278,7 +278,7 @@ var ErrNotOurs = errors.New("not a slice to act on")
 // Slices lists the names of the slices below the root, for example to find and kill what a crashed
 // predecessor left behind.
 func (r *Root) Slices() ([]string, error) {
-	return childDirs(r.info.Root)
+	return childDirs(nil, r.info.Root)
 }
 
 // LookupRoot returns the root that [OpenRoot] would open, without creating, moving or enabling

@@ -77,7 +77,7 @@ func resolveSelf(mountpoint, shown, self string) (string, error) {
 	}
 	pid := os.Getpid()
 	for _, c := range candidates {
-		if pids, _ := readPids(filepath.Join(c, "cgroup.procs"), nil); slices.Contains(pids, pid) {
+		if pids, _ := readPids(nil, filepath.Join(c, "cgroup.procs"), nil); slices.Contains(pids, pid) {
 			rel, _ := filepath.Rel(mountpoint, c)
 			return filepath.Join("/", rel), nil
 		}
@@ -112,7 +112,7 @@ func dirsAtDepth(dir string, depth int) ([]string, error) {
 	if depth == 0 {
 		return []string{dir}, nil
 	}
-	children, err := childDirs(dir)
+	children, err := childDirs(nil, dir)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/spare"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,6 +20,18 @@ type Slice struct {
 	// controllers are the root's [Options.Controllers]: a slice offers them to the slices created
 	// below it (see [Slice.Create]).
 	controllers []string
+	// spare lends descriptors to the slice's reads and writes where the descriptor limit refuses one
+	// (see [Slice.Spare]); nil lends none.
+	spare *spare.Reserve
+}
+
+// Spare returns the slice as one whose reads and writes of cgroupfs (its kill, its listings, its
+// waits, its removal) take a descriptor from r where the descriptor limit refuses one: a teardown's
+// (see package spare).
+func (s *Slice) Spare(r *spare.Reserve) *Slice {
+	c := *s
+	c.spare = r
+	return &c
 }
 
 // create makes dir/name and returns it as a slice that passes controllers on.
@@ -62,7 +75,7 @@ func (s *Slice) Leaf(name string) (*Slice, error) {
 // Children lists the names of the cgroups directly below the slice, sorted. A slice that no longer
 // exists has none.
 func (s *Slice) Children() ([]string, error) {
-	return childDirs(s.path)
+	return childDirs(s.spare, s.path)
 }
 
 // OpenFD opens the slice's directory for SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}, which
@@ -91,20 +104,20 @@ func (s *Slice) JoinArgs(argv []string) []string {
 // Pids lists the processes in the slice and all its descendants. A slice that no longer exists has
 // no processes.
 func (s *Slice) Pids() ([]int, error) {
-	return idsRecursive(s.path, "cgroup.procs", nil)
+	return idsRecursive(s.spare, s.path, "cgroup.procs", nil)
 }
 
 // OwnPids lists the processes in the slice itself, not those of the cgroups below it. A slice that
 // no longer exists has no processes.
 func (s *Slice) OwnPids() ([]int, error) {
-	return readPids(filepath.Join(s.path, "cgroup.procs"), nil)
+	return readPids(s.spare, filepath.Join(s.path, "cgroup.procs"), nil)
 }
 
 // Threads lists the thread ids of every thread in the slice and all its descendants (cgroup.threads).
 // A process's pid is the thread id of its main thread, so the list holds each process's pid too,
 // unless that main thread has already exited.
 func (s *Slice) Threads() ([]int, error) {
-	return idsRecursive(s.path, "cgroup.threads", nil)
+	return idsRecursive(s.spare, s.path, "cgroup.threads", nil)
 }
 
 // Remove deletes the slice and its nested leaves, deepest first. It must be empty: kill it first; a
@@ -112,12 +125,12 @@ func (s *Slice) Threads() ([]int, error) {
 // exited processes) is retried a bounded number of times, for up to about two seconds. A slice that is
 // already gone is not an error.
 func (s *Slice) Remove() error {
-	dirs, err := postOrder(s.path)
+	dirs, err := postOrder(s.spare, s.path)
 	if err != nil {
 		return err
 	}
 	for _, d := range dirs {
-		if err := rmdirRetry(d); err != nil {
+		if err := rmdirRetry(s.spare, d); err != nil {
 			return err
 		}
 	}
@@ -125,7 +138,7 @@ func (s *Slice) Remove() error {
 }
 
 // rmdirRetry removes one empty cgroup directory, retrying EBUSY with a growing delay.
-func rmdirRetry(dir string) error {
+func rmdirRetry(r *spare.Reserve, dir string) error {
 	delay := time.Millisecond
 	var err error
 	for attempt := 0; attempt < 12; attempt++ {
@@ -136,7 +149,7 @@ func rmdirRetry(dir string) error {
 		case !errors.Is(err, unix.EBUSY):
 			return fmt.Errorf("remove cgroup %s: %w", dir, err)
 		}
-		if populated, _ := (&Slice{path: dir}).Populated(); populated {
+		if populated, _ := (&Slice{path: dir, spare: r}).Populated(); populated {
 			return fmt.Errorf("remove cgroup %s: still populated (kill it first): %w", dir, err)
 		}
 		time.Sleep(delay)
@@ -146,14 +159,14 @@ func rmdirRetry(dir string) error {
 }
 
 // postOrder lists dir and every cgroup below it, children before parents.
-func postOrder(dir string) ([]string, error) {
-	children, err := childDirs(dir)
+func postOrder(r *spare.Reserve, dir string) ([]string, error) {
+	children, err := childDirs(r, dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, c := range children {
-		sub, err := postOrder(filepath.Join(dir, c))
+		sub, err := postOrder(r, filepath.Join(dir, c))
 		if err != nil {
 			return nil, err
 		}
@@ -164,17 +177,17 @@ func postOrder(dir string) ([]string, error) {
 
 // idsRecursive appends the ids listed in file (cgroup.procs or cgroup.threads) of dir and its
 // descendants to dst. A directory that vanishes while it is read contributes nothing.
-func idsRecursive(dir, file string, dst []int) ([]int, error) {
-	dst, err := readPids(filepath.Join(dir, file), dst)
+func idsRecursive(r *spare.Reserve, dir, file string, dst []int) ([]int, error) {
+	dst, err := readPids(r, filepath.Join(dir, file), dst)
 	if err != nil {
 		return dst, err
 	}
-	children, err := childDirs(dir)
+	children, err := childDirs(r, dir)
 	if err != nil {
 		return dst, err
 	}
 	for _, c := range children {
-		if dst, err = idsRecursive(filepath.Join(dir, c), file, dst); err != nil {
+		if dst, err = idsRecursive(r, filepath.Join(dir, c), file, dst); err != nil {
 			return dst, err
 		}
 	}
@@ -185,5 +198,5 @@ func idsRecursive(dir, file string, dst []int) ([]int, error) {
 // (clone3 refused) and cannot join it itself (its user may not write cgroup.procs), moved while it
 // waits to run anything; prefer spawning into the slice (OpenFD) or joining it (JoinArgs).
 func (s *Slice) Add(pid int) error {
-	return writeFile(s.path, "cgroup.procs", strconv.Itoa(pid))
+	return writeFile(nil, s.path, "cgroup.procs", strconv.Itoa(pid))
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/testutil"
 )
@@ -458,10 +459,10 @@ func TestAdoptersWithout(t *testing.T) {
 }
 
 // adopterPids returns the adopters' pids in order.
-func adopterPids(as []adopter) []int {
+func adopterPids(as []kill.Adopter) []int {
 	var out []int
 	for _, a := range as {
-		out = append(out, a.pid)
+		out = append(out, a.Pid)
 	}
 	slices.Sort(out)
 	return out

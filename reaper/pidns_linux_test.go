@@ -298,7 +298,7 @@ func TestEscapeeWatchSparesNewTasks(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				r.killAdopted(context.Background(), "test", time.Now().Add(time.Minute), nil)
+				r.policy.Escapees(context.Background(), r.escapees("test", nil), time.Now().Add(time.Minute))
 			}
 		}
 	}()

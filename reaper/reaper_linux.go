@@ -19,6 +19,7 @@ import (
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/internal/shell"
+	"github.com/cgreaper/reaper/internal/spare"
 	"github.com/cgreaper/reaper/internal/sweep"
 	"github.com/cgreaper/reaper/internal/taskout"
 	"golang.org/x/sys/unix"
@@ -58,7 +59,8 @@ type Reaper struct {
 	noClone3  atomic.Bool    // the host refused clone3 into a cgroup once: join before exec instead
 	direct    atomic.Bool    // a task was started outside a PID namespace: orphans may come to the Reaper (see adopters)
 	wg        sync.WaitGroup // the sweep after dead instances, the watch for escapees, the record's rewrite
-	adoptMu   sync.Mutex     // serialises killAdopted
+	adoptMu   sync.Mutex     // the escapee checks take turns (kill.Escapees.Turns)
+	spare     *spare.Reserve // descriptors in reserve for the kills (kill.Policy.Spare)
 	// stopWatch stops the watch for escapees (cgroup containment); Close closes it.
 	stopWatch chan struct{}
 
@@ -102,6 +104,11 @@ func (c ContainmentInfo) String() string {
 	return "process (process groups, environment marker, subreaper and /proc walk; cgroups not used: " + why + ")"
 }
 
+// spareDescriptors is how many descriptors a Reaper keeps in reserve for its kills: a teardown needs
+// two or three at once (a pidfd and a read of /proc; a cgroup file), and eight sessions close at once
+// when the Reaper does.
+const spareDescriptors = 32
+
 // New makes this process a child subreaper, starts the child reaper and decides the containment
 // mode. Only one Reaper may exist in a process at a time.
 func New(opts Options) (*Reaper, error) {
@@ -123,7 +130,8 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.obs = opts.Observer; r.obs == nil {
 		r.obs = nopObserver{}
 	}
-	r.policy = kill.Policy{Log: r.log, Method: cgroup.KillFile, Grace: r.lim.Grace, Timeout: r.lim.CloseTimeout}
+	r.spare = spare.New(spareDescriptors)
+	r.policy = kill.Policy{Log: r.log, Method: cgroup.KillFile, Grace: r.lim.Grace, Timeout: r.lim.CloseTimeout, Spare: r.spare}
 	// What New made before it failed is undone here, whichever step failed.
 	ok := false
 	defer func() {
@@ -238,8 +246,12 @@ func (r *Reaper) undoNew() {
 	if r.devnull != nil {
 		r.devnull.Close()
 	}
-	r.dropInstance(context.Background())
+	if r.instance != nil {
+		r.policy.Slice(context.Background(), r.instance, time.Now().Add(r.lim.CloseTimeout))
+	}
+	r.dropInstance()
 	r.dropState()
+	r.spare.Release()
 }
 
 // dropState removes this Reaper's state directory and closes what it holds open of the state.
@@ -433,17 +445,18 @@ func (r *Reaper) Close(ctx context.Context) error {
 	r.pidNamespace() // the probe ends before anything it could touch (the inits' thread, the record) is let go
 	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
-	wctx, cancel := kill.DeathWait(ctx)
-	defer cancel()
-	r.killDescendants(wctx)
+	// Then whatever is still below this process (an escapee whose marker was scrubbed, in process
+	// containment) and in its slice: nothing may outlive the Reaper.
+	errs = append(errs, r.killEverything(ctx, time.Now().Add(r.lim.CloseTimeout)))
 	r.wg.Wait()
-	r.pool.close() // the init left ready, before the slice it is in is dropped; every other init is dead
-	errs = append(errs, r.dropInstance(wctx), r.dropState())
+	r.pool.close() // the thread inits are forked from; every init is dead
+	errs = append(errs, r.dropInstance(), r.dropState())
 	if r.forker != nil {
 		r.forker.Stop()
 	}
 	r.kids.Close([]string{r.shell, "-c", ":"})
 	r.devnull.Close()
+	r.spare.Release()
 	reap.Release()
 	r.closeErr = errors.Join(errs...)
 	return r.closeErr
@@ -453,32 +466,27 @@ func (r *Reaper) Close(ctx context.Context) error {
 // this Reaper's slice, for a program that must exit now (its guard died and a teardown is stuck). It
 // does not wait for sessions, and leaves the Reaper to be closed or abandoned.
 func (r *Reaper) KillAll() {
-	if r.instance != nil {
-		r.policy.Slice(context.Background(), r.instance, time.Now().Add(r.lim.CloseTimeout))
-	}
-	r.killDescendants(context.Background())
+	r.killEverything(context.Background(), time.Now().Add(r.lim.CloseTimeout))
 }
 
-// killDescendants kills whatever is still below this process once every session is closed (an
-// escapee whose marker was scrubbed, in process containment): nothing may outlive us.
-func (r *Reaper) killDescendants(ctx context.Context) {
-	if killed := r.policy.Descendants(ctx, r.pid); len(killed) > 0 {
+// killEverything kills whatever is below this process and in its slice (see kill.Everything), waiting
+// until end or kill.HurryWait after ctx is done, and logs the descendants no session claimed.
+func (r *Reaper) killEverything(ctx context.Context, end time.Time) error {
+	killed, left, err := r.policy.Everything(ctx, kill.Everything{Self: r.pid, Slice: r.instance, End: end})
+	if len(killed) > 0 {
 		r.log.Info("killed processes no session claimed", "count", len(killed), "processes", killed)
 	}
+	if err == nil && len(left) > 0 {
+		err = fmt.Errorf("%s: %d processes remain after %v: %v", r.instance.Path(), len(left), r.lim.CloseTimeout, left)
+	}
+	return err
 }
 
-// dropInstance kills and removes this Reaper's slice, and the root with it when no other instance
-// uses it (cgroup.Root.Release); it waits for what it killed until CloseTimeout passes or ctx is done.
-func (r *Reaper) dropInstance(ctx context.Context) error {
+// dropInstance removes this Reaper's slice, once killEverything has emptied it, and the root with it
+// when no other instance uses it (cgroup.Root.Release).
+func (r *Reaper) dropInstance() error {
 	if r.instance == nil {
 		return nil
-	}
-	left, err := r.policy.Slice(ctx, r.instance, time.Now().Add(r.lim.CloseTimeout))
-	if err != nil {
-		return err
-	}
-	if len(left) > 0 {
-		return fmt.Errorf("%s: %d processes remain after %v: %v", r.instance.Path(), len(left), r.lim.CloseTimeout, left)
 	}
 	if err := r.instance.Remove(); err != nil {
 		return err

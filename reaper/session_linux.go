@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -532,7 +531,7 @@ func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
 		Name:   "session " + s.id + ": task " + t.id,
 		Slice:  t.leaf,
 		Seeds:  map[int]uint64{t.pid: t.start},
-		Groups: []kill.SignalGroup{t.signalGroup},
+		Groups: []proc.Handle{t.pin()},
 		Marker: EnvTask + "=" + t.id,
 	})
 	if err != nil {
@@ -736,7 +735,9 @@ func (s *Session) CloseFor(ctx context.Context, reason string) (KillReport, erro
 	return s.rep, s.err
 }
 
-// teardown is Close's work: kill, wait for the tasks' watchers, remove the slice and the files.
+// teardown is Close's work: the kill policy ends every process of the session, its inits and its
+// slice (kill.Policy.Terminate, with the session's scope as data, and Killed closed once the kills are
+// done), then the tasks' watchers and pumps are let go of and the files removed.
 func (s *Session) teardown(ctx context.Context) {
 	defer close(s.done)
 	start := time.Now()
@@ -752,68 +753,29 @@ func (s *Session) teardown(ctx context.Context) {
 	s.dropReady(waitEnd, ctx.Done())
 	s.mu.Lock()
 	tasks, sc := s.scopeLocked(waitEnd, cur, inits)
-	ran := s.ran
 	s.mu.Unlock()
 	s.outputs.Close() // no file is made or completed from now on: the directory goes with them
 
 	var errs []error
-	var dying []*pidns.Init // killed, their exits waited for last
-	switch {
-	case onlyInits(sc):
-		// Most sessions end so, their commands done. Nothing of the session is left to find or to
-		// be polite to: the walks of /proc are spared, and the inits, which hold nothing of the
-		// session any more, are killed once Killed has said so (their deaths, the kernel's work of
-		// ending a Go program's threads, took 0.1-0.7 ms of a DELETE on the 2-core VM), and waited
-		// for while the slice and the files are removed.
-		dying = sc.Inits
-	case sc.Slice != nil || s.r.root == nil && ran || len(sc.Inits) > 0:
-		// In process containment the walk runs even when no task is kept: finished tasks are cleared,
-		// but what they left (a setsid child, say) is found by its marker or as a known process.
-		rep, err := s.r.terminate(ctx, sc)
-		s.rep = rep
-		if err != nil {
-			errs = append(errs, err)
-		}
+	rep, err := s.r.terminate(ctx, sc)
+	s.rep = rep
+	if err != nil {
+		errs = append(errs, err)
 	}
-	s.releaseTasks(ctx, tasks, waitEnd)
-	if dying == nil {
-		for _, in := range sc.Inits {
-			in.Close()
-		}
-	}
-	s.r.killAdopted(ctx, "session "+s.id+" ended", waitEnd, s) // escapees die by their session's end at the latest
-	close(s.killed)
-	// Who waits on Killed (a DELETE to answer) runs now, on this goroutine's processor: otherwise it
-	// sits in that processor's queue while the removals below block it in system calls, until the
-	// runtime's monitor or an idle processor's thread, woken for it, takes it (0.2-0.3 ms of a
-	// DELETE's 1.1 on the 2-core VM: BenchmarkSessionApart's delete-ms).
-	runtime.Gosched()
-	for _, in := range dying {
-		if err := in.Kill(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if sc.Slice != nil {
-		if err := sc.Slice.Remove(); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	s.releaseTasks()
 	s.recordMu.Lock() // a record being written has finished; none is written from now on
 	s.dir.Close()
 	if err := s.r.dir.RemoveAll(s.name); err != nil {
 		errs = append(errs, err)
 	}
 	s.recordMu.Unlock()
-	if err := s.awaitInits(ctx, dying, waitEnd); err != nil {
-		errs = append(errs, err)
-	}
 	s.r.forget(s)
 	s.rep.Duration = time.Since(start)
 	if len(errs) > 0 {
 		s.err = fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
 	}
 	s.mu.Lock()
-	reason := s.reason
+	reason, ran := s.reason, s.ran
 	s.mu.Unlock()
 	end := SessionEnd{ID: s.id, Name: s.name, Reason: reason, Tasks: len(tasks), Lifetime: time.Since(s.created), Report: s.rep, Err: s.err}
 	s.r.logEnd(end)
@@ -822,58 +784,31 @@ func (s *Session) teardown(ctx context.Context) {
 	}
 }
 
-// awaitInits waits for the inits that a teardown killed to end, until end or kill.HurryWait after ctx
-// is done, and lets go of them; one still there then is reported as a process that remains.
-func (s *Session) awaitInits(ctx context.Context, inits []*pidns.Init, end time.Time) error {
-	wctx, cancel := kill.DeathWait(ctx)
-	defer cancel()
-	var errs []error
-	for _, in := range inits {
-		if !in.Wait(wctx, end) {
-			s.rep.Remaining = append(s.rep.Remaining, proc.Describe(in.Pid()))
-			errs = append(errs, fmt.Errorf("the init %d of a PID namespace has not ended by %v", in.Pid(), end.Format(time.TimeOnly)))
-		}
-		in.Close()
-	}
-	return errors.Join(errs...)
-}
-
-// onlyInits reports whether the scope of a teardown holds no process but the inits of its PID
-// namespaces: it has inits (every process of the session was born in their namespaces, and none leaves
-// one), no task runs, every namespace is empty (Init.Empty) and so is the slice, if there is one.
-func onlyInits(sc kill.Scope) bool {
-	if len(sc.Inits) == 0 || len(sc.Groups) > 0 {
-		return false
-	}
-	for _, in := range sc.Inits {
-		if !in.Empty() {
-			return false
-		}
-	}
-	if sc.Slice == nil {
-		return true
-	}
-	populated, err := sc.Slice.Populated()
-	return err == nil && !populated
-}
-
-// scopeLocked returns the session's tasks, and the scope of its teardown: every task is being
-// killed, and seeds the walks with the processes the session remembers; with a PID namespace the walks
-// look below its current init cur (every process there is the session's), and the hard kill kills
-// every init it had.
+// scopeLocked returns the session's tasks, and the scope of its teardown, all of it data: every
+// running task is being killed, its main process pinned as its process group's leader, and seeds the
+// walks with the processes the session remembers; with a PID namespace the walks look below its
+// current init cur (every process there is the session's), and the teardown ends every init it had;
+// the escapee check looks under the Reaper's adopters; the slice is removed once the kills are done,
+// Killed closed before.
 func (s *Session) scopeLocked(waitEnd time.Time, cur *pidns.Init, inits []*pidns.Init) ([]*task, kill.Scope) {
 	tasks := make([]*task, 0, len(s.tasks))
-	sc := kill.Scope{Name: "session " + s.id, Slice: s.slice, Seeds: make(map[int]uint64, len(s.tasks)), Marker: s.marker,
-		End: waitEnd, Self: s.r.pid, Skip: s.r.kids.Registered(), Inits: inits}
+	sc := kill.Scope{Name: "session " + s.id, Slice: s.slice, Seeds: make(map[int]uint64, len(s.tasks)),
+		End: waitEnd, Self: s.r.pid, Skip: s.r.kids.Registered(), Inits: inits, Killed: s.killed, RemoveSlice: true}
 	for _, t := range s.tasks {
 		tasks = append(tasks, t)
 		if t.stopping(Killed) {
 			sc.Seeds[t.pid] = t.start
-			sc.Groups = append(sc.Groups, t.signalGroup)
+			sc.Groups = append(sc.Groups, t.pin())
+			sc.Exits = append(sc.Exits, t.done)
 		}
 	}
 	for pid, start := range s.known {
 		sc.Seeds[pid] = start
+	}
+	if s.ran {
+		// Only a session that started a task has processes that carry its marker: the walk for
+		// it is spared where none ran.
+		sc.Marker = s.marker
 	}
 	if cur != nil {
 		sc.Self, sc.Skip = cur.Pid(), cur.Registered()
@@ -882,32 +817,21 @@ func (s *Session) scopeLocked(waitEnd time.Time, cur *pidns.Init, inits []*pidns
 		// Every task of a session with namespaces was born in one (sessionNS.use): below its init,
 		// everything is the session's; no other init was left alive (sessionNS.initLocked).
 		sc.Namespaced = true
-	} else if s.slice != nil {
-		// Every process of the session descends from the Reaper, the child subreaper: what left the
-		// slice is its child once its parent has died, an escapee (see adopted_linux.go).
-		sc.Adopted = func() map[int]uint64 {
-			seeds, _ := s.r.escapees(proc.NewWalker(), s.r.asAdopter(), s, nil)
-			return seeds
-		}
 	}
+	// Escapees die by their session's end at the latest (see adopted_linux.go). Without a namespace
+	// every process of the session descends from the Reaper, the child subreaper, an adopter: what
+	// left the slice is its escapee once its parent has died.
+	esc := s.r.escapees("session "+s.id+" ended", s)
+	if cur == nil && s.slice != nil && !slices.ContainsFunc(esc.Adopters, func(a kill.Adopter) bool { return a.Pid == s.r.pid }) {
+		esc.Adopters = append(esc.Adopters, s.r.asAdopter())
+	}
+	sc.Escapees = &esc
 	return tasks, sc
 }
 
-// releaseTasks waits for the watchers of the tasks' main processes (every one is dead or listed as
-// remaining), until end or kill.HurryWait after ctx is done, then lets go of whatever will not exit and
-// stops every output pump.
-func (s *Session) releaseTasks(ctx context.Context, tasks []*task, end time.Time) {
-	wctx, cancel := kill.DeathWait(ctx)
-	defer cancel()
-	deadline := time.NewTimer(max(time.Until(end), 0))
-	defer deadline.Stop()
-	for _, t := range tasks {
-		select {
-		case <-t.done:
-		case <-deadline.C:
-		case <-wctx.Done():
-		}
-	}
+// releaseTasks lets go of the tasks once the teardown has waited for their ends (kill.Scope.Exits):
+// whatever will not exit is abandoned, and every output pump stops.
+func (s *Session) releaseTasks() {
 	close(s.abandon)
 	// Every pump still running, also those of tasks already cleared: a process that survived its
 	// kill (in D state) may hold a pipe open.

@@ -133,19 +133,12 @@ func (t *task) stopping(as Status) bool {
 	return true
 }
 
-// signalGroup sends sigs to the task's process group, which holds most of its processes (all but
-// those that called setsid), one call per signal (see proc.Handle.SignalGroup). Once the main
-// process's exit has been seen its pidfd is closed and this does nothing: the group can no longer be
-// told apart from a reused one.
-func (t *task) signalGroup(sigs ...unix.Signal) error {
+// pin returns the main process pinned by a pidfd of its own, for a teardown to signal its process
+// group with (kill.Scope.Groups): none once its exit has been seen.
+func (t *task) pin() proc.Handle {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, sig := range sigs {
-		if _, err := t.main.SignalGroup(sig); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.main.Dup()
 }
 
 // kill sends SIGKILL to the main process through its pidfd, until its exit has been seen; without a

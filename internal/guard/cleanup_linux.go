@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/instance"
@@ -50,16 +49,17 @@ func cleanUp(opts Options, res *Result) {
 			for _, p := range pids {
 				res.Killed = append(res.Killed, proc.Describe(p))
 			}
-			// cgroup.kill reaches what forks while it runs; the walk below reaches what left the
-			// slice.
-			if _, err := k.Slice(context.Background(), s, time.Now().Add(timeout)); err != nil {
-				errs = append(errs, err)
-			}
 		} else if !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, err)
 		}
 	}
-	res.Killed = append(res.Killed, k.Descendants(context.Background(), os.Getpid())...)
+	// cgroup.kill reaches what forks while it runs; the walk below this process reaches what left
+	// the slice.
+	below, _, err := k.Everything(context.Background(), kill.Everything{Self: os.Getpid(), Slice: slice})
+	res.Killed = append(res.Killed, below...)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if slice != nil {
 		errs = append(errs, slice.Remove())
 	}

@@ -8,15 +8,17 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
-	"github.com/cgreaper/reaper/internal/reap"
+	"github.com/cgreaper/reaper/internal/spare"
 	"golang.org/x/sys/unix"
 )
 
-// Policy kills slices and process trees: a Reaper's sessions and tasks (Terminate), the guard's
-// cleanup after its server, and the sweep after dead instances (Slice, Descendants) share it.
-// Its zero value kills with cgroup.kill, without a grace period, and waits DefaultTimeout.
+// Policy kills slices and process trees: a Reaper's sessions and tasks (Terminate) and the escapees
+// it finds (Escapees), an instance's end and the guard's cleanup after its server (Instance), and the
+// sweep after dead instances (Slice, Processes) share it.
+// Its zero value kills with cgroup.kill, without a grace period, waits DefaultTimeout and has no
+// descriptors in reserve.
 type Policy struct {
-	// Log receives failures to signal. Nil discards.
+	// Log receives failures to signal and the escapees killed. Nil discards.
 	Log *slog.Logger
 	// Method is the strongest kill the kernel offers for slices (cgroup.Info.Kill); the zero value,
 	// KillFile, falls back by itself where cgroup.kill turns out to be missing.
@@ -26,6 +28,10 @@ type Policy struct {
 	Grace time.Duration
 	// Timeout bounds each wait for killed processes to disappear; zero means DefaultTimeout.
 	Timeout time.Duration
+	// Spare lends descriptors to the kills' reads of cgroupfs and /proc, pidfds and waits where the
+	// descriptor limit refuses one (see package spare); nil lends none. What a refusal still
+	// fails is tried again until the deadline.
+	Spare *spare.Reserve
 }
 
 // DefaultTimeout is the wait for killed processes to disappear when Policy.Timeout is zero.
@@ -45,40 +51,115 @@ func (p Policy) timeout() time.Duration {
 	return p.Timeout
 }
 
-// HurryWait bounds what is left of every wait for killed processes to disappear once the teardown
-// has been hurried (its ctx cancelled: a second shutdown signal, the guard's death): what has not
-// died by then (in uninterruptible sleep) is reported, not waited for.
+// walker returns a walker of /proc that takes descriptors from the policy's reserve.
+func (p Policy) walker() *proc.Walker { return proc.NewWalker().Spare(p.Spare) }
+
+// HurryWait bounds what is left of every wait for killed processes to disappear once a kill has been
+// hurried (see clock): what has not died by then (in uninterruptible sleep) is reported, not waited
+// for.
 const HurryWait = time.Second
 
-// DeathWait returns the context of a wait for killed processes to disappear: done HurryWait after
-// ctx is. cancel releases it.
-func DeathWait(ctx context.Context) (context.Context, context.CancelFunc) {
-	wctx, cancel := context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(HurryWait, cancel) })
-	return wctx, func() {
-		stop()
+// retryPause is how long a kill waits before it tries again what failed (a read of cgroupfs or /proc
+// that the descriptor limit refused, say).
+const retryPause = 10 * time.Millisecond
+
+// retryable reports whether err is a failure that may pass: the descriptor limit refused a descriptor
+// (EMFILE, ENFILE; proc.ErrStarved), or memory was short for a moment.
+func retryable(err error) bool {
+	return err != nil && (spare.Limited(err) || errors.Is(err, proc.ErrStarved) || errors.Is(err, unix.ENOMEM) ||
+		errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR))
+}
+
+// clock is the one deadline and the one hurry signal of a call into the package: every kill and every
+// wait of it take their time from it, and nowhere else.
+//
+//   - The deadline (end) is when every wait for killed processes ends; what is alive then is
+//     reported as remaining.
+//   - The hurry signal is the caller's context: once it is done (a second shutdown signal, the guard's
+//     death), a grace period ends at once, and every wait ends HurryWait later at most.
+//
+// wait is the context of the waits: done at end, or HurryWait after the hurry.
+type clock struct {
+	end   time.Time
+	hurry context.Context
+	wait  context.Context
+	stop  func()
+}
+
+// newClock returns the clock of a call hurried by ctx, whose waits end at end.
+func newClock(ctx context.Context, end time.Time) *clock {
+	wait, cancel := context.WithDeadline(context.Background(), end)
+	stopHurry := context.AfterFunc(ctx, func() { time.AfterFunc(HurryWait, cancel) })
+	return &clock{end: end, hurry: ctx, wait: wait, stop: func() {
+		stopHurry()
 		cancel()
+	}}
+}
+
+// over reports whether the waits are over: the deadline has passed, or the hurry's HurryWait.
+func (c *clock) over() bool { return c.wait.Err() != nil }
+
+// pause waits retryPause before a retry, and reports false (at once) when the waits are over.
+func (c *clock) pause() bool {
+	t := time.NewTimer(retryPause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return !c.over()
+	case <-c.wait.Done():
+		return false
 	}
 }
 
 // Slice kills every process in s with the strongest method the kernel offers and waits, until
-// deadline or until ctx is done, for the slice to empty. It returns the pids still in it then.
+// deadline or HurryWait after ctx is done, for the slice to empty. It returns the pids still in it
+// then; where they could not be listed, the error says so.
 //
 // cgroup.kill reaches everything in one write, including what forks while it runs. Without it (a
 // kernel before 5.14, or a threaded cgroup) the slice is frozen so that nothing can fork, every
 // process is sent SIGKILL and the slice thawed; without a freezer too, SIGKILL sweeps re-read the
-// slice until no new pid appears.
+// slice until no new pid appears. What fails (the descriptor limit refusing a read or a write) is
+// tried again until the deadline.
 func (p Policy) Slice(ctx context.Context, s *cgroup.Slice, deadline time.Time) ([]int, error) {
-	var errs []error
+	c := newClock(ctx, deadline)
+	defer c.stop()
+	return p.slice(c, s.Spare(p.Spare))
+}
+
+// slice is Slice on c's time; s takes descriptors from the reserve.
+func (p Policy) slice(c *clock, s *cgroup.Slice) ([]int, error) {
+	var err error
+	for {
+		if err = p.hardKill(s); !retryable(err) || !c.pause() {
+			break
+		}
+	}
+	var empty bool
+	for {
+		var werr error
+		if empty, werr = s.WaitEmpty(c.wait, c.end); !retryable(werr) || !c.pause() {
+			err = errors.Join(err, werr)
+			break
+		}
+	}
+	if empty {
+		return nil, err
+	}
+	left, lerr := s.Pids()
+	return left, errors.Join(err, lerr)
+}
+
+// hardKill sends SIGKILL to every process in s, by the strongest method the kernel offers.
+func (p Policy) hardKill(s *cgroup.Slice) error {
 	method := p.Method
 	if method == cgroup.KillFile {
 		err := s.Kill()
-		if errors.Is(err, errors.ErrUnsupported) {
-			method = cgroup.KillFreeze
-		} else if err != nil {
-			errs = append(errs, err)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return err
 		}
+		method = cgroup.KillFreeze
 	}
+	var errs []error
 	if method == cgroup.KillFreeze {
 		// Frozen processes cannot fork, so one sweep finds them all. A process in D state may delay
 		// "frozen 1"; do not wait long for it, the SIGKILLs are queued either way.
@@ -90,29 +171,25 @@ func (p Policy) Slice(ctx context.Context, s *cgroup.Slice, deadline time.Time) 
 			errs = append(errs, err)
 			method = cgroup.KillSignal
 		default:
-			errs = append(errs, p.Sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)), s.Thaw())
+			errs = append(errs, p.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)), s.Thaw())
 		}
 	}
 	if method == cgroup.KillSignal {
-		errs = append(errs, p.Sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
+		errs = append(errs, p.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
 	}
-	empty, err := s.WaitEmpty(ctx, deadline)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	var left []int
-	if !empty {
-		left, _ = s.Pids()
-	}
-	return left, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
-// Sweep signals every process in s that is not yet in signalled, re-reading the slice until a pass
+// sweepTime bounds a signal sweep over a slice that keeps forking.
+const sweepTime = 5 * time.Second
+
+// sweep signals every process in s that is not yet in signalled, re-reading the slice until a pass
 // finds no new pid or the deadline passes, and records what it signalled. After SIGTERM it also sends
-// SIGCONT, so that stopped processes can act on the SIGTERM. Each pid is pinned with a pidfd before the
-// slice is read again: a pid still listed then is the process the pidfd refers to, never a recycled
-// one. Failures to signal are logged.
-func (p Policy) Sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, deadline time.Time) error {
+// SIGCONT, so that stopped processes can act on the SIGTERM. Each pid is pinned with a pidfd before
+// the slice is read again: a pid still listed then is the process the pidfd refers to, never a
+// recycled one. A pid no pidfd could be opened for is left for the next pass. Failures to signal are
+// logged.
+func (p Policy) sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, deadline time.Time) error {
 	for {
 		pids, err := s.Pids()
 		if err != nil {
@@ -127,7 +204,7 @@ func (p Policy) Sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, 
 		if len(fresh) == 0 {
 			return nil
 		}
-		hs := proc.Open(fresh)
+		hs, unpinned := proc.Open(fresh, p.Spare)
 		now, err := s.Pids()
 		if err != nil {
 			proc.CloseAll(hs)
@@ -154,34 +231,8 @@ func (p Policy) Sweep(s *cgroup.Slice, sig unix.Signal, signalled map[int]bool, 
 		if time.Now().After(deadline) {
 			return nil
 		}
-	}
-}
-
-// Descendants kills every live descendant of self (the processes a subreaper was left with), and
-// repeats until a pass finds nothing, for what forks while a pass runs; each pass waits for what it
-// killed until the Timeout passes or ctx is done. It returns what it killed. When self is this
-// process and it has no child, not even a zombie, it has no descendant either: one waitid says so,
-// without reading /proc (each thread's children file), at every guard's and server's exit.
-func (p Policy) Descendants(ctx context.Context, self int) []proc.Proc {
-	if reap.Childless(self) {
-		return nil
-	}
-	w := proc.NewWalker()
-	var killed []proc.Proc
-	for pass := 0; pass < maxWalkPasses; pass++ {
-		left, err := w.Descendants(self)
-		if err != nil || len(left) == 0 {
-			break
+		if len(unpinned) > 0 && len(hs) == 0 {
+			time.Sleep(retryPause) // nothing could be pinned: let descriptors free before the next pass
 		}
-		hs := w.Verify(left)
-		for _, h := range hs {
-			killed = append(killed, proc.Describe(h.Pid))
-		}
-		if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
-			p.log().Warn("signal failed", "scope", "descendants", "error", err)
-		}
-		w.WaitGone(ctx, hs, time.Now().Add(p.timeout()))
-		proc.CloseAll(hs)
 	}
-	return killed
 }

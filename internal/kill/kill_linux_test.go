@@ -264,19 +264,23 @@ func TestDescendants(t *testing.T) {
 		return lines(text) >= 6
 	})
 	left := testutil.PidsIn(t, text)
-	t.Cleanup(func() { Policy{}.Descendants(context.Background(), os.Getpid()) })
+	descendants := func() []proc.Proc {
+		killed, _, _ := Policy{}.Everything(context.Background(), Everything{Self: os.Getpid()})
+		return killed
+	}
+	t.Cleanup(func() { descendants() })
 	select {
 	case <-exited: // the shell returns once every process has written its pid: they are orphans now
 	case <-time.After(time.Minute):
 		t.Fatal("the zoo's shell has not returned")
 	}
-	killed := Policy{}.Descendants(context.Background(), os.Getpid())
+	killed := descendants()
 	if len(killed) < len(left) {
 		t.Errorf("killed %d processes (%v), want at least the %d of the zoo", len(killed), killed, len(left))
 	}
 	testutil.AssertDead(t, left)
 	testutil.Eventually(t, "the killed processes reaped", func() bool { return !reap.HasChildren() })
-	if again := (Policy{}).Descendants(context.Background(), os.Getpid()); len(again) != 0 {
+	if again := descendants(); len(again) != 0 {
 		t.Errorf("a second call killed %v: nothing was left", again)
 	}
 }

@@ -1,12 +1,14 @@
 package kill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
@@ -16,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Report says what a teardown (a session's end, a task stop or timeout) did.
+// Report says what a teardown (a session's end, a task stop or timeout, an escapee check) did.
 type Report struct {
 	// Terminated counts processes that exited after SIGTERM, within the grace period.
 	Terminated int
@@ -27,11 +29,16 @@ type Report struct {
 	// hard-killed process is counted here.
 	Walked int
 	// Found counts processes outside the slice that the /proc walk attributed to the scope (by parent
-	// pid or environment marker); they are included in Terminated and Killed. In process
-	// containment every process is found this way.
+	// pid or environment marker) or that the escapee check found; they are included in Terminated
+	// and Killed. In process containment every process is found this way.
 	Found int
-	// Remaining lists processes still alive when the deadline passed (typically in D state).
+	// Remaining lists processes still alive when the deadline passed (typically in D state): what a
+	// last look found alive, never what was merely not seen.
 	Remaining []proc.Proc
+	// Unaccounted is set when the teardown could not look at everything it ended (a slice it could
+	// not list, a walk refused descriptors until the deadline): Remaining may then be short, and
+	// the error says what could not be read.
+	Unaccounted bool
 	// Duration is the time the teardown took.
 	Duration time.Duration
 }
@@ -45,22 +52,38 @@ func (r Report) String() string {
 	if len(r.Remaining) > 0 {
 		s += fmt.Sprintf(", %d remain: %v", len(r.Remaining), r.Remaining)
 	}
+	if r.Unaccounted {
+		s += ", and what remains could not all be looked at"
+	}
 	return s
 }
 
-// Scope is what a teardown ends: a slice (nil in process containment), processes known to belong
-// (pid -> start time), the process groups signalled as a whole, and the environment marker its
-// processes inherit.
+// add counts what o did into r.
+func (r *Report) add(o Report) {
+	r.Terminated += o.Terminated
+	r.Killed += o.Killed
+	r.Walked += o.Walked
+	r.Found += o.Found
+	r.Remaining = append(r.Remaining, o.Remaining...)
+	r.Unaccounted = r.Unaccounted || o.Unaccounted
+}
+
+// Scope is what a teardown ends, all of it data: a slice (nil in process containment), processes
+// known to belong (pid -> start time), the tasks' process groups, the environment marker its
+// processes inherit, the inits of its PID namespaces, where its escapees go, and the channels it
+// closes or waits for.
 type Scope struct {
 	Name  string // "session S" or "session S: task T", for the log
 	Slice *cgroup.Slice
 	Seeds map[int]uint64
-	// Groups signal the tasks' process groups as a whole.
-	Groups []SignalGroup
+	// Groups are the running tasks' main processes, each pinned by a pidfd of the scope's own (or
+	// none): each leads its task's process group, which is signalled as a whole while its leader
+	// lives (see proc.Handle.SignalGroup). The teardown closes them. A scope with Groups has
+	// running tasks.
+	Groups []proc.Handle
 	Marker string
-	// End, if set, is when every wait for killed processes ends (a session's teardown sets it to
-	// its start plus the grace period and the Timeout); zero means the Timeout after the hard kill
-	// begins.
+	// End is when every wait for killed processes ends (a session's teardown sets it to its start
+	// plus the grace period and the Timeout); zero means the grace period and the Timeout from now.
 	End time.Time
 	// Self is the process the walks look below (the Reaper, or the session's init), and Skip the
 	// task processes below it that are other scopes' (see proc.Query).
@@ -68,40 +91,45 @@ type Scope struct {
 	Skip map[int]bool
 	// Known are processes the walks go through but never report or signal: the session's init.
 	Known map[int]bool
-	// Inits, for a session, are the inits of its PID namespaces: the hard kill kills them too, and
-	// once they have ended nothing of their namespaces is left.
+	// Inits, for a session, are the inits of its PID namespaces: the teardown kills them, waits for
+	// them and lets go of them (pidns.Init.Close); once they have ended nothing of their namespaces
+	// is left.
 	Inits []*pidns.Init
 	// Namespaced says that every process of the scope was born in the namespaces of Inits, whose last
 	// init is Self. No process leaves its PID namespace, so with a slice there is nothing to find
 	// before the kill: the polite phase has the inits signal their namespaces, and the walk, which
 	// only counts and waits for what left the slice, comes once the slice is empty, when it is short.
 	Namespaced bool
-	// Adopted, if set, returns the children of Self that it adopted (their parents died) and that sit
-	// outside every slice of the caller's, with their start times. Where Self is the child subreaper
-	// that every process of the scope descends from, a process that left the slice becomes one of
-	// them once its parent has died; with those as seeds, a walk once the slice is empty finds all
-	// that left it, so with a slice the walk of phase 1 is deferred as in a Namespaced scope. They may
-	// include another scope's escapees, orphaned as this teardown ran: the caller kills those anyway.
-	Adopted func() map[int]uint64
+	// Escapees, if set, is where the scope's orphans go and what tells them from live sessions'.
+	// The teardown runs the escapee check at its end (see Policy.Escapees): escapees die by their
+	// session's end at the latest. And where Self is an adopter of it, the child subreaper every
+	// process of a scope with a slice descends from, a process that left the slice becomes one of
+	// its escapees once its parent has died: with those as seeds, a walk once the slice is empty
+	// finds all that left it, so the walk of phase 1 is deferred as in a Namespaced scope. They may
+	// include another scope's escapees, orphaned as this teardown ran: those die anyway.
+	Escapees *Escapees
+	// Exits are closed once each running task's main process has been reaped and its end recorded:
+	// the teardown waits for them with what it killed, within its deadline.
+	Exits []<-chan struct{}
+	// Killed, if set, is closed once every process of the scope is killed and waited for (or
+	// listed as remaining). What follows it is the end of inits that held nothing of the scope (their
+	// deaths, the kernel's work of ending a Go program's threads, would otherwise delay whoever
+	// answers for the end) and, with RemoveSlice, the slice's removal.
+	Killed chan struct{}
+	// RemoveSlice removes the slice (and its leaves) once it is empty.
+	RemoveSlice bool
 }
-
-// SignalGroup sends each of sigs in turn to a task's process group, which holds most of its
-// processes (all but those that called setsid); it does nothing once the group can no longer be told
-// apart from a reused one. A failure is logged: the walks and the hard kill make up for it.
-type SignalGroup func(sigs ...unix.Signal) error
 
 // maxWalkPasses bounds the repeated /proc walk; each pass after the first only finds processes forked
 // by survivors while the previous one ran, and a fork bomb outside any slice must not hold us forever.
 const maxWalkPasses = 16
 
-// sweepTime bounds a signal sweep over a slice that keeps forking.
-const sweepTime = 5 * time.Second
-
 // Terminate ends every process of sc. It is the program's kill policy, in phases:
 //
 //  1. A first walk of /proc, while the process tree is intact, finds processes outside the slice that
 //     descend from the scope's processes (by parent pid); without a slice, also those that carry the
-//     marker. In a scope with a slice that is Namespaced or has Adopted it comes later: see below.
+//     marker. In a scope with a slice that is Namespaced or whose Self adopts its escapees it comes
+//     later: see below.
 //  2. Polite, if there is a grace period: SIGTERM and SIGCONT to the tasks' process groups, then to
 //     every process of the slice (re-read until no new pid appears) and every process found outside;
 //     then up to the grace period for all of them to exit. Cancelling ctx cuts the wait short.
@@ -113,60 +141,89 @@ const sweepTime = 5 * time.Second
 //     (also by marker), repeated until a pass finds nothing new; each pass waits for the processes
 //     the previous one killed to exit, so that nothing they forked as they died is missed. Once the
 //     inits have ended there is nothing left to walk for: no process leaves its PID namespace.
-//  5. A bounded wait for those processes to exit; what is left is reported.
+//  5. A bounded wait for those processes to exit, and for the tasks' ends (Exits); a last look at
+//     the slice; what is alive then is reported.
+//  6. The escapee check (sc.Escapees), the inits let go of, Killed closed; then the inits that held
+//     nothing are killed, the slice removed (RemoveSlice) and those inits waited for.
 //
-// A scope whose walks look below this process, which has no child, and whose slice is not populated
-// has no process left: Terminate returns at once with an empty report (see nothingLeft).
+// A scope that holds no process but its inits (every namespace is empty, no task runs, the slice is
+// not populated) skips phases 1 to 5: most sessions end so, their commands done. A scope whose walks
+// look below this process, which has no child, and whose slice is not populated has no process left
+// either (see nothingLeft).
 //
-// Phases 3 to 5 share one deadline (sc.End, or the Timeout from the hard kill), and once ctx is
-// done they wait at most HurryWait more: what survives SIGKILL (uninterruptible sleep) is reported,
-// not waited for. The error says what failed, not in which scope: the caller, who knows, says that.
+// Every wait shares one deadline (sc.End), and once ctx is done they wait at most HurryWait more:
+// what survives SIGKILL (uninterruptible sleep) is reported, not waited for. What fails for want of a
+// descriptor (a read of cgroupfs or /proc, a pidfd) takes one from the policy's reserve, and what
+// fails even so is tried again until the deadline. The error says what failed, not in which scope:
+// the caller, who knows, says that.
 //
-// In a scope with a slice that is Namespaced or has Adopted, the walk of phase 1 comes in phase 2,
-// once the slice is empty or half the grace period has passed, and is short then: a walk before the
-// kill costs every process of the slice an entry made in /proc (and removed again at its exit), a
-// tenth of the time the kernel takes to kill a thousand processes. It starts below the init (a seed:
-// everything below it is the scope's), or from the processes Adopted names: a process that left the
+// In a scope with a slice that is Namespaced or whose Self adopts its escapees, the walk of phase 1
+// comes in phase 2, once the slice is empty or half the grace period has passed, and is short then: a
+// walk before the kill costs every process of the slice an entry made in /proc (and removed again at
+// its exit), a tenth of the time the kernel takes to kill a thousand processes. It starts below the
+// init (a seed: everything below it is the scope's), or from Self's escapees: a process that left the
 // slice is a child of Self by then, unless its parent still lives (outside the slice: below another
 // seed; inside: the slice held out, and its threads seed the walk). What it finds gets its SIGTERM
 // then, and each init signals its whole namespace too, for a process the walk missed (re-parented to
 // the init as it ran); they have the rest of the grace period. Without a namespace, a process whose
 // parent was the last of the slice to exit can be missed the same way (the kernel takes a process
 // out of its cgroup just before it hands its children to the subreaper): phase 4 finds it by its
-// marker, or the caller's check for escapees, with SIGKILL. Without a grace period the walk comes
-// after the slice's kill.
+// marker, or the escapee check, with SIGKILL. Without a grace period the walk comes after the slice's
+// kill.
 func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
+	start := time.Now()
+	end := sc.End
+	if end.IsZero() {
+		end = start.Add(p.Grace + p.timeout())
+	}
 	t := &teardown{
-		p: p, log: p.log(), sc: sc, w: proc.NewWalker(), start: time.Now(), skip: sc.Skip,
+		p: p, log: p.log(), sc: sc, w: p.walker(), c: newClock(ctx, end), start: start,
 		seen: make(map[int]bool), termed: make(map[int]bool),
 	}
+	if sc.Slice != nil {
+		t.slice = sc.Slice.Spare(p.Spare)
+	}
+	defer t.c.stop()
+	defer proc.CloseAll(sc.Groups)
 	defer func() { proc.CloseAll(t.outside) }()
-	if t.nothingLeft() {
-		t.rep.Duration = time.Since(t.start)
-		return t.rep, nil
+	var dying []*pidns.Init // inits that hold nothing: killed once Killed is closed
+	switch {
+	case t.onlyInits():
+		dying = sc.Inits
+	case !t.nothingLeft():
+		t.kill()
 	}
-	var cancel context.CancelFunc
-	t.wait, cancel = DeathWait(ctx)
-	defer cancel()
-	if !t.deferred() {
-		t.findEscaped()
+	t.awaitExits()
+	if sc.Escapees != nil {
+		t.rep.add(t.p.escapees(t.c, *sc.Escapees))
 	}
-	if p.Grace > 0 {
-		t.polite(ctx)
+	if dying == nil {
+		for _, in := range sc.Inits {
+			in.Close()
+		}
 	}
-	if t.killEnd = sc.End; t.killEnd.IsZero() {
-		t.killEnd = time.Now().Add(p.timeout())
+	if sc.Killed != nil {
+		close(sc.Killed)
+		// Who waits on Killed (an HTTP DELETE to answer) runs now, on this goroutine's processor:
+		// otherwise it sits in that processor's queue while the removals below block it in system
+		// calls, until the runtime's monitor or an idle processor's thread, woken for it, takes it
+		// (0.2-0.3 ms of a DELETE's 1.1 on the 2-core VM).
+		runtime.Gosched()
 	}
-	t.killSlice()
-	t.findEscaped() // a deferred walk, without a grace period
-	t.killNamespaces()
-	t.killEscaped()
-	t.await()
+	for _, in := range dying {
+		if err := in.Kill(); err != nil {
+			t.errs = append(t.errs, err)
+		}
+	}
+	if sc.RemoveSlice && t.slice != nil {
+		t.remove()
+	}
+	t.awaitInits(dying)
 	t.rep.Duration = time.Since(t.start)
-	if len(t.errs) > 0 {
-		return t.rep, errors.Join(t.errs...)
+	if len(t.rep.Remaining) > 0 {
+		t.errs = append(t.errs, fmt.Errorf("%d processes remain after %v: %v", len(t.rep.Remaining), t.rep.Duration.Round(time.Millisecond), t.rep.Remaining))
 	}
-	return t.rep, nil
+	return t.rep, errors.Join(t.errs...)
 }
 
 // teardown is one run of Terminate.
@@ -174,38 +231,74 @@ type teardown struct {
 	p     Policy
 	log   *slog.Logger
 	sc    Scope
+	slice *cgroup.Slice // sc.Slice, taking descriptors from the policy's reserve; nil without one
 	w     *proc.Walker
+	c     *clock
 	start time.Time
-	skip  map[int]bool // the Reaper's live task processes: other scopes' subtrees
 	rep   Report
 	errs  []error
 
-	seen    map[int]bool    // processes seen in the slice
-	termed  map[int]bool    // processes of the slice sent SIGTERM
-	emptied bool            // the slice emptied within the grace period
-	nsEnded bool            // the scope had inits, and they have all ended
-	killEnd time.Time       // phases 3 to 5 together wait at most until then for what they killed
-	wait    context.Context // done HurryWait after the teardown is hurried: the waits of phases 3 to 5 end
-	found   bool            // the walk of phase 1 has run
-	outside []proc.Handle   // processes found outside the slice, verified; closed at the end
-	alive   []proc.Handle   // those not yet seen to exit
+	seen    map[int]bool  // processes seen in the slice
+	termed  map[int]bool  // processes of the slice sent SIGTERM
+	emptied bool          // the slice emptied within the grace period
+	nsEnded bool          // the scope had inits, and they have all ended
+	found   bool          // the walk of phase 1 has run
+	outside []proc.Handle // processes found outside the slice, verified; closed at the end
+	alive   []proc.Handle // those not yet seen to exit
+}
+
+// kill is phases 1 to 5.
+func (t *teardown) kill() {
+	if !t.deferred() {
+		t.findEscaped()
+	}
+	if t.p.Grace > 0 {
+		t.polite()
+	}
+	t.killSlice()
+	t.findEscaped() // a deferred walk, without a grace period
+	t.killNamespaces()
+	t.killEscaped()
+	t.await()
+}
+
+// onlyInits reports whether the scope holds no process but the inits of its PID namespaces: it has
+// inits (every process of the session was born in their namespaces, and none leaves one), no task
+// runs, every namespace is empty (Init.Empty) and so is the slice, if there is one.
+func (t *teardown) onlyInits() bool {
+	if len(t.sc.Inits) == 0 || len(t.sc.Groups) > 0 {
+		return false
+	}
+	for _, in := range t.sc.Inits {
+		if !in.Empty() {
+			return false
+		}
+	}
+	if t.slice == nil {
+		return true
+	}
+	populated, err := t.slice.Populated()
+	return err == nil && !populated
 }
 
 // nothingLeft reports whether the scope has no process left, read in two system calls where the
-// phases would read the slice's files and this process's children several times over: the close of
-// a session whose commands have all ended, the common case, would pay that at every close. It holds
-// when the walks look below this process and it has no child, not even a zombie, and the slice (if
-// any) is not populated. Every process of such a scope descends from this process (a task is its
-// child, an orphan is re-parented to it, the subreaper, and a process group or session holds only
-// descendants of whoever made it), so none lives outside the slice; and a process that someone else
-// moved into the slice is there to be killed, so the slice is read too (second: where another scope
-// has a process, the waitid alone says no). A scope with inits has them as children.
+// phases would read the slice's files and this process's children several times over. It holds when
+// the scope has no init, the walks look below this process and it has no child, not even a zombie, and
+// the slice (if any) is not populated. Every process of such a scope descends from this process (a
+// task is its child, an orphan is re-parented to it, the subreaper, and a process group or session
+// holds only descendants of whoever made it), so none lives outside the slice; and a process that
+// someone else moved into the slice is there to be killed, so the slice is read too (second: where
+// another scope has a process, the waitid alone says no). And a scope with no slice, init, seed,
+// group or marker has nothing to find.
 func (t *teardown) nothingLeft() bool {
+	if t.slice == nil && len(t.sc.Inits) == 0 && len(t.sc.Seeds) == 0 && len(t.sc.Groups) == 0 && t.sc.Marker == "" {
+		return true // nothing to find, nor anything to find it by: a session that never ran anything
+	}
 	if len(t.sc.Inits) > 0 || !reap.Childless(t.sc.Self) {
 		return false
 	}
-	if t.sc.Slice != nil {
-		populated, err := t.sc.Slice.Populated()
+	if t.slice != nil {
+		populated, err := t.slice.Populated()
 		return err == nil && !populated
 	}
 	return true
@@ -213,7 +306,20 @@ func (t *teardown) nothingLeft() bool {
 
 // deferred reports whether the walk of phase 1 waits for the slice to empty (see Terminate).
 func (t *teardown) deferred() bool {
-	return t.sc.Slice != nil && (t.sc.Namespaced || t.sc.Adopted != nil)
+	return t.slice != nil && (t.sc.Namespaced || t.adopter() != nil)
+}
+
+// adopter returns Self as an adopter of the scope's escapees, if it is one.
+func (t *teardown) adopter() *Adopter {
+	if t.sc.Escapees == nil {
+		return nil
+	}
+	for i, a := range t.sc.Escapees.Adopters {
+		if a.Pid == t.sc.Self {
+			return &t.sc.Escapees.Adopters[i]
+		}
+	}
+	return nil
 }
 
 // exited is what the walks use to pass over dead children of Self unread (proc.Query.Exited): only
@@ -225,19 +331,29 @@ func (t *teardown) exited() func(int) bool {
 	return nil
 }
 
+// walkFailed records a walk that failed or was refused descriptors: what it did not find may live.
+func (t *teardown) walkFailed(err error) {
+	if err == nil {
+		err = t.w.Starved()
+	}
+	if err != nil {
+		t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
+	}
+}
+
 // findEscaped is phase 1; it runs once, and a later call does nothing. With a slice it looks for
 // what left it by parent pid only, from the threads listed in the slice now (a child belongs to the
 // thread that forked it); those threads are the scope's without a start time to check, so they seed
 // this first walk only: after the kill they are dead and their ids may be reused by anyone. In a
-// PID namespace the init is a seed: everything below it is the scope's; so is what Adopted names.
+// PID namespace the init is a seed: everything below it is the scope's; so are Self's escapees.
 func (t *teardown) findEscaped() {
 	if t.found {
 		return
 	}
 	t.found = true
 	seeds := t.sc.Seeds
-	if t.sc.Adopted != nil {
-		if adopted := t.sc.Adopted(); len(adopted) > 0 {
+	if a := t.adopter(); a != nil {
+		if adopted, _ := t.sc.Escapees.find(t.w, *a, nil); len(adopted) > 0 {
 			seeds = maps.Clone(seeds)
 			if seeds == nil {
 				seeds = make(map[int]uint64, len(adopted))
@@ -247,8 +363,8 @@ func (t *teardown) findEscaped() {
 	}
 	var trusted map[int]bool
 	marker := t.sc.Marker
-	if t.sc.Slice != nil {
-		tids, err := t.sc.Slice.Threads()
+	if t.slice != nil {
+		tids, err := t.slice.Threads()
 		if err != nil {
 			t.errs = append(t.errs, err)
 		}
@@ -264,70 +380,83 @@ func (t *teardown) findEscaped() {
 	}
 	maps.Copy(known, t.sc.Known)
 	found, err := t.w.Find(proc.Query{
-		Self: t.sc.Self, Seeds: seeds, Trusted: trusted, Known: known, Skip: t.skip, Marker: marker, Exited: t.exited(),
+		Self: t.sc.Self, Seeds: seeds, Trusted: trusted, Known: known, Skip: t.sc.Skip, Marker: marker, Exited: t.exited(),
 	})
-	if err != nil {
-		t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
-	}
+	// A walk refused descriptors is not retried here: phase 4's walks, which repeat until one finds
+	// nothing and is whole, make up for it.
+	t.walkFailed(err)
 	t.outside = t.w.Verify(found)
 	t.alive = t.outside
 }
 
 // polite is phase 2.
-func (t *teardown) polite(ctx context.Context) {
+func (t *teardown) polite() {
 	graceEnd := t.start.Add(t.p.Grace)
-	if t.sc.Slice != nil {
+	hurry := t.c.hurry
+	if t.slice != nil {
 		// Listed before the group signals, which end most processes before the sweep can see them.
-		t.note(t.sc.Slice.Pids())
+		t.note(t.slice.Pids())
 	}
-	for _, signalGroup := range t.sc.Groups {
-		t.signalFailed(signalGroup(unix.SIGTERM, unix.SIGCONT))
+	for _, h := range t.sc.Groups {
+		t.signalGroup(h, unix.SIGTERM, unix.SIGCONT)
 	}
-	if t.sc.Slice != nil {
-		t.sweep(unix.SIGTERM, t.termed, graceEnd)
+	if t.slice != nil {
+		if err := t.p.sweep(t.slice, unix.SIGTERM, t.termed, graceEnd); err != nil {
+			t.errs = append(t.errs, err)
+		}
 	}
 	t.signalFailed(proc.SignalAll(t.outside, unix.SIGTERM, unix.SIGCONT))
-	if t.sc.Slice != nil {
+	if t.slice != nil {
 		until := graceEnd
 		if !t.found {
 			until = t.start.Add(t.p.Grace / 2)
 		}
-		t.waitEmpty(ctx, until)
+		t.waitEmpty(hurry, until)
 	}
 	if !t.found {
 		// The deferred walk, short once the slice is empty: what left the slice lives on below the
-		// init, or as an orphan Adopted names. Where the slice holds out, it comes after half the
+		// init, or as one of Self's escapees. Where the slice holds out, it comes after half the
 		// grace period, and what it finds has the other half.
 		t.findEscaped()
 		t.signalFailed(proc.SignalAll(t.outside, unix.SIGTERM, unix.SIGCONT))
 		// And what the walk missed: a process re-parented to the init as it ran (its parent ended
 		// after the init's children were read).
 		for _, in := range t.sc.Inits {
-			if err := in.Signal(ctx, graceEnd, unix.SIGTERM, unix.SIGCONT); !errors.Is(err, pidns.ErrEnded) && !errors.Is(err, ctx.Err()) {
+			if err := in.Signal(hurry, graceEnd, unix.SIGTERM, unix.SIGCONT); !errors.Is(err, pidns.ErrEnded) && !errors.Is(err, hurry.Err()) {
 				t.signalFailed(err)
 			}
 		}
 		if !t.emptied {
-			t.waitEmpty(ctx, graceEnd)
+			t.waitEmpty(hurry, graceEnd)
 		}
 	}
-	t.alive = t.w.WaitGone(ctx, t.outside, graceEnd)
+	t.alive = t.w.WaitGone(hurry, t.outside, graceEnd)
 	t.rep.Terminated += len(t.outside) - len(t.alive)
 }
 
 // waitEmpty waits until the slice is empty, until or ctx is done, and records whether it is.
 func (t *teardown) waitEmpty(ctx context.Context, until time.Time) {
-	empty, err := t.sc.Slice.WaitEmpty(ctx, until)
+	empty, err := t.slice.WaitEmpty(ctx, until)
 	if err != nil {
 		t.errs = append(t.errs, err)
 	}
 	t.emptied = empty
 }
 
+// signalGroup sends sigs to the process group h leads, while h is pinned (see Scope.Groups).
+func (t *teardown) signalGroup(h proc.Handle, sigs ...unix.Signal) {
+	for _, sig := range sigs {
+		if _, err := h.SignalGroup(sig); err != nil {
+			t.signalFailed(err)
+			return
+		}
+	}
+}
+
 // killSlice is phase 3. Processes of the slice seen before the hard kill but not at it count as
 // ended by SIGTERM; those listed at it, as killed.
 func (t *teardown) killSlice() {
-	s := t.sc.Slice
+	s := t.slice
 	if s == nil {
 		return
 	}
@@ -341,18 +470,14 @@ func (t *teardown) killSlice() {
 	before, err := s.Pids()
 	t.note(before, err)
 	t.rep.Killed += len(before)
-	t.rep.Terminated += len(t.seen) - len(before)
-	if len(before) == 0 {
-		if populated, _ := s.Populated(); !populated {
+	t.rep.Terminated += max(len(t.seen)-len(before), 0)
+	if len(before) == 0 && err == nil {
+		if populated, err := s.Populated(); err == nil && !populated {
 			return
 		}
 	}
-	left, err := t.p.Slice(t.wait, s, t.killEnd)
-	if err != nil {
+	if _, err := t.p.slice(t.c, s); err != nil {
 		t.errs = append(t.errs, err)
-	}
-	for _, p := range left {
-		t.rep.Remaining = append(t.rep.Remaining, proc.Describe(p))
 	}
 }
 
@@ -366,8 +491,8 @@ func (t *teardown) note(pids []int, err error) {
 	}
 }
 
-// killNamespaces is the end of phase 3: the inits' kill. An init that has not ended by the phases'
-// deadline is reported among the processes that remain.
+// killNamespaces is the end of phase 3: the inits' kill. An init that has not ended by the deadline
+// is reported among the processes that remain.
 func (t *teardown) killNamespaces() {
 	if len(t.sc.Inits) == 0 {
 		return
@@ -379,15 +504,16 @@ func (t *teardown) killNamespaces() {
 	}
 	t.nsEnded = true
 	for _, in := range t.sc.Inits {
-		if !in.Wait(t.wait, t.killEnd) {
+		if !in.Wait(t.c.wait, t.c.end) {
 			t.nsEnded = false
 			t.rep.Remaining = append(t.rep.Remaining, proc.Describe(in.Pid()))
-			t.errs = append(t.errs, fmt.Errorf("the PID namespace of init %d has not ended by %v: a process in it does not die", in.Pid(), t.killEnd.Format(time.TimeOnly)))
+			t.errs = append(t.errs, fmt.Errorf("the PID namespace of init %d has not ended by %v: a process in it does not die", in.Pid(), t.c.end.Format(time.TimeOnly)))
 		}
 	}
 }
 
-// killEscaped is phase 4. From here on only processes identified by start time seed the walks.
+// killEscaped is phase 4. From here on only processes identified by start time seed the walks. A
+// walk refused descriptors is walked again, after a pause, until the deadline.
 func (t *teardown) killEscaped() {
 	handled := maps.Clone(t.sc.Known)
 	if handled == nil {
@@ -402,8 +528,8 @@ func (t *teardown) killEscaped() {
 		seeds[h.Pid] = h.Start
 	}
 	if len(t.alive) > 0 {
-		for _, signalGroup := range t.sc.Groups {
-			t.signalFailed(signalGroup(unix.SIGKILL))
+		for _, h := range t.sc.Groups {
+			t.signalGroup(h, unix.SIGKILL)
 		}
 	}
 	pending := t.alive
@@ -413,17 +539,24 @@ func (t *teardown) killEscaped() {
 		t.rep.Walked += len(pending)
 		// Only a process that has exited can no longer fork: wait for these before walking again,
 		// or a child forked as one of them died could be born after the walk and outlive it.
-		t.w.WaitGone(t.wait, pending, t.killEnd)
+		t.w.WaitGone(t.c.wait, pending, t.c.end)
 		if t.nsEnded {
 			break // what was found lived in the namespaces, which are empty now
 		}
-		more, err := t.w.Find(proc.Query{Self: t.sc.Self, Seeds: seeds, Known: handled, Skip: t.skip, Marker: t.sc.Marker, Exited: t.exited()})
-		if err != nil {
-			t.errs = append(t.errs, fmt.Errorf("walk /proc: %w", err))
+		more, err := t.w.Find(proc.Query{Self: t.sc.Self, Seeds: seeds, Known: handled, Skip: t.sc.Skip, Marker: t.sc.Marker, Exited: t.exited()})
+		if err == nil {
+			err = t.w.Starved()
+		}
+		if pending = t.w.Verify(more); err == nil && len(pending) == 0 {
 			break
 		}
-		if pending = t.w.Verify(more); len(pending) == 0 {
-			break
+		if err != nil {
+			if !retryable(err) || !t.c.pause() {
+				t.walkFailed(err)
+				t.rep.Unaccounted = true
+				break
+			}
+			pass-- // a walk refused descriptors does not count as a pass
 		}
 		t.outside = append(t.outside, pending...)
 		t.alive = append(t.alive, pending...)
@@ -435,23 +568,83 @@ func (t *teardown) killEscaped() {
 	t.rep.Found = len(t.outside)
 }
 
-// await is phase 5.
+// await is phase 5: the wait for what was killed outside the slice, then a last look at the slice.
 func (t *teardown) await() {
-	timeout := t.p.timeout()
-	alive := t.w.WaitGone(t.wait, t.alive, t.killEnd)
-	for _, h := range alive {
+	for _, h := range t.w.WaitGone(t.c.wait, t.alive, t.c.end) {
 		t.rep.Remaining = append(t.rep.Remaining, proc.Describe(h.Pid))
 	}
-	if len(t.rep.Remaining) > 0 {
-		t.errs = append(t.errs, fmt.Errorf("%d processes remain after %v: %v", len(t.rep.Remaining), timeout, t.rep.Remaining))
+	if t.slice == nil {
+		return
+	}
+	for {
+		populated, err := t.slice.Populated()
+		if err == nil && !populated {
+			return
+		}
+		if err == nil {
+			// Listed after the deadline of the slice's wait: what is there now did not die.
+			var pids []int
+			if pids, err = t.slice.Pids(); err == nil && len(pids) > 0 {
+				for _, p := range pids {
+					t.rep.Remaining = append(t.rep.Remaining, proc.Describe(p))
+				}
+				return
+			}
+		}
+		// Unreadable, or populated with no process listed yet (one in the middle of its exit):
+		// look again while there is time.
+		if (err == nil || retryable(err)) && t.c.pause() {
+			continue
+		}
+		// What was seen in it and may live is what remains, and the report says it may be short.
+		t.rep.Unaccounted = true
+		t.errs = append(t.errs, fmt.Errorf("%s: cannot tell what is left in it: %w", t.slice.Path(), cmp.Or(err, errPopulated)))
+		for p := range t.seen {
+			if d := proc.Describe(p); d.State != "Z" && d.State != "?" {
+				t.rep.Remaining = append(t.rep.Remaining, d)
+			}
+		}
+		return
 	}
 }
 
-// sweep signals every process of the scope's slice not yet in signalled, re-reading the slice until a
-// pass finds no new pid or the deadline passes (see Policy.Sweep).
-func (t *teardown) sweep(sig unix.Signal, signalled map[int]bool, deadline time.Time) {
-	if err := t.p.Sweep(t.sc.Slice, sig, signalled, deadline); err != nil {
-		t.errs = append(t.errs, err)
+// errPopulated says that a slice reads populated while it lists no process.
+var errPopulated = errors.New("populated, and no process listed")
+
+// awaitExits waits for the tasks' ends (Scope.Exits) until the deadline.
+func (t *teardown) awaitExits() {
+	for _, ch := range t.sc.Exits {
+		select {
+		case <-ch:
+		case <-t.c.wait.Done():
+			return
+		}
+	}
+}
+
+// remove removes the slice; where it is still populated (a process in D state), the error says so.
+func (t *teardown) remove() {
+	for {
+		err := t.slice.Remove()
+		if err == nil {
+			return
+		}
+		if !retryable(err) || !t.c.pause() {
+			t.errs = append(t.errs, err)
+			return
+		}
+	}
+}
+
+// awaitInits waits for the inits that were killed once Killed was closed, until the deadline, and
+// lets go of them; one still there then is reported as a process that remains.
+func (t *teardown) awaitInits(inits []*pidns.Init) {
+	for _, in := range inits {
+		if !in.Wait(t.c.wait, t.c.end) {
+			t.rep.Remaining = append(t.rep.Remaining, proc.Describe(in.Pid()))
+			t.errs = append(t.errs, fmt.Errorf("the init %d of a PID namespace has not ended by %v", in.Pid(), t.c.end.Format(time.TimeOnly)))
+		}
+		in.Close()
 	}
 }
 

@@ -86,11 +86,11 @@ func (w *Walker) streamEnv(pid int, tid string, sc *envScanner) (empty bool) {
 		w.path = append(append(w.path, "/task/"...), tid...)
 	}
 	w.path = append(w.path, "/environ"...)
-	fd, err := unix.Open(string(w.path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := w.open(unix.AT_FDCWD, string(w.path), unix.O_RDONLY)
 	if err != nil {
 		return false
 	}
-	defer unix.Close(fd)
+	defer w.close(fd)
 	read := false
 	for {
 		n, err := unix.Read(fd, w.buf)
@@ -133,7 +133,7 @@ func (w *Walker) emptyEnv(pid int) (tid string, inExec bool) {
 		return "", false
 	}
 	if st.State == 'Z' && st.Threads > 1 {
-		tids, _ := threads(pid)
+		tids, _ := w.names(unix.AT_FDCWD, "/proc/"+strconv.Itoa(pid)+"/task")
 		self := strconv.Itoa(pid)
 		for _, tid := range tids {
 			if tid != self {

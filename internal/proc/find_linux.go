@@ -236,21 +236,11 @@ func (w *Walker) Children(st Stat) []int {
 	if st.Threads == 1 {
 		return w.threadChildren(st.Pid, strconv.Itoa(st.Pid), out)
 	}
-	tids, _ := threads(st.Pid)
+	tids, _ := w.names(unix.AT_FDCWD, "/proc/"+strconv.Itoa(st.Pid)+"/task")
 	for _, tid := range tids {
 		out = w.threadChildren(st.Pid, tid, out)
 	}
 	return out
-}
-
-// threads lists the thread ids of process pid, from /proc/<pid>/task.
-func threads(pid int) ([]string, error) {
-	d, err := os.Open("/proc/" + strconv.Itoa(pid) + "/task")
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return d.Readdirnames(-1)
 }
 
 // Childless reports whether the process p (its pid and start time) has no child, live or a zombie,
@@ -269,11 +259,11 @@ func (w *Walker) Childless(p Stat) (childless, ok bool) {
 		return false, false
 	}
 	w.path = strconv.AppendInt(append(w.path[:0], "/proc/"...), int64(p.Pid), 10)
-	dir, err := unix.Open(string(w.path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dir, err := w.open(unix.AT_FDCWD, string(w.path), unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return false, false
 	}
-	defer unix.Close(dir)
+	defer w.close(dir)
 	b, read := w.readAt(dir, "stat", 0)
 	if !read {
 		return false, false
@@ -281,19 +271,13 @@ func (w *Walker) Childless(p Stat) (childless, ok bool) {
 	if st, parsed := ParseStat(p.Pid, b); !parsed || st.Start != p.Start {
 		return false, false
 	}
-	task, err := unix.Openat(dir, "task", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false, false
-	}
-	td := os.NewFile(uintptr(task), "task")
-	defer td.Close()
-	tids, err := td.Readdirnames(-1)
+	tids, err := w.names(dir, "task")
 	if err != nil || len(tids) == 0 {
 		return false, false
 	}
 	for _, tid := range tids {
 		// Whether the file is empty is all that counts: its first page tells.
-		b, read := w.readAt(task, tid+"/children", 1)
+		b, read := w.readAt(dir, "task/"+tid+"/children", 1)
 		if !read {
 			return false, false
 		}

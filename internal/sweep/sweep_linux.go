@@ -15,7 +15,6 @@ import (
 	"github.com/cgreaper/reaper/internal/kill"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/safefs"
-	"golang.org/x/sys/unix"
 )
 
 // Options configures Run. The zero value looks where a Reaper with zero Options keeps its
@@ -254,19 +253,25 @@ func (sw *sweeper) killMarked(dead map[string]*DeadInstance) error {
 			return true
 		})
 	}
-	hs := sw.w.Verify(found)
-	defer proc.CloseAll(hs)
-	for _, h := range hs {
-		d := owner[h.Pid]
-		if !slices.ContainsFunc(d.Processes, func(q proc.Proc) bool { return q.Pid == h.Pid }) {
-			d.Processes = append(d.Processes, proc.Describe(h.Pid))
+	note := func(ps []proc.Proc) {
+		for _, q := range ps {
+			d := owner[q.Pid]
+			if d != nil && !slices.ContainsFunc(d.Processes, func(o proc.Proc) bool { return o.Pid == q.Pid }) {
+				d.Processes = append(d.Processes, q)
+			}
 		}
 	}
-	if sw.opts.DryRun || len(hs) == 0 {
+	if sw.opts.DryRun {
+		for _, p := range found {
+			note([]proc.Proc{proc.Describe(p.Pid)})
+		}
 		return nil
 	}
-	err = proc.SignalAll(hs, unix.SIGKILL)
-	sw.w.WaitGone(context.Background(), hs, time.Now().Add(sw.opts.CloseTimeout))
+	if len(found) == 0 {
+		return nil
+	}
+	killed, _, err := sw.k.Processes(context.Background(), found, time.Now().Add(sw.opts.CloseTimeout))
+	note(killed)
 	return err
 }
 

@@ -29,6 +29,7 @@ const module = "github.com/cgreaper/reaper"
 //	  ...                         output
 //	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text,
 //	                              the scripts commands run in, a message's measure before it is decoded
+//	internal/spare                descriptors in reserve for a teardown
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
 // internal/metrics (cmd/reaper adapts reaper's and mcpserver's Observer events to it from above), the
@@ -44,14 +45,16 @@ var layers = [][]string{
 	{"internal/pidns", "internal/tty", "internal/taskout", "internal/admin"},
 	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics",
 		"internal/shell", "internal/jsonlimit"},
+	{"internal/spare"},
 }
 
 // allowed lists, for each package of the module, the packages of the module its non-test files may
 // import; every one of those is on a lower floor (TestLayers). The test packages and tools import
 // what they test; internal/testutil and internal/mcptest are for tests only.
 var allowed = map[string][]string{
-	"cgroup":             nil,
-	"internal/proc":      nil,
+	"cgroup":             {"internal/spare"},
+	"internal/proc":      {"internal/spare"},
+	"internal/spare":     nil,
 	"internal/reap":      nil,
 	"internal/safefs":    nil,
 	"internal/textfit":   nil,
@@ -66,9 +69,9 @@ var allowed = map[string][]string{
 	"internal/sweep":     {"cgroup", "internal/proc", "internal/safefs", "internal/kill", "internal/instance"},
 	"internal/inspect":   {"cgroup", "internal/proc", "internal/safefs", "internal/instance"},
 	"internal/admin":     {"internal/httpguard"},
-	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns"},
+	"internal/kill":      {"cgroup", "internal/proc", "internal/reap", "internal/pidns", "internal/spare"},
 	"internal/instance":  {"cgroup", "internal/proc", "internal/safefs"},
-	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/taskout", "internal/kill",
+	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/taskout", "internal/kill", "internal/spare",
 		"internal/instance", "internal/sweep", "internal/guard", "internal/shell"},
 	"mcpserver": {"reaper", "internal/httpguard", "internal/textfit", "internal/jsonlimit"},
 	"job":       {"reaper", "internal/guard"},

@@ -1,0 +1,222 @@
+package kill
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/reap"
+	"golang.org/x/sys/unix"
+)
+
+// Escapees. A process can leave every trail a teardown follows: clear its environment (the marker),
+// double-fork (its parent chain), call setsid (its process group) and, as root, move itself out of its
+// cgroup. What it cannot leave is its adopter's child table: once the parent it had dies, it becomes
+// a child of the child subreaper it descends from (a Reaper), or of the init of its PID namespace.
+// That is the one certain trail, and the escapee check follows it: a child of an adopter that the
+// adopter did not start itself and that no live session owns is an escapee, and dies with everything
+// below it.
+
+// Adopter is a process orphans are re-parented to: a child subreaper (a Reaper), or the init of a
+// PID namespace; Started are the children it started itself (tasks), which are no escapees.
+type Adopter struct {
+	Pid     int
+	Started map[int]bool
+}
+
+// Escapees says where the escapee check looks and what tells an escapee from a live session's
+// process. The caller knows; the check reads only what it names, when it looks.
+type Escapees struct {
+	// Adopters are the processes whose adopted children are looked at.
+	Adopters []Adopter
+	// Owners, in cgroup containment, is the slice below which every session's slice is: an adopted
+	// child in it belongs to a session. Nil in process containment.
+	Owners *cgroup.Slice
+	// In process containment, an adopted child belongs to a session if it carries an environment
+	// entry that starts with Prefix (every session's processes inherit one: REAPER_SESSION=<the
+	// Reaper>/…) and is not Ended (the marker of the session that is ending, which owns nothing any
+	// more); or if Known names it (pid -> start time: processes sessions remember).
+	Prefix, Ended string
+	Known         map[int]uint64
+	// When says, in the log, why the check ran ("periodic check", "session S ended").
+	When string
+	// Turns, if set, is held while the check runs: the checks of one Reaper take turns.
+	Turns *sync.Mutex
+}
+
+// Escapees kills the escapees among the adopters' children (see above) with their descendants, and
+// logs what it killed and why it looked; it waits for them until deadline, or HurryWait after ctx is
+// done. It returns what it did.
+func (p Policy) Escapees(ctx context.Context, e Escapees, deadline time.Time) Report {
+	c := newClock(ctx, deadline)
+	defer c.stop()
+	start := time.Now()
+	rep := p.escapees(c, e)
+	rep.Duration = time.Since(start)
+	return rep
+}
+
+// maxAdoptedPasses bounds the escapee check's looks: a chain of successors dies in a few (each look
+// kills what it finds before it can fork again, most of the time).
+const maxAdoptedPasses = 64
+
+// escapees is the check, on c's time. It looks again after each kill, until a look finds neither an
+// escapee nor a child it had not seen that exited before it could be read (maxAdoptedPasses at most).
+// A process that forks its successor and exits, over and over, is never the same pid twice: the one a
+// look found may have forked and exited before its signal, and its successor was then handed to the
+// adopter after the look had read the children (the kernel hands a dying process's children on before
+// it becomes a zombie). Such a chain always leaves a trace in the next look: its successor, alive, or
+// a new child gone.
+func (p Policy) escapees(c *clock, e Escapees) Report {
+	if e.Turns != nil {
+		e.Turns.Lock()
+		defer e.Turns.Unlock()
+	}
+	w := p.walker()
+	if e.Owners != nil {
+		e.Owners = e.Owners.Spare(p.Spare)
+	}
+	var rep Report
+	var killed []proc.Proc
+	seen := make(map[int]bool)
+	for pass := 0; pass < maxAdoptedPasses; pass++ {
+		var hs []proc.Handle
+		moved := false
+		for _, a := range e.Adopters {
+			seeds, gone := e.find(w, a, seen)
+			// An escapee found that has gone before it could be pinned may have forked first.
+			moved = moved || gone || len(seeds) > 0
+			if len(seeds) == 0 {
+				continue
+			}
+			// The escapees and everything below them. Skip: the started are tasks.
+			found, _ := w.Find(proc.Query{Self: a.Pid, Seeds: seeds, Skip: a.Started})
+			hs = append(hs, w.Verify(found)...)
+		}
+		// A look refused a descriptor may have missed one: look again while there is time.
+		if w.Starved() != nil {
+			moved = true
+		}
+		if len(hs) == 0 {
+			if moved && c.pause() {
+				continue
+			}
+			break
+		}
+		for _, h := range hs {
+			killed = append(killed, proc.Describe(h.Pid))
+		}
+		if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
+			p.log().Warn("signal failed", "scope", "escapees", "error", err)
+		}
+		left := w.WaitGone(c.wait, hs, c.end)
+		proc.CloseAll(hs)
+		rep.Killed += len(hs)
+		for _, h := range left {
+			rep.Remaining = append(rep.Remaining, proc.Describe(h.Pid))
+		}
+	}
+	if len(killed) > 0 {
+		rep.Walked, rep.Found = rep.Killed, rep.Killed
+		p.log().Warn("killed escapees: processes that left every session (adopted by reaper or a session's init outside its sessions)",
+			"when", e.When, "count", len(killed), "processes", killed)
+	}
+	return rep
+}
+
+// find returns the children of a that it did not start and no live session owns, with their start
+// times, and whether a child not in seen had exited or gone before it could be read (see adopted).
+// Children in seen are passed over; those read are added to it. seen may be nil.
+func (e Escapees) find(w *proc.Walker, a Adopter, seen map[int]bool) (map[int]uint64, bool) {
+	candidates, gone := adopted(w, a, seen)
+	if len(candidates) == 0 {
+		return nil, gone
+	}
+	// Read after the candidates were listed: a process that joined a session's slice since is in it.
+	owned, ok := e.owned(w)
+	if !ok {
+		return nil, gone // cannot tell: kill nothing
+	}
+	seeds := make(map[int]uint64)
+	for _, st := range candidates {
+		if !owned(st) {
+			seeds[st.Pid] = st.Start
+		}
+	}
+	if err := w.Starved(); err != nil {
+		// An environment unread for want of a descriptor is no proof of an escapee: look again.
+		return nil, true
+	}
+	return seeds, gone
+}
+
+// adopted returns the live children of a that it did not start and that are not in seen, and
+// whether one of them had exited or gone by the time it was read.
+func adopted(w *proc.Walker, a Adopter, seen map[int]bool) (out []proc.Stat, gone bool) {
+	if reap.Childless(a.Pid) {
+		// This process with no child at all, not even a zombie: one waitid says so, where listing
+		// them reads every thread's children file (at every session's end and periodic check).
+		return nil, false
+	}
+	self, ok := w.Stat(a.Pid)
+	if !ok {
+		return nil, false
+	}
+	children := w.Children(self)
+	// This process's dead children are passed over unread: after a session's kill it may have
+	// hundreds the wait loop has not reaped yet (see proc.Query.Exited).
+	mine := a.Pid == os.Getpid()
+	for _, pid := range children {
+		if a.Started[pid] || seen[pid] {
+			continue
+		}
+		if seen != nil {
+			seen[pid] = true
+		}
+		if mine && reap.Exited(pid) {
+			gone = true
+			continue
+		}
+		if st, ok := w.Stat(pid); ok && st.PPid == a.Pid && !st.Dead() {
+			out = append(out, st)
+		} else {
+			gone = true
+		}
+	}
+	return out, gone
+}
+
+// owned returns what tells an adopted child that belongs to a session from an escapee (see
+// Escapees), or false where that cannot be told now.
+func (e Escapees) owned(w *proc.Walker) (func(proc.Stat) bool, bool) {
+	if e.Owners != nil {
+		pids, err := e.Owners.Pids()
+		if err != nil {
+			return nil, false
+		}
+		in := make(map[int]bool, len(pids))
+		for _, p := range pids {
+			in[p] = true
+		}
+		return func(st proc.Stat) bool { return in[st.Pid] }, true
+	}
+	prefix, ended := []byte(e.Prefix), []byte(e.Ended)
+	return func(st proc.Stat) bool {
+		if start, ok := e.Known[st.Pid]; ok && start == st.Start {
+			return true
+		}
+		mine := false
+		w.EachEnv(st.Pid, func(entry []byte) bool {
+			if len(prefix) > 0 && bytes.HasPrefix(entry, prefix) && !bytes.Equal(entry, ended) {
+				mine = true
+				return false
+			}
+			return true
+		})
+		return mine
+	}, true
+}
