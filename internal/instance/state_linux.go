@@ -102,7 +102,9 @@ func Alive(w *proc.Walker, name string) bool {
 		return false
 	}
 	st, ok := w.Stat(pid)
-	return ok && st.Start == start && !st.Dead()
+	// A process killed, whose threads are still exiting, is dead already: it runs nothing of its
+	// own any more, and nothing comes after it to sweep up what it left.
+	return ok && st.Start == start && !st.Dead() && !w.Doomed(st)
 }
 
 // DefaultStateDir is where instances keep their state directories when none is given:
