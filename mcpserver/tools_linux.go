@@ -182,7 +182,8 @@ type TaskEntry struct {
 	WaitingForInput bool   `json:"waiting_for_input,omitempty"`
 }
 
-// LeftoverEntry describes processes a finished foreground command left running.
+// LeftoverEntry describes processes a finished foreground command left running. Pids are as the
+// session's commands see them (in its PID namespace, where it has one): kill takes them there.
 type LeftoverEntry struct {
 	TaskID  string `json:"task_id"`
 	Command string `json:"command"`
@@ -236,7 +237,7 @@ With block=true it waits until the task ends (timeout defaults to 30000 ms, at m
 	}
 	t.list = &mcp.Tool{
 		Name:        "task_list",
-		Description: fmt.Sprintf("List %s's background tasks (id, command, status, exit code, times, live process count, output file, whether it waits for input) and any processes left running by finished foreground commands.", sc.the),
+		Description: fmt.Sprintf("List %s's background tasks (id, command, status, exit code, times, live process count, output file, whether it waits for input) and any processes left running by finished foreground commands, with their pids as your commands see them (kill <pid> works on them).", sc.the),
 		Annotations: &mcp.ToolAnnotations{Title: "List background tasks", ReadOnlyHint: true},
 	}
 	t.input = &mcp.Tool{

@@ -203,7 +203,8 @@ func (j *Job) Wait(ctx context.Context) (int, error) {
 }
 
 // Processes describes the session's processes that are alive now: in its slice or, in process
-// containment, found by its marker and by what it remembers.
+// containment, found by its marker and by what it remembers. Each carries the pid the session's
+// commands see it by (Proc.SessionPid) where that is not its pid here.
 func (s *Session) Processes() []Proc {
 	s.mu.Lock()
 	slice := s.slice
@@ -229,8 +230,12 @@ func (s *Session) Processes() []Proc {
 		}
 	}
 	out := make([]Proc, 0, len(pids))
+	w := proc.NewWalker()
 	for _, p := range pids {
 		if d := proc.Describe(p); d.State != "?" && d.State != "Z" {
+			if in := s.sessionPid(w, p); in != p {
+				d.SessionPid = in
+			}
 			out = append(out, d)
 		}
 	}

@@ -22,7 +22,9 @@ type Listing struct {
 type Leftover struct {
 	TaskID  string
 	Command string
-	Pids    []int
+	// Pids are the processes as the session's commands see them: in its PID namespace, where it has
+	// one (see Session.SessionPid).
+	Pids []int
 }
 
 // List describes the session's tasks and leftover processes.
@@ -65,13 +67,35 @@ func (s *Session) List() Listing {
 			}
 			l.Tasks = append(l.Tasks, ti)
 		} else if t.currentStatus().Terminal() && len(pids) > 0 {
-			l.Leftovers = append(l.Leftovers, Leftover{TaskID: t.id, Command: t.command, Pids: pids})
+			l.Leftovers = append(l.Leftovers, Leftover{TaskID: t.id, Command: t.command, Pids: s.sessionPids(w, pids)})
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(byTask)) {
-		l.Leftovers = append(l.Leftovers, Leftover{TaskID: id, Command: recent[id], Pids: byTask[id]})
+		l.Leftovers = append(l.Leftovers, Leftover{TaskID: id, Command: recent[id], Pids: s.sessionPids(w, byTask[id])})
 	}
 	return l
+}
+
+// SessionPid returns the pid the process host (its pid here) has where the session's commands run:
+// in the session's PID namespace, where it has one (the one a level below this process's: /proc's
+// NSpid line lists a process's pid in each namespace from this one inward), else host itself. An
+// agent acts on the pids it is given with the session's own commands (kill, wait, ps): they must be
+// the session's.
+func (s *Session) SessionPid(host int) int { return s.sessionPid(proc.NewWalker(), host) }
+
+func (s *Session) sessionPid(w *proc.Walker, host int) int {
+	if ns := w.NSPids(host); len(ns) > s.r.nsLevel {
+		return ns[s.r.nsLevel]
+	}
+	return host
+}
+
+// sessionPids is sessionPid of each of pids, in place.
+func (s *Session) sessionPids(w *proc.Walker, pids []int) []int {
+	for i, p := range pids {
+		pids[i] = s.sessionPid(w, p)
+	}
+	return pids
 }
 
 // processesByTask walks /proc once for the session's processes and groups them by the task marker

@@ -61,6 +61,9 @@ type Reaper struct {
 	wg        sync.WaitGroup // the sweep after dead instances, the watch for escapees, the record's rewrite
 	adoptMu   sync.Mutex     // the escapee checks take turns (kill.Escapees.Turns)
 	spare     *spare.Reserve // descriptors in reserve for the kills (kill.Policy.Spare)
+	// nsLevel is the depth of this process's PID namespace below /proc's: a session's pid is a
+	// process's NSpid entry there (Session.SessionPid).
+	nsLevel int
 	// stopWatch stops the watch for escapees (cgroup containment); Close closes it.
 	stopWatch chan struct{}
 
@@ -164,8 +167,10 @@ func newReaper(opts Options) (*Reaper, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("become child subreaper: %w", err)
 	}
-	st, _ := proc.NewWalker().Stat(r.pid)
+	w := proc.NewWalker()
+	st, _ := w.Stat(r.pid)
 	r.name = instance.Name(r.pid, st.Start)
+	r.nsLevel = max(len(w.NSPids(r.pid)), 1)
 	if err := r.contain(); err != nil {
 		return nil, err
 	}

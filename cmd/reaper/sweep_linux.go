@@ -96,7 +96,11 @@ func procList(ps []reaper.Proc) string {
 	}
 	names := make([]string, len(ps))
 	for i, p := range ps {
-		names[i] = fmt.Sprintf("%s (pid %d, %v)", printable(p.Comm), p.Pid, p.Age.Round(time.Second))
+		pid := fmt.Sprintf("pid %d", p.Pid)
+		if p.SessionPid > 0 { // the job's pid for it first: what its own commands printed
+			pid = fmt.Sprintf("pid %d, host pid %d", p.SessionPid, p.Pid)
+		}
+		names[i] = fmt.Sprintf("%s (%s, %v)", printable(p.Comm), pid, p.Age.Round(time.Second))
 	}
 	return ": " + strings.Join(names, ", ")
 }

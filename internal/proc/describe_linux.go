@@ -21,18 +21,28 @@ type Proc struct {
 	State string
 	// Age is how long the process had been running when it was described.
 	Age time.Duration
+	// SessionPid, if set, is the pid the process has where its session's commands run (a PID
+	// namespace of the session's: what $! printed there, and what kill takes there); Pid is then
+	// the pid it has here.
+	SessionPid int
 }
 
 func (p Proc) String() string { return fmt.Sprintf("%d(%s,%s)", p.Pid, p.Comm, p.State) }
 
-// MarshalJSON writes {"pid": 812, "command": "sleep", "state": "S", "age_seconds": 41.2}.
+// MarshalJSON writes {"pid": 812, "command": "sleep", "state": "S", "age_seconds": 41.2}; with a
+// SessionPid, "pid" is that one and "host_pid" the pid here.
 func (p Proc) MarshalJSON() ([]byte, error) {
+	pid, host := p.Pid, 0
+	if p.SessionPid > 0 {
+		pid, host = p.SessionPid, p.Pid
+	}
 	return json.Marshal(struct {
 		Pid     int     `json:"pid"`
+		HostPid int     `json:"host_pid,omitempty"`
 		Command string  `json:"command"`
 		State   string  `json:"state"`
 		Age     float64 `json:"age_seconds"`
-	}{p.Pid, p.Comm, p.State, p.Age.Round(time.Millisecond).Seconds()})
+	}{pid, host, p.Comm, p.State, p.Age.Round(time.Millisecond).Seconds()})
 }
 
 // clockTicks is USER_HZ, the unit of start times in /proc/<pid>/stat: 100 on every architecture Linux
