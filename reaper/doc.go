@@ -24,13 +24,15 @@
 // background tasks with a status, bounded output that can be read incrementally, a wait and a stop.
 // The session's working directory persists across its foreground commands; environment variables do
 // not. From its second foreground command on, a session keeps the next one's shell started ahead
-// (see ready_linux.go). [Session.Close] kills everything: SIGTERM, a grace period, cgroup.kill, then a walk of /proc
-// for whatever got out of the slice (by parent pid and by the REAPER_SESSION marker every task
-// inherits), repeated until a pass finds nothing new; then the slice is removed. In cgroup
-// containment the first walk waits for the slice to empty: with PID namespaces it starts below the
-// init, which signals its namespace too (kill.Scope.Namespaced); without, from the Reaper's adopted
-// children outside every slice, where what left the slice is once its parent has died
-// (kill.Scope.Adopted).
+// (see ready_linux.go). [Session.Close] kills everything, by the kill policy (internal/kill), to
+// which it hands what it knows as data (kill.Scope: the slice, the inits, the processes it
+// remembers, its running tasks' main processes pinned by pidfds, where escapees go): SIGTERM, a grace
+// period, cgroup.kill, then a walk of /proc for whatever got out of the slice (by parent pid and by
+// the REAPER_SESSION marker every task inherits), repeated until a pass finds nothing new; the check
+// for escapees; then the slice is removed. In cgroup containment the first walk waits for the slice
+// to empty: with PID namespaces it starts below the init, which signals its namespace too
+// (kill.Scope.Namespaced); without, from the Reaper's adopted children outside every slice, where
+// what left the slice is once its parent has died (kill.Scope.Escapees).
 //
 // PID namespaces. Where this process can make them (Options.PIDNamespace), each session's tasks run
 // in a PID namespace of the session's own, whose init is this program in another mode, which starts
@@ -78,8 +80,7 @@
 // Lock order. Each mutex guards the fields that follow it (task.mu: those after it in task). Where
 // two are held at once they are taken in this order, never the other way:
 //
-//	Reaper.adoptMu     held across an escapee check (killAdopted)
-//	Reaper.mu          otherwise a leaf: no other lock, no file-system or process work under it
+//	Reaper.mu          a leaf: no other lock, no file-system or process work under it
 //	Session.spawnMu    held across a task's start (its leaf, files, init and process), so that
 //	                   Close never misses one being started
 //	sessionNS.startMu  held across an init's start and the spawn through it
@@ -89,7 +90,10 @@
 //	sessionNS.mu       a leaf
 //	initPool.leafMu    a leaf, held across the making of the inits' cgroup
 //
-// and below any of them, the locks of the packages reaper calls, which take none of reaper's:
+// Reaper.adoptMu, which the escapee checks take turns by (kill.Escapees.Turns), is held by package
+// kill, under none of these and over none of them.
+//
+// And below any of them, the locks of the packages reaper calls, which take none of reaper's:
 // pidns.Init's (a spawn through the session's init; its registered tasks), reap.Children's (held
 // across each fork), cgroup.Root's, taskout's (a task's output and its pump; no read of output
 // holds one over work that grows with the output). Methods whose name ends in Locked need

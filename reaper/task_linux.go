@@ -134,7 +134,7 @@ func (t *task) stopping(as Status) bool {
 }
 
 // pin returns the main process pinned by a pidfd of its own, for a teardown to signal its process
-// group with (kill.Scope.Groups): none once its exit has been seen.
+// group with (kill.Scope.Groups): pinned by no pidfd once its exit has been seen.
 func (t *task) pin() proc.Handle {
 	t.mu.Lock()
 	defer t.mu.Unlock()
