@@ -284,3 +284,66 @@ func TestDescendants(t *testing.T) {
 		t.Errorf("a second call killed %v: nothing was left", again)
 	}
 }
+
+// TestEscapeesByData: the check for escapees, given what tells a live session's process (here as in
+// process containment: a marker of the instance's other than the ending session's), kills the orphans
+// of this process (the adopter) that no session owns, and spares a live session's orphan, a process
+// remembered by pid and start time, and the adopter's own tasks.
+func TestEscapeesByData(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "pids")
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	const prefix = "TEST_SESSION=r1/"
+	orphan := func(env string) testutil.Proc {
+		t.Helper()
+		before := 0
+		if b, err := os.ReadFile(f); err == nil {
+			before = lines(string(b))
+		}
+		attr := &syscall.ProcAttr{Env: []string{env}, Files: []uintptr{^uintptr(0), out.Fd(), out.Fd()}}
+		_, exited, err := kids.Start(func() (int, error) {
+			return syscall.ForkExec("/bin/sh", []string{"sh", "-c", "sleep 1000 & echo $! >> " + f}, attr)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-exited // the shell is gone: its sleep is this process's now
+		var text string
+		testutil.Eventually(t, "the orphan's pid", func() bool {
+			b, _ := os.ReadFile(f)
+			text = string(b)
+			return lines(text) > before
+		})
+		ps := testutil.PidsIn(t, text)
+		return ps[len(ps)-1]
+	}
+	ended := orphan(prefix + "s-1")
+	live := orphan(prefix + "s-2")
+	bare := orphan("X=1")
+	known := orphan("X=2")
+	task, _, err := kids.Start(func() (int, error) {
+		return syscall.ForkExec("/bin/sleep", []string{"sleep", "1000"}, &syscall.ProcAttr{Files: []uintptr{^uintptr(0), out.Fd(), out.Fd()}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskProc, _ := testutil.ProcOf(task)
+	t.Cleanup(func() { Policy{}.Everything(context.Background(), Everything{Self: os.Getpid()}) })
+	rep := Policy{}.Escapees(context.Background(), Escapees{
+		Adopters: []Adopter{{Pid: os.Getpid(), Started: map[int]bool{task: true}}},
+		Prefix:   prefix, Ended: prefix + "s-1",
+		Known: map[int]uint64{known.Pid: known.Start},
+		When:  "test",
+	}, time.Now().Add(time.Minute))
+	if rep.Killed != 2 {
+		t.Errorf("report %+v: want the ended session's orphan and the unmarked one killed", rep)
+	}
+	testutil.AssertDead(t, []testutil.Proc{ended, bare})
+	if alive := testutil.Alive([]testutil.Proc{live, known, taskProc}); len(alive) != 3 {
+		t.Errorf("of a live session's orphan, a remembered process and a task, only %v live on", alive)
+	}
+}

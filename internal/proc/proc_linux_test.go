@@ -430,3 +430,34 @@ func TestChildless(t *testing.T) {
 		t.Error("Childless without a start time could tell")
 	}
 }
+
+// TestSignalWithoutPidfd: a handle that holds no pidfd (the descriptor limit refused one) signals
+// only the process of its start time: it pins the pid with a pidfd for the moment and checks the start
+// time through it, and never signals a bare pid that may have been reused.
+func TestSignalWithoutPidfd(t *testing.T) {
+	cmd := start(t, nil, "/bin/sleep", "1000")
+	w := NewWalker()
+	st, ok := w.Stat(cmd.Process.Pid)
+	if !ok {
+		t.Fatal("the sleep is gone")
+	}
+	other := st
+	other.Start-- // as a reused pid would be: another process's start time
+	if err := NewHandle(other, -1).Signal(unix.SIGKILL); err != nil {
+		t.Errorf("a signal to a pid that is another process now: %v, want nothing done", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if now, ok := w.Stat(st.Pid); !ok || now.Start != st.Start || now.Dead() {
+		t.Fatal("a handle of another start time killed the process")
+	}
+	if err := NewHandle(Stat{Pid: st.Pid}, -1).Signal(unix.SIGKILL); err == nil {
+		t.Error("a handle without a pidfd and without a start time signalled: it cannot tell the process")
+	}
+	h := NewHandle(st, -1)
+	if err := h.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if alive := w.WaitGone(context.Background(), []Handle{h}, time.Now().Add(30*time.Second)); len(alive) != 0 {
+		t.Fatalf("the process its handle signalled is alive: %v", alive)
+	}
+}
