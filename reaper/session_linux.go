@@ -751,8 +751,10 @@ func (s *Session) teardown(ctx context.Context) {
 	cur, inits := s.ns.close()
 	// The ready shell first: once it has ended, the session's processes are its tasks' alone.
 	s.dropReady(waitEnd, ctx.Done())
+	// Read before mu is taken: it takes the other sessions' (process containment).
+	esc := s.r.escapees("session "+s.id+" ended", s)
 	s.mu.Lock()
-	tasks, sc := s.scopeLocked(waitEnd, cur, inits)
+	tasks, sc := s.scopeLocked(waitEnd, cur, inits, esc)
 	s.mu.Unlock()
 	s.outputs.Close() // no file is made or completed from now on: the directory goes with them
 
@@ -788,9 +790,9 @@ func (s *Session) teardown(ctx context.Context) {
 // running task is being killed, its main process pinned as its process group's leader, and seeds the
 // walks with the processes the session remembers; with a PID namespace the walks look below its
 // current init cur (every process there is the session's), and the teardown ends every init it had;
-// the escapee check looks under the Reaper's adopters; the slice is removed once the kills are done,
-// Killed closed before.
-func (s *Session) scopeLocked(waitEnd time.Time, cur *pidns.Init, inits []*pidns.Init) ([]*task, kill.Scope) {
+// the escapee check looks under the Reaper's adopters (esc); the slice is removed once the kills are
+// done, Killed closed before.
+func (s *Session) scopeLocked(waitEnd time.Time, cur *pidns.Init, inits []*pidns.Init, esc kill.Escapees) ([]*task, kill.Scope) {
 	tasks := make([]*task, 0, len(s.tasks))
 	sc := kill.Scope{Name: "session " + s.id, Slice: s.slice, Seeds: make(map[int]uint64, len(s.tasks)),
 		End: waitEnd, Self: s.r.pid, Skip: s.r.kids.Registered(), Inits: inits, Killed: s.killed, RemoveSlice: true}
@@ -821,7 +823,6 @@ func (s *Session) scopeLocked(waitEnd time.Time, cur *pidns.Init, inits []*pidns
 	// Escapees die by their session's end at the latest (see adopted_linux.go). Without a namespace
 	// every process of the session descends from the Reaper, the child subreaper, an adopter: what
 	// left the slice is its escapee once its parent has died.
-	esc := s.r.escapees("session "+s.id+" ended", s)
 	if cur == nil && s.slice != nil && !slices.ContainsFunc(esc.Adopters, func(a kill.Adopter) bool { return a.Pid == s.r.pid }) {
 		esc.Adopters = append(esc.Adopters, s.r.asAdopter())
 	}
