@@ -97,12 +97,11 @@ func (p Policy) escapees(c *clock, e Escapees) Report {
 			found, _ := w.Find(proc.Query{Self: a.Pid, Seeds: seeds, Skip: a.Started})
 			hs = append(hs, w.Verify(found)...)
 		}
-		// A look refused a descriptor may have missed one: look again while there is time.
-		if w.Starved() != nil {
-			moved = true
-		}
+		// A look refused a descriptor may have missed one: look again, after a pause, while there
+		// is time; a look that saw a child go looks again at once.
+		starved := w.Starved() != nil
 		if len(hs) == 0 {
-			if moved && c.pause() {
+			if starved && c.pause() || moved && !starved && !c.over() {
 				continue
 			}
 			break
