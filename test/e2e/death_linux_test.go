@@ -434,9 +434,11 @@ func TestProcessContainmentRemembers(t *testing.T) {
 	p := place(t, "process")
 	r := startHTTP(t, append(p.args(), "--grace", grace.String())...)
 	cs := r.connect(t)
-	left := testutil.PidsIn(t, bash(t, cs, "setsid sleep 1000 & echo $!; "+testutil.ShowNS).Output)
+	out := bash(t, cs, "setsid sleep 1000 & echo $!; "+testutil.ShowNS).Output
+	left := testutil.PidsIn(t, out)
 	bash(t, cs, "true") // the first command's task is cleared now
-	if res := callTool(t, cs, "task_list", nil); !strings.Contains(textOf(res), strconv.Itoa(left[0].Pid)) {
+	// As the session sees it: what $! printed.
+	if res := callTool(t, cs, "task_list", nil); !strings.Contains(textOf(res), "pids ["+strings.Fields(out)[0]+"]") {
 		t.Errorf("task_list does not show the leftover: %s", textOf(res))
 	}
 	cs.Close() // DELETE

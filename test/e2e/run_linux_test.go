@@ -204,7 +204,7 @@ func TestRunMessages(t *testing.T) {
 	dir := t.TempDir()
 	missing, noexec := filepath.Join(dir, "missing"), filepath.Join(dir, "noexec")
 	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644)
-	proc := `sleep \(pid \d+, \d+s\)`
+	proc := `sleep \(pid \d+(, host pid \d+)?, \d+s\)` // the job's pid, and the host's where they differ
 	for _, tc := range []struct {
 		name   string
 		flags  []string
