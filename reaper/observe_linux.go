@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -101,10 +102,15 @@ func (r *Reaper) Usage() Usage {
 // logEnd writes the one log line of a session's end.
 func (r *Reaper) logEnd(e SessionEnd) {
 	rep := e.Report
+	var remaining any = len(rep.Remaining)
+	if rep.Unaccounted {
+		// The teardown could not look at everything it ended: the count is a floor, not a fact.
+		remaining = "unknown (at least " + strconv.Itoa(len(rep.Remaining)) + ")"
+	}
 	attrs := []any{
 		"session", e.ID, "slice", e.Name, "reason", e.Reason, "tasks", e.Tasks,
 		"processes_ended", rep.Total(), "by_sigterm", rep.Terminated, "by_cgroup_kill", rep.Killed - rep.Walked,
-		"by_walk", rep.Walked, "escapees", rep.Found, "remaining", len(rep.Remaining),
+		"by_walk", rep.Walked, "escapees", rep.Found, "remaining", remaining,
 		"lifetime_seconds", seconds(e.Lifetime), "teardown_seconds", seconds(rep.Duration),
 	}
 	if len(rep.Remaining) > 0 {
