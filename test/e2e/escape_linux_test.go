@@ -107,9 +107,12 @@ func TestBuriedMarker(t *testing.T) {
 			if !testutil.Running(buried) {
 				t.Fatal("the process with a buried marker died with another session")
 			}
+			// The listing gives pids as the session sees them: what the process wrote as $$.
+			written, _ := os.ReadFile(f)
+			seen := strings.Fields(string(written))[0]
 			res := callTool(t, a, "task_list", nil)
-			if !strings.Contains(textOf(res), strconv.Itoa(buried.Pid)) {
-				t.Errorf("session a's listing does not show %d:\n%s", buried.Pid, textOf(res))
+			if !strings.Contains(textOf(res), "pids ["+seen+"]") {
+				t.Errorf("session a's listing does not show %s (host pid %d):\n%s", seen, buried.Pid, textOf(res))
 			}
 			a.Close()
 			testutil.AwaitDead(t, []testutil.Proc{buried}, grace+5*time.Second)
