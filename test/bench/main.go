@@ -1,8 +1,11 @@
 // Command bench runs reaper's benchmarks beside their baselines and prints one table: each figure, its
-// baseline measured in the same run, their ratio, and the goal issue 23 (after issue 14) sets for it.
+// baseline measured in the same run, their ratio, and its goal where one is set.
 //
-//	go run ./test/bench                                  # as root, from the repository; about 15 minutes
+//	go run ./test/bench                                  # as root, from the repository
 //	go run ./test/bench -rounds 1 -only 'RoundTrip|Output'
+//	REAPER_BASELINE=/tmp/reaper-base go run ./test/bench # also against an earlier reaper binary
+//
+// BENCHMARKS.md says how long a run takes and how to build the earlier binary.
 //
 // Every benchmark alternates reaper and its baseline within a run (see test/e2e/bench_linux_test.go
 // and reaper/bench_linux_test.go). This command runs each benchmark once per round, round after

@@ -26,10 +26,12 @@ var groups = []group{
 	{pkg: "./test/e2e", bench: "BenchmarkChurn", benchtime: "5x"},
 	{pkg: "./test/e2e", bench: "BenchmarkSessionApart", benchtime: "1x"},
 	{pkg: "./test/e2e", bench: "BenchmarkMemory", benchtime: "1x", maxRounds: 1},
+	// Skips unless REAPER_BASELINE names an earlier reaper binary (its doc says how to build one).
+	{pkg: "./test/e2e", bench: "BenchmarkBaseline", benchtime: "200x"},
 }
 
 // row is one line of the table: a figure of reaper's beside its baseline, two metrics of one
-// benchmark, with the goal issue 23 (after issue 14) sets for it, if any.
+// benchmark, with its goal, if any (issue 23's per-call goals, issue 44's against an earlier reaper).
 type row struct {
 	bench        string // the benchmark's full name, without the -GOMAXPROCS suffix
 	what         string
@@ -49,6 +51,8 @@ const (
 	floor = "cgroup.kill floor"
 	raw   = "raw /proc stat read"
 	plain = "plain os/exec"
+	// earlier is the reaper binary REAPER_BASELINE names, built from an earlier commit.
+	earlier = "earlier reaper"
 )
 
 // ratioAtMost is a goal on the ratio.
@@ -96,12 +100,9 @@ var rows = func() []row {
 		// auto is the default users run: namespaces where they can be made (here: on), the probe
 		// that decides it beside the start-up, where on waits for it before serving.
 		for _, ns := range append(nsModes, [2]string{"auto", " (--pid-namespace=auto, the default)"}) {
-			g, m := ratioAtMost(1.4) // issue 23: 1.4× without a PID namespace, 1.6× with one
-			if ns[0] != "off" {
-				g, m = ratioAtMost(1.6)
-			}
+			// No goal: issue 44 retired the session-start goals (the guard stays in series).
 			bench := "BenchmarkSessionStart/" + h[0] + "/pidns=" + ns[0]
-			add(row{bench: bench, what: "session start + first call + close, stdio" + h[1] + ns[1], figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean}, g, m)
+			info(row{bench: bench, what: "session start + first call + close, stdio" + h[1] + ns[1], figure: "reaper-ms", base: "lean-ms", unit: "ms", baseline: lean})
 			for _, p := range [][2]string{{"connect", "start + initialize"}, {"call", "first call"}, {"close", "close, until the server exited"}} {
 				info(row{bench: bench, what: "… of which " + p[1], figure: "reaper-" + p[0] + "-ms", base: "lean-" + p[0] + "-ms", unit: "ms", baseline: lean})
 			}
@@ -161,25 +162,20 @@ var rows = func() []row {
 		}
 	}
 	info(row{bench: "BenchmarkIdleSessionHeap", what: "Go heap of an idle session after one command (reaper package)", figure: "ran-B/session", base: "bare-B/session", unit: "B", baseline: "a session that ran nothing"})
-	// Issue 23: an HTTP session at most 1.15× without a PID namespace, its start at most 1.6× with
-	// one (as the stdio session's rows above). Churn's one client starts each session as the last
-	// ends; SessionApart takes the same path on an idle CPU.
-	httpSession := func(bench, how, mode string, g string, m func(float64, float64) bool, parts ...[2]string) {
-		add(row{bench: bench, what: "session start + first call + close, http (" + how + ")" + mode,
-			figure: "reaper-session-ms", base: "lean-session-ms", unit: "ms", baseline: lean}, g, m)
+	// Churn's one client starts each session as the last ends; SessionApart takes the same path on
+	// an idle CPU. No goal: the session-start goals are retired (issue 44).
+	httpSession := func(bench, how, mode string, parts ...[2]string) {
+		info(row{bench: bench, what: "session start + first call + close, http (" + how + ")" + mode,
+			figure: "reaper-session-ms", base: "lean-session-ms", unit: "ms", baseline: lean})
 		for _, p := range parts {
 			info(row{bench: bench, what: "… " + p[0], figure: "reaper-" + p[1], base: "lean-" + p[1], unit: "ms", baseline: lean})
 		}
 	}
 	for _, ns := range [][3]string{{"", "", "auto"}, {"/pidns=off", " (--pid-namespace=off)", "off"}} {
-		g, m = ratioAtMost(1.6)
-		if ns[2] == "off" {
-			g, m = ratioAtMost(1.15)
-		}
-		httpSession("BenchmarkChurn/clients=1"+ns[0], "one client: churn's time per session", ns[1], g, m,
+		httpSession("BenchmarkChurn/clients=1"+ns[0], "one client: churn's time per session", ns[1],
 			[2]string{"its CPU (reaper's guard, server, the session's init and its task; lean's server and task)", "cpu-ms/session"},
 			[2]string{"of which the servers' own (reaper's guard and server)", "server-cpu-ms/session"})
-		httpSession("BenchmarkSessionApart/pidns="+ns[2], "sessions 20 ms apart, after 11 s without any", ns[1], g, m,
+		httpSession("BenchmarkSessionApart/pidns="+ns[2], "sessions 20 ms apart, after 11 s without any", ns[1],
 			[2]string{"of which first call", "call-ms"}, [2]string{"of which the DELETE", "delete-ms"})
 	}
 	for _, n := range []string{"4", "16"} {
@@ -191,6 +187,19 @@ var rows = func() []row {
 			add(row{bench: "BenchmarkMemory/" + t + "/" + k[0], what: "peak resident memory, 16 concurrent calls of 1 MB of " + k[1] + ", " + t,
 				figure: "peak-MiB", base: "bound-MiB", unit: "MiB", baseline: "stated bound"}, g, m)
 		}
+	}
+	// An earlier reaper binary (REAPER_BASELINE; see BenchmarkBaseline): the per-call and teardown
+	// figures must stay within 10% of it (issue 44), the memory a live session costs is shown beside.
+	for _, b := range [][3]string{
+		{"echo", "`echo hi` round trip, stdio", "µs"},
+		{"background", "a background task's start, stdio, while another runs", "µs"},
+		{"teardown", "an HTTP session's end (DELETE after one call)", "µs"},
+	} {
+		g, m := ratioAtMost(1.1)
+		add(row{bench: "BenchmarkBaseline/" + b[0], what: b[1] + ", against an earlier reaper", figure: "new-" + b[2], base: "base-" + b[2], unit: b[2], baseline: earlier}, g, m)
+	}
+	for _, f := range [][2]string{{"init-private", "its init's private memory"}, {"init-pss", "its init's Pss"}, {"server-private", "the server's private memory"}} {
+		info(row{bench: "BenchmarkBaseline/memory", what: "a live session with an idle bash task: " + f[1] + ", against an earlier reaper", figure: "new-" + f[0] + "-KiB", base: "base-" + f[0] + "-KiB", unit: "KiB", baseline: earlier})
 	}
 	return rs
 }()
