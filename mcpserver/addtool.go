@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -16,37 +15,33 @@ import (
 )
 
 // addTool adds t to srv with h, as mcp.AddTool does for a handler whose output type is any: In's
-// schema is t's input schema and Out's is advertised as its output schema (by o; see schemaFile),
-// arguments are validated against In's schema and decoded into an In, and an error h returns becomes
-// a tool error unless it is a *jsonrpc.Error. Unlike mcp.AddTool, nothing is inferred or resolved
-// here: that was most of New's time, on the path of every stdio start. The schemas come from their
-// files, and the one that validates a tool's arguments is resolved at the tool's first call.
-// t's schemas must be nil. Each check in before is called with the arguments ahead of the
-// validation, and an error it returns is the call's result: to say what the validation's error
-// would not (see needsWorkspace).
-func addTool[Out, In any](srv *mcp.Server, o *outputSchemas, t *mcp.Tool, h mcp.ToolHandlerFor[In, any], before ...func(json.RawMessage) error) {
+// schema (schemaFor) is t's input schema and Out's its output schema, arguments are validated
+// against In's schema and decoded into an In, and an error h returns becomes a tool error unless it
+// is a *jsonrpc.Error. Unlike mcp.AddTool, the handler's result is not validated against the output
+// schema (see structured), and each check in before is called with the arguments ahead of the
+// validation: an error it returns is the call's result, to say what the validation's error would not
+// (see needsWorkspace). A refusal of the arguments also says what the tool takes (argumentsText).
+// t's schemas must be nil.
+func addTool[Out, In any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, any], before ...func(json.RawMessage) error) {
 	if t.InputSchema != nil || t.OutputSchema != nil {
 		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
 	}
-	t.InputSchema = schemaFile[In]()
-	o.byTool[t.Name] = schemaFile[Out]()
-	validator := sync.OnceValue(func() *jsonschema.Resolved {
-		r, err := schemaFor[In]().Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
-		if err != nil {
-			panic(fmt.Sprintf("mcpserver: tool %s: input schema: %v", t.Name, err)) // the schema tests resolve every one
-		}
-		return r
-	})
-	takes := sync.OnceValue(func() string { return argumentsText(t.Name, validator().Schema()) })
+	in := schemaFor[In]()
+	t.InputSchema, t.OutputSchema = in, schemaFor[Out]()
+	validator, err := in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: tool %s: input schema: %v", t.Name, err))
+	}
+	takes := argumentsText(t.Name, in)
 	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		for _, check := range before {
 			if err := check(req.Params.Arguments); err != nil {
 				return toolError(err), nil
 			}
 		}
-		in, err := decodeArguments[In](req.Params.Arguments, validator())
+		in, err := decodeArguments[In](req.Params.Arguments, validator)
 		if err != nil {
-			return toolError(fmt.Errorf("%w; %s", err, takes())), nil
+			return toolError(fmt.Errorf("%w; %s", err, takes)), nil
 		}
 		res, _, err := h(ctx, req, in)
 		if err != nil {

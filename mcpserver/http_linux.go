@@ -55,8 +55,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		MaxRequestBodyBytes: int64(s.limits.most()),
 		Logger:              sdkLogger(s.log),
 	})
-	ws := s.workspaceServer()
-	workspaces := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ws }, &mcp.StreamableHTTPOptions{
+	workspaces := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.ws }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		MaxRequestBodyBytes: int64(s.limits.most()),
 		// In 2026-07-28 a client that closes its response stream cancels the call: a vanished

@@ -18,10 +18,8 @@ import (
 //     so that the session's life is owned from then on (see session).
 //  4. dropNullArguments removes null arguments from tool calls before they are validated against
 //     the schemas, which the tools' handlers do inside (see addTool).
-//  5. out gives the tools in tools/list results their output schemas (see outputSchemas), next to
-//     the SDK, so that every layer outside sees the tools as clients do.
-func (s *Server) middleware(out *outputSchemas) []mcp.Middleware {
-	return []mcp.Middleware{encodeOnce, s.observe, s.trackSessions, dropNullArguments, out.middleware}
+func (s *Server) middleware() []mcp.Middleware {
+	return []mcp.Middleware{encodeOnce, s.observe, s.trackSessions, dropNullArguments}
 }
 
 // trackSessions is receiving middleware that makes the record of a session at its first request
@@ -39,6 +37,6 @@ func (s *Server) trackSessions(next mcp.MethodHandler) mcp.MethodHandler {
 // HTTP, stateless: each request has a session of its own, which nothing tracks), outermost first, in
 // the order of middleware and for the same reasons. dropNullArguments comes before the tools'
 // handlers, so that a workspace sent as null counts as missing (see needsWorkspace).
-func (s *Server) workspaceMiddleware(out *outputSchemas) []mcp.Middleware {
-	return []mcp.Middleware{encodeOnce, s.observe, dropNullArguments, out.middleware}
+func (s *Server) workspaceMiddleware() []mcp.Middleware {
+	return []mcp.Middleware{encodeOnce, s.observe, dropNullArguments}
 }

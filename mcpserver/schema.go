@@ -11,9 +11,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// schemaFor returns the JSON schema of T that the tools advertise (through its file, see schemaFile)
-// and validate against: the one the SDK would infer (properties, descriptions, required fields:
-// those without omitempty), with every "type" a single string. The inference gives pointers and
+// schemaFor returns the JSON schema of T that the tools advertise and validate against: the one the
+// SDK would infer (properties, descriptions, required fields: those without omitempty), with every
+// "type" a single string. The inference gives pointers and
 // slices the type ["null", X], which some clients cannot read (one never offers an argument typed so)
 // and others' validators warn about. Results never hold null (reaper omits what is unset and sends
 // empty lists as []), and a null argument counts as absent (see dropNullArguments), so X alone says

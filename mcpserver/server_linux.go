@@ -76,10 +76,7 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	mcp  *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
-	// ws is the workspace era (HTTP from 2026-07-28 on, stateless), made by the first HTTPHandler:
-	// stdio never serves it, and its tools' schemas would cost a stdio server's start about a millisecond.
-	ws     *mcp.Server
-	wsOnce sync.Once
+	ws   *mcp.Server // the workspace era: HTTP from 2026-07-28 on, stateless
 	// maxOutput is the characters of output a tool result holds by default (see outputBudget).
 	maxOutput int
 	// limits bound every message before the SDK decodes it (see limits.go).
@@ -142,26 +139,20 @@ func New(opts Options) (*Server, error) {
 		Instructions: instructions(lim, s.maxOutput, opts.IdleTimeout),
 		Logger:       sdkLogger(opts.Logger), // no KeepAlive: the Server's own (see keepalive)
 	})
-	s.mcp.AddReceivingMiddleware(s.middleware(s.addTools(lim))...)
+	s.addTools(lim)
+	s.mcp.AddReceivingMiddleware(s.middleware()...)
+	s.ws = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
+		Instructions: workspaceInstructions(lim, s.maxOutput, opts.IdleTimeout, opts.MaxWorkspaces),
+		Logger:       sdkLogger(opts.Logger),
+	})
+	s.addWorkspaceTools(lim)
+	s.ws.AddReceivingMiddleware(s.workspaceMiddleware()...)
 	return s, nil
 }
 
 // implementation is how both servers name themselves to clients.
 func (s *Server) implementation() *mcp.Implementation {
 	return &mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: s.opts.Version}
-}
-
-// workspaceServer returns the server of the workspace era, making it on the first call.
-func (s *Server) workspaceServer() *mcp.Server {
-	s.wsOnce.Do(func() {
-		lim := s.opts.Reaper.Limits()
-		s.ws = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
-			Instructions: workspaceInstructions(lim, s.maxOutput, s.opts.IdleTimeout, s.opts.MaxWorkspaces),
-			Logger:       sdkLogger(s.opts.Logger),
-		})
-		s.ws.AddReceivingMiddleware(s.workspaceMiddleware(s.addWorkspaceTools(lim))...)
-	})
-	return s.ws
 }
 
 // goLocked runs f in a goroutine that Close waits for, unless the Server is closing, and reports
@@ -257,12 +248,7 @@ func (s *Server) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	servers := []*mcp.Server{s.mcp}
-	s.wsOnce.Do(func() {}) // no workspace server is made from now on
-	if s.ws != nil {
-		servers = append(servers, s.ws)
-	}
-	for _, srv := range servers {
+	for _, srv := range []*mcp.Server{s.mcp, s.ws} {
 		for ss := range srv.Sessions() {
 			ss.Close()
 		}

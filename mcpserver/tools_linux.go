@@ -256,17 +256,15 @@ func budgetText(l reaper.Limits, the string) string {
 }
 
 // addTools adds the tools of the session era (a session is the connection, or an HTTP session) to
-// the session server, and returns their output schemas.
-func (s *Server) addTools(l reaper.Limits) *outputSchemas {
+// the session server.
+func (s *Server) addTools(l reaper.Limits) {
 	t := taskTools(l, s.maxOutput, scope{in: "this session", the: "the session",
 		ends: fmt.Sprintf(" (over HTTP, also after %v without requests)", s.opts.IdleTimeout)})
-	o := newOutputSchemas()
-	addTool[BashOutput](s.mcp, o, t.bash, structured(inSession(s, s.bash)))
-	addTool[TaskOutput](s.mcp, o, t.output, structured(inSession(s, s.taskOutput)))
-	addTool[TaskStopOutput](s.mcp, o, t.stop, structured(inSession(s, s.taskStop)))
-	addTool[TaskListOutput](s.mcp, o, t.list, structured(inSession(s, s.taskList)))
-	addTool[WriteStdinOutput](s.mcp, o, t.input, structured(inSession(s, s.writeStdin)))
-	return o
+	addTool[BashOutput](s.mcp, t.bash, structured(inSession(s, s.bash)))
+	addTool[TaskOutput](s.mcp, t.output, structured(inSession(s, s.taskOutput)))
+	addTool[TaskStopOutput](s.mcp, t.stop, structured(inSession(s, s.taskStop)))
+	addTool[TaskListOutput](s.mcp, t.list, structured(inSession(s, s.taskList)))
+	addTool[WriteStdinOutput](s.mcp, t.input, structured(inSession(s, s.writeStdin)))
 }
 
 // inSession adapts a tool handler that acts on a session to the session era: the session is the one

@@ -118,9 +118,8 @@ type WorkspaceEntry struct {
 	Tasks int `json:"running_tasks"`
 }
 
-// addWorkspaceTools adds the tools of the workspace era to the workspace server, and returns their
-// output schemas.
-func (s *Server) addWorkspaceTools(l reaper.Limits) *outputSchemas {
+// addWorkspaceTools adds the tools of the workspace era to the workspace server.
+func (s *Server) addWorkspaceTools(l reaper.Limits) {
 	lease := s.opts.IdleTimeout
 	sc := scope{in: "the workspace", the: "the workspace",
 		ends: fmt.Sprintf(" (workspace_close, %v without a call that names it, or the server's end)", lease)}
@@ -128,13 +127,12 @@ func (s *Server) addWorkspaceTools(l reaper.Limits) *outputSchemas {
 	for _, tool := range t.all() {
 		tool.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + tool.Description
 	}
-	o := newOutputSchemas()
-	addTool[BashOutput](s.ws, o, t.bash, structured(inWorkspace[WorkspaceBashInput](s, s.bash)), needsWorkspace(t.bash.Name))
-	addTool[TaskOutput](s.ws, o, t.output, structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)), needsWorkspace(t.output.Name))
-	addTool[TaskStopOutput](s.ws, o, t.stop, structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)), needsWorkspace(t.stop.Name))
-	addTool[TaskListOutput](s.ws, o, t.list, structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)), needsWorkspace(t.list.Name))
-	addTool[WriteStdinOutput](s.ws, o, t.input, structured(inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin)), needsWorkspace(t.input.Name))
-	addTool[WorkspaceOpenOutput](s.ws, o, &mcp.Tool{
+	addTool[BashOutput](s.ws, t.bash, structured(inWorkspace[WorkspaceBashInput](s, s.bash)), needsWorkspace(t.bash.Name))
+	addTool[TaskOutput](s.ws, t.output, structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)), needsWorkspace(t.output.Name))
+	addTool[TaskStopOutput](s.ws, t.stop, structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)), needsWorkspace(t.stop.Name))
+	addTool[TaskListOutput](s.ws, t.list, structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)), needsWorkspace(t.list.Name))
+	addTool[WriteStdinOutput](s.ws, t.input, structured(inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin)), needsWorkspace(t.input.Name))
+	addTool[WorkspaceOpenOutput](s.ws, &mcp.Tool{
 		Name: "workspace_open",
 		Description: fmt.Sprintf(`Open a workspace and return its handle: pass it as workspace to bash, task_output, task_stop, task_list, write_stdin and workspace_close.
 A workspace keeps a working directory and background tasks across calls, as a shell session does. Its lease is %v: every call that names it renews the lease, and a call in progress holds it; unused for that long, it expires. When it is closed (workspace_close), expires, or the server stops, everything it started is killed, background tasks and escaped or detached processes included.
@@ -142,17 +140,16 @@ A workspace belongs to the identity that opened it (the bearer token's): no othe
 No notifications come between calls: wait for a background task with task_output block=true.`, lease, s.opts.MaxWorkspaces),
 		Annotations: &mcp.ToolAnnotations{Title: "Open a workspace"},
 	}, structured(s.workspaceOpen))
-	addTool[WorkspaceCloseOutput](s.ws, o, &mcp.Tool{
+	addTool[WorkspaceCloseOutput](s.ws, &mcp.Tool{
 		Name:        "workspace_close",
 		Description: fmt.Sprintf("Close a workspace now: every process it started, background tasks and escaped or detached processes included, gets %s; the handle is unusable at once. Answers within a second, closed or still closing.", graceText(l.Grace)),
 		Annotations: &mcp.ToolAnnotations{Title: "Close a workspace", DestructiveHint: ptr(true), IdempotentHint: true},
 	}, structured(s.workspaceClose), needsWorkspace("workspace_close"))
-	addTool[WorkspaceListOutput](s.ws, o, &mcp.Tool{
+	addTool[WorkspaceListOutput](s.ws, &mcp.Tool{
 		Name:        "workspace_list",
 		Description: fmt.Sprintf("List the caller's open workspaces: handle, when opened and last used, when the lease (%v) runs out, working directory, running background tasks.", lease),
 		Annotations: &mcp.ToolAnnotations{Title: "List your workspaces", ReadOnlyHint: true},
 	}, structured(s.workspaceList))
-	return o
 }
 
 // workspaceArgs are the arguments of a tool that acts on a workspace: the handle, and the tool's
