@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -9,13 +10,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cgreaper/reaper/mcpserver/internal/sdkfix"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // addTool adds t to srv with h, as mcp.AddTool does for a handler whose output type is any: In's
-// schema (schemaFor) is t's input schema and Out's its output schema, arguments are validated
+// schema (sdkfix.SchemaFor) is t's input schema and Out's its output schema, arguments are validated
 // against In's schema and decoded into an In, and an error h returns becomes a tool error unless it
 // is a *jsonrpc.Error. Unlike mcp.AddTool, the handler's result is not validated against the output
 // schema (see structured), and each check in before is called with the arguments ahead of the
@@ -26,8 +28,8 @@ func addTool[Out, In any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In,
 	if t.InputSchema != nil || t.OutputSchema != nil {
 		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
 	}
-	in := schemaFor[In]()
-	t.InputSchema, t.OutputSchema = in, schemaFor[Out]()
+	in := sdkfix.SchemaFor[In]()
+	t.InputSchema, t.OutputSchema = in, sdkfix.SchemaFor[Out]()
 	validator, err := in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: tool %s: input schema: %v", t.Name, err))
@@ -109,4 +111,27 @@ func toolError(err error) *mcp.CallToolResult {
 	var res mcp.CallToolResult
 	res.SetError(err)
 	return &res
+}
+
+// dropNullArguments is middleware that removes arguments whose value is null from tool calls
+// before they are validated (see addTool): some clients send null for an optional argument they
+// leave unset, which the schemas (single types, no null: sdkfix.SchemaFor) would refuse. A required
+// argument sent as null is then missing, and refused as such.
+func dropNullArguments(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && bytes.Contains(call.Params.Arguments, []byte("null")) {
+			var args map[string]json.RawMessage
+			if json.Unmarshal(call.Params.Arguments, &args) == nil && args != nil {
+				for k, v := range args {
+					if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+						delete(args, k)
+					}
+				}
+				if b, err := json.Marshal(args); err == nil {
+					call.Params.Arguments = b
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
 }

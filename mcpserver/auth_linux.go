@@ -3,9 +3,9 @@ package mcpserver
 import (
 	"net"
 	"net/http"
-	"strings"
 
 	"github.com/cgreaper/reaper/internal/httpguard"
+	"github.com/cgreaper/reaper/mcpserver/internal/sdkfix"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -30,32 +30,20 @@ func owner(req mcp.Request) string {
 	return ""
 }
 
-// realm names reaper in the bearer challenge (RFC 6750, section 3).
-const realm = "reaper"
-
-// requireBearer lets through requests with one of tokens (checked by the SDK's middleware, which
-// puts the identity in the request's context) and answers the others 401 with a WWW-Authenticate
-// challenge, which RFC 6750 requires and the SDK sends only when OAuth metadata or scopes are
-// configured, and closes their connection: a client without the token cannot keep one open by
-// asking again. A request that presented no bearer token gets the bare challenge; one whose token
-// was refused also gets error="invalid_token". A request let through marks its connection
-// authenticated (httpguard.Authenticated).
+// requireBearer lets through requests with one of tokens, as the identity the token stands for
+// (see verifier), and refuses the others (see sdkfix.RequireBearer). A request let through marks its
+// connection authenticated (httpguard.Authenticated).
 func requireBearer(tokens map[string]string, next http.Handler) http.Handler {
-	check := auth.RequireBearerToken(verifier(tokens), &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	// Past the check, next gets the client's own ResponseWriter, not the challenger: the SDK's
-	// streaming needs its Flusher.
-	h := check(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httpguard.Authenticated(r)
-		id := ""
-		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-			id = ti.UserID
-		}
-		r.Header.Set(identityHeader, id)
-		next.ServeHTTP(w.(*challenger).ResponseWriter, r)
-	}))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&challenger{ResponseWriter: w, r: r}, r)
-	})
+	return sdkfix.RequireBearer(verifier(tokens), "reaper", "reaper serve's first log line says where its token is",
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			httpguard.Authenticated(r)
+			id := ""
+			if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+				id = ti.UserID
+			}
+			r.Header.Set(identityHeader, id)
+			next.ServeHTTP(w, r)
+		}))
 }
 
 // byPeer lets every request through as its peer's identity (HTTPOptions.Unauthenticated). Its
@@ -81,46 +69,4 @@ func refuseAll() http.Handler {
 		w.Header().Set("Connection", "close")
 		http.Error(w, "Unauthorized: this server has no token configured", http.StatusUnauthorized)
 	})
-}
-
-// challenger adds the bearer challenge to a 401 that lacks one, and puts in its body what to send
-// instead of the SDK's words.
-type challenger struct {
-	http.ResponseWriter
-	r       *http.Request
-	refused string // the body of a 401, once its header is written
-}
-
-func (c *challenger) WriteHeader(code int) {
-	if code == http.StatusUnauthorized || code == http.StatusForbidden {
-		c.Header().Set("Connection", "close")
-	}
-	if code == http.StatusUnauthorized {
-		challenge := `Bearer realm="` + realm + `"`
-		c.refused = "Unauthorized: send the header \"Authorization: Bearer <token>\" with a token this server accepts (reaper serve's first log line says where its token is)\n"
-		scheme, _, _ := strings.Cut(c.r.Header.Get("Authorization"), " ")
-		switch {
-		case strings.EqualFold(scheme, "Bearer"):
-			challenge += `, error="invalid_token", error_description="the bearer token is not one this server accepts"`
-			c.refused = "Unauthorized: the bearer token is not one this server accepts\n"
-		case c.r.Header.Get("Authorization") != "":
-			c.refused = "Unauthorized: the Authorization header must be \"Bearer <token>\" (the word Bearer, a space, then the token)\n"
-		}
-		if c.Header().Get("WWW-Authenticate") == "" {
-			c.Header().Set("WWW-Authenticate", challenge)
-		}
-		c.Header().Del("Content-Length")
-	}
-	c.ResponseWriter.WriteHeader(code)
-	if c.refused != "" {
-		c.ResponseWriter.Write([]byte(c.refused))
-	}
-}
-
-// Write drops the SDK's body of a 401, which WriteHeader replaced.
-func (c *challenger) Write(p []byte) (int, error) {
-	if c.refused != "" {
-		return len(p), nil
-	}
-	return c.ResponseWriter.Write(p)
 }

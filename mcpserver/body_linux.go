@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	"github.com/cgreaper/reaper/internal/textfit"
+	"github.com/cgreaper/reaper/mcpserver/internal/sdkfix"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // message is what the front needs to know of a request's JSON-RPC message, read before the SDK
@@ -27,12 +29,12 @@ func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) (message, boo
 	}
 	if r.ContentLength > maxDrainBytes {
 		w.Header().Set("Connection", "close")
-		http.Error(w, "request body of "+textfit.ByteSize(r.ContentLength)+" refused: the most a message may be is "+textfit.ByteSize(int64(s.limits.most())), http.StatusRequestEntityTooLarge)
+		http.Error(w, "request body of "+textfit.ByteSize(r.ContentLength)+" refused: the most a message may be is "+textfit.ByteSize(int64(s.limits.Most())), http.StatusRequestEntityTooLarge)
 		s.opts.Observer.Refused(RefusedMessage)
 		return message{}, false
 	}
-	sc := s.limits.scanner()
-	most := s.limits.most()
+	sc := s.limits.Scanner()
+	most := s.limits.Most()
 	var kept bytes.Buffer
 	if r.ContentLength > 0 && r.ContentLength <= int64(most) {
 		kept.Grow(int(r.ContentLength))
@@ -59,14 +61,14 @@ func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) (message, boo
 		}
 	}
 	msg := message{method: sc.Method(), id: sc.ID()}
-	if why := s.limits.check(sc, size); why != "" {
+	if why := s.limits.Check(sc, size); why != "" {
 		s.opts.Observer.Refused(RefusedMessage)
 		s.log.Warn("HTTP message refused", "bytes", size, "why", why, "id", string(msg.id))
 		status := http.StatusBadRequest
 		if sc.Err == nil {
 			status = http.StatusRequestEntityTooLarge
 		}
-		answerError(w, msg, status, codeInvalidRequest, why)
+		answerError(w, msg, status, jsonrpc.CodeInvalidRequest, why)
 		return msg, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(kept.Bytes()))
@@ -87,7 +89,7 @@ const codeBusy = -32000
 
 // answerError answers the request msg with a JSON-RPC error, or, for a notification, with status.
 func answerError(w http.ResponseWriter, msg message, status, code int, why string) {
-	if line := errorLine(msg.id, code, why); line != nil {
+	if line := sdkfix.ErrorLine(msg.id, code, why); line != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(line)
 		return

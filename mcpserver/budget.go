@@ -12,8 +12,8 @@ import (
 // jsonCost is what one character of output takes in a JSON string as the SDK writes it (Go's
 // encoding/json): tab, newline, carriage return, quote and backslash two bytes; other control
 // characters, and <, > and & (escaped for HTML) and U+2028 and U+2029, six; others their UTF-8 length.
-// The tools' results go out as wireResult, which leaves <, > and & as they are: for those the count
-// errs high, cutting such output earlier than it need be, never later.
+// The tools' results go out through sdkfix.EncodeOnce, which leaves <, > and & as they are: for
+// those the count errs high, cutting such output earlier than it need be, never later.
 func jsonCost(r rune) int {
 	switch {
 	case r == '\t', r == '\n', r == '\r', r == '"', r == '\\':
@@ -26,8 +26,10 @@ func jsonCost(r rune) int {
 
 // The output a result carries is counted in characters (Unicode code points), as the agents' own
 // shell tools count it: Claude Code's keeps 30,000 characters of a command's output. A result holds
-// the output twice, in its text and in its structured content (see wire.go): a client shows the model
-// one of them, so each copy is what the model reads.
+// the output twice, in its text and in its structured content, and each copy is what the model reads:
+// clients differ in which they show it. Claude Code hands the model only structuredContent when a
+// result has it (anthropics/claude-code#55677, #79944), and so does Cursor; openai-agents-python (by
+// default: use_structured_content is false), kimi-code and Claude Desktop show the text content.
 const (
 	// DefaultMaxOutput is the characters of output a result holds by default.
 	DefaultMaxOutput = 30000
@@ -53,8 +55,9 @@ var jsonASCII = textfit.CostTable(jsonCost)
 // structured adapts a typed tool handler so that its output becomes the result's structured content
 // as it is. The SDK's typed path marshals the output, parses it back to check it against the output
 // schema and marshals it again: three copies of a result that may carry a megabyte of output, on top
-// of the one made when the response is encoded. Here the output is encoded once, with the response;
-// it is ours, built from a Go type whose schema is the output schema.
+// of the one made when the response is encoded (a workaround: see sdkfix's package doc). Here the
+// output is encoded once, with the response; it is ours, built from a Go type whose schema is the
+// output schema (TestResultsMatchOutputSchemas checks every tool's against it).
 func structured[In, Out any](h func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error)) mcp.ToolHandlerFor[In, any] {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
 		res, out, err := h(ctx, req, in)

@@ -17,6 +17,10 @@
 // same state machine, ended by workspace_close, its lease or shutdown. Over stdio the connection is
 // the session whatever the protocol version.
 //
+// Where the SDK does something reaper cannot live with, the workaround is in sdkfix (its package
+// doc lists them all, with the upstream change each waits for), but for the two that are the
+// session's life itself: the session front above, and addTool's own validation of arguments.
+//
 // It serves the reaper package, which is Linux-only; elsewhere this package holds only its portable
-// parts (the wire encoding, the schemas, the HTTP checks, the stdio framing, the observer's types).
+// parts (the message limits, the tools' argument handling and output budget, the observer's types).
 package mcpserver

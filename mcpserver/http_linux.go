@@ -1,17 +1,15 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/httpguard"
+	"github.com/cgreaper/reaper/mcpserver/internal/sdkfix"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -28,7 +26,12 @@ type HTTPOptions struct {
 	Unauthenticated bool
 }
 
-const sessionHeader = "Mcp-Session-Id"
+const (
+	sessionHeader         = "Mcp-Session-Id"
+	protocolVersionHeader = "Mcp-Protocol-Version"
+	// firstSessionlessVersion is the first protocol version without sessions.
+	firstSessionlessVersion = "2026-07-28"
+)
 
 // sessionless reports whether r is of protocol 2026-07-28 or later, which has no sessions: it names
 // no session, and its MCP-Protocol-Version header, which that protocol requires on every request
@@ -52,12 +55,12 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		// The SDK's own timeout frees sessions that never ran a command; sessions that did are
 		// ended (processes first) by the lease below, which fires first.
 		SessionTimeout:      s.opts.IdleTimeout + time.Minute,
-		MaxRequestBodyBytes: int64(s.limits.most()),
+		MaxRequestBodyBytes: int64(s.limits.Most()),
 		Logger:              sdkLogger(s.log),
 	})
 	workspaces := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.ws }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
-		MaxRequestBodyBytes: int64(s.limits.most()),
+		MaxRequestBodyBytes: int64(s.limits.Most()),
 		// In 2026-07-28 a client that closes its response stream cancels the call: a vanished
 		// client's call returns, and stops holding its workspace's lease (see begin).
 		PropagateRequestCancellation: true,
@@ -69,7 +72,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 			return
 		}
 		if sessionless(r) {
-			if msg.method == methodSetLevel && answerSetLevel(w, r, msg) {
+			if sdkfix.AnswerSetLevel(w, r, msg.method, msg.id) {
 				return
 			}
 			workspaces.ServeHTTP(w, r)
@@ -88,43 +91,6 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	// Every check before any side effect: Host, Origin, token, then (in front) the protocol version
 	// and the session's owner.
 	return httpguard.CheckHost(httpguard.CheckOrigin(http.NewCrossOriginProtection().Handler(h)))
-}
-
-const methodSetLevel = "logging/setLevel"
-
-// answerSetLevel answers a sessionless logging/setLevel request that carries no
-// io.modelcontextprotocol/protocolVersion in its _meta with an empty result, and reports whether it
-// did. Protocol 2026-07-28 has no logging/setLevel (a request names its log level in its own _meta),
-// yet the go-sdk client v1.8.0 still sends it when asked to, without the _meta that 2026-07-28 asks
-// of every request (go-sdk issue #1116, closed as working as intended); the SDK's handler refuses
-// it with a 400, and a client that takes that for a broken server stops. Nothing is lost by
-// accepting it: a workspace is sent no log messages (task-end notifications are a session's), so
-// there is no level to set. Upstream, SetLoggingLevel would add the _meta, or refuse to send on a
-// 2026-07-28 session. A request with the _meta goes to the SDK, which answers it itself.
-func answerSetLevel(w http.ResponseWriter, r *http.Request, msg message) bool {
-	if msg.id == nil || r.Body == nil {
-		return false
-	}
-	body, err := io.ReadAll(r.Body) // admitted: at most the limit of a method other than tools/call
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return false
-	}
-	var req struct {
-		Params struct {
-			Meta map[string]json.RawMessage `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &req) != nil || req.Params.Meta[mcp.MetaKeyProtocolVersion] != nil {
-		return false
-	}
-	answer, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(msg.id), "result": struct{}{}})
-	if err != nil {
-		return false // an id that is not JSON after all: the SDK refuses the request
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(append(answer, '\n'))
-	return true
 }
 
 // verifier checks a bearer token against every configured token in constant time (comparing
@@ -155,7 +121,9 @@ func verifier(tokens map[string]string) auth.TokenVerifier {
 
 // front handles what the SDK cannot: a DELETE kills the session's processes before the SDK closes
 // the session (the SDK's close waits for running tool calls, which may be waiting on those
-// processes), and every POST counts for the session's idle lease while its connection lives.
+// processes), and every POST counts for the session's idle lease while its connection lives. It is
+// a workaround of the SDK's: sdkfix's package doc says what it waits for. A request the SDK would
+// refuse is refused before the front acts on it (sdkfix.CheckVersion).
 func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler, msg message) {
 	id := r.Header.Get(sessionHeader)
 	if id == "" {
@@ -172,9 +140,7 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 		next.ServeHTTP(w, r)
 		return
 	}
-	if v := r.Header.Get(protocolVersionHeader); !supportedVersion(v) {
-		// The SDK refuses it too, after the front would have acted.
-		http.Error(w, fmt.Sprintf("Bad Request: Unsupported protocol version %q", v), http.StatusBadRequest)
+	if !sdkfix.CheckVersion(w, r) {
 		return
 	}
 	s.mu.Lock()

@@ -1,17 +1,16 @@
 package mcpserver
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/cgreaper/reaper/internal/jsonlimit"
 	"github.com/cgreaper/reaper/internal/textfit"
 )
 
-// Every message is measured before the SDK decodes it, over stdio and HTTP alike (see checkMessage):
-// its size by method, its depth and its count of values. Decoding costs memory in proportion to the
-// values (a few hundred bytes each in a map), not to the bytes: with both bounded, so is what one
-// message can cost, whatever its JSON.
+// Every message is measured before the SDK decodes it, over stdio (sdkfix.NewStdio) and HTTP
+// (admitBody) alike: its size by method, its depth and its count of values. Decoding costs memory in
+// proportion to the values (a few hundred bytes each in a map), not to the bytes: with both bounded,
+// so is what one message can cost, whatever its JSON.
 
 // DefaultMaxCallBytes bounds a tools/call message unless Options.MaxCallBytes says otherwise: a
 // command (reaper takes up to 100 KiB), the input for a task, and the options, with room to spare.
@@ -31,20 +30,21 @@ const (
 	maxDrainBytes = 64 << 20
 )
 
-// messageLimits are what checkMessage holds a message to.
+// messageLimits are what a message is held to, over stdio (as sdkfix.Limits) and HTTP (admitBody).
 type messageLimits struct {
 	callBytes int // tools/call (and a batch)
 }
 
-func (l messageLimits) scanner() *jsonlimit.Scanner {
+// Scanner returns a scanner for one message.
+func (l messageLimits) Scanner() *jsonlimit.Scanner {
 	return &jsonlimit.Scanner{Limits: jsonlimit.Limits{Depth: maxDepth, Values: maxValues}}
 }
 
-// most is the largest message any method may send: what a reader must be ready to take whole.
-func (l messageLimits) most() int { return max(l.callBytes, maxOtherBytes) }
+// Most is the largest message any method may send: what a reader must be ready to take whole.
+func (l messageLimits) Most() int { return max(l.callBytes, maxOtherBytes) }
 
-// check returns why a message of size bytes, scanned by sc, is refused, or "" if it is not.
-func (l messageLimits) check(sc *jsonlimit.Scanner, size int64) string {
+// Check returns why a message of size bytes, scanned by sc, is refused, or "" if it is not.
+func (l messageLimits) Check(sc *jsonlimit.Scanner, size int64) string {
 	method := sc.Method()
 	limit, flag := int64(maxOtherBytes), ""
 	if method == "tools/call" || sc.Batch {
@@ -64,24 +64,4 @@ func (l messageLimits) check(sc *jsonlimit.Scanner, size int64) string {
 		return "message refused: " + sc.Err.Error() + "; nothing of it was run"
 	}
 	return ""
-}
-
-// codeInvalidRequest is JSON-RPC's "Invalid Request".
-const codeInvalidRequest = -32600
-
-// errorLine returns a JSON-RPC error response to the request with id (as it stands in its text),
-// with its newline; nil for a message without an id (a notification), which gets no answer.
-func errorLine(id []byte, code int, msg string) []byte {
-	if id == nil {
-		return nil
-	}
-	b, err := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      json.RawMessage(id),
-		"error":   map[string]any{"code": code, "message": msg},
-	})
-	if err != nil {
-		return nil // an id that is not valid JSON after all: no answer
-	}
-	return append(b, '\n')
 }

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 
+	"github.com/cgreaper/reaper/mcpserver/internal/sdkfix"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -10,7 +11,7 @@ import (
 // in one call, and nothing else adds any (workspaceMiddleware is the workspace server's). The order
 // matters:
 //
-//  1. encodeOnce hands the SDK each tool result in its wire form (see wireResult). It is outermost
+//  1. sdkfix.EncodeOnce hands the SDK each tool result in its wire form. It is outermost
 //     so that everything inside it sees the *mcp.CallToolResult the tools returned.
 //  2. observe times every request, including what the layers inside it cost, and reads the result's
 //     IsError: it needs the tools' own result, not the wire form.
@@ -19,7 +20,7 @@ import (
 //  4. dropNullArguments removes null arguments from tool calls before they are validated against
 //     the schemas, which the tools' handlers do inside (see addTool).
 func (s *Server) middleware() []mcp.Middleware {
-	return []mcp.Middleware{encodeOnce, s.observe, s.trackSessions, dropNullArguments}
+	return []mcp.Middleware{sdkfix.EncodeOnce, s.observe, s.trackSessions, dropNullArguments}
 }
 
 // trackSessions is receiving middleware that makes the record of a session at its first request
@@ -38,5 +39,5 @@ func (s *Server) trackSessions(next mcp.MethodHandler) mcp.MethodHandler {
 // the order of middleware and for the same reasons. dropNullArguments comes before the tools'
 // handlers, so that a workspace sent as null counts as missing (see needsWorkspace).
 func (s *Server) workspaceMiddleware() []mcp.Middleware {
-	return []mcp.Middleware{encodeOnce, s.observe, dropNullArguments}
+	return []mcp.Middleware{sdkfix.EncodeOnce, s.observe, dropNullArguments}
 }

@@ -54,6 +54,10 @@ func transport(ss *mcp.ServerSession) string {
 	return "tcp"
 }
 
+// publishedVersions are the protocol versions the SDK speaks, which bound the versions metrics name;
+// read once (the SDK copies its list on every call). Never modified.
+var publishedVersions = mcp.SupportedProtocolVersions()
+
 // initializeVersion is the protocol version the client asked for in initialize, bounded; empty
 // without initialize (protocol 2026-07-28 and later).
 func initializeVersion(ss *mcp.ServerSession) string {

@@ -64,12 +64,10 @@ type Options struct {
 // Server is an MCP server whose sessions run commands through a Reaper. It is safe for concurrent
 // use. Close it to end every session.
 //
-// Lock order, for the whole package: the package has three locks, Server.mu, the stdio transport's
-// lockedWriter.mu and its inputEnd.mu, and never holds one while taking another. All are leaves: no
-// reaper call, network call, file-system work or wait for a channel happens while Server.mu is held
-// (so neither the SDK's locks nor reaper's are taken under it), lockedWriter.mu is held only across
-// one write to the output, and inputEnd.mu only over updates of its counts. Methods that need
-// Server.mu held end in Locked. Callers may hold a lock of theirs when they call Hurry (cmd/reaper's
+// Lock order, for the whole package: the package has one lock, Server.mu, a leaf: no reaper call,
+// network call, file-system work or wait for a channel happens while it is held (so neither the
+// SDK's locks nor reaper's, nor sdkfix's, which are leaves too, are taken under it). Methods that
+// need Server.mu held end in Locked. Callers may hold a lock of theirs when they call Hurry (cmd/reaper's
 // signals.mu).
 type Server struct {
 	// The fields up to mu are fixed at creation.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cgreaper/reaper/mcpserver/internal/sdkfix"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -75,7 +76,7 @@ type session struct {
 	connClosed  bool               // the MCP session is closed, or being closed, or handed to the SDK to close
 	inFlight    int                // requests (HTTP) or calls (workspace) whose connection is still open
 	last        time.Time          // when the last request began or ended
-	input       *inputEnd          // a stdio connection's end of input (see disconnected); nil for others
+	input       *sdkfix.Stdio      // a stdio connection's transport, for its end of input (see disconnected); nil for others
 }
 
 // kind is what carries a session.

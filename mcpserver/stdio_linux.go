@@ -1,38 +1,35 @@
 package mcpserver
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/cgreaper/reaper/mcpserver/internal/sdkfix"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // StdioTransport returns the transport for serving one client over in and out (stdin and stdout):
-// newline-delimited JSON-RPC, as mcp.IOTransport, except for a line the limits refuse (see
-// limits.go) or that is no JSON-RPC message: the SDK's transport ends the whole connection at such a
-// line; this one discards it, answers it with a JSON-RPC error that says why (but a notification
-// over the limits, which gets none) and goes on, as the HTTP handler does. And at the end of in, every request read
-// before it is answered (see inputEnd), as a filter answers all it has read. Closing the transport
-// closes neither in nor out.
+// newline-delimited JSON-RPC, as mcp.IOTransport, except that a line the limits refuse (see
+// limits.go) or that is no JSON-RPC message is answered with a JSON-RPC error that says why (but a
+// notification over the limits, which gets none) and dropped, where the SDK's transport ends the
+// whole connection; and that at the end of in, every request read before it is answered (see
+// sdkfix.NewStdio). Closing the transport closes neither in nor out.
 func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
-	w := &lockedWriter{w: out}
-	r := &lineReader{src: bufio.NewReaderSize(in, 64<<10), limits: s.limits, input: newInputEnd(StdioCloseGrace)}
-	r.refuse = func(id []byte, code int, why string, size int64) {
-		s.log.Warn("stdio message refused", "bytes", size, "why", why, "id", string(id))
-		s.opts.Observer.Refused(RefusedMessage)
-		if line := errorLine(id, code, why); line != nil {
-			w.Write(line)
-		}
-	}
-	// lineReader enforces the limits; responses are written around their results (see respond.go).
-	return &responseTransport{inner: &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: -1}, out: w, batch: &r.batch, input: r.input}
+	return sdkfix.NewStdio(in, out, sdkfix.StdioOptions{
+		Limits:  s.limits,
+		EndWait: StdioCloseGrace,
+		Refused: func(id []byte, why string, size int64) {
+			s.log.Warn("stdio message refused", "bytes", size, "why", why, "id", string(id))
+			s.opts.Observer.Refused(RefusedMessage)
+		},
+	})
 }
 
 // StdioCloseGrace caps the time from the end of a stdio client's input to the end of its session's
-// teardown: the answers to the requests read before the end (see inputEnd), then the grace period of
+// teardown: the answers to the requests read before the end (see sdkfix.NewStdio), then the grace period of
 // the session's processes. MCP clients end a stdio server by closing its input, then send SIGTERM if
 // it has not exited "within a reasonable time" and SIGKILL after that; the TypeScript SDK waits 2 s
 // before SIGTERM. With a second for both, reaper has torn everything down and exited before that
@@ -44,9 +41,8 @@ const StdioCloseGrace = time.Second
 // once and leaves the session to Close, which the caller calls with the context its teardown should
 // have.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
-	var input *inputEnd
-	if rt, ok := t.(*responseTransport); ok && rt.input != nil {
-		input = rt.input
+	input, _ := t.(*sdkfix.Stdio)
+	if input != nil {
 		ctx = context.WithValue(ctx, inputKey{}, input) // the tool calls' contexts are made from it
 	}
 	ss, err := s.mcp.Connect(ctx, t, nil)
@@ -83,28 +79,32 @@ func (s *Server) disconnected(st *session) (context.Context, context.CancelFunc)
 	s.mu.Unlock()
 	end := time.Now()
 	if input != nil {
-		if at := input.endedAt(); !at.IsZero() {
+		if at := input.EndedAt(); !at.IsZero() {
 			end = at
 		}
 	}
 	return context.WithDeadline(context.Background(), end.Add(StdioCloseGrace))
 }
 
-// inputKey is the context key of a stdio connection's inputEnd, in the contexts of its requests.
+// inputKey is the context key of a stdio connection's transport, in the contexts of its requests.
 type inputKey struct{}
 
 // untilInputEnds returns the context a tool call runs in: ctx, cancelled with errInputEnded when the
 // stdio client's input ends, and the function that releases it. A call that begins after the end
 // is refused (err): it was read before the end, and is answered, but nothing of it is run.
 func untilInputEnds(ctx context.Context) (_ context.Context, release func(), err error) {
-	input, _ := ctx.Value(inputKey{}).(*inputEnd)
+	input, _ := ctx.Value(inputKey{}).(*sdkfix.Stdio)
 	if input == nil {
 		return ctx, func() {}, nil
 	}
-	if input.ended.Err() != nil {
+	if input.Ended().Err() != nil {
 		return ctx, func() {}, fmt.Errorf("not run: %w", errInputEnded)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(input.ended, func() { cancel(errInputEnded) })
+	stop := context.AfterFunc(input.Ended(), func() { cancel(errInputEnded) })
 	return ctx, func() { stop(); cancel(nil) }, nil
 }
+
+// errInputEnded is why a tool call is cut short, or not begun, once the stdio client has closed
+// reaper's input.
+var errInputEnded = errors.New("the client closed reaper's input (stdin): the session ends, and everything it started is killed")

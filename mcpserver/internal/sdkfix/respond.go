@@ -1,4 +1,4 @@
-package mcpserver
+package sdkfix
 
 import (
 	"bytes"
@@ -14,29 +14,14 @@ import (
 // A response over stdio is written around its result's bytes. The SDK encodes a response by
 // handing the JSON-RPC message to encoding/json, which compacts the result (a json.RawMessage) into
 // the message byte by byte: one more pass over all of a command's output, after the pass that
-// encoded the result (see wire.go). The result is what the SDK's own marshaling made (compact, valid,
-// and without HTML escaping, as the message around it): written as it is, the message comes out the
-// same, byte for byte (TestResponseLine), in a fraction of the time (a fifth of the server's CPU in
-// reading finished 24 KB tasks).
+// encoded the result (see encode.go). The result is what the SDK's own marshaling made (compact,
+// valid, and without HTML escaping, as the message around it): written as it is, the message comes
+// out the same, byte for byte (TestResponseLine), for less (BenchmarkToolResult). Waits for: the SDK
+// encoding a message around its result's bytes, or encoding/json not compacting a RawMessage
+// (golang/go#33422, closed unfixed; json/v2 reformats it too); nothing is filed with the SDK. Delete
+// this file, and Stdio.Connect's wrapper, when it lands.
 
-// responseTransport is a transport whose connections write responses with results themselves (see
-// responseLine) and everything else through the SDK's connection.
-type responseTransport struct {
-	inner *mcp.IOTransport
-	out   *lockedWriter // where inner writes too: each message with one Write
-	batch *atomic.Bool  // a batch came in: the SDK's connection answers it as one
-	input *inputEnd     // told of every response written; nil for none
-}
-
-func (t *responseTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.inner.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &responseConn{Connection: c, out: t.out, batch: t.batch, input: t.input}, nil
-}
-
-// responseConn is a connection of responseTransport.
+// responseConn is a connection of Stdio.
 type responseConn struct {
 	mcp.Connection
 	out   *lockedWriter

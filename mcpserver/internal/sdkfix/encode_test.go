@@ -1,4 +1,4 @@
-package mcpserver
+package sdkfix
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ func TestWireResultNotMarshaler(t *testing.T) {
 	var _ mcp.Result = (*wireResult)(nil)
 }
 
-// TestWireResultSameAsSDK calls a tool on a bare SDK server with and without encodeOnce, over
+// TestWireResultSameAsSDK calls a tool on a bare SDK server with and without EncodeOnce, over
 // protocol versions with and without resultType and _meta.serverInfo, and compares the results as
 // they arrive: the same keys in the same order with the same values, and the same bytes unless the
 // strings hold <, > or & (which the SDK escapes for HTML, and wireResult does not).
@@ -38,29 +38,32 @@ func TestWireResultSameAsSDK(t *testing.T) {
 	}{
 		{"bash", func() *mcp.CallToolResult {
 			r := text("hi\n[exit code 0]\n[cwd: /tmp]\n")
-			r.StructuredContent = BashOutput{Output: "hi\n", Status: "completed", ExitCode: ptr(0), Cwd: "/tmp"}
+			r.StructuredContent = commandOutput{Output: "hi\n", Status: "completed", ExitCode: new(0), Cwd: "/tmp"}
 			return r
 		}, false},
 		{"escapes", func() *mcp.CallToolResult {
 			r := text(weird + "\n[exit code 1]\n[cwd: /t\"mp]\n")
-			r.StructuredContent = BashOutput{Output: weird, Status: "failed", ExitCode: ptr(1), Cwd: "/t\"mp", DroppedBytes: 7, Leftover: 2}
+			r.StructuredContent = commandOutput{Output: weird, Status: "failed", ExitCode: new(1), Cwd: "/t\"mp", DroppedBytes: 7, Leftover: 2}
 			return r
 		}, true},
 		{"background", func() *mcp.CallToolResult {
 			r := text("Started background task t1.")
-			r.StructuredContent = BashOutput{Status: "running", TaskID: "t1", Cwd: "/"}
+			r.StructuredContent = commandOutput{Status: "running", TaskID: "t1", Cwd: "/"}
 			return r
 		}, false},
 		{"error with structured content", func() *mcp.CallToolResult {
 			r := text("no such task")
 			r.IsError = true
-			r.StructuredContent = TaskStopOutput{TaskID: "t9", Status: "unknown"}
+			r.StructuredContent = map[string]any{"task_id": "t9", "status": "unknown"}
 			return r
 		}, false},
 		{"meta", func() *mcp.CallToolResult {
 			r := text("x")
 			r.Meta = mcp.Meta{"reaper/x": "<y>", "n": 1}
-			r.StructuredContent = TaskListOutput{Tasks: []TaskEntry{}, Leftovers: []LeftoverEntry{}}
+			r.StructuredContent = struct {
+				Tasks []commandOutput `json:"tasks"`
+				Names []string        `json:"names"`
+			}{Tasks: []commandOutput{}, Names: []string{"<a>"}}
 			return r
 		}, true},
 		{"not ours: two blocks", func() *mcp.CallToolResult {
@@ -77,10 +80,10 @@ func TestWireResultSameAsSDK(t *testing.T) {
 				sdk := callRaw(t, version, false, tc.res)
 				ours := callRaw(t, version, true, tc.res)
 				if !tc.html && !bytes.Equal(ours, sdk) {
-					t.Errorf("encodeOnce sent\n%s\nthe SDK\n%s", ours, sdk)
+					t.Errorf("EncodeOnce sent\n%s\nthe SDK\n%s", ours, sdk)
 				}
 				if o, s := tokens(t, ours), tokens(t, sdk); !reflect.DeepEqual(o, s) {
-					t.Errorf("encodeOnce sent\n%s\nthe SDK\n%s", ours, sdk)
+					t.Errorf("EncodeOnce sent\n%s\nthe SDK\n%s", ours, sdk)
 				}
 				if version == "" && !bytes.Contains(sdk, []byte(`"resultType":"complete"`)) {
 					t.Errorf("the SDK sent no resultType at the latest version: %s", sdk)
@@ -90,7 +93,7 @@ func TestWireResultSameAsSDK(t *testing.T) {
 	}
 }
 
-// callRaw calls a tool that returns res() on a bare SDK server (with encodeOnce if once), from a
+// callRaw calls a tool that returns res() on a bare SDK server (with EncodeOnce if once), from a
 // client of protocol version (the latest if empty), and returns the result as it arrived.
 func callRaw(t *testing.T, version string, once bool, res func() *mcp.CallToolResult) json.RawMessage {
 	t.Helper()
@@ -99,7 +102,7 @@ func callRaw(t *testing.T, version string, once bool, res func() *mcp.CallToolRe
 		return res(), nil
 	})
 	if once {
-		srv.AddReceivingMiddleware(encodeOnce)
+		srv.AddReceivingMiddleware(EncodeOnce)
 	}
 	st, ct := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -169,4 +172,19 @@ func tokens(t *testing.T, b []byte) []any {
 		}
 		out = append(out, tok)
 	}
+}
+
+// commandOutput is the shape of a command's structured result (mcpserver's BashOutput, in part).
+type commandOutput struct {
+	Output       string `json:"output"`
+	Status       string `json:"status"`
+	ExitCode     *int   `json:"exit_code,omitempty"`
+	DroppedBytes int64  `json:"dropped_bytes,omitempty"`
+	Cwd          string `json:"cwd"`
+	TaskID       string `json:"task_id,omitempty"`
+	Leftover     int    `json:"leftover_processes,omitempty"`
+}
+
+func text(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }

@@ -1,0 +1,120 @@
+package sdkfix
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// inputEnd holds back the end of a stdio client's input until every request read before it has its
+// answer (see stdio.go: the SDK drops every response not written when its reader sees the end). The
+// end is handed on once every request read before it is answered, or after wait at the latest (a
+// command that resists its kill). Meanwhile the caller sees the end (Stdio.Ended) and cuts short the
+// calls still running; the session then ends, as it did at the end of its input.
+type inputEnd struct {
+	wait time.Duration // the longest the end is held back; fixed at creation
+	// ended is cancelled when the input ends.
+	ended  context.Context
+	cancel context.CancelFunc
+
+	// mu guards the fields that follow. It is a leaf: held over map and channel updates only.
+	mu      sync.Mutex
+	pending map[idKey]int // requests handed to the SDK and not answered yet, by id
+	at      time.Time     // when the input ended; zero before
+	idle    chan struct{} // made at the end while requests are pending, closed when none is
+}
+
+// idKey is a request's id as the SDK reads it: a number (truncated to an integer, as the SDK does)
+// or a string.
+type idKey struct {
+	num   int64
+	str   string
+	isStr bool
+}
+
+func newInputEnd(wait time.Duration) *inputEnd {
+	in := &inputEnd{wait: wait, pending: map[idKey]int{}}
+	in.ended, in.cancel = context.WithCancel(context.Background())
+	return in
+}
+
+// read counts a request with the id raw (as it stands in the text) that is handed to the SDK.
+func (in *inputEnd) read(raw []byte) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return
+	}
+	var k idKey
+	switch v := v.(type) {
+	case float64:
+		k = idKey{num: int64(v)}
+	case string:
+		k = idKey{str: v, isStr: true}
+	default:
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.pending[k]++
+}
+
+// answered counts the response to the request id as written.
+func (in *inputEnd) answered(id jsonrpc.ID) {
+	var k idKey
+	switch v := id.Raw().(type) {
+	case int64:
+		k = idKey{num: v}
+	case string:
+		k = idKey{str: v, isStr: true}
+	default:
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.pending[k] > 1 {
+		in.pending[k]--
+		return
+	}
+	delete(in.pending, k)
+	if len(in.pending) == 0 && in.idle != nil {
+		close(in.idle)
+		in.idle = nil
+	}
+}
+
+// end marks the end of the input, the first time, and returns once every request read before it is
+// answered, or wait after it.
+func (in *inputEnd) end() {
+	in.mu.Lock()
+	if !in.at.IsZero() {
+		in.mu.Unlock()
+		return
+	}
+	in.at = time.Now()
+	in.cancel()
+	var idle chan struct{}
+	if len(in.pending) > 0 {
+		in.idle = make(chan struct{})
+		idle = in.idle
+	}
+	in.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	timer := time.NewTimer(in.wait)
+	defer timer.Stop()
+	select {
+	case <-idle:
+	case <-timer.C:
+	}
+}
+
+// endedAt returns when the input ended; zero while it has not.
+func (in *inputEnd) endedAt() time.Time {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.at
+}
