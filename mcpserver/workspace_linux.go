@@ -285,7 +285,8 @@ func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ 
 // workspace: without a handle it is refused with an error that says how to get one, before the
 // validation would refuse it with an error that does not. It runs in the tool's handler, not in
 // middleware, so that its result is the SDK's like any tool's (with the resultType 2026-07-28
-// clients require: the MCP Inspector refused a result without one).
+// clients require: the MCP Inspector refused a result without one). go-sdk v1.8.0 gives a result made
+// in middleware none (modelcontextprotocol/go-sdk#1225, fixed after it by PR #1226).
 func needsWorkspace(name string) func(json.RawMessage) error {
 	return func(args json.RawMessage) error {
 		if namesWorkspace(args) {
