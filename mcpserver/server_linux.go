@@ -67,8 +67,8 @@ type Options struct {
 // Lock order, for the whole package: the package has one lock, Server.mu, a leaf: no reaper call,
 // network call, file-system work or wait for a channel happens while it is held (so neither the
 // SDK's locks nor reaper's, nor sdkfix's, which are leaves too, are taken under it). Methods that
-// need Server.mu held end in Locked. Callers may hold a lock of theirs when they call Hurry (cmd/reaper's
-// signals.mu).
+// need Server.mu held end in Locked. Callers may hold a lock of theirs when they call Hurry
+// (cmd/reaper's signals.mu).
 type Server struct {
 	// The fields up to mu are fixed at creation.
 	opts Options

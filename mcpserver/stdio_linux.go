@@ -29,11 +29,11 @@ func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 }
 
 // StdioCloseGrace caps the time from the end of a stdio client's input to the end of its session's
-// teardown: the answers to the requests read before the end (see sdkfix.NewStdio), then the grace period of
-// the session's processes. MCP clients end a stdio server by closing its input, then send SIGTERM if
-// it has not exited "within a reasonable time" and SIGKILL after that; the TypeScript SDK waits 2 s
-// before SIGTERM. With a second for both, reaper has torn everything down and exited before that
-// SIGTERM comes.
+// teardown: the answers to the requests read before the end (see sdkfix.NewStdio), then the grace
+// period of the session's processes. MCP clients end a stdio server by closing its input, then send
+// SIGTERM if it has not exited "within a reasonable time" and SIGKILL after that; the TypeScript
+// SDK waits 2 s before SIGTERM. With a second for both, reaper has torn everything down and exited
+// before that SIGTERM comes.
 const StdioCloseGrace = time.Second
 
 // Run serves one connection (stdio) until the client disconnects, then ends its session, within

@@ -10,7 +10,7 @@
 //     stdio client's input; here the end waits for them.
 //   - responseConn (respond.go) and EncodeOnce (encode.go): the SDK re-reads a tool result's bytes
 //     once per layer of its encoding; here a result with a command's output is encoded in one pass
-//     (a per-call cost: BenchmarkToolResult).
+//     (a per-call cost: BenchmarkResultEncoding, BenchmarkToolResult).
 //   - SchemaFor (schema.go): the schema inference types pointers and slices ["null", X], which some
 //     clients cannot read; here every type is a single one.
 //   - RequireBearer (bearer.go): the SDK's 401 has no challenge without OAuth metadata.
