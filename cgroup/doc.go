@@ -23,12 +23,27 @@
 // A root is made with its missing parents, and [Root.Release] removes it again when its user closes
 // and nothing else uses it; [Root.Create] makes it anew if another user removed it meanwhile.
 //
-// Everything is written here, on open, read and write of the interface files: finding the mount and
-// what it shows, waiting for a cgroup to empty (on cgroup.events rather than by sleeping), removal
-// that retries EBUSY, self-delegation into a leaf, and the three limits (memory.max, pids.max,
-// cpu.max). github.com/containerd/cgroups/v3 did the limits once; its package initialisation (its
-// stats' protobuf descriptors, cilium/ebpf) cost every reaper process 0.27 ms of CPU at start, and
-// a session starts three (guard, server, init).
+// github.com/containerd/cgroups/v3 (its cgroup2.Manager, always loaded with the slice's mountpoint)
+// writes the limits ([Slice.SetLimits]: memory.max with memory.swap.max 0, pids.max, cpu.max) and
+// reads the statistics ([Slice.Stats], [Slice.Hits]: cpu.stat, memory.*, pids.current). What it does
+// worse, or not at all, is written here, on open, read and write of the interface files:
+//   - finding the mount and what it shows, and self-delegation into a leaf: the library knows only
+//     /sys/fs/cgroup (Load without a mountpoint silently takes it, which on a hybrid host is the v1
+//     hierarchies' tmpfs) and the process's own cgroup as /proc shows it, not as a mount does;
+//   - enabling controllers ([Options.Controllers]): its ToggleControllers walks from the top and
+//     returns only the last error, where a refusal must name the cgroup and the controller;
+//   - cgroup.kill ([Slice.Kill]): where the write fails, its Kill freezes, signals every pid and
+//     waits for each one unless the caller is a subreaper, which steals exit statuses from os/exec's
+//     waits and, on a manager of the hierarchy's root, would signal every process of the machine;
+//   - the freezer: its Freeze returns when cgroup.freeze reads back, before cgroup.events says
+//     "frozen 1" ([Slice.Freeze] waits for that, with a deadline);
+//   - waiting for a cgroup to empty, on cgroup.events with a deadline and a context: its EventChan
+//     watches memory.events only, and its goroutine cannot be stopped by its caller;
+//   - removal ([Slice.Remove]): its Delete refuses while processes are listed and does not retry the
+//     EBUSY a just-emptied cgroup gives; listing pids: its Procs keeps the 0s of pids in other
+//     namespaces and stats every file of the subtree, where a teardown lists a slice several times;
+//   - the refused forks (pids.events) and cpu.max, which it does not read, and whether a figure is
+//     counted at all: it reads a missing file as 0, so Stats asks cgroup.controllers.
 //
 // The package never signals, identifies or waits for a process: cgroup.kill is the kernel's, and
 // whatever must be done process by process (SIGTERM, the fallbacks where cgroup.kill is missing) is the

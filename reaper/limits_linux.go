@@ -81,7 +81,7 @@ func (r *Reaper) openRoot() (*cgroup.Root, error) {
 		return nil, &limitsError{err}
 	}
 	r.limits = want
-	r.watchOOM = want.MemoryMax > 0
+	r.watchHits = want != (cgroup.Limits{})
 	return root, err
 }
 

@@ -3,6 +3,8 @@ package reaper
 import (
 	"strconv"
 	"time"
+
+	"github.com/cgreaper/reaper/cgroup"
 )
 
 // Observer is told what a Reaper does, for metrics. Its methods are called on the Reaper's own
@@ -34,6 +36,10 @@ type SessionEnd struct {
 	Report KillReport
 	// Err is the teardown's error, if any.
 	Err error
+	// Usage is what its processes used and the limits they hit, as its slice counted them at the end
+	// (cgroup containment: UsageCounted; nothing counts them in process containment).
+	Usage        cgroup.Stats
+	UsageCounted bool
 }
 
 // TaskEnd describes a task that ended.
@@ -55,50 +61,6 @@ func (nopObserver) TaskEnded(TaskEnd)       {}
 func (nopObserver) Teardown(KillReport)     {}
 func (nopObserver) Swept(SweepReport)       {}
 
-// Usage is what the live sessions hold at one moment.
-type Usage struct {
-	// Sessions is the number of live sessions (those that ran a task or may still run one).
-	Sessions int
-	// Counted reports that processes are counted per slice (cgroup containment); MemoryCounted that
-	// memory is too (the memory controller is enabled for the slices: a memory limit is set).
-	Counted, MemoryCounted bool
-	// Processes has, in cgroup containment, one entry per session that has a slice: the number of
-	// processes in it. It is empty in process containment, where counting would take a walk of /proc.
-	Processes []int
-	// Memory has one entry per session whose slice reports memory.current (the memory controller
-	// is enabled for it): its memory use in bytes.
-	Memory []int64
-	// OutputBytes is what every session's output files take together, of Limits.TotalOutputBudget.
-	OutputBytes int64
-}
-
-// Usage reads what the live sessions hold from their slices. It reads cgroupfs only and takes no
-// lock while it does.
-func (r *Reaper) Usage() Usage {
-	r.mu.Lock()
-	sessions := make([]*Session, 0, len(r.sessions))
-	for s := range r.sessions {
-		sessions = append(sessions, s)
-	}
-	r.mu.Unlock()
-	u := Usage{Sessions: len(sessions), Counted: r.root != nil, MemoryCounted: r.watchOOM, OutputBytes: r.outputs.Used()}
-	for _, s := range sessions {
-		s.mu.Lock()
-		slice := s.slice
-		s.mu.Unlock()
-		if slice == nil {
-			continue
-		}
-		if pids, err := slice.Pids(); err == nil {
-			u.Processes = append(u.Processes, len(pids))
-		}
-		if n, ok := slice.Memory(); ok {
-			u.Memory = append(u.Memory, n)
-		}
-	}
-	return u
-}
-
 // logEnd writes the one log line of a session's end.
 func (r *Reaper) logEnd(e SessionEnd) {
 	rep := e.Report
@@ -113,6 +75,7 @@ func (r *Reaper) logEnd(e SessionEnd) {
 		"by_walk", rep.Walked, "escapees", rep.Found, "remaining", remaining,
 		"lifetime_seconds", seconds(e.Lifetime), "teardown_seconds", seconds(rep.Duration),
 	}
+	attrs = append(attrs, usageAttrs(e.Usage, e.UsageCounted)...)
 	if len(rep.Remaining) > 0 {
 		attrs = append(attrs, "remaining_processes", rep.Remaining)
 	}

@@ -48,27 +48,38 @@ func TestObserverAndTheOneEndLine(t *testing.T) {
 			logs := &testutil.Buffer{}
 			r := newTestReaper(t, mode, Options{Observer: rec, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 			s := newTestSession(t, r, SessionOptions{})
-			if res := run(t, s, "exit 3"); res.Status != Failed {
+			if res := run(t, s, "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 3"); res.Status != Failed {
 				t.Fatalf("exit 3: %+v", res)
 			}
 			if _, err := s.Start("sleep 1000", ""); err != nil {
 				t.Fatal(err)
 			}
-			if u := r.Usage(); u.Sessions != 1 || mode == ContainCgroup && (len(u.Processes) != 1 || u.Processes[0] < 1) {
-				t.Errorf("usage with one session running sleep: %+v", u)
+			live := r.Usage()
+			if live.Sessions != 1 || mode == ContainCgroup && (len(live.Processes) != 1 || live.Processes[0] < 1 || live.CPU <= 0) {
+				t.Errorf("usage with one session running sleep, after a busy loop: %+v", live)
+			}
+			if mode == ContainProcess && (live.Counted || live.CPU != 0) {
+				t.Errorf("process containment counts usage: %+v", live)
 			}
 			if _, err := s.CloseFor(context.Background(), "idle"); err != nil {
 				t.Fatal(err)
 			}
 			s.Close(context.Background()) // a later call changes neither the reason nor the count
-			if u := r.Usage(); u.Sessions != 0 || len(u.Processes) != 0 {
-				t.Errorf("usage with no session: %+v", u)
+			after := r.Usage()
+			if after.Sessions != 0 || len(after.Processes) != 0 {
+				t.Errorf("usage with no session: %+v", after)
+			}
+			if after.CPU < live.CPU {
+				t.Errorf("the sessions' CPU time went back from %v to %v as the session ended: the total must keep what ended sessions used", live.CPU, after.CPU)
 			}
 
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
 			if len(rec.ended) != 1 || rec.ended[0].Reason != "idle" || rec.ended[0].Tasks != 1 || rec.ended[0].Report.Total() < 1 || rec.ended[0].Err != nil {
-				t.Errorf("sessions ended: %+v", rec.ended)
+				t.Fatalf("sessions ended: %+v", rec.ended)
+			}
+			if end := rec.ended[0]; end.UsageCounted != (mode == ContainCgroup) || end.UsageCounted && (end.Usage.CPU <= 0 || end.Usage.CPU != after.CPU) {
+				t.Errorf("the ended session's usage %+v (counted %v), the total after it %v", end.Usage, end.UsageCounted, after.CPU)
 			}
 			statuses := make([]Status, len(rec.tasks))
 			for i, e := range rec.tasks {
@@ -103,6 +114,12 @@ func TestObserverAndTheOneEndLine(t *testing.T) {
 			e := ends[0]
 			if e["reason"] != "idle" || e["tasks"] != 1.0 || e["processes_ended"].(float64) < 1 || e["error"] != nil || e["teardown_seconds"].(float64) <= 0 {
 				t.Errorf("session-end line: %v", e)
+			}
+			if cpu, _ := e["cpu_seconds"].(float64); mode == ContainCgroup && (cpu <= 0 || e["usage"] != nil) {
+				t.Errorf("cgroup containment: the session-end line does not give the CPU time its slice counted: %v", e)
+			}
+			if mode == ContainProcess && (e["usage"] != "not counted (process containment)" || e["cpu_seconds"] != nil) {
+				t.Errorf("process containment: the session-end line must say its usage is not counted, not give 0: %v", e)
 			}
 		})
 	}

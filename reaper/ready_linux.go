@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/shell"
 	"golang.org/x/sys/unix"
@@ -140,13 +141,15 @@ func (s *Session) startReady() (*readyShell, error) {
 // foreground one, the session's working directory is the one the shell started in, the shell is
 // alive and so is the session's PID namespace. Otherwise it lets go of the shell (which ends) and
 // reports false: the caller starts a shell as it would have. listed is the task's command as it is
-// listed. s.mu is held.
-func (s *Session) takeReadyLocked(command, listed string, l launch) (*task, spawned, bool) {
+// listed; base is what the session's slice counted of its limits' hits before the command (the
+// task's base, see hitsBase). s.mu is held.
+func (s *Session) takeReadyLocked(command, listed string, l launch, base cgroup.Hits) (*task, spawned, bool) {
 	rs := s.ready
 	if rs == nil || l.background || l.stdin || l.tty != nil {
 		return nil, spawned{}, false
 	}
 	s.ready = nil
+	rs.t.base.slice = base // before the command runs; its watcher reads it once claimed is closed
 	if in := s.ns.current(); rs.dir != s.cwd || rs.t.hasExited() || in != nil && in.Err() != nil ||
 		rs.send(shell.Script(command, true, s.r.dupCwd, s.r.bash)) != nil {
 		close(rs.dropped)

@@ -55,7 +55,7 @@ type Reaper struct {
 	shellIdle time.Duration  // how long a ready shell waits for a command: readyShellIdle (tests shorten it)
 	obs       Observer       // never nil
 	limits    cgroup.Limits  // written into each session's slice: the limits the host can apply
-	watchOOM  bool           // leaves have memory.events: a task's OOM kills can be told
+	watchHits bool           // slices have limits: what a task ran into is read as it starts and ends
 	noClone3  atomic.Bool    // the host refused clone3 into a cgroup once: join before exec instead
 	direct    atomic.Bool    // a task was started outside a PID namespace: orphans may come to the Reaper (see adopters)
 	wg        sync.WaitGroup // the sweep after dead instances, the watch for escapees, the record's rewrite
@@ -70,6 +70,7 @@ type Reaper struct {
 	// mu guards the fields that follow.
 	mu       sync.Mutex
 	sessions map[*Session]bool
+	ended    ended // what the sessions that ended used
 	seq      int
 	closing  bool
 	done     chan struct{} // closed when Close has finished
@@ -422,11 +423,14 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 	return s, nil
 }
 
-// forget drops a closed session.
-func (r *Reaper) forget(s *Session) {
+// forget drops a closed session, and adds what it used (its slice's last reading) to the ended
+// sessions' totals in the same step (see Usage).
+func (r *Reaper) forget(s *Session, used cgroup.Stats) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.sessions, s)
+	r.ended.cpu += used.CPU
+	r.ended.hits = r.ended.hits.Add(used.Hits)
 }
 
 // Close closes every session (in parallel, at most 8 at a time), then kills whatever this process

@@ -71,6 +71,10 @@ type Session struct {
 	known   map[int]uint64         // process containment: processes seen in the session (pid -> start time), which seed Close's walk
 	closing bool
 	reason  string // why the session ends, from the first CloseFor
+	// seen is what the session's slice counted, each counter the most read so far; usageFinal says
+	// the teardown has read it for the last time (see usage).
+	seen       cgroup.Stats
+	usageFinal bool
 	// foreground counts the foreground commands started: from the second on, the session keeps a
 	// ready shell (see ready_linux.go).
 	foreground int
@@ -142,15 +146,16 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 		return nil, "", err
 	}
 	var notice string
+	base := s.sliceHits()
 	s.mu.Lock()
-	t, sp, ready := s.takeReadyLocked(command, listed, l)
+	t, sp, ready := s.takeReadyLocked(command, listed, l, base)
 	s.mu.Unlock()
 	if !ready {
 		id := newID("t-")
 		t = &task{
 			id: id, command: listed, description: l.description, started: time.Now(),
 			background: l.background, status: Running, done: make(chan struct{}),
-			out: s.outputs.New(id + ".out"),
+			out: s.outputs.New(id + ".out"), base: hitsBase{slice: base},
 		}
 		var err error
 		if sp, notice, err = s.launch(t, command, l); err != nil {
@@ -405,11 +410,10 @@ func (s *Session) place(t *task) error {
 		if leaf, err = slice.Create(name); err != nil {
 			return err
 		}
+	} else if s.r.watchHits {
+		t.base.leaf, _ = leaf.Hits() // a reused leaf counts its earlier tasks' too
 	}
 	t.leaf = leaf
-	if s.r.watchOOM {
-		t.oomBase, _ = leaf.OOMKills() // a reused leaf counts its earlier tasks' kills too
-	}
 	return nil
 }
 
@@ -505,10 +509,8 @@ func (s *Session) watch(t *task, sp spawned) {
 		}
 	}
 	t.closeCwd()
-	if s.r.watchOOM && t.leaf != nil {
-		if n, ok := t.leaf.OOMKills(); ok && n > t.oomBase {
-			t.oomKilled()
-		}
+	if s.r.watchHits && t.leaf != nil {
+		t.setHits(s.taskHits(t))
 	}
 	t.finish(code)
 	info := t.info(0)
@@ -764,6 +766,7 @@ func (s *Session) teardown(ctx context.Context) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	s.endUsage(rep.Usage)
 	s.releaseTasks()
 	s.recordMu.Lock() // a record being written has finished; none is written from now on
 	s.dir.Close()
@@ -771,7 +774,8 @@ func (s *Session) teardown(ctx context.Context) {
 		errs = append(errs, err)
 	}
 	s.recordMu.Unlock()
-	s.r.forget(s)
+	use, counted := s.usage()
+	s.r.forget(s, use)
 	s.rep.Duration = time.Since(start)
 	if len(errs) > 0 {
 		s.err = fmt.Errorf("close session %s: %w", s.id, errors.Join(errs...))
@@ -779,7 +783,8 @@ func (s *Session) teardown(ctx context.Context) {
 	s.mu.Lock()
 	reason, ran := s.reason, s.ran
 	s.mu.Unlock()
-	end := SessionEnd{ID: s.id, Name: s.name, Reason: reason, Tasks: len(tasks), Lifetime: time.Since(s.created), Report: s.rep, Err: s.err}
+	end := SessionEnd{ID: s.id, Name: s.name, Reason: reason, Tasks: len(tasks), Lifetime: time.Since(s.created), Report: s.rep, Err: s.err,
+		Usage: use, UsageCounted: counted}
 	s.r.logEnd(end)
 	if ran {
 		s.r.obs.SessionEnded(end)

@@ -54,6 +54,10 @@ type TaskInfo struct {
 	// memory limit (Options.SessionLimits) was reached. Its main process, if that was the one, shows
 	// exit code 137 (SIGKILL). It is known in cgroup containment with a memory limit only.
 	OOMKilled bool
+	// Hits are the session's limits hit while the task ran, once it has ended (cgroup containment
+	// with limits only): OOMKills counts the task's own processes (its leaf), the others count the
+	// session's slice, whichever of its tasks ran into them (a limit is the session's, not a task's).
+	Hits cgroup.Hits
 	// Processes is the number of the task's processes alive when the info was taken, including
 	// any the main process left behind after it exited.
 	Processes int
@@ -82,7 +86,7 @@ type task struct {
 	pump                     *taskout.Pump
 	in                       *tty.Input    // its open standard input; nil: /dev/null
 	cwd                      *os.File      // read end of the working-directory pipe (foreground tasks); closed by watch
-	oomBase                  int64         // oom_kill of the leaf when the task started
+	base                     hitsBase      // what the leaf and the slice counted when the task started
 	done                     chan struct{} // closed when the task is terminal
 
 	// mu guards the fields that follow (lock order: see the package documentation).
@@ -92,10 +96,14 @@ type task struct {
 	status     Status
 	exitCode   int
 	ended      time.Time
-	stopAs     Status // the status to record when the main process exits, if reaper ended it
-	readToEnd  bool   // the output was read to its end after the task ended
-	oom        bool   // the OOM killer killed a process of the task
+	stopAs     Status      // the status to record when the main process exits, if reaper ended it
+	readToEnd  bool        // the output was read to its end after the task ended
+	hits       cgroup.Hits // the limits hit while the task ran (see TaskInfo.Hits), set as it ends
 }
+
+// hitsBase is what a task's leaf and its session's slice counted of their limits' hits when the task
+// started: what they count when it ends, less this, is what happened while it ran.
+type hitsBase struct{ leaf, slice cgroup.Hits }
 
 // closeCwd closes the read end of the working-directory pipe, if the task has one.
 func (t *task) closeCwd() {
@@ -104,11 +112,11 @@ func (t *task) closeCwd() {
 	}
 }
 
-// oomKilled records that the OOM killer killed a process of the task.
-func (t *task) oomKilled() {
+// setHits records the limits hit while the task ran.
+func (t *task) setHits(h cgroup.Hits) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.oom = true
+	t.hits = h
 }
 
 // newID returns prefix and 16 random hex digits: unguessable, so an id cannot be used to reach a task
@@ -204,7 +212,7 @@ func (t *task) info(processes int) TaskInfo {
 	ti := TaskInfo{
 		ID: t.id, Command: t.command, Description: t.description, Background: t.background,
 		Status: t.status, ExitCode: t.exitCode, Started: t.started, Ended: t.ended,
-		OOMKilled: t.oom, Processes: processes,
+		OOMKilled: t.hits.OOMKills > 0, Hits: t.hits, Processes: processes,
 	}
 	if t.out != nil {
 		ti.OutputBytes, ti.File = t.out.Size(), t.out.File()

@@ -41,6 +41,10 @@ type Report struct {
 	Unaccounted bool
 	// Duration is the time the teardown took.
 	Duration time.Duration
+	// Usage is what the slice counted (CPU time, memory peak, the limits' hits), read once its
+	// processes were dead, just before its removal (Scope.RemoveSlice): the last reading there can
+	// be. Nil without a slice to remove, or where the reading failed (a warning says why).
+	Usage *cgroup.Stats
 }
 
 // Total is the number of processes the teardown ended.
@@ -144,7 +148,8 @@ const maxWalkPasses = 16
 //  5. A bounded wait for those processes to exit, and for the tasks' ends (Exits); a last look at
 //     the slice; what is alive then is reported.
 //  6. The escapee check (sc.Escapees), the inits let go of, Killed closed; then the inits that held
-//     nothing are killed, the slice removed (RemoveSlice) and those inits waited for.
+//     nothing are killed, the slice's statistics read (Report.Usage) and the slice removed
+//     (RemoveSlice), and those inits waited for.
 //
 // A scope that holds no process but its inits (every namespace is empty, no task runs, the slice is
 // not populated) skips phases 1 to 5: most sessions end so, their commands done. A scope whose walks
@@ -216,6 +221,7 @@ func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 		}
 	}
 	if sc.RemoveSlice && t.slice != nil {
+		t.readUsage()
 		t.remove()
 	}
 	t.awaitInits(dying)
@@ -620,6 +626,17 @@ func (t *teardown) awaitExits() {
 			return
 		}
 	}
+}
+
+// readUsage reads what the slice counted, for Report.Usage. A failure is not the teardown's: what
+// the session used is then known as far as it was read before.
+func (t *teardown) readUsage() {
+	st, err := t.slice.Stats()
+	if err != nil {
+		t.log.Warn("the last reading of a slice's usage failed", "scope", t.sc.Name, "error", err)
+		return
+	}
+	t.rep.Usage = &st
 }
 
 // remove removes the slice; where it is still populated (a process in D state), the error says so.

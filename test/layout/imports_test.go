@@ -126,6 +126,7 @@ var forbiddenOutside = map[string][]string{
 var onlyIn = map[string][]string{
 	"github.com/prometheus/client_golang": {"internal/metrics"},
 	"github.com/prometheus/procfs":        {"internal/proc"},
+	"github.com/containerd/cgroups":       {"cgroup"},
 }
 
 // testOnly are packages only tests, and other test-only packages, may import.
