@@ -26,6 +26,9 @@ type reaperMetrics struct{ m *metrics.Metrics }
 
 func (o reaperMetrics) SessionEnded(e reaper.SessionEnd) {
 	o.m.SessionEnded(e.Reason, e.Report.Duration)
+	if e.UsageCounted {
+		o.m.SessionUsed(metrics.SessionUse{CPU: e.Usage.CPU, MemoryPeak: e.Usage.MemoryPeak, MemoryCounted: e.Usage.MemoryCounted})
+	}
 }
 
 func (o reaperMetrics) TaskEnded(e reaper.TaskEnd) { o.m.TaskEnded(string(e.Status), e.OOMKilled) }
@@ -76,7 +79,11 @@ func watchReaper(m *metrics.Metrics, r *reaper.Reaper) {
 	m.SetContainment(ci.Mode.String(), kill)
 	m.WatchUsage(func() metrics.Usage {
 		u := r.Usage()
-		return metrics.Usage{Sessions: u.Sessions, Counted: u.Counted, MemoryCounted: u.MemoryCounted, Processes: u.Processes, Memory: u.Memory,
-			OutputBytes: u.OutputBytes, OutputBudget: r.Limits().TotalOutputBudget}
+		return metrics.Usage{
+			Sessions: u.Sessions, Counted: u.Counted, MemoryCounted: u.MemoryCounted, PidsCounted: u.PidsCounted,
+			ThrottlingCounted: u.ThrottlingCounted, Processes: u.Processes, Memory: u.Memory, MemoryPeak: u.MemoryPeak,
+			CPU: u.CPU, OOMKills: u.Hits.OOMKills, ForksRefused: u.Hits.ForksRefused, Throttled: u.Hits.Throttled,
+			ThrottledTime: u.Hits.ThrottledTime, OutputBytes: u.OutputBytes, OutputBudget: r.Limits().TotalOutputBudget,
+		}
 	})
 }

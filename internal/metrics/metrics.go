@@ -41,6 +41,8 @@ type Metrics struct {
 	sweptProcesses  prometheus.Counter
 	containment     *prometheus.GaugeVec
 	refused         *prometheus.CounterVec
+	sessionCPU      prometheus.Histogram
+	sessionPeak     prometheus.Histogram
 
 	// MCP, as the OpenTelemetry conventions name them.
 	operations *prometheus.HistogramVec
@@ -66,6 +68,12 @@ var sessionBuckets = []float64{0.1, 1, 10, 60, 300, 600, 1800, 3600, 7200, 14400
 
 // teardownBuckets span an empty slice's removal to a grace period and a stuck process's deadline.
 var teardownBuckets = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30}
+
+// sessionCPUBuckets span a session that ran `echo hi` to one that kept a CPU busy for a working day.
+var sessionCPUBuckets = []float64{0.01, 0.1, 1, 10, 60, 600, 3600, 28800}
+
+// sessionPeakBuckets span a shell's few MiB to 64 GiB, by powers of 4.
+var sessionPeakBuckets = prometheus.ExponentialBuckets(1<<20, 4, 9)
 
 // maxScrapes bounds the scrapes served at once; more are answered 503 at once rather than each
 // gathering everything anew.
@@ -113,6 +121,12 @@ func New(opts Options) *Metrics {
 		containment: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "reaper_containment_info",
 			Help: "How sessions' processes are contained: mode cgroup or process; kill is the strongest kill of a slice (cgroup.kill, freeze+SIGKILL, SIGKILL sweep; none in process containment). Always 1."},
 			[]string{"mode", "kill"}),
+		sessionCPU: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reaper_session_cpu_seconds",
+			Help:    "CPU time the processes of each ended session used, from its slice's cpu.stat (cgroup containment only).",
+			Buckets: sessionCPUBuckets}),
+		sessionPeak: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "reaper_session_memory_peak_bytes",
+			Help:    "The most memory each ended session's processes used at once, from its slice's memory.peak (where the memory controller is enabled for them: with --memory-max).",
+			Buckets: sessionPeakBuckets}),
 		refused: counterVec("reaper_refused_total",
 			"Requests and connections refused at one of reaper's limits, by limit: connections (all open), connections_unauthenticated, connections_peer (one peer's waiting to authenticate), message (a message's size, depth or values), sessions (all sessions and workspaces), identity_sessions (one identity's).",
 			"limit"),
@@ -128,7 +142,7 @@ func New(opts Options) *Metrics {
 	build.Set(1)
 	m.reg.MustRegister(
 		m.sessionsEnded, m.sessionTeardown, m.tasksEnded, m.tasksOOM, m.killed, m.escapees, m.remaining,
-		m.sweptInstances, m.sweptProcesses, m.containment, build, m.refused, m.operations, m.sessions,
+		m.sweptInstances, m.sweptProcesses, m.containment, build, m.refused, m.operations, m.sessions, m.sessionCPU, m.sessionPeak,
 		m.usage, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	// Shown at 0 from the start, so that rate() sees the first event (the counters without labels are).
@@ -176,6 +190,23 @@ func (m *Metrics) SetContainment(mode, kill string) {
 func (m *Metrics) SessionEnded(reason string, teardown time.Duration) {
 	m.sessionsEnded.WithLabelValues(valid(reason)).Inc()
 	m.sessionTeardown.Observe(teardown.Seconds())
+}
+
+// SessionUse is what an ended session's processes used, where its slice counted it.
+type SessionUse struct {
+	CPU time.Duration
+	// MemoryPeak is the most memory they used at once, where MemoryCounted.
+	MemoryPeak    int64
+	MemoryCounted bool
+}
+
+// SessionUsed records what an ended session used (cgroup containment only: call it for sessions
+// whose slice counted it).
+func (m *Metrics) SessionUsed(u SessionUse) {
+	m.sessionCPU.Observe(u.CPU.Seconds())
+	if u.MemoryCounted {
+		m.sessionPeak.Observe(float64(u.MemoryPeak))
+	}
 }
 
 // TaskEnded counts a command that ended with status (one of Options.TaskStatuses), and whether the

@@ -31,7 +31,8 @@ func scrape(t *testing.T, m *Metrics) string {
 
 func TestEventsMoveTheMetrics(t *testing.T) {
 	m := New(Options{Version: "v1.2.3", TaskStatuses: []string{"completed", "failed"}})
-	usage := Usage{Sessions: 2, Counted: true, MemoryCounted: true, Processes: []int{3, 5}, Memory: []int64{100, 300}}
+	usage := Usage{Sessions: 2, Counted: true, MemoryCounted: true, PidsCounted: true, Processes: []int{3, 5}, Memory: []int64{100, 300},
+		MemoryPeak: []int64{900, 700}, CPU: 2500 * time.Millisecond, OOMKills: 1, ForksRefused: 12, Throttled: 40, ThrottledTime: time.Second}
 	m.WatchUsage(func() Usage { return usage })
 	m.SetContainment("process", "none")
 
@@ -39,6 +40,8 @@ func TestEventsMoveTheMetrics(t *testing.T) {
 	m.TaskEnded("failed", true)
 	m.Killed(Kills{SIGTERM: 2, CgroupKill: 3, Walk: 2, Escapees: 3, Remaining: 1})
 	m.SessionEnded("idle", 30*time.Millisecond)
+	m.SessionUsed(SessionUse{CPU: 2 * time.Second, MemoryPeak: 3 << 20, MemoryCounted: true})
+	m.SessionUsed(SessionUse{CPU: 20 * time.Millisecond})
 	m.Swept(1, 2)
 	m.MCPOperation(Operation{Method: "tools/call", Tool: "bash", Transport: "tcp", ProtocolVersion: "2025-11-25", Duration: 40 * time.Millisecond})
 	m.MCPSessionEnded("tcp", "", 3*time.Second)
@@ -52,6 +55,14 @@ func TestEventsMoveTheMetrics(t *testing.T) {
 		`reaper_session_processes_largest 5`,
 		`reaper_session_memory_bytes 400`,
 		`reaper_session_memory_largest_bytes 300`,
+		`reaper_session_memory_peak_largest_bytes 900`,
+		`reaper_session_cpu_seconds_total 2.5`,
+		`reaper_session_oom_kills_total 1`,
+		`reaper_session_forks_refused_total 12`,
+		`reaper_session_cpu_seconds_count 2`,
+		`reaper_session_cpu_seconds_bucket{le="0.1"} 1`,
+		`reaper_session_memory_peak_bytes_count 1`,
+		`reaper_session_memory_peak_bytes_bucket{le="4.194304e+06"} 1`,
 		`reaper_tasks_ended_total{status="failed"} 2`,
 		`reaper_tasks_ended_total{status="completed"} 0`,
 		`reaper_tasks_oom_killed_total 1`,
@@ -78,10 +89,26 @@ func TestEventsMoveTheMetrics(t *testing.T) {
 		t.Log(out)
 	}
 
+	// Throttling is not counted without a CPU limit: no sample rather than a false 0.
+	if strings.Contains(out, "reaper_session_cpu_throttled") {
+		t.Errorf("throttling reported without a CPU limit:\n%s", out)
+	}
+
 	// In process containment nothing counts processes per slice: no sample rather than a false 0.
-	usage = Usage{Sessions: 1}
-	if out := scrape(t, m); strings.Contains(out, "reaper_session_processes ") || strings.Contains(out, "reaper_session_memory_bytes") {
-		t.Errorf("per-slice gauges without slices:\n%s", out)
+	usage = Usage{Sessions: 1, MemoryCounted: true, PidsCounted: true, ThrottlingCounted: true}
+	out = scrape(t, m)
+	for _, family := range []string{"reaper_session_processes ", "reaper_session_memory_bytes", "reaper_session_cpu_seconds_total",
+		"reaper_session_oom_kills_total", "reaper_session_forks_refused_total", "reaper_session_cpu_throttled_periods_total"} {
+		if strings.Contains(out, family) {
+			t.Errorf("%s reported without slices:\n%s", family, out)
+		}
+	}
+	usage = Usage{Sessions: 1, Counted: true, ThrottlingCounted: true, Throttled: 3, ThrottledTime: 250 * time.Millisecond}
+	out = scrape(t, m)
+	for _, want := range []string{"reaper_session_cpu_throttled_periods_total 3\n", "reaper_session_cpu_throttled_seconds_total 0.25\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
 	}
 }
 
@@ -182,7 +209,8 @@ func TestDocumentedMetrics(t *testing.T) {
 	}
 	m := New(Options{TaskStatuses: []string{"completed"}})
 	m.WatchUsage(func() Usage {
-		return Usage{Sessions: 1, Counted: true, MemoryCounted: true, Processes: []int{1}, Memory: []int64{1}}
+		return Usage{Sessions: 1, Counted: true, MemoryCounted: true, PidsCounted: true, ThrottlingCounted: true,
+			Processes: []int{1}, Memory: []int64{1}, MemoryPeak: []int64{1}}
 	})
 	m.SetContainment("cgroup", "cgroup.kill")
 	m.SessionEnded("idle", time.Second)
