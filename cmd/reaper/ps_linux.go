@@ -128,6 +128,7 @@ func printSession(w io.Writer, sv inspect.SessionView) {
 		fmt.Fprintf(w, "  init %d (its PID namespace)", sv.Init)
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "    %s\n", usageLine(sv))
 	for _, t := range sv.Tasks {
 		kind := "fg"
 		if t.Background {
@@ -154,6 +155,44 @@ func printSession(w io.Writer, sv inspect.SessionView) {
 	}
 	tw.Flush()
 }
+
+// usageLine says what a session's processes used and the limits they hit, as its slice counts them,
+// or why nothing counts them.
+func usageLine(sv inspect.SessionView) string {
+	u := sv.Usage
+	if u == nil {
+		return "usage not counted: " + printable(sv.NotCounted)
+	}
+	parts := []string{fmt.Sprintf("cpu %v", time.Duration(u.CPUSeconds*float64(time.Second)).Round(time.Millisecond))}
+	if u.MemoryBytes != nil {
+		m := "memory " + mib(*u.MemoryBytes)
+		if u.MemoryPeakBytes != nil {
+			m += ", peak " + mib(*u.MemoryPeakBytes)
+		}
+		if u.MemoryMaxBytes != nil {
+			m += " of " + mib(*u.MemoryMaxBytes)
+		}
+		parts = append(parts, m, fmt.Sprintf("%d oom kills", *u.OOMKills))
+	}
+	if u.Pids != nil {
+		p := fmt.Sprintf("pids %d", *u.Pids)
+		if u.PidsMax != nil {
+			p += fmt.Sprintf(" of %d", *u.PidsMax)
+		}
+		parts = append(parts, p, fmt.Sprintf("%d forks refused", *u.ForksRefused))
+	}
+	if u.ThrottledPeriods != nil {
+		c := fmt.Sprintf("throttled in %d periods (%v)", *u.ThrottledPeriods, time.Duration(*u.ThrottledSeconds*float64(time.Second)).Round(time.Millisecond))
+		if u.CPUMax != nil {
+			c += fmt.Sprintf(" at %g CPUs", *u.CPUMax)
+		}
+		parts = append(parts, c)
+	}
+	return "usage: " + strings.Join(parts, ", ")
+}
+
+// mib writes n bytes in MiB, to a tenth.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // oneLine puts s on one line, makes it printable and cuts it to about n bytes (on a character's
 // boundary).

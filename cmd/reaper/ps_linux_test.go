@@ -65,3 +65,24 @@ func TestPrintPsAge(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageLine: what a session's slice counts is printed with its limits; a figure not counted is
+// left out, not shown as 0; a session without a slice says why nothing is counted.
+func TestUsageLine(t *testing.T) {
+	i64 := func(v int64) *int64 { return &v }
+	f64 := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		sv   inspect.SessionView
+		want string
+	}{
+		{inspect.SessionView{Usage: &inspect.UsageView{CPUSeconds: 1.25}}, "usage: cpu 1.25s"},
+		{inspect.SessionView{Usage: &inspect.UsageView{CPUSeconds: 0.5, MemoryBytes: i64(3 << 20), MemoryPeakBytes: i64(64 << 20), MemoryMaxBytes: i64(64 << 20),
+			OOMKills: i64(1), Pids: i64(5), PidsMax: i64(64), ForksRefused: i64(12), ThrottledPeriods: i64(30), ThrottledSeconds: f64(2.1), CPUMax: f64(0.2)}},
+			"usage: cpu 500ms, memory 3.0 MiB, peak 64.0 MiB of 64.0 MiB, 1 oom kills, pids 5 of 64, 12 forks refused, throttled in 30 periods (2.1s) at 0.2 CPUs"},
+		{inspect.SessionView{NotCounted: "process containment"}, "usage not counted: process containment"},
+	} {
+		if got := usageLine(tc.sv); got != tc.want {
+			t.Errorf("usageLine = %q, want %q", got, tc.want)
+		}
+	}
+}

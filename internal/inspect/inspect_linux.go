@@ -72,6 +72,75 @@ type SessionView struct {
 	Tasks []instance.TaskView `json:"tasks"`
 	// Processes are the session's live processes: in its slice, or anywhere with its marker.
 	Processes []ProcessView `json:"processes"`
+	// Usage is what its processes used and the limits they hit, as its slice counts them; null
+	// where nothing counts them, and NotCounted says why (process containment, no slice).
+	Usage      *UsageView `json:"usage"`
+	NotCounted string     `json:"usage_not_counted,omitempty"`
+}
+
+// UsageView is what a session's slice counts. A figure whose controller is not enabled for the slice
+// (no limit of that kind set) is absent, rather than 0.
+type UsageView struct {
+	// CPUSeconds is the CPU time its processes used, those that ended included.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// MemoryBytes is what they use now (memory.current), MemoryPeakBytes the most they used at once
+	// (memory.peak), MemoryMaxBytes their limit (memory.max).
+	MemoryBytes     *int64 `json:"memory_bytes,omitempty"`
+	MemoryPeakBytes *int64 `json:"memory_peak_bytes,omitempty"`
+	MemoryMaxBytes  *int64 `json:"memory_max_bytes,omitempty"`
+	// OOMKills are its processes the OOM killer killed at the memory limit.
+	OOMKills *int64 `json:"oom_kills,omitempty"`
+	// Pids is its processes and threads now (pids.current), PidsMax their limit, ForksRefused the
+	// forks refused at it.
+	Pids         *int64 `json:"pids,omitempty"`
+	PidsMax      *int64 `json:"pids_max,omitempty"`
+	ForksRefused *int64 `json:"forks_refused,omitempty"`
+	// CPUMax is its CPU limit in CPUs; ThrottledPeriods the periods of it in which its processes were
+	// held back, ThrottledSeconds how long they waited.
+	CPUMax           *float64 `json:"cpu_max,omitempty"`
+	ThrottledPeriods *int64   `json:"cpu_throttled_periods,omitempty"`
+	ThrottledSeconds *float64 `json:"cpu_throttled_seconds,omitempty"`
+}
+
+// notCounted says why nothing counts what a session used, or "" when its slice does.
+func notCounted(iv *InstanceView, sv SessionView) string {
+	switch {
+	case sv.Usage != nil:
+		return ""
+	case iv.Containment == instance.ContainProcess:
+		return "process containment"
+	case sv.Slice == "":
+		return "no slice (no command run yet, or its slice is gone)"
+	}
+	return "its slice could not be read"
+}
+
+// usageView converts what a slice counts into what the listing shows.
+func usageView(st cgroup.Stats) *UsageView {
+	u := &UsageView{CPUSeconds: st.CPU.Seconds()}
+	limit := func(v int64) *int64 {
+		if v == 0 {
+			return nil // none set
+		}
+		return &v
+	}
+	if st.MemoryCounted {
+		u.MemoryBytes, u.MemoryPeakBytes, u.MemoryMaxBytes, u.OOMKills = &st.Memory, &st.MemoryPeak, limit(st.Limits.MemoryMax), &st.OOMKills
+		if st.MemoryPeak == 0 { // a kernel before 5.19 keeps none
+			u.MemoryPeakBytes = nil
+		}
+	}
+	if st.PidsCounted {
+		u.Pids, u.PidsMax, u.ForksRefused = &st.Pids, limit(st.Limits.PidsMax), &st.ForksRefused
+	}
+	if st.ThrottlingCounted {
+		waited := st.ThrottledTime.Seconds()
+		u.ThrottledPeriods, u.ThrottledSeconds = &st.Throttled, &waited
+		if st.Limits.CPUs > 0 {
+			u.CPUMax = &st.Limits.CPUs
+		}
+	}
+	return u
 }
 
 // ProcessView is one live process of a session.
@@ -137,6 +206,9 @@ func Run(opts Options) (Inspection, error) {
 	markedProcesses(w, byName)
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		iv := byName[name]
+		for i := range iv.Sessions {
+			iv.Sessions[i].NotCounted = notCounted(iv, iv.Sessions[i])
+		}
 		slices.SortFunc(iv.Sessions, func(a, b SessionView) int { return cmp.Compare(sessionSeq(a.Name), sessionSeq(b.Name)) })
 		in.Instances = append(in.Instances, *iv)
 	}
@@ -186,6 +258,9 @@ func (iv *InstanceView) inspect(w *proc.Walker) {
 				sv := get(name)
 				sv.Slice = s.Path()
 				sv.sliceProcesses(s)
+				if st, err := s.Stats(); err == nil {
+					sv.Usage = usageView(st)
+				}
 			}
 		}
 	}
