@@ -50,10 +50,11 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, st *session
 	if err != nil && errors.Is(context.Cause(ctx), errInputEnded) {
 		res.Notice = strings.TrimPrefix(res.Notice+"; "+errInputEnded.Error(), "; ")
 	}
-	txt := bashText(res, timeout, s.memoryMax())
+	txt := bashText(res, timeout, s.sessionLimits())
 	out := BashOutput{
 		// The text starts with the output: both share one copy of it.
 		Output: txt[:len(res.Output)], Status: string(res.Status), TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
+		ForksRefused: res.Hits.ForksRefused, CPUThrottledPeriods: res.Hits.Throttled, CPUThrottledSeconds: res.Hits.ThrottledTime.Seconds(),
 		DroppedChars: res.DroppedChars, DroppedLines: res.DroppedLines, DroppedBytes: res.Dropped,
 		OutputBytes: res.Total, OutputLines: res.Lines, OutputFile: res.File.Path, OutputTaskID: res.OutputID,
 		FileMissingBytes: res.File.Missing, Cwd: res.Cwd, Notice: res.Notice, TaskID: res.TaskID, Leftover: res.Leftover,
@@ -119,8 +120,17 @@ func termSize(tty bool, rows, cols *int) (*reaper.TermSize, error) {
 	return &size, nil
 }
 
-// memoryMax is the per-session memory limit in effect, in bytes; zero for none.
-func (s *Server) memoryMax() int64 { return s.opts.Reaper.Containment().Limits.MemoryMax }
+// sessionLimits are the per-session limits in effect, as the results name them; zero for none.
+type sessionLimits struct {
+	memoryMax, pidsMax int64
+	cpus               float64
+}
+
+// sessionLimits returns the per-session limits in effect.
+func (s *Server) sessionLimits() sessionLimits {
+	l := s.opts.Reaper.Containment().Limits
+	return sessionLimits{memoryMax: l.MemoryMax, pidsMax: l.PidsMax, cpus: l.CPUs}
+}
 
 // oomText tells the agent that the OOM killer struck, and why.
 func oomText(memoryMax int64) string {
@@ -130,9 +140,32 @@ func oomText(memoryMax int64) string {
 	return "killed by the out-of-memory killer"
 }
 
+// hitsTexts tell the agent which of the session's other limits were hit while a command (what:
+// "command", "task") ran: forks that failed, CPU held back. A limit is the session's: another of its
+// tasks may have been the one that hit it.
+func hitsTexts(h reaper.Hits, lim sessionLimits, what string) []string {
+	var notes []string
+	if h.ForksRefused > 0 {
+		limit := "a limit on processes above the session's own"
+		if lim.pidsMax > 0 {
+			limit = fmt.Sprintf("its limit of %d (--pids-max)", lim.pidsMax)
+		}
+		notes = append(notes, fmt.Sprintf("fork failed: the session's processes reached %s; %d fork(s) refused while this %s ran", limit, h.ForksRefused, what))
+	}
+	if h.Throttled > 0 {
+		limit := "a CPU limit above the session's own"
+		if lim.cpus > 0 {
+			limit = fmt.Sprintf("its CPU limit of %g CPUs (--cpu-max)", lim.cpus)
+		}
+		notes = append(notes, fmt.Sprintf("throttled: the session's processes used %s and were held back in %d period(s) of 100 ms, %v in all, while this %s ran",
+			limit, h.Throttled, h.ThrottledTime.Round(time.Millisecond), what))
+	}
+	return notes
+}
+
 // bashText is the human-readable result of a foreground command: the output, then what else the
 // agent should know, in brackets. It starts with res.Output.
-func bashText(res reaper.Result, timeout time.Duration, memoryMax int64) string {
+func bashText(res reaper.Result, timeout time.Duration, lim sessionLimits) string {
 	var b strings.Builder
 	b.Grow(len(res.Output) + 512)
 	b.WriteString(res.Output)
@@ -151,7 +184,10 @@ func bashText(res reaper.Result, timeout time.Duration, memoryMax int64) string 
 		note("exit code %d", res.ExitCode)
 	}
 	if res.OOMKilled {
-		note("%s", oomText(memoryMax))
+		note("%s", oomText(lim.memoryMax))
+	}
+	for _, hit := range hitsTexts(res.Hits, lim, "command") {
+		note("%s", hit)
 	}
 	if res.Dropped > 0 {
 		note("%s", cutText(res))

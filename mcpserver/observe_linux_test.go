@@ -92,12 +92,34 @@ func TestObserverSeesOperationsAndSessions(t *testing.T) {
 
 func TestBashTextSaysOOM(t *testing.T) {
 	res := reaper.Result{Status: reaper.Failed, ExitCode: 137, OOMKilled: true, Cwd: "/"}
-	got := bashText(res, time.Minute, 64<<20)
+	got := bashText(res, time.Minute, sessionLimits{memoryMax: 64 << 20})
 	if !strings.Contains(got, "[exit code 137]") || !strings.Contains(got, "out-of-memory killer") || !strings.Contains(got, "64 MiB") {
 		t.Errorf("bash text of an OOM-killed command:\n%s", got)
 	}
 	res.OOMKilled = false
-	if got := bashText(res, time.Minute, 64<<20); strings.Contains(got, "memory") {
+	if got := bashText(res, time.Minute, sessionLimits{memoryMax: 64 << 20}); strings.Contains(got, "memory") {
 		t.Errorf("bash text mentions memory without an OOM kill:\n%s", got)
+	}
+}
+
+// TestBashTextSaysLimitsHit: refused forks and CPU throttling while a command ran are in its result,
+// with the limit that did it; none of it without hits.
+func TestBashTextSaysLimitsHit(t *testing.T) {
+	res := reaper.Result{Status: reaper.Failed, ExitCode: 2, Cwd: "/", Hits: reaper.Hits{ForksRefused: 12, Throttled: 30, ThrottledTime: 2100 * time.Millisecond}}
+	got := bashText(res, time.Minute, sessionLimits{pidsMax: 64, cpus: 0.2})
+	for _, want := range []string{
+		"[fork failed: the session's processes reached its limit of 64 (--pids-max); 12 fork(s) refused while this command ran]",
+		"[throttled: the session's processes used its CPU limit of 0.2 CPUs (--cpu-max) and were held back in 30 period(s) of 100 ms, 2.1s in all, while this command ran]",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("bash text lacks %q:\n%s", want, got)
+		}
+	}
+	if got := bashText(res, time.Minute, sessionLimits{}); !strings.Contains(got, "a limit on processes above the session's own") {
+		t.Errorf("a hit without a session limit of its kind must name the limit above:\n%s", got)
+	}
+	res.Hits = reaper.Hits{}
+	if got := bashText(res, time.Minute, sessionLimits{pidsMax: 64, cpus: 0.2}); strings.Contains(got, "fork") || strings.Contains(got, "throttled") {
+		t.Errorf("bash text names limits that were not hit:\n%s", got)
 	}
 }

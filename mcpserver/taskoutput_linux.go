@@ -69,6 +69,7 @@ func (s *Server) readOptions(in TaskOutputInput) (reaper.OutputOptions, error) {
 func (s *Server) outputResult(ti reaper.TaskInfo, c reaper.Chunk, lines bool) (TaskOutput, string) {
 	out := TaskOutput{
 		TaskID: ti.ID, Status: string(ti.Status), OOMKilled: ti.OOMKilled, WaitingForInput: ti.WaitingForInput,
+		ForksRefused: ti.Hits.ForksRefused, CPUThrottledPeriods: ti.Hits.Throttled, CPUThrottledSeconds: ti.Hits.ThrottledTime.Seconds(),
 		Offset: c.Offset, Next: c.Next, SkippedBytes: c.Skipped, PendingBytes: c.Pending, Lines: c.Lines,
 		OutputBytes: c.Total, OutputFile: ti.File.Path, FileMissingBytes: ti.File.Missing, Input: ti.Input,
 		Processes: ti.Processes,
@@ -93,8 +94,12 @@ func (s *Server) outputResult(ti reaper.TaskInfo, c reaper.Chunk, lines bool) (T
 	if ti.Status.Terminal() {
 		out.ExitCode = ptr(ti.ExitCode)
 		note("task %s %s, exit code %d", ti.ID, ti.Status, ti.ExitCode)
+		lim := s.sessionLimits()
 		if ti.OOMKilled {
-			note("%s", oomText(s.memoryMax()))
+			note("%s", oomText(lim.memoryMax))
+		}
+		for _, hit := range hitsTexts(ti.Hits, lim, "task") {
+			note("%s", hit)
 		}
 	} else {
 		note("task %s running for %v, %d process(es)%s", ti.ID, time.Since(ti.Started).Round(time.Second), ti.Processes, inputText(ti))

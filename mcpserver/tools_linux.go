@@ -45,6 +45,13 @@ type BashOutput struct {
 	// OOMKilled is set when the kernel's OOM killer killed a process of the command: the session's
 	// memory limit was reached.
 	OOMKilled bool `json:"oom_killed,omitempty"`
+	// ForksRefused counts the forks in the session refused at its process limit while the command
+	// ran; CPUThrottledPeriods the periods of its CPU limit in which its processes were held back,
+	// CPUThrottledSeconds how long (the limits are the session's: another of its tasks may have hit
+	// them).
+	ForksRefused        int64   `json:"forks_refused,omitempty"`
+	CPUThrottledPeriods int64   `json:"cpu_throttled_periods,omitempty"`
+	CPUThrottledSeconds float64 `json:"cpu_throttled_seconds,omitempty"`
 	// DroppedChars, DroppedLines and DroppedBytes count what was left out of output between its head
 	// and tail: read it from output_file.
 	DroppedChars int64 `json:"dropped_chars,omitempty"`
@@ -91,6 +98,11 @@ type TaskOutput struct {
 	ExitCode *int   `json:"exit_code,omitempty"`
 	// OOMKilled is set when the kernel's OOM killer killed a process of the task.
 	OOMKilled bool `json:"oom_killed,omitempty"`
+	// ForksRefused, CPUThrottledPeriods and CPUThrottledSeconds are the session's limits hit while
+	// the task ran, once it has ended (see BashOutput).
+	ForksRefused        int64   `json:"forks_refused,omitempty"`
+	CPUThrottledPeriods int64   `json:"cpu_throttled_periods,omitempty"`
+	CPUThrottledSeconds float64 `json:"cpu_throttled_seconds,omitempty"`
 	// WaitingForInput is set while a process of the task is blocked reading its input: answer it
 	// with write_stdin.
 	WaitingForInput bool `json:"waiting_for_input,omitempty"`

@@ -48,6 +48,8 @@ type Result struct {
 	// OOMKilled reports that the kernel's OOM killer killed a process of the command (see
 	// TaskInfo.OOMKilled).
 	OOMKilled bool
+	// Hits are the session's limits hit while the command ran (see TaskInfo.Hits), once it has ended.
+	Hits Hits
 	// Cwd is the session's working directory after the command.
 	Cwd string
 	// Leftover counts processes the command left running (for example `server &`); they stay in the
@@ -189,7 +191,7 @@ func (s *Session) result(t *task, notice string, budget Budget) Result {
 	res := Result{
 		Output: wh.Text, Whole: wh, File: t.out.File(),
 		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut, OOMKilled: info.OOMKilled,
-		Cwd: s.Cwd(), Duration: time.Since(t.started), Notice: notice,
+		Hits: info.Hits, Cwd: s.Cwd(), Duration: time.Since(t.started), Notice: notice,
 	}
 	if res.File.Path != "" {
 		res.OutputID = t.id

@@ -32,6 +32,9 @@ const (
 	TimedOut Status = "timed_out"
 )
 
+// Hits are the times a session's processes ran into its limits (see cgroup.Hits).
+type Hits = cgroup.Hits
+
 // Terminal reports whether the status is final.
 func (s Status) Terminal() bool { return s != Running && s != "" }
 
@@ -57,7 +60,7 @@ type TaskInfo struct {
 	// Hits are the session's limits hit while the task ran, once it has ended (cgroup containment
 	// with limits only): OOMKills counts the task's own processes (its leaf), the others count the
 	// session's slice, whichever of its tasks ran into them (a limit is the session's, not a task's).
-	Hits cgroup.Hits
+	Hits Hits
 	// Processes is the number of the task's processes alive when the info was taken, including
 	// any the main process left behind after it exited.
 	Processes int

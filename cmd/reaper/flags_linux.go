@@ -122,9 +122,9 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "read the admin token from `file` (its first line)")
 	fs.StringVar(&c.logFormat, "log-format", "text", logFormatUsage)
 	fs.StringVar(&c.logLevel, "log-level", "info", logLevelUsage)
-	fs.Var(&c.memoryMax, "memory-max", "limit the memory of each session's processes together to `size` (memory.max: bytes, or with K, M, G, T as powers of 1024, such as 512M; 0: none); the OOM killer then acts within the session, and the command's result says so")
-	fs.Int64Var(&c.pidsMax, "pids-max", 0, "limit each session to this many processes and threads (pids.max; 0: none)")
-	fs.Var(&c.cpuMax, "cpu-max", "limit each session to this many `CPUs` of time (cpu.max with a 100 ms period: 1.5 is one and a half; 0: none)")
+	fs.Var(&c.memoryMax, "memory-max", "limit the memory of each session's processes together to `size` (memory.max, with memory.swap.max 0 so that swap cannot extend it: bytes, or with K, M, G, T as powers of 1024, such as 512M; 0: none); the OOM killer then acts within the session, and the command's result says so")
+	fs.Int64Var(&c.pidsMax, "pids-max", 0, "limit each session to this many processes and threads (pids.max; 0: none); a command's result says when its forks were refused")
+	fs.Var(&c.cpuMax, "cpu-max", "limit each session to this many `CPUs` of time (cpu.max with a 100 ms period: 1.5 is one and a half; 0: none); a command's result says when it was held back")
 
 	if err := parseFlags(fs, normalizeHTTPFlag(args), false, getenv); err != nil {
 		return c, err
