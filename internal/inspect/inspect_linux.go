@@ -72,9 +72,9 @@ type SessionView struct {
 	Tasks []instance.TaskView `json:"tasks"`
 	// Processes are the session's live processes: in its slice, or anywhere with its marker.
 	Processes []ProcessView `json:"processes"`
-	// Usage is what its processes used and the limits they hit, as its slice counts them; null
+	// Usage is what its processes used and the limits they hit, as its slice counts them; absent
 	// where nothing counts them, and NotCounted says why (process containment, no slice).
-	Usage      *UsageView `json:"usage"`
+	Usage      *UsageView `json:"usage,omitempty"`
 	NotCounted string     `json:"usage_not_counted,omitempty"`
 }
 
