@@ -193,12 +193,13 @@ func Text(res *mcp.CallToolResult) string {
 
 // BashResult is the bash tool's structured output, as a client reads it.
 type BashResult struct {
-	Output           string `json:"output"`
-	Status           string `json:"status"`
-	ExitCode         *int   `json:"exit_code"`
-	TimedOut         bool   `json:"timed_out"`
-	OOMKilled        bool   `json:"oom_killed"`
-	Cwd              string `json:"cwd"`
+	Output    string `json:"output"`
+	Status    string `json:"status"`
+	ExitCode  *int   `json:"exit_code"`
+	TimedOut  bool   `json:"timed_out"`
+	OOMKilled bool   `json:"oom_killed"`
+	Cwd       string `json:"cwd"`
+	Hits
 	Notice           string `json:"notice"`
 	TaskID           string `json:"task_id"`
 	Input            string `json:"input"`
@@ -229,6 +230,14 @@ type OutputResult struct {
 	Input           string `json:"input"`
 	Processes       int    `json:"processes"`
 	Written         int    `json:"written"`
+	Hits
+}
+
+// Hits are the session's limits a command or task ran into, as its result counts them.
+type Hits struct {
+	ForksRefused        int64   `json:"forks_refused"`
+	CPUThrottledPeriods int64   `json:"cpu_throttled_periods"`
+	CPUThrottledSeconds float64 `json:"cpu_throttled_seconds"`
 }
 
 // WriteStdin types chars into a task's input (with the extra arguments given as name, value pairs),

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -134,13 +136,80 @@ func endSession(t *testing.T, cs *mcp.ClientSession, ps []testutil.Proc, slice s
 	})
 }
 
+// usageReports are where reaper reports what a session used and the limits it hit, besides the
+// results of its commands: `reaper ps`, /metrics and the session's end line.
+type usageReports struct {
+	pl     placement
+	stderr *testutil.Buffer
+	admin  string // the admin endpoint's base URL
+}
+
+// connectLimited starts a stdio reaper under pl, in cgroup containment with its admin endpoint and
+// the limits given as flags, and connects to it.
+func connectLimited(t *testing.T, pl placement, limits ...string) (*mcp.ClientSession, *exec.Cmd, usageReports) {
+	t.Helper()
+	args := append(pl.args(), "--containment", "cgroup", "--admin", "127.0.0.1:0")
+	cs, cmd, stderr := connectStdio(t, append(args, limits...)...)
+	u := usageReports{pl: pl, stderr: stderr}
+	testutil.Eventually(t, "the admin endpoint in the start-up line", func() bool {
+		line, _ := testutil.LogLine(stderr.String(), "reaper serving MCP over stdio")
+		u.admin = line["admin"]
+		return u.admin != ""
+	})
+	return cs, cmd, u
+}
+
+// ps returns what `reaper ps --json` says the one live session used.
+func (u usageReports) ps(t *testing.T) psUsage {
+	t.Helper()
+	in := reaperPs(t, u.pl.args()...)
+	if len(in.Instances) != 1 || len(in.Instances[0].Sessions) != 1 || in.Instances[0].Sessions[0].Usage == nil {
+		t.Fatalf("reaper ps: want one instance with one session whose usage is counted: %+v", in)
+	}
+	usage := in.Instances[0].Sessions[0].Usage
+	b, _ := json.Marshal(usage)
+	t.Logf("reaper ps: the session's usage: %s", b)
+	return *usage
+}
+
+// metric waits until the series on /metrics reaches least, and returns it.
+func (u usageReports) metric(t *testing.T, series string, least float64) float64 {
+	t.Helper()
+	return awaitSample(t, u.admin, series, atLeast(least))
+}
+
+// ended returns the number key of the session's end line, once reaper has logged it.
+func (u usageReports) ended(t *testing.T, key string) float64 {
+	t.Helper()
+	var line map[string]string
+	testutil.Eventually(t, "the session's end line", func() bool {
+		line, _ = testutil.LogLine(u.stderr.String(), "session ended")
+		return line != nil
+	})
+	v, err := strconv.ParseFloat(line[key], 64)
+	if err != nil {
+		t.Fatalf("the session's end line has no number %s: %v", key, line)
+	}
+	return v
+}
+
+// value returns *p, failing the test where it is absent (what it counts is not counted).
+func value[T int64 | float64](t *testing.T, what string, p *T) T {
+	t.Helper()
+	if p == nil {
+		t.Fatalf("reaper ps gives no %s", what)
+	}
+	return *p
+}
+
 // TestSessionMemoryMax: with --memory-max 64M, a command that allocates 300 MiB is killed by the
 // OOM killer within its session's slice. The result says so and names the limit; the slice's
 // memory.events counts the kill; reaper and the session serve on, and the session's end leaves
-// nothing.
+// nothing. reaper ps, /metrics and the end line count the kill and the memory's peak.
 func TestSessionMemoryMax(t *testing.T) {
 	pl := limitedPlace(t, "memory")
-	cs, cmd, stderr := connectStdio(t, append(pl.args(), "--containment", "cgroup", "--memory-max", "64M")...)
+	cs, cmd, rep := connectLimited(t, pl, "--memory-max", "64M")
+	stderr := rep.stderr
 	var ours []testutil.Proc // reaper's guard and server: outside the session's slice, no OOM kill may reach them
 	for _, pid := range []int{cmd.Process.Pid, serverOf(t, cmd.Process.Pid)} {
 		if p, ok := testutil.ProcOf(pid); ok {
@@ -177,19 +246,42 @@ func TestSessionMemoryMax(t *testing.T) {
 	if r := bash(t, cs, "echo still serving"); r.Output != "still serving\n" {
 		t.Errorf("after the OOM kill: %+v", r)
 	}
+	// The allocation got at least half way to the limit before the kill, and no further than a
+	// little past it (the kernel charges a page before it reclaims or kills: 4 KiB past, seen).
+	u := rep.ps(t)
+	if n := value(t, "oom_kills", u.OOMKills); n < 1 {
+		t.Errorf("reaper ps counts %d OOM kills, want at least 1", n)
+	}
+	if peak := value(t, "memory_peak_bytes", u.MemoryPeakBytes); peak < 32<<20 || peak > 65<<20 {
+		t.Errorf("reaper ps gives a memory peak of %d bytes, want between 32 MiB and about the limit, 64 MiB", peak)
+	}
+	if m := value(t, "memory_max_bytes", u.MemoryMaxBytes); m != 64<<20 || u.CPUSeconds <= 0 {
+		t.Errorf("reaper ps gives a memory limit of %d bytes and %v s of CPU", m, u.CPUSeconds)
+	}
+	rep.metric(t, "reaper_session_oom_kills_total", 1)
+	rep.metric(t, "reaper_session_memory_peak_largest_bytes", 32<<20)
 	endSession(t, cs, nil, slice)
+	if n := rep.ended(t, "oom_kills"); n < 1 {
+		t.Errorf("the session's end line counts %v OOM kills, want at least 1", n)
+	}
+	if peak := rep.ended(t, "memory_peak_bytes"); peak < 32<<20 {
+		t.Errorf("the session's end line gives a memory peak of %v bytes, want at least 32 MiB", peak)
+	}
 }
 
 // TestSessionPidsMax: with --pids-max 64, a fork loop stops at the limit: the loop's shell cannot
 // fork (dash gives up at the first refusal), the slice never holds more than 64 processes, and its
-// pids.events counts the refusals. The session's end kills what the loop started.
+// pids.events counts the refusals; so do the loop's result, reaper ps, /metrics and the session's end
+// line. The session's end kills what the loop started.
 func TestSessionPidsMax(t *testing.T) {
 	pl := limitedPlace(t, "pids")
-	cs, _, _ := connectStdio(t, append(pl.args(), "--containment", "cgroup", "--pids-max", "64")...)
+	cs, _, rep := connectLimited(t, pl, "--pids-max", "64")
 	f := filepath.Join(t.TempDir(), "pids")
-	r := bash(t, cs, fmt.Sprintf(`/bin/dash -c 'while :; do sleep 1000 & echo $! >> %s; done' 2>&1; %s`, f, testutil.ShowNS), "timeout", 600000)
+	res := mcptest.Call(t, cs, "bash", map[string]any{"command": fmt.Sprintf(`/bin/dash -c 'while :; do sleep 1000 & echo $! >> %s; done' 2>&1; %s`, f, testutil.ShowNS), "timeout": 600000})
+	var r bashResult
+	decode(t, res, &r)
 	slice := sessionSlice(t, pl)
-	t.Logf("result: %+v", r)
+	t.Logf("result: %s", textOf(res))
 	if got := cgroupFile(t, slice, "pids.max"); got != "64" {
 		t.Errorf("the session's pids.max is %s, want 64", got)
 	}
@@ -211,16 +303,31 @@ func TestSessionPidsMax(t *testing.T) {
 	if refused < 1 {
 		t.Errorf("pids.events in the session's slice and below counts %d refused forks, want at least 1", refused)
 	}
+	if want := "fork failed: the session's processes reached its limit of 64 (--pids-max)"; r.ForksRefused < 1 || !strings.Contains(textOf(res), want) {
+		t.Errorf("the loop's result counts %d refused forks, want at least 1, and its text %q", r.ForksRefused, want)
+	}
+	u := rep.ps(t)
+	if n := value(t, "forks_refused", u.ForksRefused); n < r.ForksRefused {
+		t.Errorf("reaper ps counts %d refused forks, fewer than the loop's result (%d)", n, r.ForksRefused)
+	}
+	if limit, n := value(t, "pids_max", u.PidsMax), value(t, "pids", u.Pids); limit != 64 || n < int64(len(sleeps)) || n > 64 {
+		t.Errorf("reaper ps gives %d processes of %d, want the %d sleeps at least and at most 64", n, limit, len(sleeps))
+	}
+	rep.metric(t, "reaper_session_forks_refused_total", float64(r.ForksRefused))
 	endSession(t, cs, sleeps, slice)
+	if n := rep.ended(t, "forks_refused"); n < float64(r.ForksRefused) {
+		t.Errorf("the session's end line counts %v refused forks, fewer than the loop's result (%d)", n, r.ForksRefused)
+	}
 }
 
 // TestSessionCPUMax: with --cpu-max 0.2, a busy loop in the background is held to a fifth of a CPU:
 // over 30 periods of cpu.max the slice's cpu.stat counts the loop throttled in most of them, and
 // its CPU time well below what it would use unthrottled (a whole CPU). The kernel stops a
-// throttled loop at its next tick, so a period's quota can run over by a few milliseconds.
+// throttled loop at its next tick, so a period's quota can run over by a few milliseconds. The loop's
+// result once stopped, reaper ps, /metrics and the session's end line count the periods too.
 func TestSessionCPUMax(t *testing.T) {
 	pl := limitedPlace(t, "cpu")
-	cs, _, _ := connectStdio(t, append(pl.args(), "--containment", "cgroup", "--cpu-max", "0.2")...)
+	cs, _, rep := connectLimited(t, pl, "--cpu-max", "0.2")
 	loop := bash(t, cs, `echo $$; `+testutil.ShowNS+`; exec sh -c 'while :; do :; done'`, "run_in_background", true)
 	var out string
 	testutil.Eventually(t, "the busy loop's pid", func() bool {
@@ -249,5 +356,24 @@ func TestSessionCPUMax(t *testing.T) {
 	if !testutil.Running(busy[0]) {
 		t.Error("the busy loop died: the limit must slow it, not kill it")
 	}
+	u := rep.ps(t)
+	if n, limit := value(t, "cpu_throttled_periods", u.ThrottledPeriods), value(t, "cpu_max", u.CPUMax); n < throttled || limit != 0.2 || u.CPUSeconds <= 0 {
+		t.Errorf("reaper ps counts %d throttled periods at %v CPUs, want at least the %d seen at 0.2", n, limit, throttled)
+	}
+	rep.metric(t, "reaper_session_cpu_throttled_periods_total", float64(throttled))
+	rep.metric(t, "reaper_session_cpu_seconds_total", usage.Seconds())
+
+	// The loop's result, once stopped, counts the periods it ran through.
+	mcptest.Call(t, cs, "task_stop", map[string]any{"task_id": loop.TaskID})
+	res := mcptest.Call(t, cs, "task_output", map[string]any{"task_id": loop.TaskID, "block": true})
+	var stopped mcptest.OutputResult
+	decode(t, res, &stopped)
+	t.Logf("the stopped loop's result: %s", textOf(res))
+	if stopped.CPUThrottledPeriods < throttled || !strings.Contains(textOf(res), "throttled: the session's processes used its CPU limit of 0.2 CPUs (--cpu-max)") {
+		t.Errorf("the stopped loop's result counts %d throttled periods, want at least the %d seen, and says so:\n%s", stopped.CPUThrottledPeriods, throttled, textOf(res))
+	}
 	endSession(t, cs, busy, slice)
+	if n := rep.ended(t, "cpu_throttled_periods"); n < float64(throttled) {
+		t.Errorf("the session's end line counts %v throttled periods, want at least the %d seen", n, throttled)
+	}
 }

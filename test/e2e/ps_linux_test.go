@@ -39,8 +39,26 @@ type inspection struct {
 				Task    string  `json:"task"`
 				Outside bool    `json:"outside_slice"`
 			} `json:"processes"`
+			Usage      *psUsage `json:"usage"`
+			NotCounted string   `json:"usage_not_counted"`
 		} `json:"sessions"`
 	} `json:"instances"`
+}
+
+// psUsage is what `reaper ps --json` says a session used and the limits it hit; a figure no
+// controller counts is absent (nil).
+type psUsage struct {
+	CPUSeconds       float64  `json:"cpu_seconds"`
+	MemoryBytes      *int64   `json:"memory_bytes"`
+	MemoryPeakBytes  *int64   `json:"memory_peak_bytes"`
+	MemoryMaxBytes   *int64   `json:"memory_max_bytes"`
+	OOMKills         *int64   `json:"oom_kills"`
+	Pids             *int64   `json:"pids"`
+	PidsMax          *int64   `json:"pids_max"`
+	ForksRefused     *int64   `json:"forks_refused"`
+	CPUMax           *float64 `json:"cpu_max"`
+	ThrottledPeriods *int64   `json:"cpu_throttled_periods"`
+	ThrottledSeconds *float64 `json:"cpu_throttled_seconds"`
 }
 
 // reaperPs runs `reaper ps --json` with args and decodes what it prints.
@@ -105,10 +123,21 @@ func TestPsWhileTheServerIsStopped(t *testing.T) {
 					t.Errorf("process %d of the task is not listed: %+v", pr.Pid, sv.Processes)
 				}
 			}
+			// What the session used: its slice's CPU time in cgroup containment (no limit is set, so
+			// no controller counts more); in process containment nothing counts it, and ps says so.
+			usage := "usage: cpu "
+			switch {
+			case mode == "cgroup" && (sv.Usage == nil || sv.Usage.CPUSeconds <= 0 || sv.Usage.MemoryBytes != nil || sv.NotCounted != ""):
+				t.Errorf("cgroup containment without limits: usage %+v (not counted: %q), want CPU time alone", sv.Usage, sv.NotCounted)
+			case mode == "process" && (sv.Usage != nil || sv.NotCounted != "process containment"):
+				t.Errorf("process containment: usage %+v (not counted: %q), want none, saying why", sv.Usage, sv.NotCounted)
+			case mode == "process":
+				usage = "usage not counted: process containment"
+			}
 
 			out, err := exec.Command(bin, append([]string{"ps"}, pl.args()...)...).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "stopped") || !strings.Contains(string(out), "sleep 1000") ||
-				iv.PIDNS && !strings.Contains(string(out), "pid namespace per session") {
+				!strings.Contains(string(out), usage) || iv.PIDNS && !strings.Contains(string(out), "pid namespace per session") {
 				t.Errorf("reaper ps: %v\n%s", err, out)
 			}
 			t.Logf("reaper ps:\n%s", out)
