@@ -30,7 +30,8 @@
 // start tasks (the server forked them into the namespace from a thread that entered it, which a
 // multithreaded process cannot do where the namespace belongs to a user namespace), so it needed the
 // Go init beside it as a fallback, and a committed ELF per architecture. One init that starts every
-// task everywhere costs about 1 MiB per live session and is the one kept.
+// task everywhere costs about 1 MiB per live session and is the one kept (with huge pages off for it:
+// see Start).
 //
 // A task cannot end its namespace by signalling its init: the init handles every signal whose default
 // would end it and does nothing with them, and the kernel drops a signal with the default action sent
