@@ -43,12 +43,20 @@ func (s *Session) List() Listing {
 	s.mu.Unlock()
 	sort.Slice(tasks, func(i, j int) bool { return tasks[i].started.Before(tasks[j].started) })
 
-	// In process containment one walk finds all of the session's processes, grouped by task.
+	// In process containment one walk finds all of the session's processes, grouped by task. A
+	// ready shell may have been started during the walk (its id is set as starting before its fork,
+	// and becomes ready's): its ids are looked at again after the walk, so that it is no leftover.
 	var byTask map[string][]int
 	if s.r.root == nil {
 		byTask = s.processesByTask(tasks)
 		delete(byTask, ready)
 		delete(byTask, starting)
+		s.mu.Lock()
+		delete(byTask, s.starting)
+		if s.ready != nil {
+			delete(byTask, s.ready.t.id)
+		}
+		s.mu.Unlock()
 	}
 	var l Listing
 	w := proc.NewWalker()
