@@ -49,8 +49,8 @@ func shorten(s string, n int) string {
 // pruneFinishedLocked clears the oldest finished background tasks past MaxTasks of them, so that what
 // a session keeps is bounded: at most MaxTasks running and MaxTasks finished background tasks, each
 // whose output files share the session's OutputBudget. A task whose leaf still holds processes stays
-// (see prune).
-func (s *Session) pruneFinishedLocked() {
+// (see prune, whose lr it adds to).
+func (s *Session) pruneFinishedLocked(lr *leafRelease) {
 	var finished []*task
 	for _, t := range s.tasks {
 		t.mu.Lock()
@@ -64,7 +64,7 @@ func (s *Session) pruneFinishedLocked() {
 	}
 	slices.SortFunc(finished, func(a, b *task) int { return a.endedAt().Compare(b.endedAt()) })
 	for _, t := range finished[:len(finished)-s.r.lim.MaxTasks] {
-		if s.releaseLeafLocked(t.leaf) {
+		if s.releaseLeafLocked(t, lr) {
 			s.clearLocked(t)
 		}
 	}

@@ -85,9 +85,11 @@
 //	                   Close never misses one being started
 //	sessionNS.startMu  held across an init's start and the spawn through it
 //	Session.recordMu   held across a write of the session's record
-//	Session.mu         never held across a spawn, an init's start or a wait
+//	Session.mu         never held across a fork, an exec, a probe, a wait or a cgroup's mkdir or
+//	                   rmdir, nor over a lock that is: reads of a session never wait for a start
 //	task.mu
 //	sessionNS.mu       a leaf
+//	readyShell.mu      a leaf (the ready shell's; spawnMu is the only lock held over it)
 //	initPool.leafMu    a leaf, held across the making of the inits' cgroup
 //
 // Reaper.adoptMu, which the escapee checks take turns by (kill.Escapees.Turns), is held by package

@@ -107,15 +107,15 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (res
 	for {
 		select {
 		case <-t.done:
-			defer s.keepReady()
+			defer s.ready.keep()
 			return s.finalResult(t, notice, opts.Budget), nil
 		case <-timeoutC:
 			s.end(t, TimedOut)
-			defer s.keepReady()
+			defer s.ready.keep()
 			return s.finalResult(t, notice, opts.Budget), nil
 		case <-ctx.Done():
 			s.end(t, Killed)
-			defer s.keepReady()
+			defer s.ready.keep()
 			return s.finalResult(t, notice, opts.Budget), ctx.Err()
 		case <-autoC:
 			if s.promote(t) {

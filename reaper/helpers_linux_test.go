@@ -98,12 +98,11 @@ func descendants(t testing.TB, sessions ...*Session) []proc.Stat {
 	ready := map[int]bool{}
 	for _, s := range sessions {
 		testutil.Eventually(t, "the session's ready shell started", func() bool {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.ready != nil {
-				ready[s.ready.t.pid] = true
+			p, preparing := s.readyNow()
+			if p != nil {
+				ready[p.t.pid] = true
 			}
-			return !s.preparing
+			return !preparing
 		})
 	}
 	d, err := proc.NewWalker().Descendants(os.Getpid())

@@ -36,11 +36,10 @@ func (s *Session) List() Listing {
 		tasks = append(tasks, t)
 	}
 	recent := maps.Clone(s.recent)
-	ready, starting := "", s.starting // a task being started is none's leftover either
-	if s.ready != nil {
-		ready = s.ready.t.id // reaper's own, waiting for the next command: no leftover
-	}
+	starting := s.starting // a task being started is none's leftover either
 	s.mu.Unlock()
+	// Read after starting: a ready shell is published before it is no longer being started.
+	ready := s.ready.id() // reaper's own, waiting for the next command: no leftover
 	sort.Slice(tasks, func(i, j int) bool { return tasks[i].started.Before(tasks[j].started) })
 
 	// In process containment one walk finds all of the session's processes, grouped by task. A
@@ -53,10 +52,8 @@ func (s *Session) List() Listing {
 		delete(byTask, starting)
 		s.mu.Lock()
 		delete(byTask, s.starting)
-		if s.ready != nil {
-			delete(byTask, s.ready.t.id)
-		}
 		s.mu.Unlock()
+		delete(byTask, s.ready.id())
 	}
 	var l Listing
 	w := proc.NewWalker()

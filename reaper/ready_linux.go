@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
@@ -46,8 +47,28 @@ import (
 // init lives on in an empty namespace (initIdle), the pause an agent's turn takes, most of the time.
 const readyShellIdle = initIdle
 
-// readyShell is a shell started ahead for the session's next foreground command.
+// readyShell is a session's ready shell: the shell started ahead for its next foreground command, if
+// it has one, and what decides when it gets one. Its methods are safe for concurrent use.
+//
+// Each shell it starts has one owner at a time, and its fate (taken by a command, or dropped) is
+// decided once, by whoever takes it out of cur: a command (take), the teardown (drop), or its own
+// life goroutine (life) once it has waited for shellIdle, died or been abandoned.
 type readyShell struct {
+	s *Session // fixed at creation
+
+	// mu guards the fields that follow. A leaf: it is taken under spawnMu at most, no other lock is
+	// taken under it, and it is never held across a fork, an exec, a wait or a write to the shell.
+	mu sync.Mutex
+	// foreground counts the session's foreground commands started: from the second on, the
+	// session keeps a ready shell.
+	foreground int
+	cur        *readyProc // the shell started ahead, or nil
+	preparing  bool       // a goroutine is about to start one, or starting it
+	closed     bool       // the teardown let go of it: none is started any more
+}
+
+// readyProc is one shell started ahead.
+type readyProc struct {
 	t       *task     // the task it becomes: its id, output and pump, leaf, working-directory pipe, main process
 	sp      spawned   // the shell's process
 	started time.Time // when it was started: the end of the session's last foreground command
@@ -55,110 +76,140 @@ type readyShell struct {
 	command *os.File  // the memory file the command is written into (the shell's shell.CommandFD)
 	gate    *os.File  // the write end of the pipe it waits on (its shell.GateFD); closing it lets the shell go
 	// claimed is closed when a command takes the shell, dropped when the session lets go of it
-	// unused; each under Session.mu, and at most one of them (see takeReadyLocked).
+	// unused: one of them, once, by whoever took it out of readyShell.cur.
 	claimed, dropped chan struct{}
 	gone             chan struct{} // closed once an unused shell has exited and its files are closed
 }
 
-// keepReady starts a ready shell in the background for the session's next foreground command, if the
+// ranForeground counts a foreground command started.
+func (rs *readyShell) ranForeground() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.foreground++
+}
+
+// id returns the task id of the shell started ahead, "" without one.
+func (rs *readyShell) id() string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.cur == nil {
+		return ""
+	}
+	return rs.cur.t.id
+}
+
+// keep starts a ready shell in the background for the session's next foreground command, if the
 // session has run two and has none. It is called once a foreground command has ended.
-func (s *Session) keepReady() {
-	if !s.r.keepShell {
+func (rs *readyShell) keep() {
+	s := rs.s
+	if !s.r.keepShell || s.isClosing() {
 		return
 	}
-	s.mu.Lock()
-	want := !s.closing && s.ready == nil && !s.preparing && s.foreground >= 2
+	rs.mu.Lock()
+	want := !rs.closed && rs.cur == nil && !rs.preparing && rs.foreground >= 2
 	if want {
-		s.preparing = true
-		s.wg.Add(1)
+		rs.preparing = true
+		s.wg.Add(1) // before drop has closed it: the teardown waits for wg after drop
 	}
-	s.mu.Unlock()
-	if !want {
-		return
+	rs.mu.Unlock()
+	if want {
+		go rs.prepare()
 	}
-	go func() {
-		defer s.wg.Done()
-		// As for any start: the teardown waits for it, and lets go of the shell it made (dropReady).
-		s.spawnMu.Lock()
-		defer s.spawnMu.Unlock()
-		var rs *readyShell
-		defer func() { // preparing ends as the shell becomes the session's: no look sees neither
-			s.mu.Lock()
-			s.preparing = false
-			if rs != nil {
-				s.ready = rs
-				s.starting = ""
-				s.wg.Add(1)
-			}
-			s.mu.Unlock()
-			if rs != nil {
-				go s.readyLife(rs)
-			}
-		}()
-		s.mu.Lock()
-		stop := s.closing || s.ready != nil
-		s.mu.Unlock()
-		if stop {
-			return
-		}
+}
+
+// prepare starts a ready shell, as any task is started (under spawnMu: the teardown waits for it, and
+// lets go of the shell it made), and makes it the session's; then life owns it. The session's wg
+// counts it.
+func (rs *readyShell) prepare() {
+	s := rs.s
+	defer s.wg.Done()
+	s.spawnMu.Lock()
+	defer s.spawnMu.Unlock()
+	var p *readyProc
+	if !s.isClosing() {
 		var err error
-		if rs, err = s.startReady(); err != nil {
+		if p, err = rs.start(); err != nil {
 			// The next command starts its own shell, and says what fails, if it does.
 			s.r.log.Debug("no ready shell", "session", s.id, "error", err)
 		}
-	}()
+	}
+	// preparing ends as the shell becomes the session's: no look sees neither. Then the shell's task
+	// is no longer the one being started (a listing takes neither's processes for leftovers).
+	rs.mu.Lock()
+	rs.preparing = false
+	if p != nil {
+		if rs.closed {
+			close(p.dropped)
+		} else {
+			rs.cur = p
+		}
+		s.wg.Add(1)
+	}
+	rs.mu.Unlock()
+	if p != nil {
+		s.setStarting("")
+		go rs.life(p)
+	}
 }
 
-// startReady starts a ready shell, as launch starts a foreground task, with the loader for its
-// command. spawnMu is held, as for any start.
-func (s *Session) startReady() (*readyShell, error) {
+// start starts a shell ahead, as launch starts a foreground task, with the loader for its command.
+// spawnMu is held, as for any start.
+func (rs *readyShell) start() (*readyProc, error) {
+	s := rs.s
 	id := newID("t-")
 	t := &task{id: id, status: Running, done: make(chan struct{}), out: s.outputs.New(id + ".out")}
-	rs := &readyShell{t: t, dir: s.Cwd(), started: time.Now(), claimed: make(chan struct{}), dropped: make(chan struct{}), gone: make(chan struct{})}
+	p := &readyProc{t: t, dir: s.Cwd(), started: time.Now(), claimed: make(chan struct{}), dropped: make(chan struct{}), gone: make(chan struct{})}
 	fd, err := unix.MemfdCreate("reaper-command", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("ready shell: memfd_create: %w", err)
 	}
-	rs.command = os.NewFile(uintptr(fd), "reaper-command")
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		rs.command.Close()
+	p.command = os.NewFile(uintptr(fd), "reaper-command")
+	var pp [2]int
+	if err := unix.Pipe2(pp[:], unix.O_CLOEXEC); err != nil {
+		p.command.Close()
 		return nil, fmt.Errorf("ready shell: gate pipe: %w", err)
 	}
-	gate := os.NewFile(uintptr(p[0]), "gate")
+	gate := os.NewFile(uintptr(pp[0]), "gate")
 	defer gate.Close() // the shell's end, which it has once started
-	rs.gate = os.NewFile(uintptr(p[1]), "gate")
-	if rs.sp, _, err = s.launch(t, "", launch{loader: &loaderFiles{command: rs.command, gate: gate}}); err != nil {
-		rs.command.Close()
-		rs.gate.Close()
+	p.gate = os.NewFile(uintptr(pp[1]), "gate")
+	if p.sp, _, err = s.launch(t, "", launch{loader: &loaderFiles{command: p.command, gate: gate}}); err != nil {
+		p.command.Close()
+		p.gate.Close()
 		return nil, fmt.Errorf("ready shell: %w", err)
 	}
-	return rs, nil
+	return p, nil
 }
 
-// takeReadyLocked hands the ready shell command, as a foreground command's script (see shell.Script),
-// and returns the task it now runs, where it can: the session has one, the command is a plain
-// foreground one, the session's working directory is the one the shell started in, the shell is
-// alive and so is the session's PID namespace. Otherwise it lets go of the shell (which ends) and
-// reports false: the caller starts a shell as it would have. listed is the task's command as it is
-// listed; base is what the session's slice counted of its limits' hits before the command (the
-// task's base, see hitsBase). s.mu is held.
-func (s *Session) takeReadyLocked(command, listed string, l launch, base cgroup.Hits) (*task, spawned, bool) {
-	rs := s.ready
-	if rs == nil || l.background || l.stdin || l.tty != nil {
+// take hands the ready shell command, as a foreground command's script (see shell.Script), and
+// returns the task it now runs, where it can: the session has one, the command is a plain foreground
+// one, cwd (the session's working directory) is the one the shell started in, the shell is alive and
+// so is the session's PID namespace. Otherwise it lets go of the shell (which ends) and reports false:
+// the caller starts a shell as it would have. listed is the task's command as it is listed; base is
+// what the session's slice counted of its limits' hits before the command (the task's base, see
+// hitsBase). spawnMu is held.
+func (rs *readyShell) take(command, listed, cwd string, l launch, base cgroup.Hits) (*task, spawned, bool) {
+	if l.background || l.stdin || l.tty != nil {
 		return nil, spawned{}, false
 	}
-	s.ready = nil
-	rs.t.base.slice = base // before the command runs; its watcher reads it once claimed is closed
-	if in := s.ns.current(); rs.dir != s.cwd || rs.t.hasExited() || in != nil && in.Err() != nil ||
-		rs.send(shell.Script(command, true, s.r.dupCwd, s.r.bash)) != nil {
-		close(rs.dropped)
+	rs.mu.Lock()
+	p := rs.cur
+	rs.cur = nil
+	rs.mu.Unlock()
+	if p == nil {
 		return nil, spawned{}, false
 	}
-	t := rs.t
+	// p is this call's to claim or drop.
+	s := rs.s
+	p.t.base.slice = base // before the command runs; its watcher reads it once claimed is closed
+	if in := s.ns.current(); p.dir != cwd || p.t.hasExited() || in != nil && in.Err() != nil ||
+		p.send(shell.Script(command, true, s.r.dupCwd, s.r.bash)) != nil {
+		close(p.dropped)
+		return nil, spawned{}, false
+	}
+	t, sp := p.t, p.sp // read before claimed is closed: life owns p from then on
 	t.command, t.description, t.started = listed, l.description, time.Now()
-	close(rs.claimed)
-	return t, rs.sp, true
+	close(p.claimed)
+	return t, sp, true
 }
 
 // send writes the script, ended by a NUL (which no command holds), into the shell's memory file at
@@ -170,8 +221,8 @@ func (s *Session) takeReadyLocked(command, listed string, l launch, base cgroup.
 // before is overwritten up to the NUL, or ignored after it; what they write between the write and
 // the seal fails the check, and the shell is not used. The gate lets the shell go only at its end
 // (see shell.Loader), which such a process cannot bring about while this one holds the write end.
-func (rs *readyShell) send(script string) error {
-	fd := int(rs.command.Fd())
+func (p *readyProc) send(script string) error {
+	fd := int(p.command.Fd())
 	b := make([]byte, 0, len(script)+1)
 	b = append(append(b, script...), 0)
 	for off := 0; off < len(b); {
@@ -180,82 +231,81 @@ func (rs *readyShell) send(script string) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("ready shell %d: write the command: %w", rs.t.pid, err)
+			return fmt.Errorf("ready shell %d: write the command: %w", p.t.pid, err)
 		}
 		off += n
 	}
 	seals := unix.F_SEAL_WRITE | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-		return fmt.Errorf("ready shell %d: seal the command: %w", rs.t.pid, err)
+		return fmt.Errorf("ready shell %d: seal the command: %w", p.t.pid, err)
 	}
 	back := make([]byte, len(b))
 	if n, err := unix.Pread(fd, back, 0); err != nil || n != len(b) || !bytes.Equal(back, b) {
-		return fmt.Errorf("ready shell %d: the command file does not hold the command (read %d bytes: %v)", rs.t.pid, n, err)
+		return fmt.Errorf("ready shell %d: the command file does not hold the command (read %d bytes: %v)", p.t.pid, n, err)
 	}
-	rs.command.Close()
-	return rs.gate.Close()
+	p.command.Close()
+	return p.gate.Close()
 }
 
-// readyLife is the ready shell's owner from its start: until a command takes it, it waits; then it
-// is the task's watcher (watch). Unused (dropped, idle for shellIdle, dead, or abandoned by the
-// teardown), it ends the shell, waits for its exit, lets go of its files and its leaf, and closes
-// gone. The session's wg counts it.
-func (s *Session) readyLife(rs *readyShell) {
+// life is the owner of a shell started ahead: until a command takes it, it waits; then it is the
+// task's watcher (watch). Unused (dropped, idle for shellIdle, dead, or abandoned by the teardown),
+// it ends the shell, waits for its exit, lets go of its files and its leaf, and closes gone. The
+// session's wg counts it.
+func (rs *readyShell) life(p *readyProc) {
+	s := rs.s
 	idle := time.NewTimer(s.r.shellIdle)
 	var exit reap.Exit
 	exited, idled := false, false
 	select {
-	case <-rs.claimed:
-	case <-rs.dropped:
+	case <-p.claimed:
+	case <-p.dropped:
 	case <-idle.C:
 		idled = true
-	case exit = <-rs.sp.exited:
+	case exit = <-p.sp.exited:
 		exited = true
 	case <-s.abandon:
 	}
 	idle.Stop()
-	// A command may take the shell until it is no longer the session's ready one; from then on none
-	// can, and claimed says for good whether one did.
-	s.mu.Lock()
-	if s.ready == rs {
-		s.ready = nil
+	// Still the session's ready shell: nothing can take it from now on. Otherwise whoever took it
+	// out decides, at once (take writes the command first), whether it runs a command.
+	rs.mu.Lock()
+	if rs.cur == p {
+		rs.cur = nil
+		close(p.dropped)
 	}
-	s.mu.Unlock()
+	rs.mu.Unlock()
 	select {
-	case <-rs.claimed:
+	case <-p.claimed:
 		if exited { // taken as it died: the task sees that death
 			ch := make(chan reap.Exit, 1)
 			ch <- exit
-			rs.sp.exited = ch
+			p.sp.exited = ch
 		}
-		s.watch(rs.t, rs.sp)
+		s.watch(p.t, p.sp)
 		return
-	default:
+	case <-p.dropped:
 	}
 	defer s.wg.Done()
-	defer close(rs.gone)
-	rs.command.Close()
-	rs.gate.Close()
+	defer close(p.gone)
+	p.command.Close()
+	p.gate.Close()
 	if !exited {
-		rs.t.kill()
+		p.t.kill()
 		select {
-		case <-rs.sp.exited:
+		case <-p.sp.exited:
 		case <-s.abandon:
 			// The teardown gave up on processes that do not die (in D state): the leaf stays
 			// populated (the teardown reports it), and the shell's files are let go of below.
 		}
 	}
-	rs.t.exited()
-	rs.t.pump.Close()
-	rs.t.closeCwd()
-	s.mu.Lock()
-	closing := s.closing
-	if !closing { // else the teardown removes the slice, this leaf with it
-		s.releaseLeafLocked(rs.t.leaf)
+	p.t.exited()
+	p.t.pump.Close()
+	p.t.closeCwd()
+	if s.isClosing() {
+		return // the teardown removes the slice, this leaf with it, and ends the init
 	}
-	quiet := idled && !closing && s.quietSinceLocked(rs.started)
-	s.mu.Unlock()
-	if in := s.ns.current(); quiet && in != nil {
+	s.releaseLeaf(p.t.leaf)
+	if in := s.ns.current(); idled && in != nil && s.quietSince(p.started) {
 		// Its namespace has been idle for the init's own idle period (shellIdle is initIdle), which
 		// the shell, a process of that namespace, held back; without this an idle session's init
 		// lived twice that after its last command.
@@ -263,37 +313,40 @@ func (s *Session) readyLife(rs *readyShell) {
 	}
 }
 
-// quietSinceLocked reports whether no task of the session has ended since t: a task still running,
-// or one that ended after a ready shell started at t, keeps the session's init to its own idle clock.
-func (s *Session) quietSinceLocked(t time.Time) bool {
+// drop lets go of the session's ready shell, if it has one, and starts none any more; it waits until
+// the shell has ended, until end or wait is done. The teardown calls it first (a live shell is a
+// process in the session's slice and its namespace), once no start is under way.
+func (rs *readyShell) drop(end time.Time, wait <-chan struct{}) {
+	rs.mu.Lock()
+	rs.closed = true
+	p := rs.cur
+	rs.cur = nil
+	if p != nil {
+		close(p.dropped)
+	}
+	rs.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.t.kill() // at once, rather than when life has woken up to it
+	timer := time.NewTimer(max(time.Until(end), 0))
+	defer timer.Stop()
+	select {
+	case <-p.gone:
+	case <-timer.C:
+	case <-wait:
+	}
+}
+
+// quietSince reports whether no task of the session has ended since t: a task still running, or one
+// that ended after a ready shell started at t, keeps the session's init to its own idle clock.
+func (s *Session) quietSince(t time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, tk := range s.tasks {
 		if tk.endedAt().After(t) {
 			return false
 		}
 	}
 	return true
-}
-
-// dropReady lets go of the session's ready shell, if it has one, and waits until it has ended, until
-// end or ctx is done; the teardown calls it first (a live shell is a process in the session's slice
-// and its namespace).
-func (s *Session) dropReady(end time.Time, wait <-chan struct{}) {
-	s.mu.Lock()
-	rs := s.ready
-	s.ready = nil
-	if rs != nil {
-		close(rs.dropped)
-	}
-	s.mu.Unlock()
-	if rs == nil {
-		return
-	}
-	rs.t.kill() // at once, rather than when readyLife has woken up to it
-	timer := time.NewTimer(max(time.Until(end), 0))
-	defer timer.Stop()
-	select {
-	case <-rs.gone:
-	case <-timer.C:
-	case <-wait:
-	}
 }

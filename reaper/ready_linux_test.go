@@ -21,27 +21,25 @@ import (
 var nsSettings = []PIDNamespace{PIDNamespaceOff, PIDNamespaceAuto}
 
 // awaitReady waits until the session keeps a ready shell and returns it.
-func awaitReady(t testing.TB, s *Session) *readyShell {
+func awaitReady(t testing.TB, s *Session) *readyProc {
 	t.Helper()
-	var rs *readyShell
+	var rs *readyProc
 	testutil.Eventually(t, "a ready shell", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		rs = s.ready
+		rs, _ = s.readyNow()
 		return rs != nil
 	})
 	return rs
 }
 
 // readyNow returns the session's ready shell, and whether one is being started.
-func (s *Session) readyNow() (*readyShell, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ready, s.preparing
+func (s *Session) readyNow() (*readyProc, bool) {
+	s.ready.mu.Lock()
+	defer s.ready.mu.Unlock()
+	return s.ready.cur, s.ready.preparing
 }
 
 // taken reports whether a command took the ready shell.
-func (rs *readyShell) taken() bool {
+func (rs *readyProc) taken() bool {
 	select {
 	case <-rs.claimed:
 		return true
@@ -267,7 +265,7 @@ func TestReadyShellIdleAfterTask(t *testing.T) {
 
 // idleReady returns a session of r that has run two commands, and its ready shell, which waits idle
 // long for a command.
-func idleReady(t testing.TB, r *Reaper, idle time.Duration) (*Session, *readyShell) {
+func idleReady(t testing.TB, r *Reaper, idle time.Duration) (*Session, *readyProc) {
 	t.Helper()
 	r.shellIdle = idle
 	s := newTestSession(t, r, SessionOptions{})
@@ -318,7 +316,7 @@ func tamper(t testing.TB, pid int, text string, seals int) {
 }
 
 // awaitGone waits until an unused ready shell has ended and let go of its files.
-func awaitGone(t testing.TB, rs *readyShell) {
+func awaitGone(t testing.TB, rs *readyProc) {
 	t.Helper()
 	select {
 	case <-rs.gone:

@@ -417,6 +417,7 @@ func (r *Reaper) NewSession(id string, opts SessionOptions) (*Session, error) {
 		abandon: make(chan struct{}), killed: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.marker = instance.SessionMarker(r.name, s.name)
+	s.ready.s = s
 	r.sessions[s] = true
 	r.mu.Unlock()
 	s.record()

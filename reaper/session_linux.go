@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -50,6 +51,7 @@ type Session struct {
 	killed    chan struct{} // closed when the teardown's kills are done (see Killed)
 	done      chan struct{} // closed when Close has finished; rep and err are set before
 	ns        *sessionNS    // the PID namespaces its tasks run in
+	ready     readyShell    // the shell started ahead for its next foreground command (see ready_linux.go)
 	wg        sync.WaitGroup
 	recordMu  sync.Mutex // serializes writes of the session's record (see record)
 	// spawnMu is held while a task is started (its leaf, its files, its init, its process), from the
@@ -57,7 +59,10 @@ type Session struct {
 	// teardown, once it has said the session is closing, takes it to wait for the start under way.
 	spawnMu sync.Mutex
 
-	// mu guards the fields that follow. It is never held across a spawn, an init's start or a wait.
+	// mu guards the fields that follow. It is never held across a fork, an exec, a probe of PID
+	// namespaces or a wait, nor over a lock that is (spawnMu, sessionNS.startMu, reap.Children's),
+	// nor over a write or a removal of a cgroup: reads of a session (its tasks, their output, its
+	// listing) never wait for a task's start or end.
 	mu      sync.Mutex
 	cwd     string
 	slice   *cgroup.Slice   // created on the first command (under spawnMu too); nil in process containment
@@ -75,13 +80,8 @@ type Session struct {
 	// the teardown has read it for the last time (see usage).
 	seen       cgroup.Stats
 	usageFinal bool
-	// foreground counts the foreground commands started: from the second on, the session keeps a
-	// ready shell (see ready_linux.go).
-	foreground int
-	ready      *readyShell // a shell started ahead for the next foreground command, or nil
-	preparing  bool        // a goroutine is about to start ready, or starting it
 	// starting is the id of the task being started (under spawnMu), from before its process is
-	// born until it is in tasks (or ready): a listing takes its processes for no leftover.
+	// born until it is in tasks (or the ready shell): a listing takes its processes for no leftover.
 	starting string
 
 	// Set by the teardown before done is closed; read only after.
@@ -147,9 +147,7 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 	}
 	var notice string
 	base := s.sliceHits()
-	s.mu.Lock()
-	t, sp, ready := s.takeReadyLocked(command, listed, l, base)
-	s.mu.Unlock()
+	t, sp, ready := s.ready.take(command, listed, s.Cwd(), l, base)
 	if !ready {
 		id := newID("t-")
 		t = &task{
@@ -162,11 +160,11 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 			return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 		}
 	}
+	if !l.background {
+		s.ready.ranForeground()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !l.background {
-		s.foreground++
-	}
 	s.tasks[t.id], s.starting = t, ""
 	s.ran = true
 	if s.pumps == nil {
@@ -185,11 +183,18 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 		delete(s.pumps, t.pump)
 		s.mu.Unlock()
 	}()
-	if !ready { // a ready shell's watcher is its readyLife
+	if !ready { // a ready shell's watcher is its life (readyShell.life)
 		s.wg.Add(1)
 		go s.watch(t, sp)
 	}
 	return t, notice, nil
+}
+
+// isClosing reports whether the session's end has begun.
+func (s *Session) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
 }
 
 // admit refuses a task in a closing session, or a background task over the limit. spawnMu is held:
@@ -426,30 +431,45 @@ func (s *Session) unplace(t *task) {
 	t.leaf = nil
 }
 
-// releaseLeaf is releaseLeafLocked with mu taken.
-func (s *Session) releaseLeaf(leaf *cgroup.Slice) bool {
+// releaseLeaf keeps an empty leaf for reuse, or removes it; a leaf that still holds processes stays
+// where it is (the session's Close removes it). mu is not held while the leaf is read or removed.
+func (s *Session) releaseLeaf(leaf *cgroup.Slice) {
+	if leaf == nil || !emptyLeaf(leaf) {
+		return
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.releaseLeafLocked(leaf)
+	kept := s.keepLeafLocked(leaf)
+	s.mu.Unlock()
+	if !kept {
+		s.removeLeaves([]*cgroup.Slice{leaf})
+	}
 }
 
-// releaseLeafLocked keeps an empty leaf for reuse, or removes it, and reports true; a leaf that
-// still holds processes stays where it is (the session's Close removes it) and it reports false. A nil
-// leaf (process containment) is released at once.
-func (s *Session) releaseLeafLocked(leaf *cgroup.Slice) bool {
-	if leaf == nil {
-		return true
-	}
-	if populated, err := leaf.Populated(); err != nil || populated {
-		return false
-	}
+// emptyLeaf reports whether leaf holds no process; a leaf that cannot be read counts as holding some.
+func emptyLeaf(leaf *cgroup.Slice) bool {
+	populated, err := leaf.Populated()
+	return err == nil && !populated
+}
+
+// keepLeafLocked keeps an empty leaf for reuse and reports true, where the session keeps fewer than
+// maxIdleLeaves and is not closing; the caller removes it otherwise (removeLeaves), once mu is let go.
+func (s *Session) keepLeafLocked(leaf *cgroup.Slice) bool {
 	if len(s.idle) < maxIdleLeaves && !s.closing {
 		s.idle = append(s.idle, leaf)
-	} else if err := leaf.Remove(); err != nil {
-		// Close removes the whole slice and reports what it cannot.
-		s.r.log.Warn("removing an idle leaf failed", "session", s.id, "error", err)
+		return true
 	}
-	return true
+	return false
+}
+
+// removeLeaves removes empty leaves the session keeps no more. mu is not held: a removal retries a
+// busy cgroup for up to about two seconds (cgroup.Slice.Remove).
+func (s *Session) removeLeaves(leaves []*cgroup.Slice) {
+	for _, leaf := range leaves {
+		if err := leaf.Remove(); err != nil {
+			// Close removes the whole slice and reports what it cannot.
+			s.r.log.Warn("removing an idle leaf failed", "session", s.id, "error", err)
+		}
+	}
 }
 
 func (s *Session) runningBackgroundLocked() int {
@@ -624,18 +644,27 @@ func (s *Session) info(t *task) TaskInfo {
 // the end or that ended more than Retention ago, foreground ones at once. In cgroup containment a
 // task whose leaf still holds processes is kept, so that they stay visible (and the leaf is not
 // reused); in process containment telling that would take a walk of /proc, so the task goes and
-// its processes stay visible through List, which walks.
+// its processes stay visible through List, which walks. The leaves are read, and those let go of
+// removed, without mu.
 func (s *Session) prune() {
+	lr := leafRelease{empty: make(map[*task]bool)}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var ended []*task
+	for _, t := range s.tasks {
+		if t.leaf != nil && t.currentStatus().Terminal() {
+			ended = append(ended, t)
+		}
+	}
+	s.mu.Unlock()
+	for _, t := range ended {
+		lr.empty[t] = emptyLeaf(t.leaf)
+	}
+	s.mu.Lock()
 	for _, t := range s.tasks {
 		t.mu.Lock()
 		done := t.status.Terminal() && (!t.background || t.readToEnd || time.Since(t.ended) > s.r.lim.Retention)
 		t.mu.Unlock()
-		if !done {
-			continue
-		}
-		if !s.releaseLeafLocked(t.leaf) {
+		if !done || !s.releaseLeafLocked(t, &lr) {
 			continue
 		}
 		if t.leaf == nil && !t.background {
@@ -643,7 +672,31 @@ func (s *Session) prune() {
 		}
 		s.clearLocked(t)
 	}
-	s.pruneFinishedLocked()
+	s.pruneFinishedLocked(&lr)
+	s.mu.Unlock()
+	s.removeLeaves(lr.remove)
+}
+
+// leafRelease is what prune found of the leaves of ended tasks before it took mu (empty: no process
+// in them), and the leaves it let go of, to remove once mu is let go.
+type leafRelease struct {
+	empty  map[*task]bool
+	remove []*cgroup.Slice
+}
+
+// releaseLeafLocked gives t's leaf back to the session, if it was found empty, and reports whether
+// t can be cleared: it has no leaf, or its leaf was let go of.
+func (s *Session) releaseLeafLocked(t *task, lr *leafRelease) bool {
+	if t.leaf == nil {
+		return true
+	}
+	if !lr.empty[t] {
+		return false
+	}
+	if !s.keepLeafLocked(t.leaf) {
+		lr.remove = append(lr.remove, t.leaf)
+	}
+	return true
 }
 
 // maxRecent bounds the foreground commands remembered to name leftovers in process containment.
@@ -654,22 +707,33 @@ const maxKnown = 4096
 
 // rememberProcs records processes seen in the session (process containment), so that Close's walk
 // starts from them even if they have cleared their marker since. When the record is full, processes
-// that have exited make room; past that, the newest are not recorded (the marker still finds them).
+// that have exited make room (looked at in /proc without mu); past that, the newest are not recorded
+// (the marker still finds them).
 func (s *Session) rememberProcs(ps []proc.Stat) {
 	if len(ps) == 0 {
 		return
+	}
+	s.mu.Lock()
+	var known map[int]uint64
+	if len(s.known)+len(ps) > maxKnown {
+		known = maps.Clone(s.known)
+	}
+	s.mu.Unlock()
+	var gone []int
+	w := proc.NewWalker()
+	for pid, start := range known {
+		if st, ok := w.Stat(pid); !ok || st.Start != start || st.Dead() {
+			gone = append(gone, pid)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.known == nil {
 		s.known = make(map[int]uint64)
 	}
-	if len(s.known)+len(ps) > maxKnown {
-		w := proc.NewWalker()
-		for pid, start := range s.known {
-			if st, ok := w.Stat(pid); !ok || st.Start != start || st.Dead() {
-				delete(s.known, pid)
-			}
+	for _, pid := range gone {
+		if s.known[pid] == known[pid] {
+			delete(s.known, pid)
 		}
 	}
 	for _, p := range ps {
@@ -752,11 +816,10 @@ func (s *Session) teardown(ctx context.Context) {
 	s.spawnMu.Unlock()
 	cur, inits := s.ns.close()
 	// The ready shell first: once it has ended, the session's processes are its tasks' alone.
-	s.dropReady(waitEnd, ctx.Done())
-	// Read before mu is taken: it takes the other sessions' (process containment).
-	esc := s.r.escapees("session "+s.id+" ended", s)
+	s.ready.drop(waitEnd, ctx.Done())
+	sc := s.scope(waitEnd, cur, inits)
 	s.mu.Lock()
-	tasks, sc := s.scopeLocked(waitEnd, cur, inits, esc)
+	tasks := s.scopeLocked(&sc)
 	s.mu.Unlock()
 	s.outputs.Close() // no file is made or completed from now on: the directory goes with them
 
@@ -791,16 +854,35 @@ func (s *Session) teardown(ctx context.Context) {
 	}
 }
 
-// scopeLocked returns the session's tasks, and the scope of its teardown, all of it data: every
-// running task is being killed, its main process pinned as its process group's leader, and seeds the
-// walks with the processes the session remembers; with a PID namespace the walks look below its
-// current init cur (every process there is the session's), and the teardown ends every init it had;
-// the escapee check looks under the Reaper's adopters (esc); the slice is removed once the kills are
-// done, Killed closed before.
-func (s *Session) scopeLocked(waitEnd time.Time, cur *pidns.Init, inits []*pidns.Init, esc kill.Escapees) ([]*task, kill.Scope) {
+// scope is the scope of the session's teardown (kill.Scope), all of it data, as far as it is read
+// without mu: with a PID namespace the walks look below its current init cur (every process there is
+// the session's), and the teardown ends every init it had (inits); the escapee check looks under the
+// Reaper's adopters; Killed is closed once the kills are done, and the slice removed after.
+func (s *Session) scope(waitEnd time.Time, cur *pidns.Init, inits []*pidns.Init) kill.Scope {
+	sc := kill.Scope{Name: "session " + s.id, End: waitEnd, Inits: inits, Killed: s.killed, RemoveSlice: true,
+		Seeds: make(map[int]uint64)}
+	if cur != nil {
+		sc.Self, sc.Skip = cur.Pid(), cur.Registered()
+		sc.Seeds[sc.Self] = cur.StartTime()
+		sc.Known = map[int]bool{sc.Self: true}
+		// Every task of a session with namespaces was born in one (sessionNS.use): below its init,
+		// everything is the session's; no other init was left alive (sessionNS.initLocked).
+		sc.Namespaced = true
+	} else {
+		sc.Self, sc.Skip = s.r.pid, s.r.kids.Registered()
+	}
+	// Read before mu is taken: it takes the other sessions' (process containment).
+	esc := s.r.escapees("session "+s.id+" ended", s)
+	sc.Escapees = &esc
+	return sc
+}
+
+// scopeLocked completes sc with what the session holds, and returns its tasks: every running task is
+// being killed, its main process pinned as its process group's leader, and seeds the walks with the
+// processes the session remembers; the slice is the session's.
+func (s *Session) scopeLocked(sc *kill.Scope) []*task {
 	tasks := make([]*task, 0, len(s.tasks))
-	sc := kill.Scope{Name: "session " + s.id, Slice: s.slice, Seeds: make(map[int]uint64, len(s.tasks)),
-		End: waitEnd, Self: s.r.pid, Skip: s.r.kids.Registered(), Inits: inits, Killed: s.killed, RemoveSlice: true}
+	sc.Slice = s.slice
 	for _, t := range s.tasks {
 		tasks = append(tasks, t)
 		if t.stopping(Killed) {
@@ -817,22 +899,14 @@ func (s *Session) scopeLocked(waitEnd time.Time, cur *pidns.Init, inits []*pidns
 		// it is spared where none ran.
 		sc.Marker = s.marker
 	}
-	if cur != nil {
-		sc.Self, sc.Skip = cur.Pid(), cur.Registered()
-		sc.Seeds[sc.Self] = cur.StartTime()
-		sc.Known = map[int]bool{sc.Self: true}
-		// Every task of a session with namespaces was born in one (sessionNS.use): below its init,
-		// everything is the session's; no other init was left alive (sessionNS.initLocked).
-		sc.Namespaced = true
-	}
 	// Escapees die by their session's end at the latest (see adopted_linux.go). Without a namespace
 	// every process of the session descends from the Reaper, the child subreaper, an adopter: what
 	// left the slice is its escapee once its parent has died.
-	if cur == nil && s.slice != nil && !slices.ContainsFunc(esc.Adopters, func(a kill.Adopter) bool { return a.Pid == s.r.pid }) {
-		esc.Adopters = append(esc.Adopters, s.r.asAdopter())
+	esc := sc.Escapees
+	if !sc.Namespaced && s.slice != nil && !slices.ContainsFunc(esc.Adopters, func(a kill.Adopter) bool { return a.Pid == s.r.pid }) {
+		esc.Adopters = append(esc.Adopters, kill.Adopter{Pid: s.r.pid, Started: sc.Skip})
 	}
-	sc.Escapees = &esc
-	return tasks, sc
+	return tasks
 }
 
 // releaseTasks lets go of the tasks once the teardown has waited for their ends (kill.Scope.Exits):
