@@ -4,7 +4,6 @@ import (
 	"context"
 	"unicode/utf8"
 
-	"github.com/cgreaper/reaper/internal/textfit"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -46,11 +45,8 @@ const (
 // 1.5-2 times the peak memory of 16 concurrent results of control characters (BenchmarkMemory in
 // test/e2e).
 func outputBudget(chars int) reaper.Budget {
-	return reaper.Budget{Chars: min(chars, MaxOutput), Cost: jsonCost, Max: MaxOutput, ASCII: jsonASCII}
+	return reaper.Budget{Chars: min(chars, MaxOutput), Cost: jsonCost, Max: MaxOutput}
 }
-
-// jsonASCII is jsonCost of each ASCII character (see textfit.Budget.ASCII); it is never written.
-var jsonASCII = textfit.CostTable(jsonCost)
 
 // structured adapts a typed tool handler so that its output becomes the result's structured content
 // as it is. The SDK's typed path marshals the output, parses it back to check it against the output

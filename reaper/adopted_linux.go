@@ -48,7 +48,7 @@ func (r *Reaper) watchAdopted(stop <-chan struct{}) {
 			return
 		case <-tick.C:
 			if rep := r.policy.Escapees(context.Background(), r.escapees("periodic check", nil), time.Now().Add(r.lim.CloseTimeout)); rep.Killed > 0 {
-				r.obs.Teardown(rep) // counted as escapees found and killed by the walk
+				r.obs.Teardown(killReport(rep)) // counted as escapees found and killed by the walk
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/internal/proc"
+	"github.com/cgreaper/reaper/internal/taskout"
 )
 
 // RunOptions configures one foreground command. The zero value runs without a timeout and without
@@ -34,10 +35,13 @@ type Result struct {
 	// still running, and the other fields describe it so far.
 	TaskID string
 	// Output is the command's combined stdout and stderr as valid UTF-8, within RunOptions.Budget:
-	// all of it, or its head and tail with a line between them that says what was left out (see
-	// Whole: Dropped, DroppedChars, DroppedLines; Total, Chars and Lines count the whole output).
+	// all of it, or its head and tail with a line between them that says what was left out.
 	Output string
-	Whole
+	// Dropped counts the bytes left out between the head and the tail of Output; DroppedChars and
+	// DroppedLines the characters and lines (newlines).
+	Dropped, DroppedChars, DroppedLines int64
+	// Total is the length of the whole output in bytes; Lines counts its lines.
+	Total, Lines int64
 	// File is where the whole output is (see FileInfo), and OutputID the task id task_output reads
 	// it by (set where there is a file).
 	File     FileInfo
@@ -124,7 +128,7 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (res
 				return res, nil
 			}
 		case <-tickC:
-			opts.OnProgress(t.out.Progress(time.Since(t.started)))
+			opts.OnProgress(Progress(t.out.Progress(time.Since(t.started))))
 		case <-recordC:
 			s.record()
 			recordC = nil
@@ -172,7 +176,7 @@ func (s *Session) finalResult(t *task, notice string, budget Budget) Result {
 	// Ending the output may have moved its tail into the file, shortening the head (a process the
 	// command left may hold its output open, so the output need not have ended before): describe
 	// the file as it now stays.
-	res.File = t.out.File()
+	res.File = FileInfo(t.out.File())
 	if t.pump != nil {
 		t.pump.Slow() // what leftover processes write is discarded: read it rarely (see pump)
 	}
@@ -181,7 +185,7 @@ func (s *Session) finalResult(t *task, notice string, budget Budget) Result {
 
 // result describes a foreground task now; its output counts as read.
 func (s *Session) result(t *task, notice string, budget Budget) Result {
-	wh, err := t.out.All(!t.currentStatus().Terminal(), budget)
+	wh, err := t.out.All(!t.currentStatus().Terminal(), budget.budget())
 	if err != nil {
 		// The file could not be read back (a root task may have replaced it): the result says so
 		// and keeps everything else, its exit status first.
@@ -189,7 +193,8 @@ func (s *Session) result(t *task, notice string, budget Budget) Result {
 	}
 	info := t.info(0)
 	res := Result{
-		Output: wh.Text, Whole: wh, File: t.out.File(),
+		Output: wh.Text, Dropped: wh.Dropped, DroppedChars: wh.DroppedChars, DroppedLines: wh.DroppedLines,
+		Total: wh.Total, Lines: wh.Lines, File: FileInfo(t.out.File()),
 		Status: info.Status, ExitCode: info.ExitCode, TimedOut: info.Status == TimedOut, OOMKilled: info.OOMKilled,
 		Hits: info.Hits, Cwd: s.Cwd(), Duration: time.Since(t.started), Notice: notice,
 	}
@@ -252,8 +257,8 @@ type OutputOptions struct {
 	// Budget caps the returned text (see Budget): the read ends earlier and the next one continues
 	// there.
 	Budget Budget
-	// Grep, if set, returns only the lines that it matches (see internal/taskout for the bounds of
-	// one read's search).
+	// Grep, if set, returns only the lines that it matches (see MaxScanBytes for the bounds of one
+	// read's search).
 	Grep *Pattern
 	// Tail, if positive, returns the last Tail lines of the output (of those Grep matches, if set)
 	// instead of reading from an offset; the cursor moves to the end.
@@ -264,7 +269,7 @@ type OutputOptions struct {
 // last lines), and the task's state. Reading a finished task's output to its end lets the task be
 // cleared. A cleared task whose output file the session keeps (a foreground command's, say) can still
 // be read; its info is as it ended. A line read (Grep, Tail) stops when ctx is done or the session
-// ends, with an error, and at its time and work limits (see taskout.Output.Grep).
+// ends, with an error, and at its time and work limits (see MaxScanBytes).
 func (s *Session) Output(ctx context.Context, id string, opts OutputOptions) (TaskInfo, Chunk, error) {
 	t, cleared, err := s.lookupOutput(id)
 	if err != nil {
@@ -280,15 +285,16 @@ func (s *Session) Output(ctx context.Context, id string, opts OutputOptions) (Ta
 		info = s.info(t)
 	}
 	partial := !info.Status.Terminal()
-	var c Chunk
-	switch {
+	var tc taskout.Chunk
+	switch budget := opts.Budget.budget(); {
 	case opts.Tail > 0:
-		c, err = t.out.Tail(ctx, opts.Tail, partial, opts.Grep, opts.Budget)
+		tc, err = t.out.Tail(ctx, opts.Tail, partial, opts.Grep.pattern(), budget)
 	case opts.Grep != nil:
-		c, err = t.out.Grep(ctx, opts.Offset, partial, opts.Grep, opts.Budget)
+		tc, err = t.out.Grep(ctx, opts.Offset, partial, opts.Grep.pattern(), budget)
 	default:
-		c, err = t.out.Read(opts.Offset, partial, opts.Budget)
+		tc, err = t.out.Read(opts.Offset, partial, budget)
 	}
+	c := Chunk(tc)
 	if err != nil {
 		return info, c, fmt.Errorf("session %s: task %s: %w", s.id, id, err)
 	}

@@ -54,7 +54,7 @@ func (s *Session) WriteInput(ctx context.Context, id string, data []byte, opts I
 		return 0, fmt.Errorf("session %s: task %s: %w: a terminal cannot be closed: send Ctrl-D (\\u0004) at the start of a line for the end of input", s.id, id, ErrBadInput)
 	}
 	if opts.Size != nil {
-		if err := t.in.Resize(*opts.Size); err != nil {
+		if err := t.in.Resize(tty.Size(*opts.Size)); err != nil {
 			return 0, fmt.Errorf("session %s: task %s: resize: %w", s.id, id, err)
 		}
 	}

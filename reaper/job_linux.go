@@ -236,7 +236,7 @@ func (s *Session) Processes() []Proc {
 			if in := s.sessionPid(w, p); in != p {
 				d.SessionPid = in
 			}
-			out = append(out, d)
+			out = append(out, Proc(d))
 		}
 	}
 	return out

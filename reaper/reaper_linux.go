@@ -41,13 +41,13 @@ type Reaper struct {
 	env       []string
 	workDir   string
 	info      ContainmentInfo
-	root      *cgroup.Root  // nil in process containment
-	name      string        // r<pid>-<start time>: this Reaper among others, past and present
-	instance  *cgroup.Slice // this Reaper's slice below root (named name), holding the sessions' slices
-	self      Instance      // what this Reaper recorded in its state directory
-	state     *safefs.Dir   // where instances keep their state directories (Options.StateDir)
-	dir       *safefs.Dir   // this Reaper's state directory in state, holding its sessions' directories
-	outputs   *taskout.Pool // the budget of every session's output files together (Limits.TotalOutputBudget)
+	root      *cgroup.Root    // nil in process containment
+	name      string          // r<pid>-<start time>: this Reaper among others, past and present
+	instance  *cgroup.Slice   // this Reaper's slice below root (named name), holding the sessions' slices
+	self      instance.Record // what this Reaper recorded in its state directory
+	state     *safefs.Dir     // where instances keep their state directories (Options.StateDir)
+	dir       *safefs.Dir     // this Reaper's state directory in state, holding its sessions' directories
+	outputs   *taskout.Pool   // the budget of every session's output files together (Limits.TotalOutputBudget)
 	policy    kill.Policy
 	forker    *reap.Forker   // with Options.User: the thread tasks are forked from (no_new_privs)
 	pool      *initPool      // the sessions' PID namespaces: whether they get them, their inits
@@ -186,7 +186,7 @@ func newReaper(opts Options) (*Reaper, error) {
 			return nil, err
 		}
 	}
-	r.self = Instance{
+	r.self = instance.Record{
 		Name: r.name, Pid: r.pid, Start: st.Start, Slice: r.info.Slice,
 		Containment: r.info.Mode.String(), PIDNamespace: r.info.PIDNamespace.On, Started: time.Now(),
 	}
@@ -282,7 +282,7 @@ func (r *Reaper) sweep() {
 		opts.Cgroup.Root = r.root.Path()
 	}
 	rep, err := sweep.Run(opts)
-	r.obs.Swept(rep)
+	r.obs.Swept(sweepReport(rep))
 	for _, d := range rep.Dead {
 		attrs := []any{"instance", d.Name, "killed", len(d.Processes), "processes", d.Processes, "removed", d.Removed}
 		if d.Slice != "" {
@@ -367,7 +367,7 @@ func (r *Reaper) Limits() Limits { return r.lim }
 // Like Containment, it waits for the start-up probe of PID namespaces.
 func (r *Reaper) Instance() Instance {
 	r.pidNamespace()
-	return r.self
+	return instanceOf(r.self)
 }
 
 // NewSession creates a session. Its slice is created on its first command, so sessions that never

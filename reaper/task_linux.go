@@ -73,8 +73,8 @@ type TaskInfo struct {
 	Input string
 	// WaitingForInput is set while a process of the running task is blocked reading its input (the
 	// terminal's foreground process group, on a terminal): it waits for WriteInput. It is told from
-	// /proc (see proc.Walker.WaitsFor): a process that waits in select(2) or poll(2) on more than
-	// its input, or in an event loop, is not seen waiting.
+	// /proc (the process's wait channel and the descriptor it reads): a process that waits in
+	// select(2) or poll(2) on more than its input, or in an event loop, is not seen waiting.
 	WaitingForInput bool
 }
 
@@ -218,7 +218,7 @@ func (t *task) info(processes int) TaskInfo {
 		OOMKilled: t.hits.OOMKills > 0, Hits: t.hits, Processes: processes,
 	}
 	if t.out != nil {
-		ti.OutputBytes, ti.File = t.out.Size(), t.out.File()
+		ti.OutputBytes, ti.File = t.out.Size(), FileInfo(t.out.File())
 	}
 	switch {
 	case t.in == nil:

@@ -30,7 +30,9 @@ import (
 // user can open it by its name (see docs/security.md).
 
 // TermSize is the size of a task's terminal, in characters.
-type TermSize = tty.Size
+type TermSize struct {
+	Rows, Cols uint16
+}
 
 // The size of a terminal a caller does not size.
 const (
@@ -45,9 +47,9 @@ const MaxInputBytes = 64 << 10
 // it has one, else the host's.
 func (r *Reaper) openTerminal(size TermSize, in *pidns.Init) (master, task *os.File, id proc.Input, err error) {
 	if in != nil && in.Devpts() != nil {
-		return tty.OpenIn(in.Devpts(), size, r.terminalOwner())
+		return tty.OpenIn(in.Devpts(), tty.Size(size), r.terminalOwner())
 	}
-	return tty.Open(size, r.terminalOwner())
+	return tty.Open(tty.Size(size), r.terminalOwner())
 }
 
 // terminalOwner is the uid a task's terminal is given to (tty.Open): Options.User's, else -1, root's.

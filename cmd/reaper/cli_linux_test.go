@@ -10,7 +10,6 @@ import (
 	"github.com/cgreaper/reaper/internal/inspect"
 	"github.com/cgreaper/reaper/internal/sweep"
 	"github.com/cgreaper/reaper/job"
-	"github.com/cgreaper/reaper/reaper"
 )
 
 // runCLI runs the command line args in this process with an empty environment and returns its exit
@@ -132,7 +131,7 @@ func definedFlags(t *testing.T, cmd string) []string {
 // TestEmptyLists: the JSON of sweep and ps has every list, [] when empty, at every depth.
 func TestEmptyLists(t *testing.T) {
 	for name, v := range map[string]any{
-		"sweep": reaper.SweepReport{Dead: []sweep.DeadInstance{{Name: "r1-2"}}},
+		"sweep": sweep.Report{Dead: []sweep.DeadInstance{{Name: "r1-2"}}},
 		"ps":    inspect.Inspection{Instances: []inspect.InstanceView{{Sessions: []inspect.SessionView{{Name: "s"}}}}},
 		"run":   job.Report{},
 	} {
@@ -144,13 +143,13 @@ func TestEmptyLists(t *testing.T) {
 			t.Errorf("%s: JSON holds null:\n%s", name, b.String())
 		}
 	}
-	orig := reaper.SweepReport{Dead: []sweep.DeadInstance{{Name: "r1-2"}}}
+	orig := sweep.Report{Dead: []sweep.DeadInstance{{Name: "r1-2"}}}
 	writeJSON(&strings.Builder{}, orig)
 	if orig.Dead[0].Processes != nil || orig.Live != nil {
 		t.Error("writeJSON changed the value it was given")
 	}
 	var b strings.Builder
-	writeJSON(&b, reaper.SweepReport{})
+	writeJSON(&b, sweep.Report{})
 	if !strings.Contains(b.String(), `"dead": []`) || strings.Contains(b.String(), "foreign") {
 		t.Errorf("an empty sweep report: %s, want \"dead\": [] and no foreign (omitempty)", b.String())
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/sweep"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
 )
@@ -21,7 +20,7 @@ func TestMetricsAdapters(t *testing.T) {
 	ro.TaskEnded(reaper.TaskEnd{Status: reaper.Failed, OOMKilled: true})
 	ro.Teardown(reaper.KillReport{Terminated: 2, Killed: 5, Walked: 2, Found: 3, Remaining: []reaper.Proc{{Pid: 9}}})
 	ro.SessionEnded(reaper.SessionEnd{Reason: "idle", Report: reaper.KillReport{Duration: 30 * time.Millisecond}})
-	ro.Swept(reaper.SweepReport{Dead: []sweep.DeadInstance{{Processes: []reaper.Proc{{Pid: 1}, {Pid: 2}}}, {Processes: []reaper.Proc{{Pid: 3}}}}})
+	ro.Swept(reaper.SweepReport{Dead: []reaper.DeadInstance{{Processes: []reaper.Proc{{Pid: 1}, {Pid: 2}}}, {Processes: []reaper.Proc{{Pid: 3}}}}})
 	mo.Operation(mcpserver.Operation{Method: "tools/call", Tool: "bash", Transport: "tcp", ProtocolVersion: "2025-11-25", Duration: 40 * time.Millisecond})
 	mo.SessionEnded(mcpserver.SessionInfo{Transport: "pipe", Duration: 3 * time.Second})
 

@@ -62,7 +62,11 @@ func printSweep(w io.Writer, rep sweep.Report, dryRun bool) {
 		kill, remove = "would kill", "would remove"
 	}
 	for _, d := range rep.Dead {
-		fmt.Fprintf(w, "dead instance %s: %s %s%s\n", printable(d.Name), kill, count(len(d.Processes), "process", "processes"), procList(d.Processes))
+		ps := make([]reaper.Proc, len(d.Processes))
+		for i, p := range d.Processes {
+			ps[i] = reaper.Proc(p) // the same description as reaper run's leftovers
+		}
+		fmt.Fprintf(w, "dead instance %s: %s %s%s\n", printable(d.Name), kill, count(len(ps), "process", "processes"), procList(ps))
 		for _, p := range []string{d.Slice, d.StateDir} {
 			if p != "" && (dryRun || d.Removed) {
 				fmt.Fprintf(w, "  %s %s\n", remove, printable(p))

@@ -8,3 +8,14 @@ import "github.com/cgreaper/reaper/internal/textfit"
 // counted like any other drop. Whatever its Budget, a read holds at most 16 MiB (a foreground
 // command's whole output: 16 MiB of each end); a zero Budget caps nothing else.
 type Budget = textfit.Budget
+
+// NewBudget returns a Budget of chars characters costing at most max (see textfit.Budget), with the
+// cost of each ASCII character read once: most output is ASCII, and the cuts then read a table
+// instead of calling cost for each.
+func NewBudget(chars, max int, cost func(rune) int) Budget {
+	b := Budget{Chars: chars, Cost: cost, Max: max}
+	if cost != nil && max > 0 {
+		b.ASCII = textfit.CostTable(cost)
+	}
+	return b
+}
