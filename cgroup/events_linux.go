@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/spare"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,7 +18,7 @@ import (
 // once; so the poll also times out after at most 10 ms (1 ms at first) and the file is read again,
 // which is also how often ctx is looked at. A cgroup that disappears counts as not populated and not
 // frozen.
-func waitEvent(ctx context.Context, r *spare.Reserve, dir, key string, want bool, deadline time.Time) (bool, error) {
+func waitEvent(ctx context.Context, r Reserve, dir, key string, want bool, deadline time.Time) (bool, error) {
 	file := filepath.Join(dir, "cgroup.events")
 	fd, err := openFile(r, file, unix.O_RDONLY)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {

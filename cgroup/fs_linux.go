@@ -20,18 +20,24 @@ import (
 
 // openFile opens a cgroupfs file, through r where the descriptor limit refuses a descriptor (a
 // teardown's slice: see Slice.Spare); nil lends none. closeFile closes what it opened.
-func openFile(r *spare.Reserve, file string, flags int) (int, error) {
+func openFile(r Reserve, file string, flags int) (int, error) {
 	fd, err := unix.Open(file, flags|unix.O_CLOEXEC, 0)
-	if spare.Limited(err) {
+	if r != nil && spare.Limited(err) {
 		fd, err = r.Open(func() (int, error) { return unix.Open(file, flags|unix.O_CLOEXEC, 0) })
 	}
 	return fd, err
 }
 
-func closeFile(r *spare.Reserve, fd int) { r.Close(fd) }
+func closeFile(r Reserve, fd int) {
+	if r == nil {
+		unix.Close(fd)
+		return
+	}
+	r.Close(fd)
+}
 
 // writeFile writes a value into a cgroup interface file, carrying the path in the error.
-func writeFile(r *spare.Reserve, dir, name, value string) error {
+func writeFile(r Reserve, dir, name, value string) error {
 	file := filepath.Join(dir, name)
 	fd, err := openFile(r, file, unix.O_WRONLY)
 	if err != nil {
@@ -51,7 +57,7 @@ func writeFile(r *spare.Reserve, dir, name, value string) error {
 }
 
 // readSmall reads a whole cgroupfs file with open, read and close only, through r (see openFile).
-func readSmall(r *spare.Reserve, file string) ([]byte, error) {
+func readSmall(r Reserve, file string) ([]byte, error) {
 	fd, err := openFile(r, file, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
@@ -87,7 +93,7 @@ func readFields(path string) ([]string, error) {
 // readPids appends the pids listed in a cgroup.procs file (or the tids in a cgroup.threads file) to
 // dst. Pids of other pid namespaces read as 0 and are skipped. A file that is gone (the cgroup was
 // removed) lists nothing.
-func readPids(r *spare.Reserve, file string, dst []int) ([]int, error) {
+func readPids(r Reserve, file string, dst []int) ([]int, error) {
 	b, err := readSmall(r, file)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
 		return dst, nil
@@ -128,7 +134,7 @@ func parsePids(b []byte, dst []int) []int {
 // childDirs lists the subdirectories (child cgroups) of dir, sorted. It calls getdents64 itself
 // rather than os.ReadDir, which costs an extra fstat per directory. A directory that is gone has no
 // children.
-func childDirs(r *spare.Reserve, dir string) ([]string, error) {
+func childDirs(r Reserve, dir string) ([]string, error) {
 	fd, err := openFile(r, dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil

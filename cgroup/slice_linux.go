@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/spare"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,13 +21,23 @@ type Slice struct {
 	controllers []string
 	// spare lends descriptors to the slice's reads and writes where the descriptor limit refuses one
 	// (see [Slice.Spare]); nil lends none.
-	spare *spare.Reserve
+	spare Reserve
+}
+
+// Reserve lends descriptors to opens that the descriptor limit refused (EMFILE, ENFILE), so that a
+// teardown cannot be starved of them: reaper's keeps a few descriptors open to give up (see
+// [Slice.Spare]).
+type Reserve interface {
+	// Open runs open, a system call that makes one descriptor, again after it has given up one of
+	// its own; what it returns is closed with Close.
+	Open(open func() (int, error)) (int, error)
+	// Close closes fd, which Open made or not, and takes the slot back where it gave one up.
+	Close(fd int)
 }
 
 // Spare returns the slice as one whose reads and writes of cgroupfs (its kill, its listings, its
-// waits, its removal) take a descriptor from r where the descriptor limit refuses one: a teardown's
-// (see package spare).
-func (s *Slice) Spare(r *spare.Reserve) *Slice {
+// waits, its removal) take a descriptor from r where the descriptor limit refuses one: a teardown's.
+func (s *Slice) Spare(r Reserve) *Slice {
 	c := *s
 	c.spare = r
 	return &c
@@ -138,7 +147,7 @@ func (s *Slice) Remove() error {
 }
 
 // rmdirRetry removes one empty cgroup directory, retrying EBUSY with a growing delay.
-func rmdirRetry(r *spare.Reserve, dir string) error {
+func rmdirRetry(r Reserve, dir string) error {
 	delay := time.Millisecond
 	var err error
 	for attempt := 0; attempt < 12; attempt++ {
@@ -159,7 +168,7 @@ func rmdirRetry(r *spare.Reserve, dir string) error {
 }
 
 // postOrder lists dir and every cgroup below it, children before parents.
-func postOrder(r *spare.Reserve, dir string) ([]string, error) {
+func postOrder(r Reserve, dir string) ([]string, error) {
 	children, err := childDirs(r, dir)
 	if err != nil {
 		return nil, err
@@ -177,7 +186,7 @@ func postOrder(r *spare.Reserve, dir string) ([]string, error) {
 
 // idsRecursive appends the ids listed in file (cgroup.procs or cgroup.threads) of dir and its
 // descendants to dst. A directory that vanishes while it is read contributes nothing.
-func idsRecursive(r *spare.Reserve, dir, file string, dst []int) ([]int, error) {
+func idsRecursive(r Reserve, dir, file string, dst []int) ([]int, error) {
 	dst, err := readPids(r, filepath.Join(dir, file), dst)
 	if err != nil {
 		return dst, err

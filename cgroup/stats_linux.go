@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/spare"
 	"github.com/containerd/cgroups/v3/cgroup2"
 	"github.com/containerd/cgroups/v3/cgroup2/stats"
 	"golang.org/x/sys/unix"
@@ -169,7 +168,7 @@ func limit(v uint64) int64 {
 // pids.events.local exists; before, the kernel counted it in the cgroup of the process that forked
 // (a leaf below the slice), and the count of the slice is the sum of its cgroups'. containerd does not
 // read pids.events.
-func forksRefused(r *spare.Reserve, dir string) (int64, error) {
+func forksRefused(r Reserve, dir string) (int64, error) {
 	n, err := flatValue(r, filepath.Join(dir, "pids.events"), "max")
 	if err != nil || exists(filepath.Join(dir, "pids.events.local")) {
 		return n, err
@@ -193,7 +192,7 @@ func forksRefused(r *spare.Reserve, dir string) (int64, error) {
 
 // flatValue reads the value of key in a flat-keyed cgroup file ("key value" lines: pids.events,
 // memory.events, cpu.stat); a key the file lacks reads as 0.
-func flatValue(r *spare.Reserve, file, key string) (int64, error) {
+func flatValue(r Reserve, file, key string) (int64, error) {
 	b, err := readSmall(r, file)
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", file, err)
@@ -224,7 +223,7 @@ func parseFlat(b []byte, key string) (int64, bool, error) {
 
 // readCPUMax reads the slice's cpu.max as CPUs (0: "max", no limit). containerd writes cpu.max but
 // does not read it.
-func readCPUMax(r *spare.Reserve, dir string) (float64, error) {
+func readCPUMax(r Reserve, dir string) (float64, error) {
 	file := filepath.Join(dir, "cpu.max")
 	b, err := readSmall(r, file)
 	if err != nil {

@@ -36,16 +36,16 @@ type Config struct {
 	// Argv is the command and its arguments, run directly (no shell). Required.
 	Argv []string
 	// Options configures the Reaper the job's session runs in; its Grace is also the time the job
-	// gets after a forwarded INT or TERM. Announce is set from Guard.
+	// gets after a forwarded INT or TERM. Its Announce is the guard's, if there is one.
 	Options reaper.Options
 	// Timeout ends the whole job (SIGTERM, the grace period, the kill) after this long; zero means no
 	// limit.
 	Timeout time.Duration
-	// Guard is the link to this process's guard (reaper run's server is guarded; cmd/reaper sets it
-	// from the guard's environment): the job is killed at once if the guard dies, the job takes the
-	// terminal's foreground only from the guard's group, and a clean end is the guard's to know. The
-	// zero Link is a job without a guard.
-	Guard guard.Link
+	// Guard is this process's guard (reaper run's server is guarded; cmd/reaper passes its link to
+	// it): the job is killed at once if the guard dies, the job takes the terminal's foreground only
+	// from the guard's group, and a clean end is the guard's to know. Nil is a job without a guard,
+	// which takes the foreground only from this process's group.
+	Guard Guard
 	// Signals delivers the signals this process receives: ForwardedSignals are passed on to the
 	// job's process group, and after INT or TERM (or another shutdown signal, passed on as TERM) the
 	// job has the grace period before everything is killed; a second one kills at once. Ignored
@@ -61,6 +61,37 @@ type Config struct {
 	Stderr io.Writer
 	Log    *slog.Logger
 }
+
+// Guard is what a job needs of the process that guards it (cmd/reaper's guard, whose link it passes
+// in).
+type Guard interface {
+	// Group returns the guard's process group, -1 where it cannot be read.
+	Group() int
+	// Gone reports whether the guard has died or is dying, as far as can be seen now.
+	Gone() bool
+	// WaitGone blocks until the guard has died or ctx is done, and reports whether it died.
+	WaitGone(ctx context.Context) bool
+	// Clean tells the guard, as the last word, that the job's Reaper has closed cleanly: the guard
+	// has nothing to clean up.
+	Clean() error
+}
+
+// noGuard is a job's guard where it has none: this process stands in for it, and never goes.
+type noGuard struct{}
+
+func (noGuard) Group() int {
+	pgrp, err := syscall.Getpgid(0)
+	if err != nil {
+		return -1
+	}
+	return pgrp
+}
+func (noGuard) Gone() bool { return false }
+func (noGuard) WaitGone(ctx context.Context) bool {
+	<-ctx.Done()
+	return false
+}
+func (noGuard) Clean() error { return nil }
 
 // Report is what happened to a job; `reaper run --report` writes it as JSON. Leftovers is nil when
 // the job did not start.
@@ -87,6 +118,9 @@ type Report struct {
 func Run(c Config) Report {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Guard == nil {
+		c.Guard = noGuard{}
 	}
 	j := &run{c: c, start: time.Now(), rep: Report{Command: c.Argv}}
 	if code := j.setUp(); code != 0 {
@@ -120,9 +154,6 @@ func (j *run) setUp() int {
 	if opts.Logger == nil {
 		opts.Logger = j.c.Log
 	}
-	if j.c.Guard.Announce != nil {
-		opts.Announce = j.c.Guard.Announce // kept open for the last word (see finish)
-	}
 	r, err := reaper.New(opts)
 	if err != nil {
 		fmt.Fprintf(j.c.Stderr, "reaper run: %v\n", err)
@@ -138,7 +169,7 @@ func (j *run) setUp() int {
 	wd, _ := os.Getwd()
 	j.s, err = r.NewSession("run", reaper.SessionOptions{WorkDir: wd})
 	if err == nil {
-		j.term, j.fg = foregroundTerminal(os.Stdin, guardGroup(j.c.Guard))
+		j.term, j.fg = foregroundTerminal(os.Stdin, j.c.Guard.Group())
 		j.job, err = j.s.Exec(reaper.ExecOptions{Argv: j.c.Argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: j.fg})
 	}
 	if err != nil {
@@ -167,15 +198,6 @@ func (j *run) execFailed(err error) int {
 	}
 	fmt.Fprintf(j.c.Stderr, "reaper run: %v\n", err)
 	return ExitFailed
-}
-
-// guardGroup is the process group reaper run was started in: its guard's.
-func guardGroup(link guard.Link) int {
-	pgrp, err := syscall.Getpgid(link.Pid)
-	if err != nil {
-		return -1
-	}
-	return pgrp
 }
 
 // wait runs the job to its end and tears the session down, and returns the job's exit status. Signals
@@ -288,7 +310,7 @@ func (j *run) closeSession(hurry context.Context) {
 }
 
 // finish gives the terminal back and closes the Reaper. Closed cleanly, it tells the guard, which
-// then has nothing to clean up (see guard.Link.Clean).
+// then has nothing to clean up (see Guard.Clean).
 func (j *run) finish() {
 	if j.fg {
 		if err := j.term.restore(); err != nil {

@@ -128,6 +128,7 @@ func runCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 			StateDir:     c.stateDir,
 			Grace:        &c.grace,
 			Logger:       log,
+			Announce:     announce(link),
 		},
 		Timeout:         c.timeout,
 		Guard:           link,

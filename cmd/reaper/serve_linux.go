@@ -184,9 +184,7 @@ func newServer(c serveConfig, link guard.Link, log *slog.Logger, o *ops) (*reape
 		Logger:            log,
 		Observer:          o.reaperObserver(),
 	}
-	if link.Announce != nil {
-		opts.Announce = link.Announce // kept open for the last word (see guard.Link.Clean)
-	}
+	opts.Announce = announce(link)
 	r, err := reaper.New(opts)
 	if err != nil {
 		return nil, nil, err
@@ -381,4 +379,13 @@ func companions(link guard.Link) []int {
 		return nil
 	}
 	return []int{link.Pid}
+}
+
+// announce is where the server announces its instance to its guard (reaper.Options.Announce), kept
+// open for the last word (see guard.Link.Clean); nil without a guard.
+func announce(link guard.Link) io.Writer {
+	if link.Announce == nil {
+		return nil
+	}
+	return link.Announce
 }

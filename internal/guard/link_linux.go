@@ -94,6 +94,16 @@ func (l Link) WaitGone(ctx context.Context) bool {
 	return false
 }
 
+// Group returns the guard's process group, the one its server was started in (-1 where it cannot be
+// read); a server that is not guarded gets its own.
+func (l Link) Group() int {
+	pgrp, err := unix.Getpgid(l.Pid)
+	if err != nil {
+		return -1
+	}
+	return pgrp
+}
+
 // Gone reports whether a guarded server's guard has died or is dying, as far as can be seen now:
 // this process's parent is no longer the guard, or the guard is exiting (see WaitGone for the sure
 // way).
