@@ -2,53 +2,77 @@ package layout
 
 import (
 	"bytes"
-	"io/fs"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestNoPackageOverAQuarter: no package holds more than a quarter of the program's code (the
-// non-test Go lines of the module, deploy/'s own module aside), so that none grows back into the room
-// of every job that package reaper once was. A package that outgrows it is split by job.
-func TestNoPackageOverAQuarter(t *testing.T) {
-	root, err := filepath.Abs("../..")
+// TestSize: no package holds more than a quarter of the program's code, so that none grows back into
+// the room of every job that package reaper once was; a package that outgrows it is split by job.
+// The program is the packages of this module the reaper binary links (`go list -deps`): test
+// helpers, test programs, benchmarks and CI's tools are not its code. A package's size is the lines
+// of its non-test Go files, for every system. With -v it logs the program's size by package, largest
+// first (docs/layout.md keeps such a table).
+func TestSize(t *testing.T) {
+	sizes, total := programSize(t, "../..")
+	for _, p := range sizes {
+		if 4*p.lines > total {
+			t.Errorf("%s holds %d of the program's %d lines (%.1f%%), over a quarter", p.pkg, p.lines, total, 100*float64(p.lines)/float64(total))
+		}
+	}
+	var b strings.Builder
+	for _, p := range sizes {
+		fmt.Fprintf(&b, "\n%-28s %6d  %4.1f%%", p.pkg, p.lines, 100*float64(p.lines)/float64(total))
+	}
+	t.Logf("the program: %d lines in %d packages%s", total, len(sizes), b.String())
+}
+
+// pkgSize is one package of the program and its lines.
+type pkgSize struct {
+	pkg   string // relative to the module
+	lines int
+}
+
+// programSize returns the size of each package of the program in the module at root, largest first,
+// and their total.
+func programSize(t *testing.T, root string) ([]pkgSize, int) {
+	t.Helper()
+	list := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if eq .Module.Path \""+module+"\"}}{{.Dir}}{{end}}{{end}}", "./cmd/reaper")
+	list.Dir = root
+	list.Env = append(os.Environ(), "GOOS=linux")
+	var stderr bytes.Buffer
+	list.Stderr = &stderr
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, stderr.String())
+	}
+	base, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := map[string]int{}
+	var sizes []pkgSize
 	total := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if rel == "deploy" || strings.HasPrefix(d.Name(), ".") && rel != "." && rel != ".ci" {
-				return filepath.SkipDir
+	for _, dir := range strings.Fields(string(out)) {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		n := 0
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
 			}
-			return nil
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += bytes.Count(b, []byte("\n"))
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		n := bytes.Count(b, []byte("\n"))
-		lines[filepath.Dir(rel)] += n
+		rel, _ := filepath.Rel(base, dir)
+		sizes = append(sizes, pkgSize{filepath.ToSlash(rel), n})
 		total += n
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	for pkg, n := range lines {
-		if 4*n > total {
-			t.Errorf("%s holds %d of the program's %d lines (%.1f%%), over a quarter", pkg, n, total, 100*float64(n)/float64(total))
-		}
-	}
-	t.Logf("reaper: %d of %d lines (%.1f%%)", lines["reaper"], total, 100*float64(lines["reaper"])/float64(total))
+	slices.SortFunc(sizes, func(a, b pkgSize) int { return b.lines - a.lines })
+	return sizes, total
 }
