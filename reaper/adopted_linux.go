@@ -104,7 +104,7 @@ func (r *Reaper) escapees(when string, ending *Session) kill.Escapees {
 func (r *Reaper) adopters(ending *Session) []kill.Adopter {
 	var out []kill.Adopter
 	if r.direct.Load() {
-		out = append(out, r.asAdopter())
+		out = append(out, kill.Adopter{Pid: r.pid, Started: r.kids.Registered()})
 	}
 	if r.instance == nil {
 		return out
@@ -123,9 +123,4 @@ func (r *Reaper) adopters(ending *Session) []kill.Adopter {
 		out = append(out, kill.Adopter{Pid: in.Pid(), Started: in.Registered()})
 	}
 	return out
-}
-
-// asAdopter returns the Reaper as an adopter, with the task processes it has started now.
-func (r *Reaper) asAdopter() kill.Adopter {
-	return kill.Adopter{Pid: r.pid, Started: r.kids.Registered()}
 }

@@ -43,10 +43,7 @@ type ExecOptions struct {
 
 // A Job is a program a session runs with its own standard files (reaper run's command). It ends
 // with its session like everything else the session started.
-type Job struct {
-	s *Session
-	t *task
-}
+type Job struct{ t *task }
 
 // Exec starts a program in the session: in its own process group, in a leaf of the session's slice
 // (or with the session's marker in process containment), with the given standard files. Everything it
@@ -76,16 +73,13 @@ func (s *Session) Exec(opts ExecOptions) (*Job, error) {
 		id: newID("t-"), command: strings.Join(opts.Argv, " "), started: time.Now(),
 		background: true, status: Running, done: make(chan struct{}),
 	}
-	var sp spawned
-	s.setStarting(t.id)
-	err = s.ns.use(func(in *pidns.Init) error {
+	sp, _, err := s.launch(t, func(in *pidns.Init) (spawned, string, error) {
 		if s.r.root != nil {
 			if err := s.place(t); err != nil {
-				return err
+				return spawned{}, "", err
 			}
 		}
-		var err error
-		sp, err = s.r.spawn(spawnSpec{
+		sp, err := s.r.spawn(spawnSpec{
 			argv:       append([]string{path}, opts.Argv[1:]...),
 			env:        append(env[:len(env):len(env)], s.marker, EnvTask+"="+t.id),
 			dir:        dir,
@@ -99,21 +93,13 @@ func (s *Session) Exec(opts ExecOptions) (*Job, error) {
 		if err != nil {
 			s.unplace(t)
 		}
-		return err
+		return sp, "", err
 	})
 	if err != nil {
-		s.setStarting("")
 		return nil, fmt.Errorf("session %s: %w", s.id, err)
 	}
-	t.pid, t.start = sp.pid, sp.start
-	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tasks[t.id], s.starting = t, ""
-	s.ran = true
-	s.wg.Add(1)
-	go s.watch(t, sp)
-	return &Job{s: s, t: t}, nil
+	s.adopt(t, sp, true)
+	return &Job{t: t}, nil
 }
 
 // lookPath finds file in the PATH of env, as a shell would.

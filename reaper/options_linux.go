@@ -156,8 +156,9 @@ type Options struct {
 	// sessions' records and a record of the instance that a later Reaper reads to sweep up after this
 	// one if it dies). It is made (mode 0700) if missing, and must be this process's user's alone:
 	// owned by it, writable by nobody else, below directories only root or it can change (sticky
-	// ones excepted); New refuses it otherwise. Empty means instance.DefaultStateDir(). Reapers that share a
-	// slice root should share it.
+	// ones excepted); New refuses it otherwise. Empty means /run/reaper as root, else
+	// $XDG_RUNTIME_DIR/reaper, else reaper-<uid> in the temporary directory or /dev/shm: the first of
+	// them that exists, or can be made. Reapers that share a slice root should share it.
 	StateDir string
 	// Announce, if set, receives the Instance record as one line of JSON once the Reaper is set up:
 	// a guard process reads it to know what to clean up if this process dies (see internal/guard).

@@ -63,9 +63,6 @@ type Progress struct {
 // Pattern is a grep pattern whose cost was checked: see CompilePattern.
 type Pattern struct{ p *taskout.Pattern }
 
-// String returns the pattern as it was given.
-func (p *Pattern) String() string { return p.p.String() }
-
 // Bounds of one line read of a task's output (OutputOptions.Grep, Tail): it searches at most
 // MaxScanBytes of output for at most ScanTime, and a call that stops there says where the next one
 // continues (Chunk.Stopped, Next).

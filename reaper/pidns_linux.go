@@ -444,11 +444,6 @@ func (r *Reaper) checkTmpDir(dir string) error {
 	return nil
 }
 
-// pidNamespace waits for the start-up probe and applies its answer (see initPool.wait); it returns
-// the error that makes New fail (PIDNamespaceOn where namespaces cannot be made). The Reaper's fields
-// it sets (info.PIDNamespace, self.PIDNamespace) are read only after it has returned.
-func (r *Reaper) pidNamespace() error { return r.pool.wait() }
-
 // pidNamespaceDecided applies what the start-up probe decided to the Reaper (initPool.decided).
 func (r *Reaper) pidNamespaceDecided(info PIDNamespaceInfo) {
 	r.info.PIDNamespace = info

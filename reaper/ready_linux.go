@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/shell"
 	"golang.org/x/sys/unix"
@@ -172,7 +173,8 @@ func (rs *readyShell) start() (*readyProc, error) {
 	gate := os.NewFile(uintptr(pp[0]), "gate")
 	defer gate.Close() // the shell's end, which it has once started
 	p.gate = os.NewFile(uintptr(pp[1]), "gate")
-	if p.sp, _, err = s.launch(t, "", launch{loader: &loaderFiles{command: p.command, gate: gate}}); err != nil {
+	l := launch{loader: &loaderFiles{command: p.command, gate: gate}}
+	if p.sp, _, err = s.launch(t, func(in *pidns.Init) (spawned, string, error) { return s.launchIn(in, t, "", l) }); err != nil {
 		p.command.Close()
 		p.gate.Close()
 		return nil, fmt.Errorf("ready shell: %w", err)

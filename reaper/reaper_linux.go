@@ -182,7 +182,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	if r.opts.PIDNamespace == PIDNamespaceOn || r.opts.PrivateTmp {
 		// Where namespaces are required (a private /tmp needs them too) and cannot be made, New
 		// fails: nothing is served without them.
-		if err := r.pidNamespace(); err != nil {
+		if err := r.pool.wait(); err != nil {
 			return nil, err
 		}
 	}
@@ -351,12 +351,10 @@ func (r *Reaper) contain() error {
 	return nil
 }
 
-// Containment says how processes are contained.
-//
-// It waits for the start-up probe of PID namespaces, which New does not wait for (see
-// startPIDNamespace).
+// Containment says how processes are contained. It waits for the start-up probe of PID namespaces,
+// which New does not wait for (see newInitPool).
 func (r *Reaper) Containment() ContainmentInfo {
-	r.pidNamespace()
+	r.pool.wait()
 	return r.info
 }
 
@@ -366,7 +364,7 @@ func (r *Reaper) Limits() Limits { return r.lim }
 // Instance describes this Reaper as it recorded itself in its state directory.
 // Like Containment, it waits for the start-up probe of PID namespaces.
 func (r *Reaper) Instance() Instance {
-	r.pidNamespace()
+	r.pool.wait()
 	return instanceOf(r.self)
 }
 
@@ -452,7 +450,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 		return r.closeErr
 	}
 	defer close(r.done)
-	r.pidNamespace() // the probe ends before anything it could touch (the inits' thread, the record) is let go
+	r.pool.wait() // the probe ends before anything it could touch (the inits' thread, the record) is let go
 	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
 	// Then whatever is still below this process (an escapee whose marker was scrubbed, in process

@@ -25,10 +25,8 @@ func (s *Session) record() {
 		rec.Init = in.Pid()
 	}
 	for _, t := range s.tasks {
-		tr := instance.TaskView{ID: t.id, Command: t.command, Description: t.description, Pid: t.pid, Started: t.started, Background: t.isBackground()}
-		if len(tr.Command) > instance.MaxRecordedCommand {
-			tr.Command = tr.Command[:instance.MaxRecordedCommand-3] + "..."
-		}
+		tr := instance.TaskView{ID: t.id, Command: shorten(t.command, instance.MaxRecordedCommand), Description: t.description,
+			Pid: t.pid, Started: t.started, Background: t.isBackground()}
 		if t.leaf != nil {
 			tr.Leaf = t.leaf.Path()
 		}

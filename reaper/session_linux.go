@@ -156,38 +156,46 @@ func (s *Session) start(command string, l launch) (*task, string, error) {
 			out: s.outputs.New(id + ".out"), base: hitsBase{slice: base},
 		}
 		var err error
-		if sp, notice, err = s.launch(t, command, l); err != nil {
+		if sp, notice, err = s.launch(t, func(in *pidns.Init) (spawned, string, error) { return s.launchIn(in, t, command, l) }); err != nil {
 			return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 		}
 	}
 	if !l.background {
 		s.ready.ranForeground()
 	}
+	s.adopt(t, sp, !ready) // a ready shell's watcher is its life (readyShell.life)
+	return t, notice, nil
+}
+
+// adopt makes t, whose process sp was just started, one of the session's tasks: its output's pump
+// runs from now on, if it has one, and its watcher if watch is set. spawnMu is held.
+func (s *Session) adopt(t *task, sp spawned, watch bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tasks[t.id], s.starting = t, ""
 	s.ran = true
-	if s.pumps == nil {
-		s.pumps = make(map[*taskout.Pump]bool)
-	}
-	s.pumps[t.pump] = true
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t.pump.Run()
-		t.out.End() // every writer is gone: the file is complete
-		if t.in != nil {
-			t.in.Close() // and no process reads the input
+	if t.pump != nil {
+		if s.pumps == nil {
+			s.pumps = make(map[*taskout.Pump]bool)
 		}
-		s.mu.Lock()
-		delete(s.pumps, t.pump)
-		s.mu.Unlock()
-	}()
-	if !ready { // a ready shell's watcher is its life (readyShell.life)
+		s.pumps[t.pump] = true
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			t.pump.Run()
+			t.out.End() // every writer is gone: the file is complete
+			if t.in != nil {
+				t.in.Close() // and no process reads the input
+			}
+			s.mu.Lock()
+			delete(s.pumps, t.pump)
+			s.mu.Unlock()
+		}()
+	}
+	if watch {
 		s.wg.Add(1)
 		go s.watch(t, sp)
 	}
-	return t, notice, nil
 }
 
 // isClosing reports whether the session's end has begun.
@@ -212,20 +220,22 @@ func (s *Session) admit(background bool) error {
 	return nil
 }
 
-// launch gives t its leaf (creating the session's slice on its first command), its output pipe or
-// terminal, its input and its process, in the session's PID namespace if it has one (see
-// sessionNS.use). On failure it undoes what it did. The notice, if any, says that the session's
-// working directory could not be entered (see enterableDir). spawnMu is held.
-func (s *Session) launch(t *task, command string, l launch) (sp spawned, notice string, err error) {
+// launch starts t's process by start, which gets the session's init (nil without PID namespaces: see
+// sessionNS.use) and undoes what it did when it fails; meanwhile t is the task being started. start's
+// notice is passed on. spawnMu is held.
+func (s *Session) launch(t *task, start func(in *pidns.Init) (spawned, string, error)) (sp spawned, notice string, err error) {
 	s.setStarting(t.id)
 	err = s.ns.use(func(in *pidns.Init) error {
-		sp, notice, err = s.launchIn(in, t, command, l)
+		sp, notice, err = start(in)
 		return err
 	})
 	if err != nil {
 		s.setStarting("")
+		return sp, "", err
 	}
-	return sp, notice, err
+	t.pid, t.start = sp.pid, sp.start
+	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
+	return sp, notice, nil
 }
 
 // setStarting records the id of the task being started, or that none is (see Session.starting).
@@ -235,7 +245,10 @@ func (s *Session) setStarting(id string) {
 	s.starting = id
 }
 
-// launchIn is launch with in, the session's init (nil without namespaces).
+// launchIn gives t its leaf (creating the session's slice on its first command), its output pipe or
+// terminal, its input and its process, started by in, the session's init (nil without namespaces).
+// On failure it undoes what it did. The notice, if any, says that the session's working directory
+// could not be entered (see enterableDir).
 func (s *Session) launchIn(in *pidns.Init, t *task, command string, l launch) (spawned, string, error) {
 	if s.r.root != nil {
 		if err := s.place(t); err != nil {
@@ -295,8 +308,6 @@ func (s *Session) launchIn(in *pidns.Init, t *task, command string, l launch) (s
 		s.unplace(t)
 		return spawned{}, "", err
 	}
-	t.pid, t.start = sp.pid, sp.start
-	t.main = proc.NewHandle(proc.Stat{Pid: sp.pid, Start: sp.start}, sp.pidfd)
 	return sp, notice, nil
 }
 

@@ -606,9 +606,6 @@ func (in *Init) Wait(ctx context.Context, deadline time.Time) bool {
 	return in.ended
 }
 
-// Done is closed once the init has ended and every task's exit has been delivered, or it was closed.
-func (in *Init) Done() <-chan struct{} { return in.done }
-
 // Close stops talking to the init: the init sees the end of its socket and exits, which kills what
 // is left of its namespace. It stops waiting for the init's exit (Wait first, to be sure of it), and
 // returns once the reader has returned. It is idempotent.
