@@ -53,15 +53,7 @@ func TestPublicTypesOwn(t *testing.T) {
 // import, by import path.
 func exportData(t *testing.T, paths []string) map[string]string {
 	t.Helper()
-	list := exec.Command("go", append([]string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}, paths...)...)
-	list.Dir = "../.."
-	list.Env = append(os.Environ(), "GOOS=linux")
-	var stderr bytes.Buffer
-	list.Stderr = &stderr
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("go list -export: %v\n%s", err, stderr.String())
-	}
+	out := goList(t, "../..", append([]string{"-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}, paths...)...)
 	exports := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -177,4 +169,19 @@ func (v *apiVisitor) typ(where string, t types.Type) {
 // import.
 func internalPath(path string) bool {
 	return strings.HasSuffix(path, "/internal") || strings.Contains(path, "/internal/")
+}
+
+// goList runs go list with args in the module at root, for Linux, and returns its output.
+func goList(t *testing.T, root string, args ...string) []byte {
+	t.Helper()
+	list := exec.Command("go", append([]string{"list"}, args...)...)
+	list.Dir = root
+	list.Env = append(os.Environ(), "GOOS=linux")
+	var stderr bytes.Buffer
+	list.Stderr = &stderr
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
+	}
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,15 +40,7 @@ type pkgSize struct {
 // and their total.
 func programSize(t *testing.T, root string) ([]pkgSize, int) {
 	t.Helper()
-	list := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if eq .Module.Path \""+module+"\"}}{{.Dir}}{{end}}{{end}}", "./cmd/reaper")
-	list.Dir = root
-	list.Env = append(os.Environ(), "GOOS=linux")
-	var stderr bytes.Buffer
-	list.Stderr = &stderr
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, stderr.String())
-	}
+	out := goList(t, root, "-deps", "-f", "{{if .Module}}{{if eq .Module.Path \""+module+"\"}}{{.Dir}}{{end}}{{end}}", "./cmd/reaper")
 	base, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
