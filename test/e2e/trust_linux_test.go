@@ -581,13 +581,15 @@ func nasty(t testing.TB, cs *mcp.ClientSession, dir string) []testutil.Proc {
 	t.Helper()
 	_, ps := hostileAt(t, cs, filepath.Join(dir, "pids"))
 	f := filepath.Join(dir, "more")
-	script := strings.NewReplacer("F", f).Replace(`
-sh -c 'echo $$ >> F; sleep 0.5; exec yes' & # starts once the pids are printed
+	// yes floods the output only once the pids are printed (G exists): printed after it began, on a
+	// loaded machine, they could fall in the middle the result leaves out.
+	script := strings.NewReplacer("F", f, "G", f+".go").Replace(`
+sh -c 'echo $$ >> F; while [ ! -e G ]; do sleep 0.05; done; exec yes' &
 sh -c 'echo $$ >> F; exec sleep 1000' >>/dev/fd/97 &
 sh -c 'echo $$ >> F; kill -STOP $$' &
 sh -c 'trap "" HUP INT QUIT TERM USR1 USR2 ALRM; echo $$ >> F; while :; do sleep 1; done' &
 if unshare -U true 2>/dev/null; then unshare -U sh -c 'echo $$ >> F; exec sleep 1000' & else sh -c 'echo $$ >> F; exec sleep 1000' & fi
-`) + testutil.AwaitLines(f, 5) + "; " + testutil.ShowNS
+`) + testutil.AwaitLines(f, 5) + "; " + testutil.ShowNS + "; : > '" + f + ".go'"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": script}})
@@ -668,6 +670,7 @@ func TestNoWaitATaskCanHold(t *testing.T) {
 
 				os.Remove(filepath.Join(dir, "pids"))
 				os.Remove(filepath.Join(dir, "more"))
+				os.Remove(filepath.Join(dir, "more.go"))
 				p = place(t, mode)
 				r = startHTTP(t, append(append(p.args(), "--grace", "1m"), userArgs...)...)
 				ps = nasty(t, r.connect(t), dir)
