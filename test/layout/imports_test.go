@@ -28,7 +28,8 @@ const module = "github.com/cgreaper/reaper"
 //	  internal/taskout,           protocol between them; a task's terminal or input pipe; a task's
 //	  ...                         output
 //	cgroup, internal/proc, ...    cgroupfs, /proc, the wait loop, reaper's own files, output as text,
-//	                              the scripts commands run in, a message's measure before it is decoded
+//	                              the scripts commands run in, a message's measure before it is decoded,
+//	                              a scope asked of systemd
 //	internal/spare                descriptors in reserve for a teardown
 //
 // and beside them, services that know none of the above: internal/admin over internal/httpguard,
@@ -45,7 +46,7 @@ var layers = [][]string{
 	{"internal/kill", "internal/instance"},
 	{"internal/pidns", "internal/tty", "internal/taskout", "internal/admin", "mcpserver/internal/sdkfix"},
 	{"cgroup", "internal/proc", "internal/reap", "internal/safefs", "internal/textfit", "internal/httpguard", "internal/metrics",
-		"internal/shell", "internal/jsonlimit"},
+		"internal/shell", "internal/jsonlimit", "internal/systemd"},
 	{"internal/spare"},
 }
 
@@ -63,6 +64,7 @@ var allowed = map[string][]string{
 	"internal/httpguard":        nil,
 	"internal/jsonlimit":        nil,
 	"internal/metrics":          nil,
+	"internal/systemd":          nil,
 	"internal/pidns":            {"internal/proc", "internal/reap"},
 	"internal/tty":              {"internal/proc"},
 	"internal/taskout":          {"internal/safefs", "internal/textfit"},
@@ -74,7 +76,7 @@ var allowed = map[string][]string{
 	"internal/kill":             {"cgroup", "internal/proc", "internal/reap", "internal/pidns", "internal/spare"},
 	"internal/instance":         {"cgroup", "internal/proc", "internal/safefs"},
 	"reaper": {"cgroup", "internal/proc", "internal/safefs", "internal/reap", "internal/pidns", "internal/tty", "internal/taskout", "internal/kill", "internal/spare",
-		"internal/instance", "internal/sweep", "internal/guard", "internal/shell"},
+		"internal/instance", "internal/sweep", "internal/guard", "internal/shell", "internal/systemd"},
 	"mcpserver": {"reaper", "mcpserver/internal/sdkfix", "internal/httpguard", "internal/textfit", "internal/jsonlimit"},
 	"job":       {"reaper", "internal/guard"},
 	"cmd/reaper": {"mcpserver", "job", "reaper", "internal/guard", "internal/sweep", "internal/inspect", "internal/instance", "internal/admin",
@@ -128,6 +130,8 @@ var onlyIn = map[string][]string{
 	"github.com/prometheus/client_golang": {"internal/metrics"},
 	"github.com/prometheus/procfs":        {"internal/proc"},
 	"github.com/containerd/cgroups":       {"cgroup"},
+	"github.com/coreos/go-systemd":        {"internal/systemd"},
+	"github.com/godbus/dbus":              {"internal/systemd"},
 }
 
 // testOnly are packages only tests, and other test-only packages, may import.
