@@ -38,11 +38,29 @@ func without(l cgroup.Limits, controllers []string) cgroup.Limits {
 	return l
 }
 
-// openRoot opens the slice root with the controllers that Options.SessionLimits need. A controller the
-// host does not offer is an error under ContainCgroup, and costs its limit, with a warning, under
-// ContainAuto; so does a root that cannot be opened with the controllers (a host where they would have
-// to be enabled on the machine's root cgroup, say) but can without them.
+// openRoot opens the slice root with the controllers that Options.SessionLimits need. Where the
+// default root cannot give everything asked for (a writable cgroup, the controllers of the limits),
+// the Reaper asks systemd for a delegated scope of its own first (see inScope) and opens the root
+// there. Only then does it settle for less: a controller the host does not offer is an error under
+// ContainCgroup, and costs its limit, with a warning, under ContainAuto; so does a root that cannot
+// be opened with the controllers (a host where they would have to be enabled on the machine's root
+// cgroup, say) but can without them.
 func (r *Reaper) openRoot() (*cgroup.Root, error) {
+	if root, err := r.tryRoot(true); err == nil {
+		return root, nil
+	}
+	if r.scopeMayHelp() {
+		if err := r.inScope(); err != nil {
+			r.info.NoScope = err.Error()
+		}
+	}
+	return r.tryRoot(false)
+}
+
+// tryRoot opens the slice root with the controllers the limits need. When strict, it settles for
+// nothing less and creates nothing when it fails; otherwise it drops what the host cannot give, as
+// openRoot says.
+func (r *Reaper) tryRoot(strict bool) (*cgroup.Root, error) {
 	want := r.opts.SessionLimits
 	need := limitControllers(want)
 	if len(need) == 0 {
@@ -62,8 +80,11 @@ func (r *Reaper) openRoot() (*cgroup.Root, error) {
 	if len(missing) > 0 {
 		why := fmt.Sprintf("the %s controller is not offered for %s (offered: %s)",
 			strings.Join(missing, ", "), info.Root, listOrNone(info.Controllers))
-		if r.opts.Containment == ContainCgroup {
-			return nil, &limitsError{fmt.Errorf("%w: %s", cgroup.ErrNoController, why)}
+		switch {
+		case r.opts.Containment == ContainCgroup && !strict:
+			return nil, &limitsError{fmt.Errorf("%w: %s", cgroup.ErrNoController, why+r.noScopeText())}
+		case strict:
+			return nil, fmt.Errorf("%w: %s", cgroup.ErrNoController, why)
 		}
 		r.dropLimits(want, why)
 		want = without(want, missing)
@@ -71,13 +92,16 @@ func (r *Reaper) openRoot() (*cgroup.Root, error) {
 	}
 	opts.Controllers = append(slices.Clone(opts.Controllers), need...)
 	root, err := cgroup.OpenRoot(opts)
-	if err != nil && len(need) > 0 && r.opts.Containment != ContainCgroup {
+	if err != nil && len(need) > 0 && r.opts.Containment != ContainCgroup && !strict {
 		if root, err2 := cgroup.OpenRoot(r.opts.Cgroup); err2 == nil {
 			r.dropLimits(want, err.Error())
 			return root, nil
 		}
 	}
 	if err != nil && len(need) > 0 {
+		if !strict {
+			err = fmt.Errorf("%w%s", err, r.noScopeText())
+		}
 		return nil, &limitsError{err}
 	}
 	r.limits = want
@@ -98,6 +122,7 @@ func (r *Reaper) dropLimits(l cgroup.Limits, why string) {
 	if len(dropped) == 0 {
 		return
 	}
+	why += r.noScopeText()
 	r.info.LimitsDropped = fmt.Sprintf("%s limits not applied: %s", strings.Join(dropped, ", "), why)
 	r.log.Warn("per-session limits not applied", "limits", strings.Join(dropped, ","), "reason", why)
 }

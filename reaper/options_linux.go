@@ -114,6 +114,10 @@ type Options struct {
 	// "reaper" of this process's own cgroup. A Root or Mountpoint set here is explicit: if it
 	// cannot be used, New fails in every containment mode rather than fall back.
 	Cgroup cgroup.Options
+	// RuntimeDir is the user's runtime directory ($XDG_RUNTIME_DIR): a Reaper that is not root and
+	// cannot take its own cgroup over asks the user's systemd manager on its "bus" for a scope of
+	// its own (see ContainmentInfo.Scope). Empty means /run/user/UID.
+	RuntimeDir string
 
 	// PIDNamespace says whether each session's tasks run in a PID namespace of the session's own (see
 	// the package documentation); zero means PIDNamespaceAuto.

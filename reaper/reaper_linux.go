@@ -95,9 +95,20 @@ type ContainmentInfo struct {
 	LimitsDropped string
 	// PIDNamespace says whether each session has a PID namespace of its own, and why.
 	PIDNamespace PIDNamespaceInfo
+	// Scope is the delegated transient scope systemd started for this Reaper, which moved there
+	// because it could not take its own cgroup over (a cgroup it shares with its client, a login
+	// session's scope that is root's); ScopeManager names who started it ("systemd's user
+	// manager"). Both are empty when the Reaper stayed where it was started.
+	Scope, ScopeManager string
+	// NoScope says why there is no such scope where one was wanted (no systemd answered, say);
+	// the reasons for process containment and for limits not applied end with it.
+	NoScope string
 }
 
 func (c ContainmentInfo) String() string {
+	if c.Mode == ContainCgroup && c.Scope != "" {
+		return fmt.Sprintf("cgroup (in the delegated scope %s, asked of %s; %s; sessions under %s)", c.Scope, c.ScopeManager, c.Cgroup, c.Slice)
+	}
 	if c.Mode == ContainCgroup {
 		return fmt.Sprintf("cgroup (%s; sessions under %s)", c.Cgroup, c.Slice)
 	}
@@ -332,15 +343,18 @@ func (r *Reaper) contain() error {
 	case err != nil && asked != "":
 		return fmt.Errorf("cgroup root %s was asked for but cannot be used: %w", asked, err)
 	case err != nil && r.opts.Containment == ContainCgroup:
-		return fmt.Errorf("cgroup containment required but unavailable: %w", err)
+		return fmt.Errorf("cgroup containment required but unavailable: %w%s", err, r.noScopeText())
 	case err != nil:
 		r.info.Mode = ContainProcess
 		r.info.Cgroup = cgroup.Detect(r.opts.Cgroup) // what there is, for the log
-		r.info.Cgroup.Reason = err.Error()
+		r.info.Cgroup.Reason = err.Error() + r.noScopeText()
 		if r.opts.SessionLimits != (cgroup.Limits{}) {
 			r.dropLimits(r.opts.SessionLimits, "process containment: "+err.Error())
 		}
 		return nil
+	}
+	if r.info.Scope != "" {
+		r.log.Info("cgroup containment in the delegated scope "+r.info.Scope+", asked of "+r.info.ScopeManager, "scope", r.info.Scope, "cgroup", root.Info().Root)
 	}
 	r.root = root
 	r.policy.Method = root.Info().Kill

@@ -23,6 +23,7 @@ const defaultHTTPAddr = "127.0.0.1:8765"
 
 // serveConfig is what the serve command's flags and environment set.
 type serveConfig struct {
+	runtimeDir  string // $XDG_RUNTIME_DIR (see reaper.Options.RuntimeDir)
 	http        string
 	token       string
 	tokenFile   string
@@ -89,7 +90,7 @@ Flags:
 
 // parseServe parses the serve command's arguments and environment.
 func parseServe(args []string, getenv func(string) string) (serveConfig, error) {
-	var c serveConfig
+	c := serveConfig{runtimeDir: getenv("XDG_RUNTIME_DIR")}
 	fs := newFlagSet("serve")
 	fs.StringVar(&c.http, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request (default: reaper's own, kept in the file \""+instance.TokenFile+"\" of the state directory, made on first use)")

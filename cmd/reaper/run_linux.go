@@ -46,6 +46,7 @@ Flags:
 
 // runConfig is what the run command's flags and environment set.
 type runConfig struct {
+	runtimeDir      string // $XDG_RUNTIME_DIR (see reaper.Options.RuntimeDir)
 	grace           time.Duration
 	timeout         time.Duration
 	quiet           bool
@@ -62,7 +63,7 @@ type runConfig struct {
 
 // parseRun parses the run command's arguments and environment.
 func parseRun(args []string, getenv func(string) string) (runConfig, error) {
-	var c runConfig
+	c := runConfig{runtimeDir: getenv("XDG_RUNTIME_DIR")}
 	fs := newFlagSet("run")
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL for what the command left, and after a forwarded INT or TERM (0: SIGKILL at once)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "end the whole job after this `duration` (SIGTERM, grace, kill) and exit 124 (0: no limit)")
@@ -125,6 +126,7 @@ func runCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 			PIDNamespace: pidNS,
 			PrivateTmp:   c.privateTmp,
 			Cgroup:       cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
+			RuntimeDir:   c.runtimeDir,
 			StateDir:     c.stateDir,
 			Grace:        &c.grace,
 			Logger:       log,

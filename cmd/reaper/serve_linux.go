@@ -174,6 +174,7 @@ func newServer(c serveConfig, link guard.Link, log *slog.Logger, o *ops) (*reape
 		PIDNamespace:      pidNS,
 		PrivateTmp:        c.privateTmp,
 		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
+		RuntimeDir:        c.runtimeDir,
 		StateDir:          c.stateDir,
 		Grace:             &c.grace,
 		BackgroundTimeout: c.bgTimeout,

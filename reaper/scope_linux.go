@@ -1,0 +1,61 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/systemd"
+)
+
+// A Reaper whose own cgroup it cannot take over moves into a cgroup systemd delegates to it: a
+// transient scope of its own, as `systemd-run --scope -p Delegate=yes` makes one. Where an MCP client
+// starts `reaper serve` over stdio, reaper shares the client's cgroup (no controller can be enabled
+// there while the client lives in it), or, started by a user from a login session, sits in the
+// session's scope, which is root's (nothing can be created there). Only the server moves: the guard
+// stays in its client's cgroup, so that whoever ends that cgroup still ends reaper (the guard dies,
+// and its server with it), and it cleans up after a server that died from there, through the slice
+// it was told of, as anywhere else. The scope holds the server and its sessions' processes, and
+// systemd removes it once they are all gone.
+
+// scopeMayHelp reports whether a scope of its own could give the Reaper what its default root
+// cannot: never where a root or mountpoint was asked for (the operator's choice), nor without
+// cgroup2; on a hybrid host, whose controllers are cgroup v1's, only a cgroup it can write to.
+func (r *Reaper) scopeMayHelp() bool {
+	if r.opts.Cgroup.Root != "" || r.opts.Cgroup.Mountpoint != "" {
+		return false
+	}
+	info := cgroup.Detect(r.opts.Cgroup)
+	switch info.Mode {
+	case cgroup.Unified:
+		return true
+	case cgroup.Hybrid:
+		return !info.Usable()
+	}
+	return false
+}
+
+// inScope asks systemd for a delegated scope holding this process (the system manager as root, the
+// user's own manager otherwise: internal/systemd) and records it; the root is then opened there.
+func (r *Reaper) inScope() error {
+	sc, err := systemd.Start(context.Background(), systemd.Options{
+		Name:        "reaper-" + r.name + ".scope",
+		Description: fmt.Sprintf("reaper (pid %d): its server and its sessions' processes", r.pid),
+		Pids:        []int{r.pid},
+		RuntimeDir:  r.opts.RuntimeDir,
+	})
+	if err != nil {
+		return fmt.Errorf("no delegated scope of its own: %w", err)
+	}
+	r.info.Scope, r.info.ScopeManager = sc.Unit, "systemd's "+sc.Manager
+	return nil
+}
+
+// noScopeText is what the reasons for process containment and for limits not applied end with:
+// why there is no scope of its own, where one was asked for.
+func (r *Reaper) noScopeText() string {
+	if r.info.NoScope == "" {
+		return ""
+	}
+	return "; " + r.info.NoScope
+}
