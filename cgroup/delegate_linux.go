@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -37,7 +38,37 @@ func delegate(info Info, opts Options, top string) (string, error) {
 	default:
 		return "", nil
 	}
+	if top == own {
+		if err := strangersBlock(own, opts); err != nil {
+			return "", err
+		}
+	}
 	return moveToLeaf(own, opts.Companions)
+}
+
+// strangersBlock returns the error enableInAncestor would give once this process had moved, where
+// the controllers must be enabled in dir, its own cgroup, and processes other than this one and its
+// companions live there (a client that started this process in its own cgroup): then moving into a
+// leaf would gain nothing, and would leave this process's companions and a leaf behind in a cgroup
+// that is not its own.
+func strangersBlock(dir string, opts Options) error {
+	enabled, err := readFields(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return err
+	}
+	need := missing(opts.Controllers, enabled)
+	if len(need) == 0 {
+		return nil
+	}
+	pids, err := readPids(nil, filepath.Join(dir, "cgroup.procs"), nil)
+	if err != nil {
+		return err
+	}
+	others := slices.DeleteFunc(pids, func(pid int) bool { return pid == os.Getpid() || slices.Contains(opts.Companions, pid) })
+	if len(others) == 0 {
+		return nil
+	}
+	return notOursError(need, dir, others)
 }
 
 // isNamespaceRoot reports whether this process sits at the root of its cgroup namespace; the caller

@@ -58,6 +58,10 @@ var helpers = map[string]func() int{
 	"delegated": func() int { return reply(openAndRun(Options{Delegated: true})) },
 	// open: the same with the zero Options: whatever OpenRoot decides by itself.
 	"open": func() int { return reply(openAndRun(Options{})) },
+	// controllers: open the default root with the controllers CGROUP_TEST_CONTROLLERS names.
+	"controllers": func() int {
+		return reply(openAndRun(Options{Controllers: strings.Fields(os.Getenv("CGROUP_TEST_CONTROLLERS"))}))
+	},
 	// release: two instances share the default root; see TestReleaseDefaultRoot.
 	"release": func() int { return reply(releaseDefault()) },
 }
@@ -68,6 +72,7 @@ func openAndRun(opts Options) (helperResult, error) {
 	r, err := OpenRoot(opts)
 	if err != nil {
 		res.Info = Detect(opts)
+		res.SelfAfter, _ = ownCgroup("/proc/self/cgroup")
 		return res, err
 	}
 	res.Info = r.Info()

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -102,6 +103,37 @@ func TestNoMoveOutsideADelegatedCgroup(t *testing.T) {
 	}
 	if res.Info.Root != dir+"/reaper" {
 		t.Errorf("root %s, want %s/reaper", res.Info.Root, dir)
+	}
+}
+
+// TestSharedCgroupIsLeftAlone: a process started in a cgroup that holds another program's process
+// too (a client that started reaper over stdio) cannot enable controllers there; OpenRoot says so
+// and leaves the cgroup as it found it: no leaf, no root, nobody moved.
+func TestSharedCgroupIsLeftAlone(t *testing.T) {
+	info := requireCgroup2(t)
+	top, _ := readFields(filepath.Join(info.Mountpoint, "cgroup.subtree_control"))
+	if len(top) == 0 {
+		t.Skipf("skipped: the root cgroup of %s enables no controller for its children, and tests never change it", info.Mountpoint)
+	}
+	dir, fd := testCgroup(t, info, "reaper-test-shared-")
+	client := exec.Command("sleep", "1000")
+	client.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		client.Process.Kill()
+		client.Wait()
+	})
+	res := runHelper(t, "controllers", []string{"CGROUP_TEST_CONTROLLERS=" + top[0]}, []string{os.Args[0]},
+		&syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd})
+	if !strings.Contains(res.Err, "not ours to move") || !strings.Contains(res.Err, strconv.Itoa(client.Process.Pid)) {
+		t.Errorf("OpenRoot with %s in a cgroup shared with pid %d: error %q, want one naming it as not ours to move", top[0], client.Process.Pid, res.Err)
+	}
+	rel := strings.TrimPrefix(dir, info.Mountpoint)
+	if res.SelfAfter != rel || exists(filepath.Join(dir, "supervisor")) || exists(filepath.Join(dir, "reaper")) {
+		t.Errorf("own cgroup after %q, want %s; supervisor made: %v, root made: %v", res.SelfAfter, rel,
+			exists(filepath.Join(dir, "supervisor")), exists(filepath.Join(dir, "reaper")))
 	}
 }
 

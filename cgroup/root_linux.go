@@ -33,7 +33,9 @@ const maxRootAttempts = 8
 // the root directory and its missing parents; it moves this process into a leaf of its own cgroup
 // where [Options.Delegated] says so, and enables opts.Controllers from the root's nearest existing
 // ancestor down to the root. It refuses to move anything on, or enable controllers in, the
-// machine's true root cgroup.
+// machine's true root cgroup. Where the controllers must be enabled in the own cgroup and processes
+// other than this one and its [Options.Companions] live there (a client that started this process
+// in its own cgroup), it fails with unix.EBUSY before it moves or creates anything.
 //
 // The error wraps the cause: unix.EROFS for a read-only cgroupfs, unix.EACCES without permission.
 func OpenRoot(opts Options) (*Root, error) {
@@ -107,10 +109,16 @@ func enableInAncestor(dir string, controllers []string) error {
 			strings.Join(need, ", "), dir)
 	}
 	if pids, _ := readPids(nil, filepath.Join(dir, "cgroup.procs"), nil); len(pids) > 0 {
-		return fmt.Errorf("enable %s in %s: processes %v live there and are not ours to move (no internal processes rule): %w",
-			strings.Join(need, ", "), dir, pids, unix.EBUSY)
+		return notOursError(need, dir, pids)
 	}
 	return enableControllers(dir, need)
+}
+
+// notOursError says that the controllers need cannot be enabled in dir because the processes pids,
+// which are not this program's, live there.
+func notOursError(need []string, dir string, pids []int) error {
+	return fmt.Errorf("enable %s in %s: processes %v live there and are not ours to move (no internal processes rule): %w",
+		strings.Join(need, ", "), dir, pids, unix.EBUSY)
 }
 
 // missing returns the elements of want that have is lacks.
