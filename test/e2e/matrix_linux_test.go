@@ -253,6 +253,7 @@ type scenario struct {
 	ended  time.Time     // when the end began
 	guard  int           // reaper's guard, where there is one
 	served *reaperProc   // the reaper that lives on, for another session
+	logged *reaperProc   // the reaper whose log a failure shows (HTTP ends)
 	done   chan struct{} // closed when the reaper that ends has exited (nil for reaper run)
 	result map[string]string
 	before map[string][]testutil.Proc // the rows' processes, identified once they all ran (before the end)
@@ -476,6 +477,9 @@ func (sc *scenario) runAndCheck() {
 	if t.Failed() {
 		b, _ := os.ReadFile(sc.file)
 		t.Logf("rows:\n%s", b)
+		if sc.logged != nil {
+			t.Logf("reaper's log:\n%s", sc.logged.stderr)
+		}
 	}
 }
 
@@ -515,7 +519,7 @@ func (sc *scenario) viaStdio() {
 func (sc *scenario) viaHTTP() {
 	t := sc.t
 	r := startHTTP(t, sc.reaperArgs()...)
-	sc.guard, sc.done, sc.served = r.cmd.Process.Pid, r.done, r
+	sc.guard, sc.done, sc.served, sc.logged = r.cmd.Process.Pid, r.done, r, r
 	cs := r.connect(t)
 	switch sc.end.name {
 	case "foreground timeout":
