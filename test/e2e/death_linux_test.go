@@ -142,7 +142,14 @@ type stdioServer struct {
 
 func startStdio(t testing.TB, args ...string) *stdioServer {
 	t.Helper()
-	s := &stdioServer{cmd: reaperCmd(append([]string{"serve"}, args...)...), stderr: &testutil.Buffer{}, done: make(chan struct{})}
+	return startStdioCmd(t, reaperCmd(append([]string{"serve"}, args...)...))
+}
+
+// startStdioCmd is startStdio for a command that ends up serving over its standard input and output
+// (one that starts reaper where it must run).
+func startStdioCmd(t testing.TB, cmd *exec.Cmd) *stdioServer {
+	t.Helper()
+	s := &stdioServer{cmd: cmd, stderr: &testutil.Buffer{}, done: make(chan struct{})}
 	s.cmd.Stderr = s.stderr
 	var err error
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
