@@ -2,6 +2,8 @@ package reaper
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -170,6 +172,49 @@ func TestKilledBeforeRemoval(t *testing.T) {
 				}
 			case <-time.After(time.Minute):
 				t.Fatal("Close did not return within a minute of Killed")
+			}
+		})
+	}
+}
+
+// TestAbandonLeavesNothing: the last resort of a server whose guard died and whose shutdown did not
+// end in time kills every session's processes, a SIGTERM-proof one too, and removes the slice and
+// the state directory, which the dead guard cannot: in the VM lane, a server that exited after
+// killing alone left both behind (test/e2e's SIGKILL reaper column). It runs while Close is under
+// way, stuck in the grace period of a process that ignores SIGTERM, as in the program; Close ends
+// too.
+func TestAbandonLeavesNothing(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			r := newTestReaper(t, mode, Options{Grace: new(time.Hour)})
+			s := newTestSession(t, r, SessionOptions{})
+			left := s.pidsIn(t, run(t, s, stubborn(t.TempDir())+"; sleep 1000 & echo $!").Output)
+			if len(left) != 2 {
+				t.Fatalf("the session's processes: %v, want 2", left)
+			}
+			self := r.Instance()
+			closed := make(chan error, 1)
+			go func() { closed <- r.Close(context.Background()) }()
+			testutil.Eventually(t, "the SIGTERM-proof process alone", func() bool {
+				return !testutil.Running(left[1]) && testutil.Running(left[0])
+			})
+			if err := r.Abandon(); err != nil {
+				t.Fatalf("Abandon: %v", err)
+			}
+			testutil.AssertDead(t, left)
+			select {
+			case err := <-closed:
+				t.Logf("Close after Abandon: %v", err)
+			case <-time.After(testutil.Slow(30 * time.Second)):
+				t.Fatal("Close did not end after Abandon")
+			}
+			for _, p := range []string{self.StateDir, self.Slice} {
+				if _, err := os.Stat(p); p != "" && !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s is left after Abandon (%v)", p, err)
+				}
+			}
+			if mode == ContainCgroup && self.Slice == "" {
+				t.Error("no slice recorded in cgroup containment")
 			}
 		})
 	}

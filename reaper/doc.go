@@ -93,7 +93,9 @@
 //	initPool.leafMu    a leaf, held across the making of the inits' cgroup
 //
 // Reaper.adoptMu, which the escapee checks take turns by (kill.Escapees.Turns), is held by package
-// kill, under none of these and over none of them.
+// kill, under none of these and over none of them. Reaper.dropMu, held across the removal of the
+// Reaper's slice and state directory (Close, or Abandon, the last resort of a server whose guard
+// died), is held under none of these and over none of them but cgroup.Root's.
 //
 // And below any of them, the locks of the packages reaper calls, which take none of reaper's:
 // pidns.Init's (a spawn through the session's init; its registered tasks), reap.Children's (held

@@ -67,6 +67,11 @@ type Reaper struct {
 	// stopWatch stops the watch for escapees (cgroup containment); Close closes it.
 	stopWatch chan struct{}
 
+	// dropMu guards the field that follows, and serialises the removal of the slice and the state
+	// directory, which Close (or a failed New) and Abandon both do; it is never held with mu.
+	dropMu      sync.Mutex
+	stateClosed bool // state and dir are closed: Abandon must not use them
+
 	// mu guards the fields that follow.
 	mu       sync.Mutex
 	sessions map[*Session]bool
@@ -266,20 +271,23 @@ func (r *Reaper) undoNew() {
 	if r.instance != nil {
 		r.policy.Slice(context.Background(), r.instance, time.Now().Add(r.lim.CloseTimeout))
 	}
-	r.dropInstance()
-	r.dropState()
+	r.drop()
 	r.spare.Release()
 }
 
-// dropState removes this Reaper's state directory and closes what it holds open of the state.
-func (r *Reaper) dropState() error {
-	if r.state == nil {
-		return nil
+// drop removes this Reaper's slice (dropInstance) and state directory, and closes what it holds open
+// of the state.
+func (r *Reaper) drop() error {
+	r.dropMu.Lock()
+	defer r.dropMu.Unlock()
+	err := r.dropInstance()
+	if r.state == nil || r.stateClosed {
+		return err
 	}
-	var err error
+	r.stateClosed = true
 	if r.dir != nil {
 		r.dir.Close()
-		err = r.state.RemoveAll(instance.DirName(r.name))
+		err = errors.Join(err, r.state.RemoveAll(instance.DirName(r.name)))
 	}
 	r.state.Close()
 	return err
@@ -472,7 +480,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 	errs = append(errs, r.killEverything(ctx, time.Now().Add(r.lim.CloseTimeout)))
 	r.wg.Wait()
 	r.pool.close() // the thread inits are forked from; every init is dead
-	errs = append(errs, r.dropInstance(), r.dropState())
+	errs = append(errs, r.drop())
 	if r.forker != nil {
 		r.forker.Stop()
 	}
@@ -484,11 +492,22 @@ func (r *Reaper) Close(ctx context.Context) error {
 	return r.closeErr
 }
 
-// KillAll kills, at once and without a grace period, every process below this one and everything in
-// this Reaper's slice, for a program that must exit now (its guard died and a teardown is stuck). It
-// does not wait for sessions, and leaves the Reaper to be closed or abandoned.
-func (r *Reaper) KillAll() {
-	r.killEverything(context.Background(), time.Now().Add(r.lim.CloseTimeout))
+// Abandon is the last resort of a program that must exit now, its guard dead and its shutdown stuck
+// (or slower than it can wait for): it kills, at once and without a grace period, every process
+// below this one and everything in this Reaper's slice, waits up to Limits.CloseTimeout for them to
+// go, and removes the slice and the state directory, as Close does at its end; the guard is dead and
+// removes nothing. What it cannot remove waits for the next instance's sweep. It does not wait for
+// sessions and may run while Close does, or after it: it closes no descriptor that Close or a
+// session may be using. The program is to exit after it.
+func (r *Reaper) Abandon() error {
+	err := r.killEverything(context.Background(), time.Now().Add(r.lim.CloseTimeout))
+	r.dropMu.Lock()
+	defer r.dropMu.Unlock()
+	err = errors.Join(err, r.dropInstance())
+	if r.state != nil && r.dir != nil && !r.stateClosed {
+		err = errors.Join(err, r.state.RemoveAll(instance.DirName(r.name)))
+	}
+	return err
 }
 
 // killEverything kills whatever is below this process and in its slice (see kill.Everything), waiting

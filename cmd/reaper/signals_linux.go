@@ -151,7 +151,8 @@ func handledSignals(extra ...os.Signal) []os.Signal {
 }
 
 // lastResort bounds the shutdown after the guard died: if the server is still there by then (a
-// teardown is stuck), it kills everything below it and exits.
+// teardown is stuck, or slow on a loaded machine), it kills everything below it, removes its slice
+// and its state directory (the dead guard cannot), and exits.
 const lastResort = 3 * time.Second
 
 // watchdog starts the last resort for r and returns the function that stops it.
@@ -169,8 +170,10 @@ func (s *signals) watchdog(r *reaper.Reaper, log *slog.Logger) (stop func()) {
 		defer timer.Stop()
 		select {
 		case <-timer.C:
-			log.Error("the guard is gone and the shutdown is stuck: killing every process and exiting", "after", lastResort)
-			r.KillAll()
+			log.Error("the guard is gone and the shutdown is stuck: killing every process, removing the instance's slice and state, and exiting", "after", lastResort)
+			if err := r.Abandon(); err != nil {
+				log.Error("the instance's slice or state is left for the next start's sweep or reaper sweep", "error", err)
+			}
 			os.Exit(1)
 		case <-finished:
 		}

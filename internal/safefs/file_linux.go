@@ -214,6 +214,9 @@ func (d *Dir) removeAll(name string, depth int) error {
 		return &fs.PathError{Op: "remove", Path: p, Err: errors.New("too deep")}
 	}
 	fd, err := openat(d.fd(), name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil // removed meanwhile, by another removal of it
+	}
 	if err != nil {
 		return pathError("open", p, err)
 	}
@@ -225,7 +228,7 @@ func (d *Dir) removeAll(name string, depth int) error {
 	sub := &Dir{f: newFile(fd, p), path: p, uid: d.uid, dev: d.dev}
 	entries, err := sub.Entries(maxEntries)
 	var errs []error
-	if err != nil {
+	if err != nil && !errors.Is(err, unix.ENOENT) { // ENOENT: removed since it was opened
 		errs = append(errs, err)
 	}
 	for _, e := range entries {
