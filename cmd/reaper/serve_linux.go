@@ -223,8 +223,15 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, a httpAuth,
 	// that never ends, must not pile connections up. Connections are counted, in all and per peer
 	// before they authenticate, so that nobody can take every descriptor.
 	hs := httpguard.NewServer(mux, httpguard.Options{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
+	unauth := max(c.maxConns/4, 1)
+	perPeer := c.maxConnsPerPeer
+	if perPeer == 0 {
+		// Enough for a client that opens many connections at once (a pool of 64 DELETEs, say), while
+		// it takes eight local users to fill what may wait to authenticate.
+		perPeer = min(max(unauth/8, 32), unauth)
+	}
 	ln = httpguard.Limit(ln, httpguard.ConnLimits{
-		Total: c.maxConns, Unauthenticated: max(c.maxConns/4, 1), PerPeer: c.maxConnsPerPeer,
+		Total: c.maxConns, Unauthenticated: unauth, PerPeer: perPeer,
 		Refused: o.connectionRefused,
 	})
 	served := make(chan error, 1)
