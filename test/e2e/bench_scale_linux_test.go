@@ -279,6 +279,8 @@ func benchIdleSessions(b *testing.B, sessions int) {
 			open:   float64(open.Milliseconds()),
 		}
 	}
+	// Room for every session: the default cap (one per 64 MiB of memory) may be fewer.
+	capArgs := []string{"--max-sessions", strconv.Itoa(sessions + 16)}
 	var lean, reaper figures
 	add := func(sum *figures, f figures) {
 		sum.kib += f.kib
@@ -292,9 +294,9 @@ func benchIdleSessions(b *testing.B, sessions int) {
 	for i := range b.N {
 		if i%2 == 0 {
 			add(&lean, measure(leanTarget(b)))
-			add(&reaper, measure(reaperTarget(b)))
+			add(&reaper, measure(reaperTarget(b, capArgs...)))
 		} else {
-			add(&reaper, measure(reaperTarget(b)))
+			add(&reaper, measure(reaperTarget(b, capArgs...)))
 			add(&lean, measure(leanTarget(b)))
 		}
 	}
