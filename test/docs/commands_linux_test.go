@@ -39,7 +39,7 @@ var mirrored = []struct{ pattern, how string }{
 	{`^test/vm/boot [ab] `, "test/vm/run boots each guest with it"},
 	{`^test/vm/density( [0-9,]+( --[a-z-]+ [0-9.A-Z]+)*)?$`, "a measurement (a minute in guest a), its figures in BENCHMARKS.md's Density; not run by the tests"},
 	{`^(COUNT=\d+ )?(RACE=1 )?\.ci/stress (alone|beside)$`, "the stress run (an hour and more): run by hand, its figures in issue 24's note"},
-	{`^go run \./test/bench$`, "the benchmarks (13 minutes); not run by the tests"},
+	{`^(REAPER_BASELINE=\S+ )?go run \./test/bench( -rounds \d+)?$`, "the benchmarks (8 minutes a round); not run by the tests"},
 	{`^claude mcp add `, "Claude Code is not installed here; the reaper command and flags it starts are checked"},
 	{`^codex mcp add `, "Codex is not installed here; the reaper command it starts is checked"},
 	{`^npx @modelcontextprotocol/inspector --cli `, "TestInspector runs it where the Inspector is installed (Node 22.19 or later)"},

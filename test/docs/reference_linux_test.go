@@ -15,6 +15,7 @@ var notFlags = []string{
 	"REAPER_SESSION",   // the marker every task inherits
 	"REAPER_VM_DIR",    // the VM lane's work directory (test/vm)
 	"REAPER_TEST_SLOW", // the tests' deadline factor (internal/testutil.Slow)
+	"REAPER_BASELINE",  // an earlier reaper binary the benchmarks compare with (test/e2e BenchmarkBaseline)
 }
 
 // TestFlagsAndVariables checks that the flag table of docs/operations.md names every flag of reaper
