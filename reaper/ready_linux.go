@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/pidns"
+	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
 	"github.com/cgreaper/reaper/internal/shell"
 	"golang.org/x/sys/unix"
@@ -203,7 +204,11 @@ func (rs *readyShell) take(command, listed, cwd string, l launch, base cgroup.Hi
 	// p is this call's to claim or drop.
 	s := rs.s
 	p.t.base.slice = base // before the command runs; its watcher reads it once claimed is closed
+	// A working directory removed since the shell started in it (by a task, or anything else on
+	// the machine) leaves the shell in a directory of no name: the caller's own start finds it gone
+	// and goes back to the session's first one, with a notice.
 	if in := s.ns.current(); p.dir != cwd || p.t.hasExited() || in != nil && in.Err() != nil ||
+		p.sp.pid > 0 && proc.CwdRemoved(p.sp.pid) ||
 		p.send(shell.Script(command, true, s.r.dupCwd, s.r.bash)) != nil {
 		close(p.dropped)
 		return nil, spawned{}, false

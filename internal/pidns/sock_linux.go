@@ -33,7 +33,6 @@ func newSock(fd int, name string) (*sock, error) {
 // Close closes the socket; a read or write waiting on it returns at once.
 func (c *sock) Close() error { return c.f.Close() }
 
-
 // SetReadDeadline sets the deadline of reads, as os.File's does; the zero time means none.
 func (c *sock) SetReadDeadline(t time.Time) error { return c.f.SetReadDeadline(t) }
 
