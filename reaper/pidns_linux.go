@@ -301,10 +301,7 @@ func (p *initPool) end(in *pidns.Init) {
 // sessionNS is the PID namespaces one session uses: the init of the namespace its next task starts
 // in, and those that ended while the session went on (a task killed its init, or it ended idle with
 // a successor started since), which its teardown lets go of. Its methods are safe for concurrent
-// use.
-//
-// Lock order: startMu, held across an init's start and the spawn through it, comes before the
-// session's Session.mu (the spawn takes it to record what it made); mu is a leaf.
+// use. Its locks are in the package's lock order.
 type sessionNS struct {
 	// The fields up to startMu are fixed at creation.
 	pool    *initPool

@@ -59,10 +59,7 @@ type Session struct {
 	// teardown, once it has said the session is closing, takes it to wait for the start under way.
 	spawnMu sync.Mutex
 
-	// mu guards the fields that follow. It is never held across a fork, an exec, a probe of PID
-	// namespaces or a wait, nor over a lock that is (spawnMu, sessionNS.startMu, reap.Children's),
-	// nor over a write or a removal of a cgroup: reads of a session (its tasks, their output, its
-	// listing) never wait for a task's start or end.
+	// mu guards the fields that follow; what it is never held across is in the package's lock order.
 	mu      sync.Mutex
 	cwd     string
 	slice   *cgroup.Slice   // created on the first command (under spawnMu too); nil in process containment
@@ -573,17 +570,13 @@ func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
 	return rep, err
 }
 
-// lookup finds a task of this session.
+// lookup finds a task of this session, not one it cleared.
 func (s *Session) lookup(id string) (*task, error) {
-	if err := checkTaskID(id); err != nil {
-		return nil, fmt.Errorf("session %s: %w", s.id, err)
+	t, cleared, err := s.lookupOutput(id)
+	if cleared {
+		return nil, s.unknownTask(id)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.tasks[id]; ok {
-		return t, nil
-	}
-	return nil, s.unknownTask(id)
+	return t, err
 }
 
 func (s *Session) unknownTask(id string) error {
