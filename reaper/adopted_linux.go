@@ -2,6 +2,8 @@ package reaper
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/kill"
@@ -69,14 +71,12 @@ func (r *Reaper) escapees(when string, ending *Session) kill.Escapees {
 		e.Ended = ending.marker
 	}
 	r.mu.Lock()
-	sessions := make([]*Session, 0, len(r.sessions))
-	for s := range r.sessions {
-		if s != ending {
-			sessions = append(sessions, s)
-		}
-	}
+	sessions := slices.Collect(maps.Keys(r.sessions))
 	r.mu.Unlock()
 	for _, s := range sessions {
+		if s == ending {
+			continue
+		}
 		s.mu.Lock()
 		for pid, start := range s.known {
 			if e.Known == nil {
@@ -110,10 +110,7 @@ func (r *Reaper) adopters(ending *Session) []kill.Adopter {
 		return out
 	}
 	r.mu.Lock()
-	sessions := make([]*Session, 0, len(r.sessions))
-	for s := range r.sessions {
-		sessions = append(sessions, s)
-	}
+	sessions := slices.Collect(maps.Keys(r.sessions))
 	r.mu.Unlock()
 	for _, s := range sessions {
 		in := s.ns.current()

@@ -31,10 +31,7 @@ type Leftover struct {
 func (s *Session) List() Listing {
 	s.prune()
 	s.mu.Lock()
-	tasks := make([]*task, 0, len(s.tasks))
-	for _, t := range s.tasks {
-		tasks = append(tasks, t)
-	}
+	tasks := slices.Collect(maps.Values(s.tasks))
 	recent := maps.Clone(s.recent)
 	starting := s.starting // a task being started is none's leftover either
 	s.mu.Unlock()

@@ -920,10 +920,7 @@ func (s *Session) releaseTasks() {
 	// Every pump still running, also those of tasks already cleared: a process that survived its
 	// kill (in D state) may hold a pipe open.
 	s.mu.Lock()
-	pumps := make([]*taskout.Pump, 0, len(s.pumps))
-	for p := range s.pumps {
-		pumps = append(pumps, p)
-	}
+	pumps := slices.Collect(maps.Keys(s.pumps))
 	s.mu.Unlock()
 	for _, p := range pumps {
 		p.Abort()
