@@ -179,7 +179,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	}
 	if opts.User != nil {
 		r.env = userEnv(r.env, opts.User)
-		if r.forker, err = startUserForker(); err != nil {
+		if r.forker, err = reap.StartForker(setNoNewPrivs); err != nil {
 			return nil, err
 		}
 	}
