@@ -63,11 +63,7 @@ func (s *Session) List() Listing {
 			delete(byTask, t.id)
 		}
 		if t.isBackground() {
-			ti := t.info(len(pids))
-			if t.in != nil && ti.Status == Running {
-				ti.WaitingForInput = len(s.waitingForInput(w, t, pids)) > 0
-			}
-			l.Tasks = append(l.Tasks, ti)
+			l.Tasks = append(l.Tasks, s.infoOf(w, t, pids))
 		} else if t.currentStatus().Terminal() && len(pids) > 0 {
 			l.Leftovers = append(l.Leftovers, Leftover{TaskID: t.id, Command: t.command, Pids: s.sessionPids(w, pids)})
 		}

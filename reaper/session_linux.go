@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,10 +127,7 @@ type loaderFiles struct{ command, gate *os.File }
 
 // start spawns command as a new task. The caller holds no lock.
 func (s *Session) start(command string, l launch) (*task, string, error) {
-	if err := checkCommand(command); err != nil {
-		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
-	}
-	if err := checkDescription(l.description); err != nil {
+	if err := cmp.Or(checkCommand(command), checkDescription(l.description)); err != nil {
 		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 	}
 	listed := command
@@ -635,11 +633,13 @@ func (s *Session) processes(t *task) []int {
 }
 
 // info describes t with its live processes, and whether one waits for input.
-func (s *Session) info(t *task) TaskInfo {
-	pids := s.processes(t)
+func (s *Session) info(t *task) TaskInfo { return s.infoOf(proc.NewWalker(), t, s.processes(t)) }
+
+// infoOf describes t, whose live processes are pids, and whether one waits for input.
+func (s *Session) infoOf(w *proc.Walker, t *task, pids []int) TaskInfo {
 	ti := t.info(len(pids))
 	if t.in != nil && ti.Status == Running {
-		ti.WaitingForInput = len(s.waitingForInput(proc.NewWalker(), t, pids)) > 0
+		ti.WaitingForInput = len(s.waitingForInput(w, t, pids)) > 0
 	}
 	return ti
 }
