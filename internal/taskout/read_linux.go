@@ -115,16 +115,11 @@ func (v *view) read(from int64, partial bool, budget Budget) (Chunk, error) {
 	return c, nil
 }
 
-// Whole is a foreground command's output as a result carries it.
+// Whole is a foreground command's output as a result carries it: reaper.Result documents the
+// fields (Text is its Output).
 type Whole struct {
-	// Text is the output as valid UTF-8, within the budget: all of it, or its head and tail with a
-	// line between them for what was left out.
-	Text string
-	// Dropped counts the bytes left out between head and tail; DroppedChars and DroppedLines the
-	// characters and lines (see Budget for how characters are counted; newlines for lines).
-	Dropped, DroppedChars, DroppedLines int64
-	// Total is the length of the whole output, in bytes; Chars and Lines count it too.
-	Total, Chars, Lines int64
+	Text                                              string
+	Dropped, DroppedChars, DroppedLines, Total, Lines int64
 }
 
 // All returns the whole stream as kept, within budget: the head, a line for what was left out (if
@@ -143,7 +138,7 @@ func (o *Output) All(partial bool, budget Budget) (Whole, error) {
 		head, tail, gap, err = v.ends(budget.Window())
 		return err
 	})
-	wh := Whole{Total: v.total, Chars: v.chars, Lines: v.lines}
+	wh := Whole{Total: v.total, Lines: v.lines}
 	if err != nil {
 		return wh, err
 	}
