@@ -9,11 +9,8 @@ import (
 	"github.com/cgreaper/reaper/internal/kill"
 )
 
-// Escapees. A process can leave every trail a teardown follows: clear its environment (the marker),
-// double-fork (its parent chain), call setsid (its process group) and, as root, move itself out of its
-// cgroup. What it cannot leave is the Reaper's child table: the Reaper is the child subreaper, so once
-// the parent it had dies, it becomes a child of the Reaper. That is the one certain trail, and
-// the escapee check (kill.Policy.Escapees) follows it.
+// Escapees (see the package documentation). The Reaper's child table is the one trail a process
+// cannot leave, and the escapee check (kill.Policy.Escapees) follows it.
 //
 // In cgroup containment every process a session starts is born in the session's slice, and an orphan
 // of a session is adopted there. A child of the Reaper that is not a task's main process (registered
