@@ -2,16 +2,15 @@ package reaper
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/kill"
 )
 
-// Escapees. A process can leave every trail a teardown follows: clear its environment (the marker),
-// double-fork (its parent chain), call setsid (its process group) and, as root, move itself out of its
-// cgroup. What it cannot leave is the Reaper's child table: the Reaper is the child subreaper, so once
-// the parent it had dies, it becomes a child of the Reaper. That is the one certain trail, and
-// the escapee check (kill.Policy.Escapees) follows it.
+// Escapees (see the package documentation). The Reaper's child table is the one trail a process
+// cannot leave, and the escapee check (kill.Policy.Escapees) follows it.
 //
 // In cgroup containment every process a session starts is born in the session's slice, and an orphan
 // of a session is adopted there. A child of the Reaper that is not a task's main process (registered
@@ -69,14 +68,12 @@ func (r *Reaper) escapees(when string, ending *Session) kill.Escapees {
 		e.Ended = ending.marker
 	}
 	r.mu.Lock()
-	sessions := make([]*Session, 0, len(r.sessions))
-	for s := range r.sessions {
-		if s != ending {
-			sessions = append(sessions, s)
-		}
-	}
+	sessions := slices.Collect(maps.Keys(r.sessions))
 	r.mu.Unlock()
 	for _, s := range sessions {
+		if s == ending {
+			continue
+		}
 		s.mu.Lock()
 		for pid, start := range s.known {
 			if e.Known == nil {
@@ -110,10 +107,7 @@ func (r *Reaper) adopters(ending *Session) []kill.Adopter {
 		return out
 	}
 	r.mu.Lock()
-	sessions := make([]*Session, 0, len(r.sessions))
-	for s := range r.sessions {
-		sessions = append(sessions, s)
-	}
+	sessions := slices.Collect(maps.Keys(r.sessions))
 	r.mu.Unlock()
 	for _, s := range sessions {
 		in := s.ns.current()

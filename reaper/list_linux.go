@@ -31,10 +31,7 @@ type Leftover struct {
 func (s *Session) List() Listing {
 	s.prune()
 	s.mu.Lock()
-	tasks := make([]*task, 0, len(s.tasks))
-	for _, t := range s.tasks {
-		tasks = append(tasks, t)
-	}
+	tasks := slices.Collect(maps.Values(s.tasks))
 	recent := maps.Clone(s.recent)
 	starting := s.starting // a task being started is none's leftover either
 	s.mu.Unlock()
@@ -66,11 +63,7 @@ func (s *Session) List() Listing {
 			delete(byTask, t.id)
 		}
 		if t.isBackground() {
-			ti := t.info(len(pids))
-			if t.in != nil && ti.Status == Running {
-				ti.WaitingForInput = len(s.waitingForInput(w, t, pids)) > 0
-			}
-			l.Tasks = append(l.Tasks, ti)
+			l.Tasks = append(l.Tasks, s.infoOf(w, t, pids))
 		} else if t.currentStatus().Terminal() && len(pids) > 0 {
 			l.Leftovers = append(l.Leftovers, Leftover{TaskID: t.id, Command: t.command, Pids: s.sessionPids(w, pids)})
 		}

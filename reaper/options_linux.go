@@ -208,27 +208,17 @@ type Options struct {
 	Observer Observer
 }
 
-// Limits are the bounds and periods a Reaper applies: its Options with every default filled in. A
-// zero duration here means "none", as everywhere; never "the default".
+// Limits are the bounds and periods a Reaper applies: its Options with every default filled in,
+// each field the Options field of its name. A zero duration here means "none", as everywhere; never
+// "the default".
 type Limits struct {
-	// Grace is the time between SIGTERM and the hard kill; zero means SIGKILL at once.
-	Grace time.Duration
-	// CloseTimeout bounds the wait for killed processes to disappear.
-	CloseTimeout time.Duration
-	// MaxTasks is the most running background tasks per session, and the most finished ones kept.
-	MaxTasks int
-	// OutputBudget is the disk space a session's output files may take, in bytes; OutputTail is the
-	// most of its last output that a task whose file the budget cut keeps.
+	Grace, CloseTimeout time.Duration
+	MaxTasks            int
+	// OutputTail is the most of its last output that a task whose file the budget cut keeps.
 	OutputBudget, OutputTail int64
-	// TotalOutputBudget is the disk space all sessions' output files may take together (resolved
-	// once the state directory is open: see New).
-	TotalOutputBudget int64
-	// Retention is how long an unread finished background task is kept.
-	Retention time.Duration
-	// BackgroundTimeout kills background tasks running longer; zero means none.
-	BackgroundTimeout time.Duration
-	// AutoBackground moves foreground commands running longer to the background; zero means never.
-	AutoBackground time.Duration
+	// TotalOutputBudget is resolved once the state directory is open (see New).
+	TotalOutputBudget                            int64
+	Retention, BackgroundTimeout, AutoBackground time.Duration
 }
 
 // check refuses negative settings, which mean nothing (see Options).

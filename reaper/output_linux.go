@@ -24,7 +24,8 @@ type Chunk struct {
 	Skipped int64
 	// Pending counts the kept bytes after Next that this read left for the next one, because of
 	// its Budget (with Grep: that it did not search). Zero means the read returned all that exists
-	// now; a running task may still write more.
+	// now; a running task may still write more, and a character it has only partly written yet is
+	// not counted.
 	Pending int64
 	// Total is the length of the whole stream so far, dropped bytes included.
 	Total int64

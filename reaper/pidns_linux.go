@@ -20,14 +20,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// PID namespaces. With them each session's tasks run in a PID namespace of the session's own, whose
-// init (internal/pidns) is this program in another mode, started on the session's first command from
-// a thread that lives as long as the Reaper, with SIGKILL as its parent-death signal. When the init
-// dies, by whatever cause (the session's end kills it; the Reaper's death, even by SIGKILL, kills it
-// through the parent-death signal), the kernel kills every process in the namespace, and no process
-// can leave it: what reaper otherwise does only while it lives, the kernel then does without it. The
-// init starts every task of the session and reports its exit. Outside, everything goes by the pids
-// the Reaper sees, as without namespaces.
+// PID namespaces (the package documentation says what they promise). A session's init is started on
+// its first command from a thread that lives as long as the Reaper, with SIGKILL as its parent-death
+// signal: what reaper otherwise does only while it lives, the kernel then does without it, whatever
+// kills the Reaper. The init starts every task of the session and reports its exit.
 //
 // Two types own this. The Reaper's initPool decides, once, whether and how sessions get namespaces
 // (the start-up probe), and starts inits: each session's first command starts its own (an init's
@@ -301,10 +297,7 @@ func (p *initPool) end(in *pidns.Init) {
 // sessionNS is the PID namespaces one session uses: the init of the namespace its next task starts
 // in, and those that ended while the session went on (a task killed its init, or it ended idle with
 // a successor started since), which its teardown lets go of. Its methods are safe for concurrent
-// use.
-//
-// Lock order: startMu, held across an init's start and the spawn through it, comes before the
-// session's Session.mu (the spawn takes it to record what it made); mu is a leaf.
+// use. Its locks are in the package's lock order.
 type sessionNS struct {
 	// The fields up to startMu are fixed at creation.
 	pool    *initPool

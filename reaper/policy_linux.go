@@ -21,8 +21,8 @@ type KillReport struct {
 	// hard-killed process is counted here.
 	Walked int
 	// Found counts processes outside the slice that the /proc walk attributed to the session (by
-	// parent pid or environment marker) or that the check for escapees found; they are included in
-	// Terminated and Killed.
+	// parent pid or environment marker) or that the check for escapees found (in process
+	// containment, every process); they are included in Terminated and Killed.
 	Found int
 	// Remaining lists processes still alive when the deadline passed (typically in D state): what a
 	// last look found alive, never what was merely not seen.

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,7 +179,7 @@ func newReaper(opts Options) (*Reaper, error) {
 	}
 	if opts.User != nil {
 		r.env = userEnv(r.env, opts.User)
-		if r.forker, err = startUserForker(); err != nil {
+		if r.forker, err = reap.StartForker(setNoNewPrivs); err != nil {
 			return nil, err
 		}
 	}
@@ -462,10 +464,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 	r.mu.Lock()
 	first := !r.closing
 	r.closing = true
-	sessions := make([]*Session, 0, len(r.sessions))
-	for s := range r.sessions {
-		sessions = append(sessions, s)
-	}
+	sessions := slices.Collect(maps.Keys(r.sessions))
 	r.mu.Unlock()
 	if !first {
 		<-r.done

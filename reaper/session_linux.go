@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,10 +60,7 @@ type Session struct {
 	// teardown, once it has said the session is closing, takes it to wait for the start under way.
 	spawnMu sync.Mutex
 
-	// mu guards the fields that follow. It is never held across a fork, an exec, a probe of PID
-	// namespaces or a wait, nor over a lock that is (spawnMu, sessionNS.startMu, reap.Children's),
-	// nor over a write or a removal of a cgroup: reads of a session (its tasks, their output, its
-	// listing) never wait for a task's start or end.
+	// mu guards the fields that follow; what it is never held across is in the package's lock order.
 	mu      sync.Mutex
 	cwd     string
 	slice   *cgroup.Slice   // created on the first command (under spawnMu too); nil in process containment
@@ -129,10 +127,7 @@ type loaderFiles struct{ command, gate *os.File }
 
 // start spawns command as a new task. The caller holds no lock.
 func (s *Session) start(command string, l launch) (*task, string, error) {
-	if err := checkCommand(command); err != nil {
-		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
-	}
-	if err := checkDescription(l.description); err != nil {
+	if err := cmp.Or(checkCommand(command), checkDescription(l.description)); err != nil {
 		return nil, "", fmt.Errorf("session %s: %w", s.id, err)
 	}
 	listed := command
@@ -573,17 +568,13 @@ func (s *Session) killTask(ctx context.Context, t *task) (KillReport, error) {
 	return rep, err
 }
 
-// lookup finds a task of this session.
+// lookup finds a task of this session, not one it cleared.
 func (s *Session) lookup(id string) (*task, error) {
-	if err := checkTaskID(id); err != nil {
-		return nil, fmt.Errorf("session %s: %w", s.id, err)
+	t, cleared, err := s.lookupOutput(id)
+	if cleared {
+		return nil, s.unknownTask(id)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.tasks[id]; ok {
-		return t, nil
-	}
-	return nil, s.unknownTask(id)
+	return t, err
 }
 
 func (s *Session) unknownTask(id string) error {
@@ -642,11 +633,13 @@ func (s *Session) processes(t *task) []int {
 }
 
 // info describes t with its live processes, and whether one waits for input.
-func (s *Session) info(t *task) TaskInfo {
-	pids := s.processes(t)
+func (s *Session) info(t *task) TaskInfo { return s.infoOf(proc.NewWalker(), t, s.processes(t)) }
+
+// infoOf describes t, whose live processes are pids, and whether one waits for input.
+func (s *Session) infoOf(w *proc.Walker, t *task, pids []int) TaskInfo {
 	ti := t.info(len(pids))
 	if t.in != nil && ti.Status == Running {
-		ti.WaitingForInput = len(s.waitingForInput(proc.NewWalker(), t, pids)) > 0
+		ti.WaitingForInput = len(s.waitingForInput(w, t, pids)) > 0
 	}
 	return ti
 }
@@ -927,10 +920,7 @@ func (s *Session) releaseTasks() {
 	// Every pump still running, also those of tasks already cleared: a process that survived its
 	// kill (in D state) may hold a pipe open.
 	s.mu.Lock()
-	pumps := make([]*taskout.Pump, 0, len(s.pumps))
-	for p := range s.pumps {
-		pumps = append(pumps, p)
-	}
+	pumps := slices.Collect(maps.Keys(s.pumps))
 	s.mu.Unlock()
 	for _, p := range pumps {
 		p.Abort()

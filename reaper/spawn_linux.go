@@ -157,31 +157,48 @@ func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 	return r.fork(spec, false)
 }
 
+// fork starts spec, born in its leaf through clone3 where intoCgroup is set: here, or through the
+// session's init (spec.init).
 func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
-	if spec.init != nil {
-		return r.forkInit(spec, intoCgroup)
-	}
-	pidfd := -1
-	sys := &syscall.SysProcAttr{Setpgid: !spec.tty, Setsid: spec.tty, Setctty: spec.tty, PidFD: &pidfd}
-	if r.opts.User != nil {
-		sys.Credential = r.opts.User.credential()
-	}
 	fds, err := spec.fds(r.devnull)
 	if err != nil {
 		return spawned{}, err
 	}
+	var cg *os.File
+	if intoCgroup {
+		if cg, err = spec.leaf.OpenFD(); err != nil {
+			return spawned{}, err
+		}
+		defer cg.Close()
+	}
+	var cred *syscall.Credential
+	if r.opts.User != nil {
+		cred = r.opts.User.credential()
+	}
+	var sp spawned
+	if spec.init != nil {
+		sp, err = r.forkInit(spec, fds, cg, cred)
+	} else {
+		sp, err = r.forkHere(spec, fds, cg, cred)
+	}
+	if err != nil {
+		return spawned{}, fmt.Errorf("start %s in %s: %w", spec.argv[0], spec.dir, err)
+	}
+	return sp, nil
+}
+
+// forkHere starts spec as a child of this process, with descriptors fds, in cg if set, as cred if
+// set.
+func (r *Reaper) forkHere(spec spawnSpec, fds []int, cg *os.File, cred *syscall.Credential) (spawned, error) {
+	pidfd := -1
+	sys := &syscall.SysProcAttr{Setpgid: !spec.tty, Setsid: spec.tty, Setctty: spec.tty, PidFD: &pidfd, Credential: cred}
 	if spec.foreground {
 		// For Foreground, Ctty is a descriptor of this process (not of the child, as for Setctty):
 		// the child's stdin as this process holds it.
 		sys.Foreground, sys.Ctty = true, fds[0]
 	}
-	if intoCgroup {
-		f, err := spec.leaf.OpenFD()
-		if err != nil {
-			return spawned{}, err
-		}
-		defer f.Close()
-		sys.UseCgroupFD, sys.CgroupFD = true, int(f.Fd())
+	if cg != nil {
+		sys.UseCgroupFD, sys.CgroupFD = true, int(cg.Fd())
 	}
 	attr := &syscall.ProcAttr{Dir: spec.dir, Env: spec.env, Sys: sys}
 	for _, fd := range fds {
@@ -200,37 +217,16 @@ func (r *Reaper) fork(spec spawnSpec, intoCgroup bool) (spawned, error) {
 		}
 		return pid, err
 	})
-	if err != nil {
-		return spawned{}, fmt.Errorf("start %s in %s: %w", spec.argv[0], spec.dir, err)
-	}
-	return spawned{pid: pid, start: start, pidfd: pidfd, exited: exited}, nil
+	return spawned{pid: pid, start: start, pidfd: pidfd, exited: exited}, err
 }
 
 // forkInit starts spec through the session's init (spec.init). Its descriptors go along; the pid,
 // start time and pidfd come back as the Reaper sees them.
-func (r *Reaper) forkInit(spec spawnSpec, intoCgroup bool) (spawned, error) {
-	fds, err := spec.fds(r.devnull)
-	if err != nil {
-		return spawned{}, err
-	}
-	req := pidns.Request{
+func (r *Reaper) forkInit(spec spawnSpec, fds []int, cg *os.File, cred *syscall.Credential) (spawned, error) {
+	t, err := spec.init.Spawn(pidns.Request{
 		Argv: spec.argv, Env: spec.env, Dir: spec.dir, FDs: fds, Foreground: spec.foreground, Ctty: 0,
 		Setpgid: !spec.tty, Setsid: spec.tty, Setctty: spec.tty, // Ctty 0: the terminal is its stdin
-	}
-	if r.opts.User != nil {
-		req.Credential = r.opts.User.credential()
-	}
-	if intoCgroup {
-		f, err := spec.leaf.OpenFD()
-		if err != nil {
-			return spawned{}, err
-		}
-		defer f.Close()
-		req.Cgroup = f
-	}
-	t, err := spec.init.Spawn(req)
-	if err != nil {
-		return spawned{}, fmt.Errorf("start %s in %s: %w", spec.argv[0], spec.dir, err)
-	}
-	return spawned{pid: t.Pid, start: t.Start, pidfd: t.PidFD, exited: t.Exited}, nil
+		Credential: cred, Cgroup: cg,
+	})
+	return spawned{pid: t.Pid, start: t.Start, pidfd: t.PidFD, exited: t.Exited}, err
 }

@@ -1,6 +1,8 @@
 package reaper
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
@@ -44,10 +46,7 @@ type ended struct {
 // reads cgroupfs only and holds no lock while it does.
 func (r *Reaper) Usage() Usage {
 	r.mu.Lock()
-	sessions := make([]*Session, 0, len(r.sessions))
-	for s := range r.sessions {
-		sessions = append(sessions, s)
-	}
+	sessions := slices.Collect(maps.Keys(r.sessions))
 	done := r.ended
 	r.mu.Unlock()
 	u := Usage{

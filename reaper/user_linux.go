@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cgreaper/reaper/internal/reap"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,8 +46,8 @@ func userEnv(env []string, u *User) []string {
 	return append(out, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
 }
 
-// startUserForker starts the thread tasks that run as another user are forked from: a reap.Forker
-// with no_new_privs set, so that every task inherits it and gains no privilege through execve (a
+// setNoNewPrivs sets no_new_privs on the thread tasks that run as another user are forked from (a
+// reap.Forker's), so that every task inherits it and gains no privilege through execve (a
 // setuid binary, file capabilities, an LSM transition). no_new_privs belongs to a thread, not a
 // process, and a child inherits the flag of the thread that forked it: set by prctl in an arbitrary
 // goroutine, it reached the tasks only when the runtime happened to fork from that thread (a task read
@@ -56,11 +55,6 @@ func userEnv(env []string, u *User) []string {
 // the flag is inherited only downwards, from this thread, and affects nothing but execve's granting of
 // privileges, which the Reaper never needs; setuid() by the still-privileged child before it executes
 // the task is unaffected.
-func startUserForker() (*reap.Forker, error) {
-	return reap.StartForker(setNoNewPrivs)
-}
-
-// setNoNewPrivs sets no_new_privs on the calling thread, which its children inherit.
 func setNoNewPrivs() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs for tasks that run as another user: %w", err)

@@ -18,33 +18,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Report says what a teardown (a session's end, a task stop or timeout, an escapee check) did.
+// Report says what a teardown (a session's end, a task stop or timeout, an escapee check) did:
+// reaper.KillReport, which it is converted to, documents the fields (Usage is read where
+// Scope.RemoveSlice is set).
 type Report struct {
-	// Terminated counts processes that exited after SIGTERM, within the grace period.
-	Terminated int
-	// Killed counts processes ended by the hard kill (cgroup.kill or SIGKILL).
-	Killed int
-	// Walked counts, of Killed, the processes outside the slice that got SIGKILL once a walk of
-	// /proc had found them; the others were killed with the slice. In process containment every
-	// hard-killed process is counted here.
-	Walked int
-	// Found counts processes outside the slice that the /proc walk attributed to the scope (by parent
-	// pid or environment marker) or that the escapee check found; they are included in Terminated
-	// and Killed. In process containment every process is found this way.
-	Found int
-	// Remaining lists processes still alive when the deadline passed (typically in D state): what a
-	// last look found alive, never what was merely not seen.
-	Remaining []proc.Proc
-	// Unaccounted is set when the teardown could not look at everything it ended (a slice it could
-	// not list, a walk refused descriptors until the deadline): Remaining may then be short, and
-	// the error says what could not be read.
-	Unaccounted bool
-	// Duration is the time the teardown took.
-	Duration time.Duration
-	// Usage is what the slice counted (CPU time, memory peak, the limits' hits), read once its
-	// processes were dead, just before its removal (Scope.RemoveSlice): the last reading there can
-	// be. Nil without a slice to remove, or where the reading failed (a warning says why).
-	Usage *cgroup.Stats
+	Terminated, Killed, Walked, Found int
+	Remaining                         []proc.Proc
+	Unaccounted                       bool
+	Duration                          time.Duration
+	Usage                             *cgroup.Stats
 }
 
 // Total is the number of processes the teardown ended.

@@ -236,20 +236,13 @@ func (o *Output) HasFile() bool {
 	return o.file != nil && !o.store.isGone(o.file)
 }
 
-// FileInfo says where a task's whole output is.
+// FileInfo says where a task's whole output is: reaper.FileInfo, which it is converted to,
+// documents the fields.
 type FileInfo struct {
-	// Path is the file; empty where the task has none (it printed nothing, or its file could not be
-	// made: NoFile says why).
-	Path string
-	// Cut says why the file lacks part of the output's middle, or will once the output ends (its
-	// tail is then added); empty when it holds every byte.
-	Cut string
-	// Missing counts the bytes of the middle that the file lacks.
-	Missing int64
-	// Removed is set once the file was removed to make room for newer output (see Options.OutputBudget).
-	Removed bool
-	// NoFile says why the output has no file, where it printed something.
-	NoFile string
+	Path, Cut string
+	Missing   int64
+	Removed   bool
+	NoFile    string
 }
 
 // File describes the output's file.
@@ -278,13 +271,12 @@ func (o *Output) Size() int64 {
 	return o.total + o.after
 }
 
-// Progress describes a running foreground command.
+// Progress describes a running foreground command: reaper.Progress, which it is converted to,
+// documents the fields.
 type Progress struct {
-	Elapsed time.Duration
-	// Bytes and Lines count the output so far (lines by newlines seen).
+	Elapsed      time.Duration
 	Bytes, Lines int64
-	// LastLine is the last complete line of output, cut to 200 bytes.
-	LastLine string
+	LastLine     string
 }
 
 // Progress describes the output so far, for a progress report.

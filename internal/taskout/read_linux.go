@@ -2,38 +2,20 @@ package taskout
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"unicode/utf8"
 
 	"github.com/cgreaper/reaper/internal/textfit"
 )
 
-// Chunk is a piece of a task's output.
+// Chunk is a piece of a task's output, field for field the reaper.Chunk that documents it (which
+// it is converted to). Pending leaves out a character only partly written yet; Stopped names the
+// limit (see limiter) that stopped a line read.
 type Chunk struct {
-	// Text is the output between Offset and Next, as valid UTF-8: each run of invalid bytes became
-	// U+FFFD. Where the read passed over bytes that were not kept (the middle of an output larger
-	// than its store's budget), a line in Text stands for them (see Skipped). A line read (Grep,
-	// Tail) holds only the lines selected.
-	Text string
-	// Offset is where the read started in the stream (the requested offset, clamped to what
-	// exists); Next is where the following read continues. Both are byte positions.
-	Offset, Next int64
-	// Skipped counts the bytes between Offset and Next that were not kept; Text holds a line that
-	// says so where they were.
-	Skipped int64
-	// Pending counts the kept bytes after Next that this read left for the next one, because of
-	// its Budget (with Grep: that it did not search). Zero means the read returned all that exists
-	// now; a running task may still write more, and a character it has only partly written yet is
-	// not counted.
-	Pending int64
-	// Total is the length of the whole stream so far, dropped bytes included.
-	Total int64
-	// Stopped says why a line read (Grep) stopped before it searched all it could: its time or work
-	// limit (see limiter). Pending then counts the bytes it did not search.
-	Stopped string
-	// Lines counts the lines of output Text holds, with Grep or Tail (0 otherwise).
-	Lines int
+	Text                                  string
+	Offset, Next, Skipped, Pending, Total int64
+	Stopped                               string
+	Lines                                 int
 }
 
 // Read returns the kept output from offset *from (clamped to what exists; from nil: the incremental
@@ -133,16 +115,11 @@ func (v *view) read(from int64, partial bool, budget Budget) (Chunk, error) {
 	return c, nil
 }
 
-// Whole is a foreground command's output as a result carries it.
+// Whole is a foreground command's output as a result carries it: reaper.Result documents the
+// fields (Text is its Output).
 type Whole struct {
-	// Text is the output as valid UTF-8, within the budget: all of it, or its head and tail with a
-	// line between them for what was left out.
-	Text string
-	// Dropped counts the bytes left out between head and tail; DroppedChars and DroppedLines the
-	// characters and lines (see Budget for how characters are counted; newlines for lines).
-	Dropped, DroppedChars, DroppedLines int64
-	// Total is the length of the whole output, in bytes; Chars and Lines count it too.
-	Total, Chars, Lines int64
+	Text                                              string
+	Dropped, DroppedChars, DroppedLines, Total, Lines int64
 }
 
 // All returns the whole stream as kept, within budget: the head, a line for what was left out (if
@@ -157,15 +134,11 @@ func (o *Output) All(partial bool, budget Budget) (Whole, error) {
 	defer v.close()
 	var head, tail []byte
 	var gap int64
-	for range 3 { // see view.kept
-		if head, tail, gap, err = v.ends(budget.Window()); !errors.Is(err, errStale) {
-			break
-		}
-		if err = v.refresh(); err != nil {
-			break
-		}
-	}
-	wh := Whole{Total: v.total, Chars: v.chars, Lines: v.lines}
+	err = v.retried(func() (err error) {
+		head, tail, gap, err = v.ends(budget.Window())
+		return err
+	})
+	wh := Whole{Total: v.total, Lines: v.lines}
 	if err != nil {
 		return wh, err
 	}

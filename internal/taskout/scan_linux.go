@@ -105,15 +105,11 @@ func (s *scan) lines(from, end int64, partial bool, fn func(scanLine) bool) (sto
 			line = append(line, part...)
 			pos += int64(len(part))
 			b = b[len(part):]
-			switch {
-			case i >= 0:
-				pos++
+			if i >= 0 {
+				pos++ // the newline
 				b = b[1:]
-				if !flush() {
-					return start, skipped, s.lim.err
-				}
-				start = pos
-			case len(line) == maxLine:
+			}
+			if i >= 0 || len(line) == maxLine {
 				if !flush() {
 					return start, skipped, s.lim.err
 				}

@@ -166,19 +166,27 @@ type window struct {
 
 // kept returns the kept output from offset from on, at most n bytes (n < 0: all) of front and, if
 // back is set, of back, read into buf (front in its first half, back in its second) where it is
-// large enough. Where the output's end shortened the head meanwhile, it reads again through a new
-// view (see view).
-func (v *view) kept(buf []byte, from int64, n int, back bool) (window, error) {
-	for range 3 { // the layout changes once: a second try sees it as it stays
-		w, err := v.keptOnce(buf, from, n, back)
-		if !errors.Is(err, errStale) {
-			return w, err
+// large enough.
+func (v *view) kept(buf []byte, from int64, n int, back bool) (w window, err error) {
+	err = v.retried(func() error {
+		w, err = v.keptOnce(buf, from, n, back)
+		return err
+	})
+	return w, err
+}
+
+// retried runs read, and again through a new view while the output's end shortened the head
+// meanwhile (see view): the layout changes once, so a second try sees it as it stays.
+func (v *view) retried(read func() error) error {
+	for range 3 {
+		if err := read(); !errors.Is(err, errStale) {
+			return err
 		}
 		if err := v.refresh(); err != nil {
-			return w, err
+			return err
 		}
 	}
-	return window{}, errStale
+	return errStale
 }
 
 func (v *view) keptOnce(buf []byte, from int64, n int, back bool) (w window, err error) {
