@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -87,23 +86,15 @@ func argumentsText(name string, s *jsonschema.Schema) string {
 	if len(s.Properties) == 0 {
 		return name + " takes no arguments"
 	}
-	args := slices.Sorted(maps.Keys(s.Properties))
-	slices.SortStableFunc(args, func(a, b string) int {
-		return cmp.Compare(btoi(!slices.Contains(s.Required, a)), btoi(!slices.Contains(s.Required, b)))
-	})
-	for i, a := range args {
+	var required, optional []string
+	for _, a := range slices.Sorted(maps.Keys(s.Properties)) {
 		if slices.Contains(s.Required, a) {
-			args[i] += " (required)"
+			required = append(required, a+" (required)")
+		} else {
+			optional = append(optional, a)
 		}
 	}
-	return fmt.Sprintf("%s takes %s; its input schema gives their types and meaning", name, strings.Join(args, ", "))
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return fmt.Sprintf("%s takes %s; its input schema gives their types and meaning", name, strings.Join(append(required, optional...), ", "))
 }
 
 // toolError is the result of a call that failed with err.

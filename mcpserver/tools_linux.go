@@ -333,18 +333,15 @@ func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, st *ses
 // stopText says what task_stop did to ti, ending killed processes, and where its output is.
 func stopText(ti reaper.TaskInfo, killed int) string {
 	var b strings.Builder
+	what, ended := "Task", "had ended"
 	switch {
-	case !ti.Background:
-		fmt.Fprintf(&b, "Command %s had exited (%s, exit code %d); ", ti.ID, ti.Status, ti.ExitCode)
-		if killed == 0 {
-			b.WriteString("nothing it started was running.")
-		} else {
-			fmt.Fprintf(&b, "%d process(es) it left running ended.", killed)
-		}
-	case ti.Status == reaper.Killed:
+	case ti.Background && ti.Status == reaper.Killed:
 		fmt.Fprintf(&b, "Task %s stopped; %d process(es) ended.", ti.ID, killed)
+	case !ti.Background:
+		what, ended = "Command", "had exited"
+		fallthrough
 	default:
-		fmt.Fprintf(&b, "Task %s had ended (%s, exit code %d); ", ti.ID, ti.Status, ti.ExitCode)
+		fmt.Fprintf(&b, "%s %s %s (%s, exit code %d); ", what, ti.ID, ended, ti.Status, ti.ExitCode)
 		if killed == 0 {
 			b.WriteString("nothing it started was running.")
 		} else {
