@@ -159,33 +159,17 @@ func listen(c serveConfig, a httpAuth, stderr io.Writer) (net.Listener, int) {
 // newServer creates the Reaper and the MCP server on top of it. The Reaper announces itself to the
 // guard, if there is one.
 func newServer(c serveConfig, link guard.Link, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
-	containment, _ := reaper.ParseContainment(c.containment)
-	pidNS, _ := reaper.ParsePIDNamespace(c.pidNS)
-	var u *reaper.User
+	opts := c.options(link, log)
 	if c.user != "" {
 		var err error
-		if u, err = lookupUser(c.user); err != nil {
+		if opts.User, err = lookupUser(c.user); err != nil {
 			return nil, nil, err
 		}
 	}
-	opts := reaper.Options{
-		User:              u,
-		Containment:       containment,
-		PIDNamespace:      pidNS,
-		PrivateTmp:        c.privateTmp,
-		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
-		RuntimeDir:        c.runtimeDir,
-		StateDir:          c.stateDir,
-		Grace:             &c.grace,
-		BackgroundTimeout: c.bgTimeout,
-		MaxTasks:          c.maxTasks,
-		OutputBudget:      int64(c.outBudget),
-		TotalOutputBudget: int64(c.outTotal),
-		SessionLimits:     cgroup.Limits{MemoryMax: int64(c.memoryMax), PidsMax: c.pidsMax, CPUs: float64(c.cpuMax)},
-		Logger:            log,
-		Observer:          o.reaperObserver(),
-	}
-	opts.Announce = announce(link)
+	opts.BackgroundTimeout, opts.MaxTasks = c.bgTimeout, c.maxTasks
+	opts.OutputBudget, opts.TotalOutputBudget = int64(c.outBudget), int64(c.outTotal)
+	opts.SessionLimits = cgroup.Limits{MemoryMax: int64(c.memoryMax), PidsMax: c.pidsMax, CPUs: float64(c.cpuMax)}
+	opts.Observer = o.reaperObserver()
 	r, err := reaper.New(opts)
 	if err != nil {
 		return nil, nil, err
