@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -332,11 +334,12 @@ func (a httpAuth) text() string {
 	case a.tokenPath != "":
 		return "bearer token required: reaper's own, in " + a.tokenPath + " (readable by reaper's user only); clients send \"Authorization: Bearer <its content>\""
 	}
-	ids := map[string]bool{}
-	for _, id := range a.tokens {
-		ids[id] = true
-	}
-	return fmt.Sprintf("bearer token required (%d identities)", len(ids))
+	return fmt.Sprintf("bearer token required (%d identities)", identities(a.tokens))
+}
+
+// identities counts the identities tokens stand for.
+func identities(tokens map[string]string) int {
+	return len(slices.Compact(slices.Sorted(maps.Values(tokens))))
 }
 
 // warning is what /readyz adds to its explanation; empty unless clients need no token.
@@ -353,12 +356,7 @@ func (c serveConfig) sessionsPerIdentity() int {
 	if c.maxSessionsPerID > 0 {
 		return c.maxSessionsPerID
 	}
-	tokens, _ := c.tokens()
-	ids := map[string]bool{}
-	for _, id := range tokens {
-		ids[id] = true
-	}
-	if len(ids) <= 1 && !c.insecureNoAuth {
+	if tokens, _ := c.tokens(); identities(tokens) <= 1 && !c.insecureNoAuth {
 		return c.maxSessions
 	}
 	return max(c.maxSessions/4, 1)
