@@ -64,11 +64,11 @@ func AnswerSetLevel(w http.ResponseWriter, r *http.Request, method string, id []
 	if json.Unmarshal(body, &req) != nil || req.Params.Meta[mcp.MetaKeyProtocolVersion] != nil {
 		return false
 	}
-	answer, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "result": struct{}{}})
-	if err != nil {
+	answer := answerLine(id, "result", struct{}{})
+	if answer == nil {
 		return false // an id that is not JSON after all: the SDK refuses the request
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(append(answer, '\n'))
+	w.Write(answer)
 	return true
 }

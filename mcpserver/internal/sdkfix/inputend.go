@@ -22,21 +22,25 @@ type inputEnd struct {
 
 	// mu guards the fields that follow. It is a leaf: held over map and channel updates only.
 	mu      sync.Mutex
-	pending map[idKey]int // requests handed to the SDK and not answered yet, by id
+	pending map[any]int   // requests handed to the SDK and not answered yet, by idKey
 	at      time.Time     // when the input ended; zero before
 	idle    chan struct{} // made at the end while requests are pending, closed when none is
 }
 
-// idKey is a request's id as the SDK reads it: a number (truncated to an integer, as the SDK does)
-// or a string.
-type idKey struct {
-	num   int64
-	str   string
-	isStr bool
+// idKey is a request's id v (as encoding/json or jsonrpc.ID.Raw gives it) as the SDK reads it: an
+// int64 for a number (truncated to an integer, as the SDK does) or a string; nil for neither.
+func idKey(v any) any {
+	switch v := v.(type) {
+	case float64:
+		return int64(v)
+	case int64, string:
+		return v
+	}
+	return nil
 }
 
 func newInputEnd(wait time.Duration) *inputEnd {
-	in := &inputEnd{wait: wait, pending: map[idKey]int{}}
+	in := &inputEnd{wait: wait, pending: map[any]int{}}
 	in.ended, in.cancel = context.WithCancel(context.Background())
 	return in
 }
@@ -44,32 +48,18 @@ func newInputEnd(wait time.Duration) *inputEnd {
 // read counts a request with the id raw (as it stands in the text) that is handed to the SDK.
 func (in *inputEnd) read(raw []byte) {
 	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return
-	}
-	var k idKey
-	switch v := v.(type) {
-	case float64:
-		k = idKey{num: int64(v)}
-	case string:
-		k = idKey{str: v, isStr: true}
-	default:
+	if json.Unmarshal(raw, &v) != nil || idKey(v) == nil {
 		return
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.pending[k]++
+	in.pending[idKey(v)]++
 }
 
 // answered counts the response to the request id as written.
 func (in *inputEnd) answered(id jsonrpc.ID) {
-	var k idKey
-	switch v := id.Raw().(type) {
-	case int64:
-		k = idKey{num: v}
-	case string:
-		k = idKey{str: v, isStr: true}
-	default:
+	k := idKey(id.Raw())
+	if k == nil {
 		return
 	}
 	in.mu.Lock()

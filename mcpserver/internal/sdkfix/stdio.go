@@ -120,13 +120,16 @@ func ErrorLine(id []byte, code int, msg string) []byte {
 	if id == nil {
 		return nil
 	}
-	b, err := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      json.RawMessage(id),
-		"error":   map[string]any{"code": code, "message": msg},
-	})
+	return answerLine(id, "error", map[string]any{"code": code, "message": msg})
+}
+
+// answerLine returns the JSON-RPC response to the request with id (as it stands in its text) whose
+// member key ("result" or "error") is v, with its newline; nil for an id that is not valid JSON
+// after all, which gets no answer.
+func answerLine(id []byte, key string, v any) []byte {
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), key: v})
 	if err != nil {
-		return nil // an id that is not valid JSON after all: no answer
+		return nil
 	}
 	return append(b, '\n')
 }
