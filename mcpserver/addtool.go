@@ -15,15 +15,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// addTool adds t to srv with h, as mcp.AddTool does for a handler whose output type is any: In's
-// schema (sdkfix.SchemaFor) is t's input schema and Out's its output schema, arguments are validated
-// against In's schema and decoded into an In, and an error h returns becomes a tool error unless it
-// is a *jsonrpc.Error. Unlike mcp.AddTool, the handler's result is not validated against the output
-// schema (see structured), and each check in before is called with the arguments ahead of the
-// validation: an error it returns is the call's result, to say what the validation's error would not
-// (see needsWorkspace). A refusal of the arguments also says what the tool takes (argumentsText).
-// t's schemas must be nil.
-func addTool[Out, In any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, any], before ...func(json.RawMessage) error) {
+// addTool adds t to srv with h, as mcp.AddTool does: In's schema (sdkfix.SchemaFor) is t's input
+// schema and Out's its output schema, arguments are validated against In's schema and decoded into
+// an In, h's output becomes the result's structured content, and an error h returns becomes a tool
+// error unless it is a *jsonrpc.Error. Unlike mcp.AddTool, the output is put in the result as it
+// is: the SDK's typed path marshals it, parses it back to check it against the output schema and
+// marshals it again, three copies of a result that may carry a megabyte of output, on top of the one
+// made when the response is encoded (a workaround: see sdkfix's package doc); ours is built from a
+// Go type whose schema is the output schema (TestResultsMatchOutputSchemas checks every tool's
+// against it). And each check in before is called with the tool's name and the arguments ahead of
+// the validation: an error it returns is the call's result, to say what the validation's error
+// would not (see needsWorkspace). A refusal of the arguments also says what the tool takes
+// (argumentsText). t's schemas must be nil.
+func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error), before ...func(tool string, args json.RawMessage) error) {
 	if t.InputSchema != nil || t.OutputSchema != nil {
 		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
 	}
@@ -36,7 +40,7 @@ func addTool[Out, In any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In,
 	takes := argumentsText(t.Name, in)
 	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		for _, check := range before {
-			if err := check(req.Params.Arguments); err != nil {
+			if err := check(t.Name, req.Params.Arguments); err != nil {
 				return toolError(err), nil
 			}
 		}
@@ -44,7 +48,7 @@ func addTool[Out, In any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In,
 		if err != nil {
 			return toolError(fmt.Errorf("%w; %s", err, takes)), nil
 		}
-		res, _, err := h(ctx, req, in)
+		res, out, err := h(ctx, req, in)
 		if err != nil {
 			if wire, ok := err.(*jsonrpc.Error); ok {
 				return nil, wire
@@ -52,8 +56,9 @@ func addTool[Out, In any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In,
 			return toolError(err), nil
 		}
 		if res == nil {
-			res = &mcp.CallToolResult{}
+			return &mcp.CallToolResult{}, nil
 		}
+		res.StructuredContent = out
 		return res, nil
 	})
 }

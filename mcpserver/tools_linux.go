@@ -272,11 +272,11 @@ func budgetText(l reaper.Limits, the string) string {
 func (s *Server) addTools(l reaper.Limits) {
 	t := taskTools(l, s.maxOutput, scope{in: "this session", the: "the session",
 		ends: fmt.Sprintf(" (over HTTP, also after %v without requests)", s.opts.IdleTimeout)})
-	addTool[BashOutput](s.mcp, t.bash, structured(inSession(s, s.bash)))
-	addTool[TaskOutput](s.mcp, t.output, structured(inSession(s, s.taskOutput)))
-	addTool[TaskStopOutput](s.mcp, t.stop, structured(inSession(s, s.taskStop)))
-	addTool[TaskListOutput](s.mcp, t.list, structured(inSession(s, s.taskList)))
-	addTool[WriteStdinOutput](s.mcp, t.input, structured(inSession(s, s.writeStdin)))
+	addTool(s.mcp, t.bash, inSession(s, s.bash))
+	addTool(s.mcp, t.output, inSession(s, s.taskOutput))
+	addTool(s.mcp, t.stop, inSession(s, s.taskStop))
+	addTool(s.mcp, t.list, inSession(s, s.taskList))
+	addTool(s.mcp, t.input, inSession(s, s.writeStdin))
 }
 
 // inSession adapts a tool handler that acts on a session to the session era: the session is the one
