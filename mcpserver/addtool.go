@@ -18,15 +18,13 @@ import (
 // addTool adds t to srv with h, as mcp.AddTool does: In's schema (sdkfix.SchemaFor) is t's input
 // schema and Out's its output schema, arguments are validated against In's schema and decoded into
 // an In, h's output becomes the result's structured content, and an error h returns becomes a tool
-// error unless it is a *jsonrpc.Error. Unlike mcp.AddTool, the output is put in the result as it
-// is: the SDK's typed path marshals it, parses it back to check it against the output schema and
-// marshals it again, three copies of a result that may carry a megabyte of output, on top of the one
-// made when the response is encoded (a workaround: see sdkfix's package doc); ours is built from a
-// Go type whose schema is the output schema (TestResultsMatchOutputSchemas checks every tool's
-// against it). And each check in before is called with the tool's name and the arguments ahead of
-// the validation: an error it returns is the call's result, to say what the validation's error
-// would not (see needsWorkspace). A refusal of the arguments also says what the tool takes
-// (argumentsText). t's schemas must be nil.
+// error unless it is a *jsonrpc.Error. Unlike mcp.AddTool (a workaround: sdkfix's package doc says
+// why), the output goes into the result as it is, not marshalled, parsed back and checked against
+// the output schema: three copies of up to a megabyte of output per call (TestResultsMatchOutputSchemas
+// checks every tool's instead); each check in before is called with the tool's name and the
+// arguments ahead of the validation, and an error it returns is the call's result, to say what the
+// validation's would not (see needsWorkspace); and a refusal of the arguments says what the tool
+// takes (argumentsText). t's schemas must be nil.
 func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error), before ...func(tool string, args json.RawMessage) error) {
 	if t.InputSchema != nil || t.OutputSchema != nil {
 		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
