@@ -13,26 +13,10 @@ import (
 )
 
 // The stdio transport: mcp.IOTransport with three changes, each for something the SDK's does that
-// reaper cannot live with.
-//
-//  1. Framing (lines.go). The SDK reads its input with one streaming JSON decoder and ends the whole
-//     connection at the first line it cannot decode or that is over MaxLineLength: one bad line
-//     from a client, or one over reaper's limits, and the session ends and every process it started
-//     is killed. Here each line is read whole, measured against the caller's Limits as it comes
-//     (without keeping more of an over-long one than the largest message may be), checked for a
-//     JSON-RPC envelope, and either handed to the SDK or answered with a JSON-RPC error that says
-//     why (a notification over the limits gets none); the connection goes on, as the HTTP handler's
-//     does. Waits for: modelcontextprotocol/go-sdk#1209 (a malformed frame ends the session; PR
-//     #1210 answers -32700 and reads on) and #984 (a bound on a frame's size, PR #985 closed); a
-//     refusal by size that still answers, and a hook for the caller's own bounds, are filed nowhere.
-//     Delete lines.go, and NewStdio's reader, when the SDK reads on after both.
-//  2. The end of the input (inputend.go). When its reader sees the end, the SDK's connection refuses
-//     every write from then on, so the answers to requests read just before the end are dropped
-//     (an initialize piped into reaper serve was answered 14 times in 20). Here the end is held back
-//     until those requests are answered, or EndWait at the latest. Waits for:
-//     modelcontextprotocol/go-sdk#1061 (PR #1067 lets writes drain after a read EOF); delete
-//     inputend.go when it lands, and keep Ended from the SDK's own end of the input.
-//  3. Responses written around their results (respond.go): a per-call cost, see there.
+// reaper cannot live with, each said, with what it waits for, in its own file: the framing
+// (lines.go: a bad or over-long line is answered and dropped, where the SDK ends the connection),
+// the end of the input (inputend.go: the answers to the requests read before it are written), and
+// responses written around their results (respond.go: a per-call cost).
 
 // Limits are the bounds each line is held to before the SDK decodes it.
 type Limits interface {
