@@ -61,23 +61,14 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	var r *reaper.Reaper
 	var srv *mcpserver.Server
 	if status == 0 {
-		r, srv, err = newServer(c, link, log, o)
-	}
-	if err == nil && status == 0 && a.own {
-		// Once the Reaper runs (its state directory is made and checked): a start that fails
-		// leaves nothing new behind.
-		if err = a.ownToken(c.stateDir); err != nil {
-			srv.Close(context.Background())
-			r.Close(context.Background())
+		if r, srv, err = newServer(c, &a, link, log, o); err != nil {
+			fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+			status = 1
 		}
 	}
-	if err != nil || status != 0 {
+	if status != 0 {
 		if ln != nil {
 			ln.Close()
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-			return 1
 		}
 		return status
 	}
@@ -158,9 +149,11 @@ func listen(c serveConfig, a httpAuth, stderr io.Writer) (net.Listener, int) {
 	return ln, 0
 }
 
-// newServer creates the Reaper and the MCP server on top of it. The Reaper announces itself to the
-// guard, if there is one.
-func newServer(c serveConfig, link guard.Link, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
+// newServer creates the Reaper and the MCP server on top of it, then reads (or makes) reaper's own
+// token if a is to use it: once the Reaper runs, its state directory made and checked, so that a
+// start that fails leaves nothing new behind. The Reaper announces itself to the guard, if there is
+// one.
+func newServer(c serveConfig, a *httpAuth, link guard.Link, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
 	opts := c.options(link, log)
 	if c.user != "" {
 		var err error
@@ -191,6 +184,11 @@ func newServer(c serveConfig, link guard.Link, log *slog.Logger, o *ops) (*reape
 		Logger:                 log,
 		Observer:               o.mcpObserver(),
 	})
+	if err == nil && a.own {
+		if err = a.ownToken(c.stateDir); err != nil {
+			srv.Close(context.Background())
+		}
+	}
 	if err != nil {
 		r.Close(context.Background())
 		return nil, nil, err
