@@ -198,22 +198,30 @@ func (c *contained) check() error {
 	return err
 }
 
-// options returns the reaper.Options the flags set, for a Reaper guarded through link (if it is)
-// that logs to log. The flags must have been checked.
+// options returns the reaper.Options the flags set, for a Reaper that logs to log and is guarded
+// through link, if it is: the guard shares the Reaper's cgroup and moves with it into a leaf (a
+// companion), and the Reaper announces its instance to it, on a pipe kept open for the last word
+// (see guard.Link.Clean). The flags must have been checked.
 func (c *contained) options(link guard.Link, log *slog.Logger) reaper.Options {
 	containment, _ := reaper.ParseContainment(c.containment)
 	pidNS, _ := reaper.ParsePIDNamespace(c.pidNS)
-	return reaper.Options{
+	opts := reaper.Options{
 		Containment:  containment,
 		PIDNamespace: pidNS,
 		PrivateTmp:   c.privateTmp,
-		Cgroup:       cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
+		Cgroup:       cgroup.Options{Root: c.cgroupRoot},
 		RuntimeDir:   c.runtimeDir,
 		StateDir:     c.stateDir,
 		Grace:        &c.grace,
 		Logger:       log,
-		Announce:     announce(link),
 	}
+	if link.Pid != 0 {
+		opts.Cgroup.Companions = []int{link.Pid}
+	}
+	if link.Announce != nil { // not a nil *os.File in the interface
+		opts.Announce = link.Announce
+	}
+	return opts
 }
 
 // adminTokenValue returns the admin token from --admin-token or the first line of --admin-token-file.

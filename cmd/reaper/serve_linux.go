@@ -359,21 +359,3 @@ func (c serveConfig) sessionsPerIdentity() int {
 	}
 	return max(c.maxSessions/4, 1)
 }
-
-// companions are the processes that share the server's cgroup and move with it into a leaf: its
-// guard.
-func companions(link guard.Link) []int {
-	if link.Pid == 0 {
-		return nil
-	}
-	return []int{link.Pid}
-}
-
-// announce is where the server announces its instance to its guard (reaper.Options.Announce), kept
-// open for the last word (see guard.Link.Clean); nil without a guard.
-func announce(link guard.Link) io.Writer {
-	if link.Announce == nil {
-		return nil
-	}
-	return link.Announce
-}
