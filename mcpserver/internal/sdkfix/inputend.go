@@ -104,10 +104,3 @@ func (in *inputEnd) end() {
 	case <-timer.C:
 	}
 }
-
-// endedAt returns when the input ended; zero while it has not.
-func (in *inputEnd) endedAt() time.Time {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.at
-}

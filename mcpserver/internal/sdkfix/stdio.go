@@ -81,7 +81,11 @@ func (t *Stdio) Connect(ctx context.Context) (mcp.Connection, error) {
 func (t *Stdio) Ended() context.Context { return t.input.ended }
 
 // EndedAt returns when the input ended; zero while it has not.
-func (t *Stdio) EndedAt() time.Time { return t.input.endedAt() }
+func (t *Stdio) EndedAt() time.Time {
+	t.input.mu.Lock()
+	defer t.input.mu.Unlock()
+	return t.input.at
+}
 
 // lockedWriter serialises writes: the SDK writes each message with one Write under its own lock, and
 // the refusals of lines come from the reading goroutine.
