@@ -165,7 +165,7 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 const minOutputBudget = 64 << 10
 
 // contained is what serve and run share of their configuration: how and where what they start is
-// contained.
+// contained. Each command defines --grace and --cgroup-root itself, in its own words.
 type contained struct {
 	runtimeDir  string // $XDG_RUNTIME_DIR (see reaper.Options.RuntimeDir)
 	grace       time.Duration
