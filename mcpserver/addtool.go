@@ -20,11 +20,11 @@ import (
 // an In, h's output becomes the result's structured content, and an error h returns becomes a tool
 // error unless it is a *jsonrpc.Error. Unlike mcp.AddTool (a workaround: sdkfix's package doc says
 // why), the output goes into the result as it is, not marshalled, parsed back and checked against
-// the output schema: three copies of up to a megabyte of output per call (TestResultsMatchOutputSchemas
-// checks every tool's instead); each check in before is called with the tool's name and the
-// arguments ahead of the validation, and an error it returns is the call's result, to say what the
-// validation's would not (see needsWorkspace); and a refusal of the arguments says what the tool
-// takes (argumentsText). t's schemas must be nil.
+// the output schema: three copies of up to a megabyte of output per call
+// (TestResultsMatchOutputSchemas checks every tool's instead); each check in before is called with
+// the tool's name and the arguments ahead of the validation, and an error it returns is the call's
+// result, to say what the validation's would not (see needsWorkspace); and a refusal of the
+// arguments says what the tool takes (argumentsText). t's schemas must be nil.
 func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error), before ...func(tool string, args json.RawMessage) error) {
 	if t.InputSchema != nil || t.OutputSchema != nil {
 		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
