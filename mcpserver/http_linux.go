@@ -26,12 +26,7 @@ type HTTPOptions struct {
 	Unauthenticated bool
 }
 
-const (
-	sessionHeader         = "Mcp-Session-Id"
-	protocolVersionHeader = "Mcp-Protocol-Version"
-	// firstSessionlessVersion is the first protocol version without sessions.
-	firstSessionlessVersion = "2026-07-28"
-)
+const sessionHeader = "Mcp-Session-Id"
 
 // sessionless reports whether r is of protocol 2026-07-28 or later, which has no sessions: it names
 // no session, and its MCP-Protocol-Version header, which that protocol requires on every request
@@ -40,7 +35,7 @@ const (
 // keep today's sessions. A request of the new protocol without the header reaches the stateful
 // handler, which refuses it and says the header is required.
 func sessionless(r *http.Request) bool {
-	return r.Header.Get(sessionHeader) == "" && r.Header.Get(protocolVersionHeader) >= firstSessionlessVersion
+	return r.Header.Get(sessionHeader) == "" && r.Header.Get(sdkfix.ProtocolVersionHeader) >= sdkfix.FirstSessionlessVersion
 }
 
 // HTTPHandler returns the handler for the MCP endpoint, which serves both protocol eras: DNS-rebinding
