@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,15 +15,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// addTool adds t to srv with h, as mcp.AddTool does for a handler whose output type is any: In's
-// schema (sdkfix.SchemaFor) is t's input schema and Out's its output schema, arguments are validated
-// against In's schema and decoded into an In, and an error h returns becomes a tool error unless it
-// is a *jsonrpc.Error. Unlike mcp.AddTool, the handler's result is not validated against the output
-// schema (see structured), and each check in before is called with the arguments ahead of the
-// validation: an error it returns is the call's result, to say what the validation's error would not
-// (see needsWorkspace). A refusal of the arguments also says what the tool takes (argumentsText).
-// t's schemas must be nil.
-func addTool[Out, In any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, any], before ...func(json.RawMessage) error) {
+// addTool adds t to srv with h, as mcp.AddTool does: In's schema (sdkfix.SchemaFor) is t's input
+// schema and Out's its output schema, arguments are validated against In's schema and decoded into
+// an In, h's output becomes the result's structured content, and an error h returns becomes a tool
+// error unless it is a *jsonrpc.Error. Unlike mcp.AddTool (a workaround: sdkfix's package doc says
+// why), the output goes into the result as it is, not marshalled, parsed back and checked against
+// the output schema: three copies of up to a megabyte of output per call
+// (TestResultsMatchOutputSchemas checks every tool's instead); each check in before is called with
+// the tool's name and the arguments ahead of the validation, and an error it returns is the call's
+// result, to say what the validation's would not (see needsWorkspace); and a refusal of the
+// arguments says what the tool takes (argumentsText). t's schemas must be nil.
+func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error), before ...func(tool string, args json.RawMessage) error) {
 	if t.InputSchema != nil || t.OutputSchema != nil {
 		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
 	}
@@ -37,7 +38,7 @@ func addTool[Out, In any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In,
 	takes := argumentsText(t.Name, in)
 	srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		for _, check := range before {
-			if err := check(req.Params.Arguments); err != nil {
+			if err := check(t.Name, req.Params.Arguments); err != nil {
 				return toolError(err), nil
 			}
 		}
@@ -45,7 +46,7 @@ func addTool[Out, In any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In,
 		if err != nil {
 			return toolError(fmt.Errorf("%w; %s", err, takes)), nil
 		}
-		res, _, err := h(ctx, req, in)
+		res, out, err := h(ctx, req, in)
 		if err != nil {
 			if wire, ok := err.(*jsonrpc.Error); ok {
 				return nil, wire
@@ -53,8 +54,9 @@ func addTool[Out, In any](srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In,
 			return toolError(err), nil
 		}
 		if res == nil {
-			res = &mcp.CallToolResult{}
+			return &mcp.CallToolResult{}, nil
 		}
+		res.StructuredContent = out
 		return res, nil
 	})
 }
@@ -87,23 +89,15 @@ func argumentsText(name string, s *jsonschema.Schema) string {
 	if len(s.Properties) == 0 {
 		return name + " takes no arguments"
 	}
-	args := slices.Sorted(maps.Keys(s.Properties))
-	slices.SortStableFunc(args, func(a, b string) int {
-		return cmp.Compare(btoi(!slices.Contains(s.Required, a)), btoi(!slices.Contains(s.Required, b)))
-	})
-	for i, a := range args {
+	var required, optional []string
+	for _, a := range slices.Sorted(maps.Keys(s.Properties)) {
 		if slices.Contains(s.Required, a) {
-			args[i] += " (required)"
+			required = append(required, a+" (required)")
+		} else {
+			optional = append(optional, a)
 		}
 	}
-	return fmt.Sprintf("%s takes %s; its input schema gives their types and meaning", name, strings.Join(args, ", "))
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+	return fmt.Sprintf("%s takes %s; its input schema gives their types and meaning", name, strings.Join(append(required, optional...), ", "))
 }
 
 // toolError is the result of a call that failed with err.

@@ -132,19 +132,16 @@ func (s *Server) sessionLimits() sessionLimits {
 	return sessionLimits{memoryMax: l.MemoryMax, pidsMax: l.PidsMax, cpus: l.CPUs}
 }
 
-// oomText tells the agent that the OOM killer struck, and why.
-func oomText(memoryMax int64) string {
-	if memoryMax > 0 {
-		return fmt.Sprintf("killed by the out-of-memory killer: this session's processes together reached its memory limit of %s", textfit.ByteSize(memoryMax))
-	}
-	return "killed by the out-of-memory killer"
-}
-
-// hitsTexts tell the agent which of the session's other limits were hit while a command (what:
-// "command", "task") ran: forks that failed, CPU held back. A limit is the session's: another of its
-// tasks may have been the one that hit it.
-func hitsTexts(h reaper.Hits, lim sessionLimits, what string) []string {
+// limitTexts tell the agent which of the session's limits were hit while a command (what:
+// "command", "task") ran: the OOM killer struck (oom), forks failed, CPU was held back. A limit is
+// the session's: another of its tasks may have been the one that hit it.
+func limitTexts(oom bool, h reaper.Hits, lim sessionLimits, what string) []string {
 	var notes []string
+	if oom && lim.memoryMax > 0 {
+		notes = append(notes, fmt.Sprintf("killed by the out-of-memory killer: this session's processes together reached its memory limit of %s", textfit.ByteSize(lim.memoryMax)))
+	} else if oom {
+		notes = append(notes, "killed by the out-of-memory killer")
+	}
 	if h.ForksRefused > 0 {
 		limit := "a limit on processes above the session's own"
 		if lim.pidsMax > 0 {
@@ -166,13 +163,7 @@ func hitsTexts(h reaper.Hits, lim sessionLimits, what string) []string {
 // bashText is the human-readable result of a foreground command: the output, then what else the
 // agent should know, in brackets. It starts with res.Output.
 func bashText(res reaper.Result, timeout time.Duration, lim sessionLimits) string {
-	var b strings.Builder
-	b.Grow(len(res.Output) + 512)
-	b.WriteString(res.Output)
-	if res.Output != "" && !strings.HasSuffix(res.Output, "\n") {
-		b.WriteByte('\n')
-	}
-	note := func(format string, args ...any) { fmt.Fprintf(&b, "["+format+"]\n", args...) }
+	b, note := notedText(res.Output)
 	switch {
 	case res.TaskID != "":
 		note("still running: moved to the background as task %s; follow it with task_output", res.TaskID)
@@ -183,10 +174,7 @@ func bashText(res reaper.Result, timeout time.Duration, lim sessionLimits) strin
 	default:
 		note("exit code %d", res.ExitCode)
 	}
-	if res.OOMKilled {
-		note("%s", oomText(lim.memoryMax))
-	}
-	for _, hit := range hitsTexts(res.Hits, lim, "command") {
+	for _, hit := range limitTexts(res.OOMKilled, res.Hits, lim, "command") {
 		note("%s", hit)
 	}
 	if res.Dropped > 0 {
@@ -206,6 +194,18 @@ func bashText(res reaper.Result, timeout time.Duration, lim sessionLimits) strin
 	}
 	note("cwd: %s", res.Cwd)
 	return b.String()
+}
+
+// notedText starts a result's text with output, ending it with a newline if it has none, and
+// returns it with note, which adds a line of what else the agent should know, in brackets.
+func notedText(output string) (_ *strings.Builder, note func(format string, args ...any)) {
+	var b strings.Builder
+	b.Grow(len(output) + 512)
+	b.WriteString(output)
+	if output != "" && !strings.HasSuffix(output, "\n") {
+		b.WriteByte('\n')
+	}
+	return &b, func(format string, args ...any) { fmt.Fprintf(&b, "["+format+"]\n", args...) }
 }
 
 // cutText says what a result left out of a command's output, and where the whole output is.

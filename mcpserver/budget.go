@@ -1,11 +1,9 @@
 package mcpserver
 
 import (
-	"context"
 	"unicode/utf8"
 
 	"github.com/cgreaper/reaper/reaper"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // jsonCost is what one character of output takes in a JSON string as the SDK writes it (Go's
@@ -46,21 +44,4 @@ const (
 // test/e2e).
 func outputBudget(chars int) reaper.Budget {
 	return reaper.Budget{Chars: min(chars, MaxOutput), Cost: jsonCost, Max: MaxOutput}
-}
-
-// structured adapts a typed tool handler so that its output becomes the result's structured content
-// as it is. The SDK's typed path marshals the output, parses it back to check it against the output
-// schema and marshals it again: three copies of a result that may carry a megabyte of output, on top
-// of the one made when the response is encoded (a workaround: see sdkfix's package doc). Here the
-// output is encoded once, with the response; it is ours, built from a Go type whose schema is the
-// output schema (TestResultsMatchOutputSchemas checks every tool's against it).
-func structured[In, Out any](h func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error)) mcp.ToolHandlerFor[In, any] {
-	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
-		res, out, err := h(ctx, req, in)
-		if err != nil || res == nil {
-			return res, nil, err
-		}
-		res.StructuredContent = out
-		return res, nil, nil
-	}
 }

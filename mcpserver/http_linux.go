@@ -26,12 +26,7 @@ type HTTPOptions struct {
 	Unauthenticated bool
 }
 
-const (
-	sessionHeader         = "Mcp-Session-Id"
-	protocolVersionHeader = "Mcp-Protocol-Version"
-	// firstSessionlessVersion is the first protocol version without sessions.
-	firstSessionlessVersion = "2026-07-28"
-)
+const sessionHeader = "Mcp-Session-Id"
 
 // sessionless reports whether r is of protocol 2026-07-28 or later, which has no sessions: it names
 // no session, and its MCP-Protocol-Version header, which that protocol requires on every request
@@ -40,7 +35,7 @@ const (
 // keep today's sessions. A request of the new protocol without the header reaches the stateful
 // handler, which refuses it and says the header is required.
 func sessionless(r *http.Request) bool {
-	return r.Header.Get(sessionHeader) == "" && r.Header.Get(protocolVersionHeader) >= firstSessionlessVersion
+	return r.Header.Get(sessionHeader) == "" && r.Header.Get(sdkfix.ProtocolVersionHeader) >= sdkfix.FirstSessionlessVersion
 }
 
 // HTTPHandler returns the handler for the MCP endpoint, which serves both protocol eras: DNS-rebinding
@@ -62,7 +57,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		Stateless:           true,
 		MaxRequestBodyBytes: int64(s.limits.Most()),
 		// In 2026-07-28 a client that closes its response stream cancels the call: a vanished
-		// client's call returns, and stops holding its workspace's lease (see begin).
+		// client's call returns, and stops holding its workspace's lease (see beginLocked).
 		PropagateRequestCancellation: true,
 		Logger:                       sdkLogger(s.log),
 	})
@@ -174,13 +169,17 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodPost:
-		done := s.begin(st, r.Context())
+		s.mu.Lock()
+		done := s.beginLocked(st, r.Context())
+		s.mu.Unlock()
 		defer done()
 		next.ServeHTTP(w, r)
 	default:
 		// A GET holds the stream for server messages open for as long as the client lives; it is
 		// activity when it starts, but does not keep an idle session alive.
-		s.touch(st)
+		s.mu.Lock()
+		st.last = time.Now()
+		s.mu.Unlock()
 		next.ServeHTTP(w, r)
 	}
 }
@@ -225,23 +224,9 @@ func (s *Server) delete(st *session) (toSDK bool) {
 	return false
 }
 
-// touch records activity of st.
-func (s *Server) touch(st *session) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st.last = time.Now()
-}
-
-// begin records a request of st. The returned function records its end; it also runs when the
-// client's connection goes away first (a client killed in the middle of a long call), so that a
-// vanished client cannot hold the lease open.
-func (s *Server) begin(st *session, ctx context.Context) func() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.beginLocked(st, ctx)
-}
-
-// beginLocked is begin with s.mu held.
+// beginLocked records a request of st. The returned function records its end; it also runs when
+// the client's connection (ctx) goes away first (a client killed in the middle of a long call), so
+// that a vanished client cannot hold the lease open. s.mu must be held.
 func (s *Server) beginLocked(st *session, ctx context.Context) func() {
 	st.inFlight++
 	st.last = time.Now()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cgreaper/reaper/mcpserver/internal/sdkfix"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -54,15 +55,11 @@ func transport(ss *mcp.ServerSession) string {
 	return "tcp"
 }
 
-// publishedVersions are the protocol versions the SDK speaks, which bound the versions metrics name;
-// read once (the SDK copies its list on every call). Never modified.
-var publishedVersions = mcp.SupportedProtocolVersions()
-
 // initializeVersion is the protocol version the client asked for in initialize, bounded; empty
 // without initialize (protocol 2026-07-28 and later).
 func initializeVersion(ss *mcp.ServerSession) string {
 	if p := ss.InitializeParams(); p != nil {
-		return bounded(p.ProtocolVersion, publishedVersions) // as the client sent it
+		return bounded(p.ProtocolVersion, sdkfix.PublishedVersions) // as the client sent it
 	}
 	return ""
 }
@@ -75,7 +72,7 @@ func requestVersion(req mcp.Request) string {
 		return ""
 	}
 	if v, ok := p.GetMeta()[mcp.MetaKeyProtocolVersion].(string); ok {
-		return bounded(v, publishedVersions)
+		return bounded(v, sdkfix.PublishedVersions)
 	}
 	return ""
 }

@@ -1,8 +1,6 @@
 package mcpserver
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 )
@@ -62,26 +60,4 @@ func (r endReason) describe(idle time.Duration) string {
 		return fmt.Sprintf("unused for %v", idle)
 	}
 	return r.String()
-}
-
-// sessionName is the name an HTTP session goes by outside the MCP layer: in reaper's logs and errors,
-// its state directory and `reaper ps`. It is not the Mcp-Session-Id itself, which is the session's
-// only credential where HTTP runs without a token on loopback, and must not end up in logs: it is
-// "mcp-" and the first 12 hex digits of the id's SHA-256, which the client that holds the id can
-// compute (printf %s "$ID" | sha256sum | cut -c1-12) and nobody can turn back into the id.
-func sessionName(id string) string {
-	return "mcp-" + digest(id)
-}
-
-// workspaceName is the name a workspace goes by outside the MCP layer, as sessionName is an HTTP
-// session's: "ws-" and the first 12 hex digits of its handle's SHA-256. The handle is the workspace's
-// credential (with the caller's identity) and never appears in logs.
-func workspaceName(handle string) string {
-	return "ws-" + digest(handle)
-}
-
-// digest is the first 12 hex digits of s's SHA-256.
-func digest(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:6])
 }

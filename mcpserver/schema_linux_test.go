@@ -87,7 +87,7 @@ func TestToolSchemasKeepValidation(t *testing.T) {
 
 // TestResultsMatchOutputSchemas calls every tool of both protocol eras, as a client does, and
 // validates each structured result against the output schema that tools/list advertised for the
-// tool: the SDK does not check the results against it (see structured), and a client that validates
+// tool: the SDK does not check the results against it (see addTool), and a client that validates
 // results must find them true.
 func TestResultsMatchOutputSchemas(t *testing.T) {
 	_, url := serveWith(t, Options{}, HTTPOptions{Unauthenticated: true})

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -105,26 +106,16 @@ func New(opts Options) (*Server, error) {
 	if opts.IdleTimeout < 0 || opts.KeepAlive < 0 || opts.MaxWorkspaces < 0 || opts.MaxSessions < 0 || opts.MaxSessionsPerIdentity < 0 || opts.MaxCallBytes < 0 {
 		return nil, errors.New("mcpserver: Options.IdleTimeout, KeepAlive, MaxWorkspaces, MaxSessions, MaxSessionsPerIdentity and MaxCallBytes must not be negative")
 	}
-	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
+	opts.IdleTimeout = cmp.Or(opts.IdleTimeout, DefaultIdleTimeout)
+	opts.MaxWorkspaces = cmp.Or(opts.MaxWorkspaces, DefaultMaxWorkspaces)
+	opts.MaxSessions = cmp.Or(opts.MaxSessions, DefaultMaxSessions)
+	opts.MaxSessionsPerIdentity = cmp.Or(opts.MaxSessionsPerIdentity, opts.MaxSessions)
+	opts.MaxCallBytes = cmp.Or(opts.MaxCallBytes, DefaultMaxCallBytes)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
-	}
-	if opts.MaxWorkspaces == 0 {
-		opts.MaxWorkspaces = DefaultMaxWorkspaces
-	}
-	if opts.MaxSessions == 0 {
-		opts.MaxSessions = DefaultMaxSessions
-	}
-	if opts.MaxSessionsPerIdentity == 0 {
-		opts.MaxSessionsPerIdentity = opts.MaxSessions
-	}
-	if opts.MaxCallBytes == 0 {
-		opts.MaxCallBytes = DefaultMaxCallBytes
 	}
 	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session), reserved: make(map[string][]*ticket),
 		limits: messageLimits{callBytes: opts.MaxCallBytes}}

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -123,13 +125,19 @@ func newSession(k key, ss *mcp.ServerSession, owner string) *session {
 	return st
 }
 
-// name is the name the session goes by outside the MCP layer (see sessionName).
+// name is the name the session goes by outside the MCP layer: in reaper's logs and errors, its state
+// directory and `reaper ps`. An HTTP session's is "mcp-", a workspace's "ws-", then the first 12 hex
+// digits of the SHA-256 of its Mcp-Session-Id or handle, never the id or handle itself: that is the
+// session's credential (with the caller's identity; alone where HTTP runs without a token on
+// loopback) and must not end up in logs. The client that holds it can compute the name (printf %s
+// "$ID" | sha256sum | cut -c1-12); nobody can turn the name back into it. A stdio session's is random.
 func (st *session) name() string {
+	sum := sha256.Sum256([]byte(st.key.id))
 	switch st.key.kind {
 	case kindHTTP:
-		return sessionName(st.key.id)
+		return "mcp-" + hex.EncodeToString(sum[:6])
 	case kindWorkspace:
-		return workspaceName(st.key.id)
+		return "ws-" + hex.EncodeToString(sum[:6])
 	}
 	return "stdio-" + rand.Text()[:12]
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cgreaper/reaper/reaper"
@@ -74,13 +73,7 @@ func (s *Server) outputResult(ti reaper.TaskInfo, c reaper.Chunk, lines bool) (T
 		OutputBytes: c.Total, OutputFile: ti.File.Path, FileMissingBytes: ti.File.Missing, Input: ti.Input,
 		Processes: ti.Processes,
 	}
-	var b strings.Builder
-	b.Grow(len(c.Text) + 512)
-	b.WriteString(c.Text) // a line in it stands for skipped bytes
-	if c.Text != "" && !strings.HasSuffix(c.Text, "\n") {
-		b.WriteByte('\n')
-	}
-	note := func(format string, args ...any) { fmt.Fprintf(&b, "["+format+"]\n", args...) }
+	b, note := notedText(c.Text) // a line in the text stands for skipped bytes
 	switch {
 	case c.Stopped != "":
 		note("%d line(s); the search stopped at %s: %d more bytes after byte %d not searched: call task_output again to continue there, or use a narrower pattern", c.Lines, c.Stopped, c.Pending, c.Next)
@@ -94,11 +87,7 @@ func (s *Server) outputResult(ti reaper.TaskInfo, c reaper.Chunk, lines bool) (T
 	if ti.Status.Terminal() {
 		out.ExitCode = ptr(ti.ExitCode)
 		note("task %s %s, exit code %d", ti.ID, ti.Status, ti.ExitCode)
-		lim := s.sessionLimits()
-		if ti.OOMKilled {
-			note("%s", oomText(lim.memoryMax))
-		}
-		for _, hit := range hitsTexts(ti.Hits, lim, "task") {
+		for _, hit := range limitTexts(ti.OOMKilled, ti.Hits, s.sessionLimits(), "task") {
 			note("%s", hit)
 		}
 	} else {

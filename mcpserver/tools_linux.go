@@ -272,11 +272,11 @@ func budgetText(l reaper.Limits, the string) string {
 func (s *Server) addTools(l reaper.Limits) {
 	t := taskTools(l, s.maxOutput, scope{in: "this session", the: "the session",
 		ends: fmt.Sprintf(" (over HTTP, also after %v without requests)", s.opts.IdleTimeout)})
-	addTool[BashOutput](s.mcp, t.bash, structured(inSession(s, s.bash)))
-	addTool[TaskOutput](s.mcp, t.output, structured(inSession(s, s.taskOutput)))
-	addTool[TaskStopOutput](s.mcp, t.stop, structured(inSession(s, s.taskStop)))
-	addTool[TaskListOutput](s.mcp, t.list, structured(inSession(s, s.taskList)))
-	addTool[WriteStdinOutput](s.mcp, t.input, structured(inSession(s, s.writeStdin)))
+	addTool(s.mcp, t.bash, inSession(s, s.bash))
+	addTool(s.mcp, t.output, inSession(s, s.taskOutput))
+	addTool(s.mcp, t.stop, inSession(s, s.taskStop))
+	addTool(s.mcp, t.list, inSession(s, s.taskList))
+	addTool(s.mcp, t.input, inSession(s, s.writeStdin))
 }
 
 // inSession adapts a tool handler that acts on a session to the session era: the session is the one
@@ -333,18 +333,15 @@ func (s *Server) taskStop(ctx context.Context, req *mcp.CallToolRequest, st *ses
 // stopText says what task_stop did to ti, ending killed processes, and where its output is.
 func stopText(ti reaper.TaskInfo, killed int) string {
 	var b strings.Builder
+	what, ended := "Task", "had ended"
 	switch {
-	case !ti.Background:
-		fmt.Fprintf(&b, "Command %s had exited (%s, exit code %d); ", ti.ID, ti.Status, ti.ExitCode)
-		if killed == 0 {
-			b.WriteString("nothing it started was running.")
-		} else {
-			fmt.Fprintf(&b, "%d process(es) it left running ended.", killed)
-		}
-	case ti.Status == reaper.Killed:
+	case ti.Background && ti.Status == reaper.Killed:
 		fmt.Fprintf(&b, "Task %s stopped; %d process(es) ended.", ti.ID, killed)
+	case !ti.Background:
+		what, ended = "Command", "had exited"
+		fallthrough
 	default:
-		fmt.Fprintf(&b, "Task %s had ended (%s, exit code %d); ", ti.ID, ti.Status, ti.ExitCode)
+		fmt.Fprintf(&b, "%s %s %s (%s, exit code %d); ", what, ti.ID, ended, ti.Status, ti.ExitCode)
 		if killed == 0 {
 			b.WriteString("nothing it started was running.")
 		} else {

@@ -127,29 +127,29 @@ func (s *Server) addWorkspaceTools(l reaper.Limits) {
 	for _, tool := range t.all() {
 		tool.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + tool.Description
 	}
-	addTool[BashOutput](s.ws, t.bash, structured(inWorkspace[WorkspaceBashInput](s, s.bash)), needsWorkspace(t.bash.Name))
-	addTool[TaskOutput](s.ws, t.output, structured(inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput)), needsWorkspace(t.output.Name))
-	addTool[TaskStopOutput](s.ws, t.stop, structured(inWorkspace[WorkspaceTaskStopInput](s, s.taskStop)), needsWorkspace(t.stop.Name))
-	addTool[TaskListOutput](s.ws, t.list, structured(inWorkspace[WorkspaceTaskListInput](s, s.taskList)), needsWorkspace(t.list.Name))
-	addTool[WriteStdinOutput](s.ws, t.input, structured(inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin)), needsWorkspace(t.input.Name))
-	addTool[WorkspaceOpenOutput](s.ws, &mcp.Tool{
+	addTool(s.ws, t.bash, inWorkspace[WorkspaceBashInput](s, s.bash), needsWorkspace)
+	addTool(s.ws, t.output, inWorkspace[WorkspaceTaskOutputInput](s, s.taskOutput), needsWorkspace)
+	addTool(s.ws, t.stop, inWorkspace[WorkspaceTaskStopInput](s, s.taskStop), needsWorkspace)
+	addTool(s.ws, t.list, inWorkspace[WorkspaceTaskListInput](s, s.taskList), needsWorkspace)
+	addTool(s.ws, t.input, inWorkspace[WorkspaceWriteStdinInput](s, s.writeStdin), needsWorkspace)
+	addTool(s.ws, &mcp.Tool{
 		Name: "workspace_open",
 		Description: fmt.Sprintf(`Open a workspace and return its handle: pass it as workspace to bash, task_output, task_stop, task_list, write_stdin and workspace_close.
 A workspace keeps a working directory and background tasks across calls, as a shell session does. Its lease is %v: every call that names it renews the lease, and a call in progress holds it; unused for that long, it expires. When it is closed (workspace_close), expires, or the server stops, everything it started is killed, background tasks and escaped or detached processes included.
 A workspace belongs to the identity that opened it (the bearer token's): no other identity can use, list or close it. At most %d workspaces are open at once per identity.
 No notifications come between calls: wait for a background task with task_output block=true.`, lease, s.opts.MaxWorkspaces),
 		Annotations: &mcp.ToolAnnotations{Title: "Open a workspace"},
-	}, structured(s.workspaceOpen))
-	addTool[WorkspaceCloseOutput](s.ws, &mcp.Tool{
+	}, s.workspaceOpen)
+	addTool(s.ws, &mcp.Tool{
 		Name:        "workspace_close",
 		Description: fmt.Sprintf("Close a workspace now: every process it started, background tasks and escaped or detached processes included, gets %s; the handle is unusable at once. Answers within a second, closed or still closing.", graceText(l.Grace)),
 		Annotations: &mcp.ToolAnnotations{Title: "Close a workspace", DestructiveHint: ptr(true), IdempotentHint: true},
-	}, structured(s.workspaceClose), needsWorkspace("workspace_close"))
-	addTool[WorkspaceListOutput](s.ws, &mcp.Tool{
+	}, s.workspaceClose, needsWorkspace)
+	addTool(s.ws, &mcp.Tool{
 		Name:        "workspace_list",
 		Description: fmt.Sprintf("List the caller's open workspaces: handle, when opened and last used, when the lease (%v) runs out, working directory, running background tasks.", lease),
 		Annotations: &mcp.ToolAnnotations{Title: "List your workspaces", ReadOnlyHint: true},
-	}, structured(s.workspaceList))
+	}, s.workspaceList)
 }
 
 // workspaceArgs are the arguments of a tool that acts on a workspace: the handle, and the tool's
@@ -281,19 +281,17 @@ func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ 
 	return text(b.String()), out, nil
 }
 
-// needsWorkspace returns the check (see addTool) of a call of the tool name, which acts on a
-// workspace: without a handle it is refused with an error that says how to get one, before the
-// validation would refuse it with an error that does not. It runs in the tool's handler, not in
-// middleware, so that its result is the SDK's like any tool's (with the resultType 2026-07-28
-// clients require: the MCP Inspector refused a result without one). go-sdk v1.8.0 gives a result made
-// in middleware none (modelcontextprotocol/go-sdk#1225, fixed after it by PR #1226).
-func needsWorkspace(name string) func(json.RawMessage) error {
-	return func(args json.RawMessage) error {
-		if namesWorkspace(args) {
-			return nil
-		}
-		return fmt.Errorf("%s needs the workspace argument: call workspace_open first and pass the handle it returns as workspace", name)
+// needsWorkspace is the check (see addTool) of a call of the tool name, which acts on a workspace:
+// without a handle it is refused with an error that says how to get one, before the validation
+// would refuse it with an error that does not. It runs in the tool's handler, not in middleware, so
+// that its result is the SDK's like any tool's (with the resultType 2026-07-28 clients require: the
+// MCP Inspector refused a result without one). go-sdk v1.8.0 gives a result made in middleware none
+// (modelcontextprotocol/go-sdk#1225, fixed after it by PR #1226).
+func needsWorkspace(name string, args json.RawMessage) error {
+	if namesWorkspace(args) {
+		return nil
 	}
+	return fmt.Errorf("%s needs the workspace argument: call workspace_open first and pass the handle it returns as workspace", name)
 }
 
 // namesWorkspace reports whether a call's arguments have a workspace other than "" (of any type: the

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -157,7 +158,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 			fmt.Fprintf(w, " %s", kind)
 		}
 		fmt.Fprintln(w)
-		if !isZeroDefault(f.DefValue) {
+		if !slices.Contains([]string{"", "0", "0s", "false"}, f.DefValue) { // a default worth printing
 			usage += " (default " + f.DefValue + ")"
 		}
 		usage += " [$" + envName(f.Name) + "]"
@@ -165,15 +166,6 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "        %s\n", line)
 		}
 	})
-}
-
-// isZeroDefault reports whether a flag's default says nothing worth printing.
-func isZeroDefault(v string) bool {
-	switch v {
-	case "", "0", "0s", "false":
-		return true
-	}
-	return false
 }
 
 // wrap breaks s into lines of at most width bytes at spaces (a longer word stays whole).

@@ -7,11 +7,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cgreaper/reaper/cgroup"
+	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/mcpserver"
@@ -23,24 +26,18 @@ const defaultHTTPAddr = "127.0.0.1:8765"
 
 // serveConfig is what the serve command's flags and environment set.
 type serveConfig struct {
-	runtimeDir  string // $XDG_RUNTIME_DIR (see reaper.Options.RuntimeDir)
+	contained
 	http        string
 	token       string
 	tokenFile   string
 	idleTimeout time.Duration
 	keepalive   time.Duration
-	grace       time.Duration
 	bgTimeout   time.Duration
 	maxTasks    int
 	maxOutput   int
 	outBudget   byteSize
 	outTotal    byteSize
 	maxWS       int
-	containment string
-	pidNS       string
-	privateTmp  bool
-	cgroupRoot  string
-	stateDir    string
 	user        string
 	// tokenOnCommandLine is set when --token was given as an argument, not from the environment.
 	tokenOnCommandLine bool
@@ -90,8 +87,8 @@ Flags:
 
 // parseServe parses the serve command's arguments and environment.
 func parseServe(args []string, getenv func(string) string) (serveConfig, error) {
-	c := serveConfig{runtimeDir: getenv("XDG_RUNTIME_DIR")}
-	fs := newFlagSet("serve")
+	var c serveConfig
+	fs := c.flagSet("serve", "session", getenv)
 	fs.StringVar(&c.http, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request (default: reaper's own, kept in the file \""+instance.TokenFile+"\" of the state directory, made on first use)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
@@ -112,11 +109,7 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	fs.Var(&c.outBudget, "output-budget", "disk space (`size`: bytes, or with K, M, G as powers of 1024) the files that keep a session's whole output may take together, in the state directory (usually a tmpfs: memory); at the limit the oldest finished commands' files go first, then a command's own output keeps its head and tail")
 	fs.Var(&c.outTotal, "output-budget-total", "disk space (`size`) the output files of all sessions may take together, so that many sessions cannot fill the state directory (default: a quarter of its file system, at least --output-budget); at the limit each session first loses its oldest finished commands' files, then its commands' output keeps its head and tail")
 	fs.IntVar(&c.maxWS, "max-workspaces", mcpserver.DefaultMaxWorkspaces, "most workspaces (MCP 2026-07-28 over HTTP) open at once per identity")
-	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
-	pidNamespaceFlag(fs, &c.pidNS, "session")
-	privateTmpFlag(fs, &c.privateTmp, "session")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which sessions' slices are created, made with its missing parents; if it cannot be used reaper exits (default: a child \"reaper\" of reaper's own cgroup, with process containment as the fallback)")
-	stateDirFlag(fs, &c.stateDir)
 	fs.StringVar(&c.user, "user", "", "run tasks as `USER[:GROUP]` (a name or an id), with the user's groups and HOME, no capabilities and no_new_privs, instead of reaper's own user; reaper must be root")
 	fs.StringVar(&c.admin, "admin", "", "serve /healthz, /readyz and /metrics at http://`ADDR` (off by default). Loopback only, unless an admin token is set: then any address, with /healthz and /readyz's status open to all and /metrics (and, off loopback, /readyz's explanation) requiring the token")
 	fs.StringVar(&c.adminToken, "admin-token", "", "bearer `token` that /metrics requires (not an MCP token: a scraper must not hold a credential that runs commands); needed for a non-loopback --admin")
@@ -165,27 +158,70 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	if _, err := newLogger(io.Discard, c.logFormat, c.logLevel); err != nil {
 		return c, err
 	}
-	if _, err := reaper.ParseContainment(c.containment); err != nil {
-		return c, err
-	}
-	if _, err := reaper.ParsePIDNamespace(c.pidNS); err != nil {
-		return c, err
-	}
-	return c, nil
+	return c, c.check()
 }
 
 // minOutputBudget is the smallest --output-budget: room for a head, a line and a tail.
 const minOutputBudget = 64 << 10
 
-// pidNamespaceFlag defines --pid-namespace, which serve and run share; what names what gets one (a
-// session, the job).
-func pidNamespaceFlag(fs *flag.FlagSet, p *string, what string) {
-	fs.StringVar(p, "pid-namespace", "auto", "auto, on or off: run each "+what+"'s processes in a PID namespace of its own, whose init is reaper's, so that the kernel kills them all if reaper dies by any cause, and ps inside shows only them (auto: where reaper can make one, as root or through an unprivileged user namespace)")
+// contained is what serve and run share of their configuration: how and where what they start is
+// contained. Each command defines --grace and --cgroup-root itself, in its own words.
+type contained struct {
+	runtimeDir  string // $XDG_RUNTIME_DIR (see reaper.Options.RuntimeDir)
+	grace       time.Duration
+	containment string
+	pidNS       string
+	privateTmp  bool
+	cgroupRoot  string
+	stateDir    string
 }
 
-// privateTmpFlag defines --private-tmp, which serve and run share; what names what gets one.
-func privateTmpFlag(fs *flag.FlagSet, p *bool, what string) {
-	fs.BoolVar(p, "private-tmp", false, "give each "+what+" an empty /tmp and /dev/shm of its own (a tmpfs in its PID namespace's mount namespace), which no other "+what+" sees and which go with it; needs PID namespaces")
+// flagSet returns the flag set of the command name with --containment, --pid-namespace,
+// --private-tmp and --state-dir, which serve and run share; what names what gets a slice, a PID
+// namespace and a /tmp (a session, the job).
+func (c *contained) flagSet(name, what string, getenv func(string) string) *flag.FlagSet {
+	c.runtimeDir = getenv("XDG_RUNTIME_DIR")
+	fs := newFlagSet(name)
+	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
+	fs.StringVar(&c.pidNS, "pid-namespace", "auto", "auto, on or off: run each "+what+"'s processes in a PID namespace of its own, whose init is reaper's, so that the kernel kills them all if reaper dies by any cause, and ps inside shows only them (auto: where reaper can make one, as root or through an unprivileged user namespace)")
+	fs.BoolVar(&c.privateTmp, "private-tmp", false, "give each "+what+" an empty /tmp and /dev/shm of its own (a tmpfs in its PID namespace's mount namespace), which no other "+what+" sees and which go with it; needs PID namespaces")
+	stateDirFlag(fs, &c.stateDir)
+	return fs
+}
+
+// check refuses a --containment or --pid-namespace that is none of their words.
+func (c *contained) check() error {
+	if _, err := reaper.ParseContainment(c.containment); err != nil {
+		return err
+	}
+	_, err := reaper.ParsePIDNamespace(c.pidNS)
+	return err
+}
+
+// options returns the reaper.Options the flags set, for a Reaper that logs to log and is guarded
+// through link, if it is: the guard shares the Reaper's cgroup and moves with it into a leaf (a
+// companion), and the Reaper announces its instance to it, on a pipe kept open for the last word
+// (see guard.Link.Clean). The flags must have been checked.
+func (c *contained) options(link guard.Link, log *slog.Logger) reaper.Options {
+	containment, _ := reaper.ParseContainment(c.containment)
+	pidNS, _ := reaper.ParsePIDNamespace(c.pidNS)
+	opts := reaper.Options{
+		Containment:  containment,
+		PIDNamespace: pidNS,
+		PrivateTmp:   c.privateTmp,
+		Cgroup:       cgroup.Options{Root: c.cgroupRoot},
+		RuntimeDir:   c.runtimeDir,
+		StateDir:     c.stateDir,
+		Grace:        &c.grace,
+		Logger:       log,
+	}
+	if link.Pid != 0 {
+		opts.Cgroup.Companions = []int{link.Pid}
+	}
+	if link.Announce != nil { // not a nil *os.File in the interface
+		opts.Announce = link.Announce
+	}
+	return opts
 }
 
 // adminTokenValue returns the admin token from --admin-token or the first line of --admin-token-file.

@@ -70,14 +70,10 @@ func (c *cpus) Set(s string) error {
 
 // byteText writes n bytes as --output-budget reads them.
 func byteText(n int64) string {
-	if n != 0 && n%(1<<30) == 0 {
-		return strconv.FormatInt(n>>30, 10) + "G"
-	}
-	if n != 0 && n%(1<<20) == 0 {
-		return strconv.FormatInt(n>>20, 10) + "M"
-	}
-	if n != 0 && n%(1<<10) == 0 {
-		return strconv.FormatInt(n>>10, 10) + "K"
+	for i, unit := range []string{"G", "M", "K"} {
+		if shift := 30 - 10*i; n != 0 && n%(1<<shift) == 0 {
+			return strconv.FormatInt(n>>shift, 10) + unit
+		}
 	}
 	return strconv.FormatInt(n, 10)
 }

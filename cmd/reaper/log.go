@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -55,13 +56,7 @@ func earlyLogger(w io.Writer, args []string, getenv func(string) string) *slog.L
 			level = value
 		}
 	}
-	if format == "" {
-		format = "text"
-	}
-	if level == "" {
-		level = "info"
-	}
-	log, err := newLogger(w, format, level)
+	log, err := newLogger(w, cmp.Or(format, "text"), cmp.Or(level, "info"))
 	if err != nil {
 		log, _ = newLogger(w, "text", "info")
 	}

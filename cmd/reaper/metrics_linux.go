@@ -14,10 +14,7 @@ import (
 // newMetrics makes the metrics, with every task status shown from the start; what a scrape cannot
 // collect goes to log (nil: nowhere).
 func newMetrics(version string, log *slog.Logger) *metrics.Metrics {
-	var statuses []string
-	for _, s := range []reaper.Status{reaper.Completed, reaper.Failed, reaper.Killed, reaper.TimedOut} {
-		statuses = append(statuses, string(s))
-	}
+	statuses := []string{string(reaper.Completed), string(reaper.Failed), string(reaper.Killed), string(reaper.TimedOut)}
 	return metrics.New(metrics.Options{Version: version, TaskStatuses: statuses, Logger: log})
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -32,29 +33,51 @@ Flags:
 
 // ps runs the ps command and returns the process's exit status.
 func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	var cgroupRoot, stateDir, containment string
-	var asJSON bool
-	fs := newFlagSet("ps")
-	fs.StringVar(&cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup the instances' slices are under (default: a child \"reaper\" of this process's cgroup)")
-	stateDirFlag(fs, &stateDir)
-	fs.StringVar(&containment, "containment", "auto", "auto or cgroup: look at slices, state directories and /proc; process: state directories and /proc only")
-	fs.BoolVar(&asJSON, "json", false, "print the listing as JSON")
+	var w where
+	fs := w.flagSet("ps", "auto or cgroup: look at slices, state directories and /proc; process: state directories and /proc only", "print the listing as JSON")
+	return look(fs, &w, psUsage, args, getenv, stdout, stderr, func(noCgroup bool) (inspect.Inspection, error) {
+		return inspect.Run(inspect.Options{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, NoCgroup: noCgroup})
+	}, func(in inspect.Inspection) { printPs(stdout, in) })
+}
+
+// where is where ps and sweep look for instances, and how they print what they find: their common
+// flags.
+type where struct {
+	cgroupRoot, stateDir, containment string
+	asJSON                            bool
+}
+
+// flagSet returns the flag set of the command name with the common flags, given the usage of
+// --containment and of --json.
+func (w *where) flagSet(name, containment, asJSON string) *flag.FlagSet {
+	fs := newFlagSet(name)
+	fs.StringVar(&w.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup the instances' slices are under (default: a child \"reaper\" of this process's cgroup)")
+	stateDirFlag(fs, &w.stateDir)
+	fs.StringVar(&w.containment, "containment", "auto", containment)
+	fs.BoolVar(&w.asJSON, "json", false, asJSON)
+	return fs
+}
+
+// look parses the command line of ps or sweep (fs, with w's flags), runs find (noCgroup for
+// --containment process), prints its report as JSON or with text, and returns the exit status: 1
+// when find failed, which is said on stderr after what it found.
+func look[R any](fs *flag.FlagSet, w *where, usage string, args []string, getenv func(string) string, stdout, stderr io.Writer, find func(noCgroup bool) (R, error), text func(R)) int {
 	err := parseFlags(fs, args, false, getenv)
 	var mode reaper.Containment
 	if err == nil {
-		mode, err = reaper.ParseContainment(containment)
+		mode, err = reaper.ParseContainment(w.containment)
 	}
-	if code := parsed("ps", psUsage, err, stdout, stderr, badUsage); code >= 0 {
+	if code := parsed(fs.Name(), usage, err, stdout, stderr, badUsage); code >= 0 {
 		return code
 	}
-	in, err := inspect.Run(inspect.Options{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, NoCgroup: mode == reaper.ContainProcess})
-	if asJSON {
-		writeJSON(stdout, in)
+	rep, err := find(mode == reaper.ContainProcess)
+	if w.asJSON {
+		writeJSON(stdout, rep)
 	} else {
-		printPs(stdout, in)
+		text(rep)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper ps: %v\n", err)
+		fmt.Fprintf(stderr, "reaper %s: %v\n", fs.Name(), err)
 		return 1
 	}
 	return 0

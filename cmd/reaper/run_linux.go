@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/job"
@@ -46,36 +45,26 @@ Flags:
 
 // runConfig is what the run command's flags and environment set.
 type runConfig struct {
-	runtimeDir      string // $XDG_RUNTIME_DIR (see reaper.Options.RuntimeDir)
-	grace           time.Duration
+	contained
 	timeout         time.Duration
 	quiet           bool
 	verbose         bool
 	report          string
 	failOnLeftovers bool
-	containment     string
-	pidNS           string
-	privateTmp      bool
-	cgroupRoot      string
-	stateDir        string
 	argv            []string
 }
 
 // parseRun parses the run command's arguments and environment.
 func parseRun(args []string, getenv func(string) string) (runConfig, error) {
-	c := runConfig{runtimeDir: getenv("XDG_RUNTIME_DIR")}
-	fs := newFlagSet("run")
+	var c runConfig
+	fs := c.flagSet("run", "job", getenv)
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL for what the command left, and after a forwarded INT or TERM (0: SIGKILL at once)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "end the whole job after this `duration` (SIGTERM, grace, kill) and exit 124 (0: no limit)")
 	fs.BoolVar(&c.quiet, "quiet", false, "do not name what was killed on stderr")
 	fs.BoolVar(&c.verbose, "verbose", false, "say on stderr how processes are contained, and log what reaper does")
 	fs.StringVar(&c.report, "report", "", "write what happened, the killed leftovers included, as JSON to `file`")
 	fs.BoolVar(&c.failOnLeftovers, "fail-on-leftovers", false, "exit 123 when the command succeeded but left processes running")
-	fs.StringVar(&c.containment, "containment", "auto", "auto, cgroup (require cgroup v2) or process (process groups and /proc walk only)")
-	pidNamespaceFlag(fs, &c.pidNS, "job")
-	privateTmpFlag(fs, &c.privateTmp, "job")
 	fs.StringVar(&c.cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup under which the job's slice is created (default: a child \"reaper\" of reaper's own cgroup)")
-	stateDirFlag(fs, &c.stateDir)
 	if err := parseFlags(fs, args, true, getenv); err != nil {
 		return c, err
 	}
@@ -86,13 +75,7 @@ func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 	case c.grace < 0, c.timeout < 0:
 		return c, errors.New("--grace and --timeout must not be negative")
 	}
-	if _, err := reaper.ParseContainment(c.containment); err != nil {
-		return c, err
-	}
-	if _, err := reaper.ParsePIDNamespace(c.pidNS); err != nil {
-		return c, err
-	}
-	return c, nil
+	return c, c.check()
 }
 
 // runCommand runs the run command and returns the process's exit status. Started by a user, it is
@@ -115,23 +98,11 @@ func runCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 	if c.verbose {
 		log = slog.New(slog.NewTextHandler(stderr, nil))
 	}
-	containment, _ := reaper.ParseContainment(c.containment)
-	pidNS, _ := reaper.ParsePIDNamespace(c.pidNS)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, handledSignals(job.ForwardedSignals...)...)
 	rep := job.Run(job.Config{
-		Argv: c.argv,
-		Options: reaper.Options{
-			Containment:  containment,
-			PIDNamespace: pidNS,
-			PrivateTmp:   c.privateTmp,
-			Cgroup:       cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
-			RuntimeDir:   c.runtimeDir,
-			StateDir:     c.stateDir,
-			Grace:        &c.grace,
-			Logger:       log,
-			Announce:     announce(link),
-		},
+		Argv:            c.argv,
+		Options:         c.options(link, log),
 		Timeout:         c.timeout,
 		Guard:           link,
 		Signals:         sigs,

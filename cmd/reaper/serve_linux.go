@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,23 +61,14 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	var r *reaper.Reaper
 	var srv *mcpserver.Server
 	if status == 0 {
-		r, srv, err = newServer(c, link, log, o)
-	}
-	if err == nil && status == 0 && a.own {
-		// Once the Reaper runs (its state directory is made and checked): a start that fails
-		// leaves nothing new behind.
-		if err = a.ownToken(c.stateDir); err != nil {
-			srv.Close(context.Background())
-			r.Close(context.Background())
+		if r, srv, err = newServer(c, &a, link, log, o); err != nil {
+			fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+			status = 1
 		}
 	}
-	if err != nil || status != 0 {
+	if status != 0 {
 		if ln != nil {
 			ln.Close()
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-			return 1
 		}
 		return status
 	}
@@ -156,36 +149,22 @@ func listen(c serveConfig, a httpAuth, stderr io.Writer) (net.Listener, int) {
 	return ln, 0
 }
 
-// newServer creates the Reaper and the MCP server on top of it. The Reaper announces itself to the
-// guard, if there is one.
-func newServer(c serveConfig, link guard.Link, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
-	containment, _ := reaper.ParseContainment(c.containment)
-	pidNS, _ := reaper.ParsePIDNamespace(c.pidNS)
-	var u *reaper.User
+// newServer creates the Reaper and the MCP server on top of it, then reads (or makes) reaper's own
+// token if a is to use it: once the Reaper runs, its state directory made and checked, so that a
+// start that fails leaves nothing new behind. The Reaper announces itself to the guard, if there is
+// one.
+func newServer(c serveConfig, a *httpAuth, link guard.Link, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
+	opts := c.options(link, log)
 	if c.user != "" {
 		var err error
-		if u, err = lookupUser(c.user); err != nil {
+		if opts.User, err = lookupUser(c.user); err != nil {
 			return nil, nil, err
 		}
 	}
-	opts := reaper.Options{
-		User:              u,
-		Containment:       containment,
-		PIDNamespace:      pidNS,
-		PrivateTmp:        c.privateTmp,
-		Cgroup:            cgroup.Options{Root: c.cgroupRoot, Companions: companions(link)},
-		RuntimeDir:        c.runtimeDir,
-		StateDir:          c.stateDir,
-		Grace:             &c.grace,
-		BackgroundTimeout: c.bgTimeout,
-		MaxTasks:          c.maxTasks,
-		OutputBudget:      int64(c.outBudget),
-		TotalOutputBudget: int64(c.outTotal),
-		SessionLimits:     cgroup.Limits{MemoryMax: int64(c.memoryMax), PidsMax: c.pidsMax, CPUs: float64(c.cpuMax)},
-		Logger:            log,
-		Observer:          o.reaperObserver(),
-	}
-	opts.Announce = announce(link)
+	opts.BackgroundTimeout, opts.MaxTasks = c.bgTimeout, c.maxTasks
+	opts.OutputBudget, opts.TotalOutputBudget = int64(c.outBudget), int64(c.outTotal)
+	opts.SessionLimits = cgroup.Limits{MemoryMax: int64(c.memoryMax), PidsMax: c.pidsMax, CPUs: float64(c.cpuMax)}
+	opts.Observer = o.reaperObserver()
 	r, err := reaper.New(opts)
 	if err != nil {
 		return nil, nil, err
@@ -205,6 +184,11 @@ func newServer(c serveConfig, link guard.Link, log *slog.Logger, o *ops) (*reape
 		Logger:                 log,
 		Observer:               o.mcpObserver(),
 	})
+	if err == nil && a.own {
+		if err = a.ownToken(c.stateDir); err != nil {
+			srv.Close(context.Background())
+		}
+	}
 	if err != nil {
 		r.Close(context.Background())
 		return nil, nil, err
@@ -348,11 +332,12 @@ func (a httpAuth) text() string {
 	case a.tokenPath != "":
 		return "bearer token required: reaper's own, in " + a.tokenPath + " (readable by reaper's user only); clients send \"Authorization: Bearer <its content>\""
 	}
-	ids := map[string]bool{}
-	for _, id := range a.tokens {
-		ids[id] = true
-	}
-	return fmt.Sprintf("bearer token required (%d identities)", len(ids))
+	return fmt.Sprintf("bearer token required (%d identities)", identities(a.tokens))
+}
+
+// identities counts the identities tokens stand for.
+func identities(tokens map[string]string) int {
+	return len(slices.Compact(slices.Sorted(maps.Values(tokens))))
 }
 
 // warning is what /readyz adds to its explanation; empty unless clients need no token.
@@ -369,31 +354,8 @@ func (c serveConfig) sessionsPerIdentity() int {
 	if c.maxSessionsPerID > 0 {
 		return c.maxSessionsPerID
 	}
-	tokens, _ := c.tokens()
-	ids := map[string]bool{}
-	for _, id := range tokens {
-		ids[id] = true
-	}
-	if len(ids) <= 1 && !c.insecureNoAuth {
+	if tokens, _ := c.tokens(); identities(tokens) <= 1 && !c.insecureNoAuth {
 		return c.maxSessions
 	}
 	return max(c.maxSessions/4, 1)
-}
-
-// companions are the processes that share the server's cgroup and move with it into a leaf: its
-// guard.
-func companions(link guard.Link) []int {
-	if link.Pid == 0 {
-		return nil
-	}
-	return []int{link.Pid}
-}
-
-// announce is where the server announces its instance to its guard (reaper.Options.Announce), kept
-// open for the last word (see guard.Link.Clean); nil without a guard.
-func announce(link guard.Link) io.Writer {
-	if link.Announce == nil {
-		return nil
-	}
-	return link.Announce
 }

@@ -27,33 +27,13 @@ Flags:
 
 // sweepCommand runs the sweep command and returns the process's exit status.
 func sweepCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	var cgroupRoot, stateDir, containment string
-	var dryRun, asJSON bool
-	fs := newFlagSet("sweep")
-	fs.StringVar(&cgroupRoot, "cgroup-root", "", "absolute `path` of the cgroup the instances' slices are under (default: a child \"reaper\" of this process's cgroup)")
-	stateDirFlag(fs, &stateDir)
-	fs.StringVar(&containment, "containment", "auto", "auto or cgroup: look for slices and state directories; process: state directories only")
+	var w where
+	var dryRun bool
+	fs := w.flagSet("sweep", "auto or cgroup: look for slices and state directories; process: state directories only", "print the report as JSON")
 	fs.BoolVar(&dryRun, "dry-run", false, "list what would be killed and removed, and do neither")
-	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	err := parseFlags(fs, args, false, getenv)
-	var mode reaper.Containment
-	if err == nil {
-		mode, err = reaper.ParseContainment(containment)
-	}
-	if code := parsed("sweep", sweepUsage, err, stdout, stderr, badUsage); code >= 0 {
-		return code
-	}
-	rep, err := sweep.Run(sweep.Options{Cgroup: cgroup.Options{Root: cgroupRoot}, StateDir: stateDir, DryRun: dryRun, NoCgroup: mode == reaper.ContainProcess})
-	if asJSON {
-		writeJSON(stdout, rep)
-	} else {
-		printSweep(stdout, rep, dryRun)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "reaper sweep: %v\n", err)
-		return 1
-	}
-	return 0
+	return look(fs, &w, sweepUsage, args, getenv, stdout, stderr, func(noCgroup bool) (sweep.Report, error) {
+		return sweep.Run(sweep.Options{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, DryRun: dryRun, NoCgroup: noCgroup})
+	}, func(rep sweep.Report) { printSweep(stdout, rep, dryRun) })
 }
 
 func printSweep(w io.Writer, rep sweep.Report, dryRun bool) {

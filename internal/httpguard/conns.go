@@ -41,15 +41,9 @@ const (
 // Limit returns ln with its connections bounded by lim. Serve it with a server from NewServer, whose
 // ConnContext lets Authenticated find a request's connection.
 func Limit(ln net.Listener, lim ConnLimits) net.Listener {
-	if lim.Total <= 0 {
-		lim.Total = DefaultMaxConns
-	}
-	if lim.Unauthenticated <= 0 {
-		lim.Unauthenticated = DefaultMaxUnauthenticated
-	}
-	if lim.PerPeer <= 0 {
-		lim.PerPeer = DefaultMaxUnauthenticatedPerPeer
-	}
+	lim.Total = orDefault(lim.Total, DefaultMaxConns)
+	lim.Unauthenticated = orDefault(lim.Unauthenticated, DefaultMaxUnauthenticated)
+	lim.PerPeer = orDefault(lim.PerPeer, DefaultMaxUnauthenticatedPerPeer)
 	return &limitedListener{Listener: ln, lim: lim, peers: map[string]int{}}
 }
 

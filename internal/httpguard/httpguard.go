@@ -51,27 +51,23 @@ const (
 
 // NewServer returns a server for h with the bounds of opts.
 func NewServer(h http.Handler, opts Options) *http.Server {
-	if opts.ReadHeaderTimeout <= 0 {
-		opts.ReadHeaderTimeout = DefaultReadHeaderTimeout
-	}
-	if opts.MaxHeaderBytes <= 0 {
-		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if opts.BodyTimeout <= 0 {
-		opts.BodyTimeout = DefaultBodyTimeout
-	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
 	return &http.Server{
-		Handler:           BodyDeadline(h, opts.BodyTimeout),
-		ReadHeaderTimeout: opts.ReadHeaderTimeout,
-		MaxHeaderBytes:    opts.MaxHeaderBytes,
-		IdleTimeout:       opts.IdleTimeout,
+		Handler:           BodyDeadline(h, orDefault(opts.BodyTimeout, DefaultBodyTimeout)),
+		ReadHeaderTimeout: orDefault(opts.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		MaxHeaderBytes:    orDefault(opts.MaxHeaderBytes, DefaultMaxHeaderBytes),
+		IdleTimeout:       orDefault(opts.IdleTimeout, DefaultIdleTimeout),
 		WriteTimeout:      opts.WriteTimeout,
 		ErrorLog:          opts.ErrorLog,
 		ConnContext:       connContext,
 	}
+}
+
+// orDefault is v, or def where v is not positive.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // BodyDeadline gives every request with a body d to send it, from when next is called (just after

@@ -18,23 +18,24 @@ import (
 // mcpserver's front), so a request the SDK would refuse must be refused before that. Waits for the
 // front itself to go (see the package doc); delete this, and its call, with it.
 func CheckVersion(w http.ResponseWriter, r *http.Request) bool {
-	v := r.Header.Get(protocolVersionHeader)
-	if v == "" || v >= firstSessionlessVersion || slices.Contains(publishedVersions, v) {
+	v := r.Header.Get(ProtocolVersionHeader)
+	if v == "" || v >= FirstSessionlessVersion || slices.Contains(PublishedVersions, v) {
 		return true
 	}
 	http.Error(w, fmt.Sprintf("Bad Request: Unsupported protocol version %q", v), http.StatusBadRequest)
 	return false
 }
 
-const protocolVersionHeader = "Mcp-Protocol-Version"
+// ProtocolVersionHeader is the HTTP header that names a request's protocol version.
+const ProtocolVersionHeader = "Mcp-Protocol-Version"
 
-// firstSessionlessVersion is the protocol version from which the SDK lets any version through its
-// header check (it answers those requests itself).
-const firstSessionlessVersion = "2026-07-28"
+// FirstSessionlessVersion is the first protocol version without sessions, from which the SDK lets
+// any version through its header check (it answers those requests itself).
+const FirstSessionlessVersion = "2026-07-28"
 
-// publishedVersions are the protocol versions the SDK speaks, read once: the SDK copies its list on
+// PublishedVersions are the protocol versions the SDK speaks, read once: the SDK copies its list on
 // every call, and every request looks at it. Never modified.
-var publishedVersions = mcp.SupportedProtocolVersions()
+var PublishedVersions = mcp.SupportedProtocolVersions()
 
 // AnswerSetLevel answers a sessionless logging/setLevel request (method, with the request's id as it
 // stands in its text) that carries no io.modelcontextprotocol/protocolVersion in its _meta with an
@@ -64,11 +65,11 @@ func AnswerSetLevel(w http.ResponseWriter, r *http.Request, method string, id []
 	if json.Unmarshal(body, &req) != nil || req.Params.Meta[mcp.MetaKeyProtocolVersion] != nil {
 		return false
 	}
-	answer, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "result": struct{}{}})
-	if err != nil {
+	answer := answerLine(id, "result", struct{}{})
+	if answer == nil {
 		return false // an id that is not JSON after all: the SDK refuses the request
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(append(answer, '\n'))
+	w.Write(answer)
 	return true
 }

@@ -13,26 +13,10 @@ import (
 )
 
 // The stdio transport: mcp.IOTransport with three changes, each for something the SDK's does that
-// reaper cannot live with.
-//
-//  1. Framing (lines.go). The SDK reads its input with one streaming JSON decoder and ends the whole
-//     connection at the first line it cannot decode or that is over MaxLineLength: one bad line
-//     from a client, or one over reaper's limits, and the session ends and every process it started
-//     is killed. Here each line is read whole, measured against the caller's Limits as it comes
-//     (without keeping more of an over-long one than the largest message may be), checked for a
-//     JSON-RPC envelope, and either handed to the SDK or answered with a JSON-RPC error that says
-//     why (a notification over the limits gets none); the connection goes on, as the HTTP handler's
-//     does. Waits for: modelcontextprotocol/go-sdk#1209 (a malformed frame ends the session; PR
-//     #1210 answers -32700 and reads on) and #984 (a bound on a frame's size, PR #985 closed); a
-//     refusal by size that still answers, and a hook for the caller's own bounds, are filed nowhere.
-//     Delete lines.go, and NewStdio's reader, when the SDK reads on after both.
-//  2. The end of the input (inputend.go). When its reader sees the end, the SDK's connection refuses
-//     every write from then on, so the answers to requests read just before the end are dropped
-//     (an initialize piped into reaper serve was answered 14 times in 20). Here the end is held back
-//     until those requests are answered, or EndWait at the latest. Waits for:
-//     modelcontextprotocol/go-sdk#1061 (PR #1067 lets writes drain after a read EOF); delete
-//     inputend.go when it lands, and keep Ended from the SDK's own end of the input.
-//  3. Responses written around their results (respond.go): a per-call cost, see there.
+// reaper cannot live with, each said, with what it waits for, in its own file: the framing
+// (lines.go: a bad or over-long line is answered and dropped, where the SDK ends the connection),
+// the end of the input (inputend.go: the answers to the requests read before it are written), and
+// responses written around their results (respond.go: a per-call cost).
 
 // Limits are the bounds each line is held to before the SDK decodes it.
 type Limits interface {
@@ -97,7 +81,11 @@ func (t *Stdio) Connect(ctx context.Context) (mcp.Connection, error) {
 func (t *Stdio) Ended() context.Context { return t.input.ended }
 
 // EndedAt returns when the input ended; zero while it has not.
-func (t *Stdio) EndedAt() time.Time { return t.input.endedAt() }
+func (t *Stdio) EndedAt() time.Time {
+	t.input.mu.Lock()
+	defer t.input.mu.Unlock()
+	return t.input.at
+}
 
 // lockedWriter serialises writes: the SDK writes each message with one Write under its own lock, and
 // the refusals of lines come from the reading goroutine.
@@ -120,13 +108,16 @@ func ErrorLine(id []byte, code int, msg string) []byte {
 	if id == nil {
 		return nil
 	}
-	b, err := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      json.RawMessage(id),
-		"error":   map[string]any{"code": code, "message": msg},
-	})
+	return answerLine(id, "error", map[string]any{"code": code, "message": msg})
+}
+
+// answerLine returns the JSON-RPC response to the request with id (as it stands in its text) whose
+// member key ("result" or "error") is v, with its newline; nil for an id that is not valid JSON
+// after all, which gets no answer.
+func answerLine(id []byte, key string, v any) []byte {
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), key: v})
 	if err != nil {
-		return nil // an id that is not valid JSON after all: no answer
+		return nil
 	}
 	return append(b, '\n')
 }
