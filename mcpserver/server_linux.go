@@ -237,6 +237,16 @@ func (s *Server) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	// Every session has ended and its calls' answers are on their way. A stdio client has
+	// StdioCloseGrace to take them; then writing stops, so that one that stopped reading cannot
+	// hold the SDK's close of its session below, which waits for them, nor reaper's exit.
+	s.mu.Lock()
+	for _, st := range all {
+		if st.input != nil {
+			st.input.GiveUpAfter(StdioCloseGrace)
+		}
+	}
+	s.mu.Unlock()
 	for _, srv := range []*mcp.Server{s.mcp, s.ws} {
 		for ss := range srv.Sessions() {
 			ss.Close()

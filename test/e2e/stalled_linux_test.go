@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,5 +95,54 @@ func TestStalledReader(t *testing.T) {
 	}
 	if strings.Contains(p.stderr.String(), "panic") {
 		t.Errorf("reaper panicked:\n%s", p.stderr)
+	}
+}
+
+// TestStalledStdioReader: a stdio client that stops reading reaper's output (its pipe full with a
+// tool call's answer) still ends its session by closing reaper's input, whose processes die and
+// reaper exits within a few seconds, and, without closing it, by one SIGTERM.
+func TestStalledStdioReader(t *testing.T) {
+	for _, end := range []string{"eof", "sigterm"} {
+		t.Run(end, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			inR, inW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			outR, outW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { inW.Close(); outR.Close() })
+			cmd := reaperCmd(append([]string{"serve", "--grace", "1s"}, cgroupArgs(t)...)...)
+			cmd.Stdout = outW
+			p := startCmd(t, cmd, inR, nil)
+			inR.Close()
+			outW.Close()
+			call := fmt.Sprintf(`setsid sleep 1000 & echo "$(%s) $!" > %s; head -c 3000000 /dev/zero | tr '\\0' x`, testutil.ShowNS, pidFile)
+			for _, m := range []string{
+				`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`,
+				`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+				`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"bash","arguments":{"command":` + strconv.Quote(call) + `,"max_output":1048576}}}`,
+			} {
+				fmt.Fprintln(inW, m)
+			}
+			escapee := pidFromFile(t, pidFile)
+			time.Sleep(3 * time.Second) // the call has ended; its answer fills the pipe
+			start := time.Now()
+			if end == "eof" {
+				inW.Close()
+			} else {
+				p.cmd.Process.Signal(syscall.SIGTERM)
+			}
+			testutil.AwaitDead(t, []testutil.Proc{escapee}, 10*time.Second)
+			select {
+			case <-p.done:
+				t.Logf("reaper exited %v after the %s", time.Since(start).Round(time.Millisecond), end)
+			case <-time.After(testutil.Slow(15 * time.Second)):
+				t.Errorf("reaper has not exited 15 s after the %s, with a client that does not read:\n%s", end, p.stderr)
+				p.cmd.Process.Signal(os.Kill)
+			}
+		})
 	}
 }
