@@ -63,7 +63,7 @@ func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) (message, boo
 	msg := message{method: sc.Method(), id: sc.ID()}
 	if why := s.limits.Check(sc, size); why != "" {
 		s.opts.Observer.Refused(RefusedMessage)
-		s.log.Warn("HTTP message refused", "bytes", size, "why", why, "id", string(msg.id))
+		s.clientLog.Warn("HTTP message refused", "bytes", size, "why", why, "id", string(msg.id))
 		status := http.StatusBadRequest
 		if sc.Err == nil {
 			status = http.StatusRequestEntityTooLarge

@@ -3,28 +3,77 @@ package mcpserver
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"time"
 )
 
 // sdkLogger passes on the SDK's warnings and errors only: its per-connection info lines would
-// drown the session log.
-func sdkLogger(l *slog.Logger) *slog.Logger {
-	return slog.New(levelHandler{l.Handler(), slog.LevelWarn})
+// drown the session log. They are rate-limited too: a client can make the SDK log an error per
+// message (a repeated notifications/initialized, say).
+func sdkLogger(l *slog.Logger) *slog.Logger { return limitedLogger(l, slog.LevelWarn) }
+
+// limitedLogger returns l without its records below min, and at most logBurst records a second, for
+// lines that a client can make at will: it must not fill reaper's log, and the disk or journal behind
+// it, by sending messages as fast as it can. The first line after those left out says how many.
+func limitedLogger(l *slog.Logger, min slog.Level) *slog.Logger {
+	return slog.New(levelHandler{l.Handler(), min, &logLimit{}})
 }
 
-// levelHandler drops records below min.
+// logBurst is the most lines a limitedLogger writes in one second.
+const logBurst = 20
+
+// levelHandler drops records below min, and those over lim.
 type levelHandler struct {
 	slog.Handler
 	min slog.Level
+	lim *logLimit // shared by the handlers WithAttrs and WithGroup make
 }
 
 func (h levelHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= h.min && h.Handler.Enabled(ctx, l)
 }
 
+func (h levelHandler) Handle(ctx context.Context, r slog.Record) error {
+	ok, dropped := h.lim.take(time.Now())
+	if !ok {
+		return nil
+	}
+	if dropped > 0 {
+		r = r.Clone()
+		r.AddAttrs(slog.Int("lines_left_out", dropped))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
 func (h levelHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return levelHandler{h.Handler.WithAttrs(as), h.min}
+	return levelHandler{h.Handler.WithAttrs(as), h.min, h.lim}
 }
 
 func (h levelHandler) WithGroup(name string) slog.Handler {
-	return levelHandler{h.Handler.WithGroup(name), h.min}
+	return levelHandler{h.Handler.WithGroup(name), h.min, h.lim}
+}
+
+// logLimit counts log lines by the second (see limitedLogger).
+type logLimit struct {
+	// mu guards the fields that follow. It is a leaf.
+	mu      sync.Mutex
+	second  int64 // the Unix second counted
+	n       int   // lines of that second
+	dropped int   // lines left out since the last one written
+}
+
+// take reports whether a line made at now may be written, and how many were left out before it.
+func (l *logLimit) take(now time.Time) (ok bool, dropped int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := now.Unix(); s != l.second {
+		l.second, l.n = s, 0
+	}
+	if l.n >= logBurst {
+		l.dropped++
+		return false, 0
+	}
+	l.n++
+	dropped, l.dropped = l.dropped, 0
+	return true, dropped
 }

@@ -74,8 +74,10 @@ type Server struct {
 	// The fields up to mu are fixed at creation.
 	opts Options
 	log  *slog.Logger
-	mcp  *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
-	ws   *mcp.Server // the workspace era: HTTP from 2026-07-28 on, stateless
+	// clientLog is log, rate-limited, for the lines a client can make at will (see limitedLogger).
+	clientLog *slog.Logger
+	mcp       *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
+	ws        *mcp.Server // the workspace era: HTTP from 2026-07-28 on, stateless
 	// maxOutput is the characters of output a tool result holds by default (see outputBudget).
 	maxOutput int
 	// limits bound every message before the SDK decodes it (see limits.go).
@@ -117,7 +119,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session), reserved: make(map[string][]*ticket),
+	s := &Server{opts: opts, log: opts.Logger, clientLog: limitedLogger(opts.Logger, slog.LevelDebug), sessions: make(map[key]*session), reserved: make(map[string][]*ticket),
 		limits: messageLimits{callBytes: opts.MaxCallBytes}}
 	lim := opts.Reaper.Limits()
 	s.maxOutput = min(opts.MaxOutput, MaxOutput)
@@ -237,6 +239,16 @@ func (s *Server) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	// Every session has ended and its calls' answers are on their way. A stdio client has
+	// StdioCloseGrace to take them; then writing stops, so that one that stopped reading cannot
+	// hold the SDK's close of its session below, which waits for them, nor reaper's exit.
+	s.mu.Lock()
+	for _, st := range all {
+		if st.input != nil {
+			st.input.GiveUpAfter(StdioCloseGrace)
+		}
+	}
+	s.mu.Unlock()
 	for _, srv := range []*mcp.Server{s.mcp, s.ws} {
 		for ss := range srv.Sessions() {
 			ss.Close()

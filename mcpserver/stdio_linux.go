@@ -22,7 +22,7 @@ func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 		Limits:  s.limits,
 		EndWait: StdioCloseGrace,
 		Refused: func(id []byte, why string, size int64) {
-			s.log.Warn("stdio message refused", "bytes", size, "why", why, "id", string(id))
+			s.clientLog.Warn("stdio message refused", "bytes", size, "why", why, "id", string(id))
 			s.opts.Observer.Refused(RefusedMessage)
 		},
 	})

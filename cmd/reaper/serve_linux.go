@@ -228,6 +228,10 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, a httpAuth,
 		served <- err // for the wait below
 	case <-sig.serving.Done():
 	}
+	// A second signal closes every connection at once: a session's end waits for its tool calls'
+	// answers to be written, which a client that does not read them holds for a write's bound
+	// (httpguard.Options.WriteStall).
+	defer context.AfterFunc(sig.hurry, func() { hs.Close() })()
 	srv.Close(sig.hurry)
 	// Connections still busy get 5 s to finish, none after a second signal.
 	ctx, cancel := context.WithTimeout(sig.hurry, 5*time.Second)

@@ -6,7 +6,10 @@
 // must arrive within BodyTimeout of its headers, and a keep-alive connection waits at most
 // IdleTimeout for its next request. The body's deadline is set per request and lifted once the body
 // has been read: http.Server.ReadTimeout would do the first, but a handler that runs longer than it
-// (a tool call of an hour) must not lose its connection to it.
+// (a tool call of an hour) must not lose its connection to it. For the same reason a response is
+// bounded write by write (WriteStall), not as a whole: a client that stops reading its answer would
+// otherwise hold the handler, and whatever waits for it (the end of an MCP session, reaper's exit),
+// for ever.
 //
 // [CheckHost] and [CheckOrigin] refuse requests that a browser page of another site could make: a
 // loopback listener answers only loopback Host names (DNS rebinding), and a cross-origin request is
@@ -34,6 +37,10 @@ type Options struct {
 	// IdleTimeout bounds how long a keep-alive connection waits for its next request; zero means
 	// 2 minutes.
 	IdleTimeout time.Duration
+	// WriteStall bounds each write of a response (and each flush), from its start to the client's
+	// taking it: a write past it fails, the request's context is cancelled, and the server closes
+	// the connection. Zero means 30 s.
+	WriteStall time.Duration
 	// WriteTimeout, if set, bounds the writing of a response (http.Server.WriteTimeout): only for a
 	// server whose responses are all short. Zero means none.
 	WriteTimeout time.Duration
@@ -47,12 +54,13 @@ const (
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultBodyTimeout       = 30 * time.Second
 	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultWriteStall        = 30 * time.Second
 )
 
 // NewServer returns a server for h with the bounds of opts.
 func NewServer(h http.Handler, opts Options) *http.Server {
 	return &http.Server{
-		Handler:           BodyDeadline(h, orDefault(opts.BodyTimeout, DefaultBodyTimeout)),
+		Handler:           BodyDeadline(writeStall(h, orDefault(opts.WriteStall, DefaultWriteStall)), orDefault(opts.BodyTimeout, DefaultBodyTimeout)),
 		ReadHeaderTimeout: orDefault(opts.ReadHeaderTimeout, DefaultReadHeaderTimeout),
 		MaxHeaderBytes:    orDefault(opts.MaxHeaderBytes, DefaultMaxHeaderBytes),
 		IdleTimeout:       orDefault(opts.IdleTimeout, DefaultIdleTimeout),
@@ -105,3 +113,45 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// writeStall gives every write and flush of a response d to complete (see Options.WriteStall). The
+// deadline is lifted after each, so that a stream that is quiet between its events is not cut by it.
+func writeStall(next http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(time.Time{}); err != nil {
+			// Not a connection whose deadline can be set (a test's recorder).
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(&stallWriter{ResponseWriter: w, rc: rc, d: d}, r)
+		// What the server writes after the handler (the rest of the buffered response) has the same
+		// bound; the next request on the connection lifts it (above).
+		rc.SetWriteDeadline(time.Now().Add(d))
+	})
+}
+
+// stallWriter bounds each Write and Flush of a response (see writeStall).
+type stallWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	defer w.rc.SetWriteDeadline(time.Time{})
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *stallWriter) Flush() { w.FlushError() }
+
+// FlushError is Flush with its error, for http.ResponseController.
+func (w *stallWriter) FlushError() error {
+	w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	defer w.rc.SetWriteDeadline(time.Time{})
+	return w.rc.Flush()
+}
+
+// Unwrap returns the ResponseWriter it wraps, for http.ResponseController.
+func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -19,6 +19,8 @@ import (
 // EOF); delete this file when it lands, and keep Ended from the SDK's own end of the input.
 type inputEnd struct {
 	wait time.Duration // the longest the end is held back; fixed at creation
+	// afterEnd, if set, is called once the end is handed on (see end); fixed at creation.
+	afterEnd func()
 	// ended is cancelled when the input ends.
 	ended  context.Context
 	cancel context.CancelFunc
@@ -94,6 +96,9 @@ func (in *inputEnd) end() {
 		idle = in.idle
 	}
 	in.mu.Unlock()
+	if in.afterEnd != nil {
+		defer in.afterEnd()
+	}
 	if idle == nil {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 	"time"
@@ -52,8 +53,9 @@ type Stdio struct {
 // NewStdio returns the transport for one client over in and out: newline-delimited JSON-RPC, as
 // mcp.IOTransport, with the changes this file's comment lists.
 func NewStdio(in io.Reader, out io.Writer, opts StdioOptions) *Stdio {
-	w := &lockedWriter{w: out}
+	w := newLockedWriter(out)
 	input := newInputEnd(opts.EndWait)
+	input.afterEnd = w.giveUp
 	r := &lineReader{src: bufio.NewReaderSize(in, 64<<10), limits: opts.Limits, input: input}
 	r.refuse = func(id []byte, code int, why string, size int64) {
 		if opts.Refused != nil {
@@ -87,18 +89,68 @@ func (t *Stdio) EndedAt() time.Time {
 	return t.input.at
 }
 
+// GiveUpAfter stops writing after d: a write under way then returns an error at once, and every
+// later one fails. A client that stopped reading reaper's output (its pipe full) would otherwise
+// hold the handler whose answer waits to be written, which the SDK's close of the session waits
+// for, and with it the session's end and reaper's exit. The end of the input gives up by itself
+// once the answers to the requests read before it are written, or EndWait after it.
+func (t *Stdio) GiveUpAfter(d time.Duration) { time.AfterFunc(d, t.out.giveUp) }
+
+// errGaveUp is the error of a write after the writer gave up.
+var errGaveUp = errors.New("stdio: writing given up: the client does not read its answers, or has gone")
+
 // lockedWriter serialises writes: the SDK writes each message with one Write under its own lock, and
-// the refusals of lines come from the reading goroutine.
+// the refusals of lines come from the reading goroutine. Each write runs in a goroutine of its own
+// that Write waits for, until the writer gives up (see Stdio.GiveUpAfter): a blocking write to a
+// pipe cannot be cut short, so one under way then goes on alone until the client reads or closes
+// the pipe, or the process exits; it holds mu meanwhile, so that nothing is written after it.
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu   sync.Mutex // held over the write of the goroutine that writes
+	w    io.Writer
+	gone chan struct{} // closed when the writer gives up
+	once sync.Once
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+func newLockedWriter(w io.Writer) *lockedWriter {
+	return &lockedWriter{w: w, gone: make(chan struct{})}
 }
+
+// Write writes p with one Write of the writer below, or fails once the writer gave up. p is not
+// changed by its callers afterwards (each message is a slice of its own), so the write under way
+// when Write gives up may go on reading it.
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	type result struct {
+		n   int
+		err error
+	}
+	select {
+	case <-l.gone: // no goroutine to wait, behind a write that may never end, for mu
+		return 0, errGaveUp
+	default:
+	}
+	done := make(chan result, 1)
+	go func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		select {
+		case <-l.gone:
+			done <- result{0, errGaveUp}
+			return
+		default:
+		}
+		n, err := l.w.Write(p)
+		done <- result{n, err}
+	}()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-l.gone:
+		return 0, errGaveUp
+	}
+}
+
+// giveUp makes every write fail from now on, the one under way included. It is idempotent.
+func (l *lockedWriter) giveUp() { l.once.Do(func() { close(l.gone) }) }
 
 func (*lockedWriter) Close() error { return nil }
 

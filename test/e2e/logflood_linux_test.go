@@ -1,0 +1,45 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/cgreaper/reaper/internal/testutil"
+)
+
+// TestLogFlood: a client cannot fill reaper's log (and the disk or journal behind it) by sending,
+// as fast as it can, a message the SDK logs an error for, or one that reaper refuses: those lines
+// are rate-limited, and say how many were left out.
+func TestLogFlood(t *testing.T) {
+	p := startHTTP(t, cgroupArgs(t)...)
+	cs := p.connect(t)
+	const n = 3000
+	initialized := `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+	deep := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}}`
+	for i := range 2 * n {
+		body := initialized
+		if i%2 == 1 {
+			body = deep // refused: nested over the bound
+		}
+		req, _ := http.NewRequest(http.MethodPost, p.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+p.token)
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := testutil.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if r := bash(t, cs, "echo served"); r.Output != "served\n" {
+		t.Errorf("after the flood: %+v", r)
+	}
+	for _, msg := range []string{"duplicate initialized notification", "HTTP message refused"} {
+		if lines := strings.Count(p.stderr.String(), msg); lines > 200 {
+			t.Errorf("%d messages made %d log lines %q", n, lines, msg)
+		}
+	}
+}
