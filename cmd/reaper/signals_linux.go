@@ -38,7 +38,9 @@ var runSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
 // signals turns shutdown signals into two contexts: the first signal cancels serving (sessions are
 // torn down gracefully) and cuts short the teardowns already under way (a stdio session whose client
 // closed it, a DELETE); a second one cancels hurry, which cuts every grace period short. When the
-// guard dies, both are cancelled at once: reaper must be gone within a second.
+// guard dies, both are cancelled at once: reaper must be gone within a second. The guard is watched
+// until stop, whatever the signals did: the guard's death still ends a shutdown that a second signal
+// hurried.
 type signals struct {
 	log         *slog.Logger
 	guard       guard.Link
@@ -51,7 +53,9 @@ type signals struct {
 	ch          chan os.Signal
 	asked       chan struct{} // closed once every handled signal is asked for (see watchSignals)
 	done        chan struct{} // closed when the signal watcher has returned
-	watched     chan struct{} // closed when the guard watcher has returned
+	watching    context.Context
+	stopWatch   context.CancelFunc // ends the guard watcher; only stop calls it
+	watched     chan struct{}      // closed when the guard watcher has returned
 
 	// mu guards the field that follows.
 	mu       sync.Mutex
@@ -69,6 +73,7 @@ func watchSignals(log *slog.Logger, link guard.Link) *signals {
 		watched: make(chan struct{}), guardGone: make(chan struct{})}
 	s.serving, s.stopServing = context.WithCancel(context.Background())
 	s.hurry, s.cancelHurry = context.WithCancel(context.Background())
+	s.watching, s.stopWatch = context.WithCancel(context.Background())
 	signal.Notify(s.ch, syscall.SIGPIPE)
 	go func() {
 		defer close(s.asked)
@@ -77,7 +82,7 @@ func watchSignals(log *slog.Logger, link guard.Link) *signals {
 	go s.watch(log, link)
 	go func() {
 		defer close(s.watched)
-		if link.WaitGone(s.hurry) {
+		if link.WaitGone(s.watching) {
 			s.guardDied()
 		}
 	}()
@@ -155,27 +160,47 @@ func handledSignals(extra ...os.Signal) []os.Signal {
 // and its state directory (the dead guard cannot), and exits.
 const lastResort = 3 * time.Second
 
-// watchdog starts the last resort for r and returns the function that stops it.
+// hurriedLastResort bounds the shutdown after a second signal (or the guard's death, which hurries
+// too) in the same way: a hurried shutdown takes milliseconds to a second, and whatever holds it
+// longer (a teardown that is stuck) must not keep every other session's processes alive.
+const hurriedLastResort = 5 * time.Second
+
+// watchdog starts the last resort for r and returns the function that stops it. It is armed by the
+// hurry (a second signal, or the guard's death) and fires hurriedLastResort after it, or lastResort
+// after the guard's death if that comes first.
 func (s *signals) watchdog(r *reaper.Reaper, log *slog.Logger) (stop func()) {
 	finished := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		select {
-		case <-s.guardGone:
+		case <-s.hurry.Done():
 		case <-finished:
 			return
 		}
-		timer := time.NewTimer(lastResort)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-			log.Error("the guard is gone and the shutdown is stuck: killing every process, removing the instance's slice and state, and exiting", "after", lastResort)
+		hurried := time.NewTimer(hurriedLastResort)
+		defer hurried.Stop()
+		var orphaned <-chan time.Time // lastResort after the guard's death, once it has died
+		guardGone := s.guardGone      // guardDied closes it before it hurries
+		for {
+			select {
+			case <-guardGone:
+				guardGone = nil
+				t := time.NewTimer(lastResort)
+				defer t.Stop()
+				orphaned = t.C
+				continue
+			case <-orphaned:
+				log.Error("the guard is gone and the shutdown is stuck: killing every process, removing the instance's slice and state, and exiting", "after", lastResort)
+			case <-hurried.C:
+				log.Error("the hurried shutdown is stuck: killing every process, removing the instance's slice and state, and exiting", "after", hurriedLastResort)
+			case <-finished:
+				return
+			}
 			if err := r.Abandon(); err != nil {
 				log.Error("the instance's slice or state is left for the next start's sweep or reaper sweep", "error", err)
 			}
 			os.Exit(1)
-		case <-finished:
 		}
 	}()
 	return func() {
@@ -190,6 +215,7 @@ func (s *signals) stop() {
 	signal.Stop(s.ch)
 	s.stopServing()
 	s.cancelHurry()
+	s.stopWatch()
 	<-s.done
 	<-s.watched
 }
