@@ -92,11 +92,11 @@ func (l *limitedListener) counts() (total, unauth, peers, ids int) {
 	return l.total, l.unauth, peers, ids
 }
 
-// TestConnectionsPerIdentity: an identity holds at most PerIdentity authenticated connections; the
+// TestPerIdentityLimit: an identity holds at most PerIdentity authenticated connections; the
 // next is answered 503 naming the limit and closed, counted as "identity", while another identity is
 // served; one closed makes room. A connection that authenticated once stays its first identity's.
 // Connections waiting to authenticate are still bounded per peer, and every count returns to zero.
-func TestConnectionsPerIdentity(t *testing.T) {
+func TestPerIdentityLimit(t *testing.T) {
 	addr, l, refused := identityServer(t, ConnLimits{Total: 20, Unauthenticated: 10, PerPeer: 2, PerIdentity: 2})
 	var alice []*kept
 	for range 2 {
