@@ -31,23 +31,26 @@ func owner(req mcp.Request) string {
 }
 
 // requireBearer lets through requests with one of tokens, as the identity the token stands for
-// (see verifier), and refuses the others (see sdkfix.RequireBearer). A request let through marks its
-// connection authenticated (httpguard.Authenticated).
+// (see verifier), and refuses the others (see sdkfix.RequireBearer). A request let through counts its
+// connection under its identity, or is refused when that identity holds as many connections as it
+// may (httpguard.Authenticated).
 func requireBearer(tokens map[string]string, next http.Handler) http.Handler {
 	return sdkfix.RequireBearer(verifier(tokens), "reaper", "reaper serve's first log line says where its token is",
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			httpguard.Authenticated(r)
 			id := ""
 			if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 				id = ti.UserID
+			}
+			if !httpguard.Authenticated(w, r, id) {
+				return
 			}
 			r.Header.Set(identityHeader, id)
 			next.ServeHTTP(w, r)
 		}))
 }
 
-// byPeer lets every request through as its peer's identity (HTTPOptions.Unauthenticated). Its
-// connection stays among those that have not authenticated, bounded per peer.
+// byPeer lets every request through as its peer's identity (HTTPOptions.Unauthenticated), and counts
+// its connection under that identity as requireBearer does.
 func byPeer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		peer := httpguard.Peer(r)
@@ -57,7 +60,11 @@ func byPeer(next http.Handler) http.Handler {
 				peer = host
 			}
 		}
-		r.Header.Set(identityHeader, "peer "+peer)
+		id := "peer " + peer
+		if !httpguard.Authenticated(w, r, id) {
+			return
+		}
+		r.Header.Set(identityHeader, id)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -48,6 +48,7 @@ type serveConfig struct {
 	maxCallSize      byteSize
 	maxConns         int
 	maxConnsPerPeer  int
+	maxConnsPerID    int
 
 	admin          string
 	adminToken     string
@@ -99,6 +100,7 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	fs.IntVar(&c.maxSessionsPerID, "max-sessions-per-identity", 0, "most sessions and workspaces one identity (a token) holds at once (0: all of --max-sessions where there is one identity, else a quarter of them)")
 	fs.IntVar(&c.maxConns, "max-connections", defaultMaxConns(), "most HTTP connections open at once (default: a quarter of the open-file limit, at most 4096); a quarter of them may be waiting to authenticate")
 	fs.IntVar(&c.maxConnsPerPeer, "max-connections-per-peer", 0, "most HTTP connections one peer (its address; on loopback, the uid that owns its socket) may have open before they authenticate (0: an eighth of those that may wait to authenticate, at least 32)")
+	fs.IntVar(&c.maxConnsPerID, "max-connections-per-identity", 0, "most HTTP connections one identity (a token; with --insecure-no-auth, a peer) holds open once they authenticate (0: all of --max-connections where there is one identity, else a quarter of them)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", mcpserver.DefaultIdleTimeout, "end an HTTP session with no request, or a workspace with no call that names it (its lease), for this `duration`, killing its processes")
 	fs.DurationVar(&c.keepalive, "keepalive", 0, fmt.Sprintf("ping clients this often and end a session whose client leaves %d pings in a row unanswered, each given this long (0: off)", mcpserver.KeepAliveMisses))
 	fs.DurationVar(&c.grace, "grace", reaper.DefaultGrace, "time between SIGTERM and SIGKILL when a session or task ends (0: SIGKILL at once)")
@@ -148,8 +150,8 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 		return c, errors.New("--insecure-no-auth serves clients without a token: give it, or a token (--token, REAPER_TOKEN, --token-file), not both")
 	case c.maxSessions < 1 || c.maxSessionsPerID < 0:
 		return c, errors.New("--max-sessions must be at least 1, and --max-sessions-per-identity not negative")
-	case c.maxConns < 4 || c.maxConnsPerPeer < 0:
-		return c, errors.New("--max-connections must be at least 4, and --max-connections-per-peer not negative")
+	case c.maxConns < 4 || c.maxConnsPerPeer < 0 || c.maxConnsPerID < 0:
+		return c, errors.New("--max-connections must be at least 4, and --max-connections-per-peer and --max-connections-per-identity not negative")
 	case c.outTotal != 0 && c.outTotal < c.outBudget:
 		return c, errors.New("--output-budget-total must be at least --output-budget")
 	case c.maxCallSize < 4<<10 || c.maxCallSize > 64<<20:

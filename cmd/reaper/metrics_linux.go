@@ -64,7 +64,7 @@ func (o mcpMetrics) SessionEnded(si mcpserver.SessionInfo) {
 func (o mcpMetrics) Refused(limit string) { o.m.Refused(limit) }
 
 // connectionsRefused names httpguard's limits as reaper_refused_total does.
-var connectionsRefused = map[string]string{"total": "connections", "unauthenticated": "connections_unauthenticated", "peer": "connections_peer"}
+var connectionsRefused = map[string]string{"total": "connections", "unauthenticated": "connections_unauthenticated", "peer": "connections_peer", "identity": "connections_identity"}
 
 // watchReaper records the containment mode and reads the sessions' usage at each scrape.
 func watchReaper(m *metrics.Metrics, r *reaper.Reaper) {

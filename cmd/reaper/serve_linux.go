@@ -179,7 +179,7 @@ func newServer(c serveConfig, a *httpAuth, link guard.Link, log *slog.Logger, o 
 		MaxSessions:   c.maxSessions,
 		// Where there is one identity, it may hold every session; otherwise a quarter of them, so
 		// that one identity cannot take them all.
-		MaxSessionsPerIdentity: c.sessionsPerIdentity(),
+		MaxSessionsPerIdentity: perIdentity(c.maxSessionsPerID, c.maxSessions, c),
 		Version:                versionString(),
 		Logger:                 log,
 		Observer:               o.mcpObserver(),
@@ -204,8 +204,8 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, a httpAuth,
 	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Tokens: a.tokens, Unauthenticated: c.insecureNoAuth}))
 	// Headers, bodies and idle keep-alive connections are bounded before any check sees a request:
 	// clients that pool connections and never close them (or vanish without a FIN), or send a body
-	// that never ends, must not pile connections up. Connections are counted, in all and per peer
-	// before they authenticate, so that nobody can take every descriptor.
+	// that never ends, must not pile connections up. Connections are counted, in all, per peer
+	// before they authenticate and per identity after, so that nobody can take every descriptor.
 	hs := httpguard.NewServer(mux, httpguard.Options{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 	unauth := max(c.maxConns/4, 1)
 	perPeer := c.maxConnsPerPeer
@@ -216,7 +216,8 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, a httpAuth,
 	}
 	ln = httpguard.Limit(ln, httpguard.ConnLimits{
 		Total: c.maxConns, Unauthenticated: unauth, PerPeer: perPeer,
-		Refused: o.connectionRefused,
+		PerIdentity: perIdentity(c.maxConnsPerID, c.maxConns, c),
+		Refused:     o.connectionRefused,
 	})
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
@@ -352,14 +353,15 @@ func (a httpAuth) warning() string {
 	return ""
 }
 
-// sessionsPerIdentity is --max-sessions-per-identity, or its default: every session where there is
-// at most one identity, a quarter of them (at least one) where there are more.
-func (c serveConfig) sessionsPerIdentity() int {
-	if c.maxSessionsPerID > 0 {
-		return c.maxSessionsPerID
+// perIdentity is the share of a cap of all that one identity may hold: flag if set, else every one
+// where c has at most one identity, a quarter of them (at least one) where there are more (with
+// --insecure-no-auth, each peer is one).
+func perIdentity(flag, all int, c serveConfig) int {
+	if flag > 0 {
+		return flag
 	}
 	if tokens, _ := c.tokens(); identities(tokens) <= 1 && !c.insecureNoAuth {
-		return c.maxSessions
+		return all
 	}
-	return max(c.maxSessions/4, 1)
+	return max(all/4, 1)
 }

@@ -69,6 +69,32 @@ func TestTokens(t *testing.T) {
 	}
 }
 
+// TestPerIdentity: a per-identity cap is its flag, or all of its total where there is one identity,
+// a quarter where there are more (several tokens' identities, or --insecure-no-auth's peers).
+func TestPerIdentity(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(f, []byte("alice secret-a\nbob secret-b\nsecret-c\n"), 0o600)
+	one := filepath.Join(t.TempDir(), "one")
+	os.WriteFile(one, []byte("alice secret-a\nalice secret-a2\n"), 0o600)
+	for _, tc := range []struct {
+		name      string
+		c         serveConfig
+		flag, all int
+		want      int
+	}{
+		{"one token", serveConfig{token: "t"}, 0, 40, 40},
+		{"two tokens of one identity", serveConfig{tokenFile: one}, 0, 40, 40},
+		{"three identities", serveConfig{tokenFile: f}, 0, 40, 10},
+		{"peers", serveConfig{insecureNoAuth: true}, 0, 40, 10},
+		{"at least one", serveConfig{tokenFile: f}, 0, 3, 1},
+		{"the flag", serveConfig{tokenFile: f}, 7, 40, 7},
+	} {
+		if got := perIdentity(tc.flag, tc.all, tc.c); got != tc.want {
+			t.Errorf("%s: perIdentity(%d, %d) = %d, want %d", tc.name, tc.flag, tc.all, got, tc.want)
+		}
+	}
+}
+
 func TestIsLoopback(t *testing.T) {
 	for addr, want := range map[string]bool{
 		"127.0.0.1:8765": true, "[::1]:1": true, "localhost:80": true,

@@ -15,6 +15,14 @@ import (
 // also by peer: a client's address, or on loopback, where every local user and task shares
 // 127.0.0.1, the uid that owns the client's socket (see loopbackUID). A connection over a limit is
 // answered 503 with the reason and closed at once, before any of it is read.
+//
+// Once a request on a connection authenticates (Authenticated), the connection leaves its peer's
+// count for its identity's, until it closes: one identity (one token's holder) cannot hold every
+// connection and leave none for the others. A connection over its identity's limit is answered 503
+// and closed after that request. A connection stays counted under the identity it first
+// authenticated as, whatever a later request on it sends: a proxy that pools connections for
+// several identities is not refused in the middle of a connection, and nobody can hold more of them
+// than the identities whose tokens it has may hold together.
 
 // ConnLimits bounds a listener's connections. Zero values mean the defaults.
 type ConnLimits struct {
@@ -26,8 +34,10 @@ type ConnLimits struct {
 	// PerPeer bounds the connections of one peer that have not authenticated; zero means
 	// DefaultMaxUnauthenticatedPerPeer.
 	PerPeer int
+	// PerIdentity bounds the connections that authenticated as one identity; zero means Total.
+	PerIdentity int
 	// Refused, if set, is told of every connection refused, with the limit it met: "total",
-	// "unauthenticated" or "peer" (for metrics). It must not block.
+	// "unauthenticated", "peer" or "identity" (for metrics). It must not block.
 	Refused func(limit string)
 }
 
@@ -44,7 +54,8 @@ func Limit(ln net.Listener, lim ConnLimits) net.Listener {
 	lim.Total = orDefault(lim.Total, DefaultMaxConns)
 	lim.Unauthenticated = orDefault(lim.Unauthenticated, DefaultMaxUnauthenticated)
 	lim.PerPeer = orDefault(lim.PerPeer, DefaultMaxUnauthenticatedPerPeer)
-	return &limitedListener{Listener: ln, lim: lim, peers: map[string]int{}}
+	lim.PerIdentity = orDefault(lim.PerIdentity, lim.Total)
+	return &limitedListener{Listener: ln, lim: lim, peers: map[string]int{}, ids: map[string]int{}}
 }
 
 // limitedListener counts its connections (see Limit).
@@ -52,11 +63,12 @@ type limitedListener struct {
 	net.Listener
 	lim ConnLimits // fixed at creation
 
-	// mu guards the fields that follow; a leaf, held for counting only.
+	// mu guards the fields that follow; a leaf (taken inside limitedConn.mu), held for counting only.
 	mu     sync.Mutex
 	total  int
 	unauth int
 	peers  map[string]int // connections not authenticated, by peer
+	ids    map[string]int // connections authenticated, by identity
 }
 
 // Accept returns the next connection within the limits; one over them is answered and closed here.
@@ -69,9 +81,7 @@ func (l *limitedListener) Accept() (net.Conn, error) {
 		peer := peerOf(c)
 		if limit := l.admit(peer); limit != "" {
 			refuse(c, limit, peer)
-			if l.lim.Refused != nil {
-				l.lim.Refused(limit)
-			}
+			l.refused(limit)
 			continue
 		}
 		return &limitedConn{Conn: c, l: l, peer: peer}, nil
@@ -96,14 +106,36 @@ func (l *limitedListener) admit(peer string) string {
 	return ""
 }
 
-// release uncounts a connection: closed, or (closed false) authenticated.
-func (l *limitedListener) release(peer string, authed, closed bool) {
+// admitIdentity moves a connection of peer that authenticated as id from its peer's count to id's,
+// or reports false, counting nothing, when id holds as many as it may.
+func (l *limitedListener) admitIdentity(peer, id string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.ids[id] >= l.lim.PerIdentity {
+		return false
+	}
+	l.ids[id]++
+	l.releaseLocked(peer, "", false, false)
+	return true
+}
+
+// release uncounts a closed connection of peer, authenticated as id if authed.
+func (l *limitedListener) release(peer, id string, authed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.releaseLocked(peer, id, authed, true)
+}
+
+// releaseLocked uncounts a connection: closed, or (closed false) authenticated. l.mu must be held.
+func (l *limitedListener) releaseLocked(peer, id string, authed, closed bool) {
 	if !authed {
 		l.unauth--
 		if l.peers[peer]--; l.peers[peer] <= 0 {
 			delete(l.peers, peer)
+		}
+	} else if closed {
+		if l.ids[id]--; l.ids[id] <= 0 {
+			delete(l.ids, id)
 		}
 	}
 	if closed {
@@ -111,13 +143,20 @@ func (l *limitedListener) release(peer string, authed, closed bool) {
 	}
 }
 
+// refused tells Refused, if set, of a connection refused at limit.
+func (l *limitedListener) refused(limit string) {
+	if l.lim.Refused != nil {
+		l.lim.Refused(limit)
+	}
+}
+
 // refuse answers a connection over a limit and closes it. The answer fits in the socket's buffer:
 // the write does not wait for the client, beyond a short deadline in case it would.
 func refuse(c net.Conn, limit, peer string) {
 	why := map[string]string{
-		"total":           "reaper has as many connections open as it allows",
-		"unauthenticated": "reaper has as many connections waiting to authenticate as it allows",
-		"peer":            "this client (" + peer + ") has as many connections waiting to authenticate as reaper allows one client",
+		"total":           "reaper has as many connections open as it allows (--max-connections)",
+		"unauthenticated": "reaper has as many connections waiting to authenticate as it allows (a quarter of --max-connections)",
+		"peer":            "this client (" + peer + ") has as many connections waiting to authenticate as reaper allows one client (--max-connections-per-peer)",
 	}[limit]
 	body := why + "; close idle connections or try again later\n"
 	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
@@ -131,8 +170,10 @@ type limitedConn struct {
 	l    *limitedListener
 	peer string
 
-	mu     sync.Mutex // guards the fields that follow
+	// mu guards the fields that follow. Lock order: mu, then limitedListener.mu.
+	mu     sync.Mutex
 	authed bool
+	id     string // the identity it first authenticated as, once authed
 	closed bool
 }
 
@@ -140,21 +181,26 @@ func (c *limitedConn) Close() error {
 	c.mu.Lock()
 	if !c.closed {
 		c.closed = true
-		c.l.release(c.peer, c.authed, true)
+		c.l.release(c.peer, c.id, c.authed)
 	}
 	c.mu.Unlock()
 	return c.Conn.Close()
 }
 
-// authenticate moves the connection out of the count of those waiting to authenticate.
-func (c *limitedConn) authenticate() {
+// authenticate moves the connection from the count of those waiting to authenticate to id's, unless
+// it is already counted under an identity (its first), and reports false if id holds as many as it
+// may.
+func (c *limitedConn) authenticate(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.authed || c.closed {
-		return
+		return true
 	}
-	c.authed = true
-	c.l.release(c.peer, false, false)
+	if !c.l.admitIdentity(c.peer, id) {
+		return false
+	}
+	c.authed, c.id = true, id
+	return true
 }
 
 // peerOf names a connection's peer for its count: "uid N" on loopback where the kernel says who owns
@@ -180,12 +226,21 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// Authenticated records that r's connection authenticated: it no longer counts among its peer's
-// connections waiting to (see Limit). A handler calls it once a credential is checked.
-func Authenticated(r *http.Request) {
-	if c, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
-		c.authenticate()
+// Authenticated records that r's connection authenticated as identity id: it no longer counts among
+// its peer's connections waiting to, but among id's (see Limit). A handler calls it once a credential
+// is checked, and goes on if it returns true. If id already holds as many connections as it may,
+// Authenticated answers r 503 with the reason, closes the connection after the answer, and returns
+// false.
+func Authenticated(w http.ResponseWriter, r *http.Request, id string) bool {
+	c, ok := r.Context().Value(connKey{}).(*limitedConn)
+	if !ok || c.authenticate(id) {
+		return true
 	}
+	c.l.refused("identity")
+	w.Header().Set("Connection", "close")
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, fmt.Sprintf("your identity (%s) has %d connections open, the most one identity may (--max-connections-per-identity); close idle connections or try again later", id, c.l.lim.PerIdentity), http.StatusServiceUnavailable)
+	return false
 }
 
 // Peer returns the name Limit gave r's peer ("uid N" on loopback, else its address), or "" for a

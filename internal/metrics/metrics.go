@@ -57,7 +57,7 @@ const (
 )
 
 // RefusedLimits are the values of reaper_refused_total's limit label, shown at 0 from the start.
-var RefusedLimits = []string{"connections", "connections_unauthenticated", "connections_peer", "message", "sessions", "identity_sessions"}
+var RefusedLimits = []string{"connections", "connections_unauthenticated", "connections_peer", "connections_identity", "message", "sessions", "identity_sessions"}
 
 // operationBuckets are the OpenTelemetry conventions' advice for mcp.server.operation.duration, with
 // 600 s added: the bash tool's longest timeout.
@@ -128,7 +128,7 @@ func New(opts Options) *Metrics {
 			Help:    "The most memory each ended session's processes used at once, from its slice's memory.peak (where the memory controller is enabled for them: with --memory-max).",
 			Buckets: sessionPeakBuckets}),
 		refused: counterVec("reaper_refused_total",
-			"Requests and connections refused at one of reaper's limits, by limit: connections (all open), connections_unauthenticated, connections_peer (one peer's waiting to authenticate), message (a message's size, depth or values), sessions (all sessions and workspaces), identity_sessions (one identity's).",
+			"Requests and connections refused at one of reaper's limits, by limit: connections (all open), connections_unauthenticated, connections_peer (one peer's waiting to authenticate), connections_identity (one identity's once authenticated), message (a message's size, depth or values), sessions (all sessions and workspaces), identity_sessions (one identity's).",
 			"limit"),
 		operations: histogramVec("mcp_server_operation_duration_seconds",
 			"MCP request or notification duration as observed by the server, from its receipt until the result is sent (OpenTelemetry mcp.server.operation.duration).",
