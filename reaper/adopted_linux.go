@@ -93,11 +93,14 @@ func (r *Reaper) escapees(when string, ending *Session) kill.Escapees {
 //
 // The Reaper is left out until it has started a task outside a PID namespace: a process in one is
 // re-parented to its namespace's init, or killed with it, never to the Reaper, whose children are
-// then its inits and the short-lived processes it waits for itself. So is ending's init, which its
-// teardown kills: the kernel kills what is left in its namespace; and an init that has said its
-// namespace holds nothing but itself (pidns.Init.Quiet), an idle session's. Each adopter left out
-// spares a read of every thread's children file, and the dentries those reads leave for the kernel
-// to drop when the process is reaped.
+// then its inits and the short-lived processes it waits for itself. So is the init of every session
+// whose teardown has begun (ending's among them), and of every session once the Reaper closes: that
+// teardown kills it, and the kernel kills what is left in its namespace, escapees too; and an init
+// that has said its namespace holds nothing but itself (pidns.Init.Quiet), an idle session's. Each
+// adopter left out spares a read of every thread's children file, and the dentries those reads leave
+// for the kernel to drop when the process is reaped; and where hundreds of sessions end at once (a
+// shutdown, a storm of DELETEs), the check that each of their teardowns runs, in turn, looks only
+// under the sessions that go on.
 func (r *Reaper) adopters(ending *Session) []kill.Adopter {
 	var out []kill.Adopter
 	if r.direct.Load() {
@@ -108,9 +111,13 @@ func (r *Reaper) adopters(ending *Session) []kill.Adopter {
 	}
 	r.mu.Lock()
 	sessions := slices.Collect(maps.Keys(r.sessions))
+	closing := r.closing
 	r.mu.Unlock()
+	if closing {
+		return out // every session's teardown has begun or will (Close)
+	}
 	for _, s := range sessions {
-		in := s.ns.current()
+		in := s.ns.live()
 		if s == ending || in == nil || in.Err() != nil || in.Quiet() {
 			continue
 		}

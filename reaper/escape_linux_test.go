@@ -446,6 +446,38 @@ func TestAdoptersWithNamespaces(t *testing.T) {
 	}
 }
 
+// TestAdoptersLeaveOutEndingSessions: the init of a session whose teardown has begun is no adopter
+// to look under (the teardown kills it, and the kernel what is left in its namespace): in a storm
+// of DELETEs or a shutdown, each ending session's check looks only under the sessions that go on.
+func TestAdoptersLeaveOutEndingSessions(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{Grace: new(time.Minute)})
+	if !r.Containment().PIDNamespace.On {
+		t.Skipf("skipped: no PID namespaces here: %s", r.Containment().PIDNamespace.Reason)
+	}
+	live, ending := newTestSession(t, r, SessionOptions{}), newTestSession(t, r, SessionOptions{})
+	run(t, live, "sleep 1000 &")
+	run(t, ending, "trap '' TERM; sleep 1000 &") // holds its teardown in the grace period
+	in1, _, _ := live.walkRoot()
+	ctx, hurry := context.WithCancel(context.Background())
+	closed := make(chan error, 1)
+	go func() {
+		_, err := ending.Close(ctx)
+		closed <- err
+	}()
+	testutil.Eventually(t, "the ending session's init to be left out", func() bool {
+		return slices.Equal(adopterPids(r.adopters(nil)), []int{in1})
+	})
+	select {
+	case err := <-closed:
+		t.Fatalf("the teardown ended within its grace period (%v): the test proves nothing", err)
+	default:
+	}
+	hurry()
+	if err := <-closed; err != nil {
+		t.Error(err)
+	}
+}
+
 // TestAdoptersWithout: once a task ran outside a PID namespace, the Reaper is scanned for escapees.
 func TestAdoptersWithout(t *testing.T) {
 	r := newTestReaper(t, ContainCgroup, Options{PIDNamespace: PIDNamespaceOff})
