@@ -225,16 +225,24 @@ func (s *Server) Close(ctx context.Context) error {
 		all = append(all, st)
 	}
 	s.mu.Unlock()
-	// No session starts now (closing is set), so every one is in all. Eight teardowns at a time.
+	// No session starts now (closing is set), so every one is in all. Eight teardowns at a time;
+	// once ctx is done (a second signal) the rest begin at once, hurried: their processes die now.
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	errs := make([]error, len(all))
 	for i, st := range all {
+		held := false
+		select {
+		case sem <- struct{}{}:
+			held = true
+		case <-ctx.Done():
+		}
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
+			if held {
+				defer func() { <-sem }()
+			}
 			errs[i] = s.end(ctx, st, endShutdown)
 		}()
 	}

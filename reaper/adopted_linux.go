@@ -16,10 +16,10 @@ import (
 // of a session is adopted there. A child of the Reaper that is not a task's main process (registered
 // with the child reaper) and sits outside every slice of the Reaper did not get there innocently: it
 // moved itself out, and it is killed, with whatever it started. Where sessions have PID namespaces,
-// their orphans go to their inits instead, and the same check runs over each init's children: an
-// escapee dies within adoptionPeriod rather than with its session. That check is cheap (the Reaper's
-// children and the slice's cgroup.procs files) and runs every adoptionPeriod, at the end of every
-// session and when the Reaper closes.
+// their orphans go to their inits instead, and the periodic check runs over each init's children
+// too: an escapee dies within adoptionPeriod rather than with its session. That check is cheap (the
+// Reaper's children and the slice's cgroup.procs files) and runs every adoptionPeriod; the check at
+// the end of every session looks under the Reaper (see adopters).
 //
 // In process containment there is no slice to sit in. An adopted orphan that carries the marker of a
 // session of this Reaper belongs to it (the ending session's marker excepted: its own teardown's check
@@ -93,25 +93,32 @@ func (r *Reaper) escapees(when string, ending *Session) kill.Escapees {
 //
 // The Reaper is left out until it has started a task outside a PID namespace: a process in one is
 // re-parented to its namespace's init, or killed with it, never to the Reaper, whose children are
-// then its inits and the short-lived processes it waits for itself. So is ending's init, which its
-// teardown kills: the kernel kills what is left in its namespace; and an init that has said its
-// namespace holds nothing but itself (pidns.Init.Quiet), an idle session's. Each adopter left out
-// spares a read of every thread's children file, and the dentries those reads leave for the kernel
-// to drop when the process is reaped.
+// then its inits and the short-lived processes it waits for itself. So is the init of every session
+// whose teardown has begun: that teardown kills it, and the kernel kills what is left in its
+// namespace, escapees too; and an init that has said its namespace holds nothing but itself
+// (pidns.Init.Quiet), an idle session's. Each adopter left out spares a read of every thread's
+// children file, and the dentries those reads leave for the kernel to drop when the process is
+// reaped.
+//
+// At the end of a session (ending set) the inits are left out altogether: the session's own dies
+// with it, and another session's escapees are the periodic check's, within adoptionPeriod, or die
+// with that session. The checks take turns, and where hundreds of sessions end at once (a shutdown,
+// a storm of DELETEs) each of their checks would otherwise look under every init still alive: the
+// ends would follow one another at a pace that slows with every session held.
 func (r *Reaper) adopters(ending *Session) []kill.Adopter {
 	var out []kill.Adopter
 	if r.direct.Load() {
 		out = append(out, kill.Adopter{Pid: r.pid, Started: r.kids.Registered()})
 	}
-	if r.instance == nil {
+	if r.instance == nil || ending != nil {
 		return out
 	}
 	r.mu.Lock()
 	sessions := slices.Collect(maps.Keys(r.sessions))
 	r.mu.Unlock()
 	for _, s := range sessions {
-		in := s.ns.current()
-		if s == ending || in == nil || in.Err() != nil || in.Quiet() {
+		in := s.ns.live()
+		if in == nil || in.Err() != nil || in.Quiet() {
 			continue
 		}
 		out = append(out, kill.Adopter{Pid: in.Pid(), Started: in.Registered()})

@@ -46,9 +46,10 @@
 // out of its slice; what it cannot leave is the Reaper's child table (the Reaper is the child
 // subreaper), or, with PID namespaces, its session's init's. A child of the Reaper or of an init that
 // is not a task's main process and sits outside every slice of the Reaper moved itself out: it is
-// killed with what it started, every two seconds and at the end of every session. In process containment an adopted orphan without a live session's marker, and not
-// remembered by a live session, cannot be attributed: it dies at the end of the next session to end,
-// which may not be its own (see adopted_linux.go).
+// killed with what it started, every two seconds, and a child of the Reaper also at the end of every
+// session, one of an init with that init's session. In process containment an adopted orphan without
+// a live session's marker, and not remembered by a live session, cannot be attributed: it dies at the
+// end of the next session to end, which may not be its own (see adopted_linux.go).
 //
 // A process moved into another session's slice belongs to the session that started it, by its marker
 // and its ancestry, and also dies with any session whose slice it sits in; listings show it where it

@@ -423,8 +423,9 @@ env -i /bin/sh -c 'setsid /bin/sh -c "echo 0 > %[1]s; /bin/sh -c \"echo \\\$\\\$
 }
 
 // TestAdoptersWithNamespaces: where every task ran in a PID namespace, the scans for escapees leave
-// the Reaper out (nothing outside a namespace can be orphaned to it), an init that said its namespace
-// is empty, and at a session's end that session's own init, killed with its namespace.
+// the Reaper out (nothing outside a namespace can be orphaned to it) and an init that said its
+// namespace is empty; and at a session's end every init: its own is killed with its namespace, the
+// others' escapees are the periodic check's.
 func TestAdoptersWithNamespaces(t *testing.T) {
 	r := newTestReaper(t, ContainCgroup, Options{})
 	if !r.Containment().PIDNamespace.On {
@@ -441,8 +442,40 @@ func TestAdoptersWithNamespaces(t *testing.T) {
 	if got := adopterPids(r.adopters(nil)); !slices.Equal(got, want) {
 		t.Errorf("adopters %v, want the inits with an orphan %v", got, want)
 	}
-	if got := adopterPids(r.adopters(s1)); !slices.Equal(got, []int{in2}) {
-		t.Errorf("adopters at the end of the session of init %d: %v, want %v", in1, got, []int{in2})
+	if got := adopterPids(r.adopters(s1)); len(got) != 0 {
+		t.Errorf("adopters at the end of the session of init %d: %v, want none", in1, got)
+	}
+}
+
+// TestAdoptersLeaveOutEndingSessions: the init of a session whose teardown has begun is no adopter
+// to look under (the teardown kills it, and the kernel what is left in its namespace): in a storm
+// of DELETEs or a shutdown, each ending session's check looks only under the sessions that go on.
+func TestAdoptersLeaveOutEndingSessions(t *testing.T) {
+	r := newTestReaper(t, ContainCgroup, Options{Grace: new(time.Minute)})
+	if !r.Containment().PIDNamespace.On {
+		t.Skipf("skipped: no PID namespaces here: %s", r.Containment().PIDNamespace.Reason)
+	}
+	live, ending := newTestSession(t, r, SessionOptions{}), newTestSession(t, r, SessionOptions{})
+	run(t, live, "sleep 1000 &")
+	run(t, ending, "trap '' TERM; sleep 1000 &") // holds its teardown in the grace period
+	in1, _, _ := live.walkRoot()
+	ctx, hurry := context.WithCancel(context.Background())
+	closed := make(chan error, 1)
+	go func() {
+		_, err := ending.Close(ctx)
+		closed <- err
+	}()
+	testutil.Eventually(t, "the ending session's init to be left out", func() bool {
+		return slices.Equal(adopterPids(r.adopters(nil)), []int{in1})
+	})
+	select {
+	case err := <-closed:
+		t.Fatalf("the teardown ended within its grace period (%v): the test proves nothing", err)
+	default:
+	}
+	hurry()
+	if err := <-closed; err != nil {
+		t.Error(err)
 	}
 }
 

@@ -384,6 +384,17 @@ func (sn *sessionNS) current() *pidns.Init {
 	return sn.cur
 }
 
+// live returns the session's init while the session has not handed its inits to its teardown (see
+// close): nil once it has, before its first command, after it ended idle, or without namespaces.
+func (sn *sessionNS) live() *pidns.Init {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if sn.closed {
+		return nil
+	}
+	return sn.cur
+}
+
 // close hands the teardown every init the session has (its current one last, if any) and starts no
 // more. It is called once the session starts no task any more.
 func (sn *sessionNS) close() (cur *pidns.Init, all []*pidns.Init) {

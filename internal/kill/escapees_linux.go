@@ -69,8 +69,10 @@ const maxAdoptedPasses = 64
 // A process that forks its successor and exits, over and over, is never the same pid twice: the one a
 // look found may have forked and exited before its signal, and its successor was then handed to the
 // adopter after the look had read the children (the kernel hands a dying process's children on before
-// it becomes a zombie). Such a chain always leaves a trace in the next look: its successor, alive, or
-// a new child gone.
+// it becomes a zombie). Such a chain always leaves a trace in the next look at its adopter: its
+// successor, alive, or a new child gone. So a pass after the first looks again only at the adopters
+// where the one before saw such a trace: an orphan stays with the adopter it was handed to (no
+// process leaves its PID namespace), and the others were seen still.
 func (p Policy) escapees(c *clock, e Escapees) Report {
 	if e.Turns != nil {
 		e.Turns.Lock()
@@ -83,28 +85,36 @@ func (p Policy) escapees(c *clock, e Escapees) Report {
 	var rep Report
 	var killed []proc.Proc
 	seen := make(map[int]bool)
-	for pass := 0; pass < maxAdoptedPasses; pass++ {
+	adopters := e.Adopters
+	for pass := 0; pass < maxAdoptedPasses && len(adopters) > 0; pass++ {
+		seeds, moved := e.look(w, adopters, seen)
 		var hs []proc.Handle
-		moved := false
-		for _, a := range e.Adopters {
-			seeds, gone := e.find(w, a, seen)
-			// An escapee found that has gone before it could be pinned may have forked first.
-			moved = moved || gone || len(seeds) > 0
-			if len(seeds) == 0 {
-				continue
+		again := adopters[:0:0]
+		for i, a := range adopters {
+			if len(seeds[i]) > 0 {
+				// The escapees and everything below them. Skip: the started are tasks.
+				found, _ := w.Find(proc.Query{Self: a.Pid, Seeds: seeds[i], Skip: a.Started})
+				hs = append(hs, w.Verify(found)...)
 			}
-			// The escapees and everything below them. Skip: the started are tasks.
-			found, _ := w.Find(proc.Query{Self: a.Pid, Seeds: seeds, Skip: a.Started})
-			hs = append(hs, w.Verify(found)...)
+			if moved[i] {
+				again = append(again, a)
+			}
 		}
 		// A look refused a descriptor may have missed one: look again, after a pause, while there
 		// is time; a look that saw a child go looks again at once.
 		starved := w.Starved() != nil
 		if len(hs) == 0 {
-			if starved && c.pause() || moved && !starved && !c.over() {
+			if starved && c.pause() {
+				continue // at every adopter: the one refused is not known
+			}
+			if len(again) > 0 && !starved && !c.over() {
+				adopters = again
 				continue
 			}
 			break
+		}
+		if !starved {
+			adopters = again
 		}
 		for _, h := range hs {
 			killed = append(killed, proc.Describe(h.Pid))
@@ -127,30 +137,57 @@ func (p Policy) escapees(c *clock, e Escapees) Report {
 	return rep
 }
 
-// find returns the children of a that it did not start and no live session owns, with their start
-// times, and whether a child not in seen had exited or gone before it could be read (see adopted).
-// Children in seen are passed over; those read are added to it. seen may be nil.
-func (e Escapees) find(w *proc.Walker, a Adopter, seen map[int]bool) (map[int]uint64, bool) {
-	candidates, gone := adopted(w, a, seen)
-	if len(candidates) == 0 {
-		return nil, gone
+// look is one look at the adopters: for each, the children that it did not start and no live session
+// owns, with their start times (its escapees), and whether it moved: an escapee was found, or a
+// child not in seen had exited or gone before it could be read (see adopted). Children in seen are
+// passed over; those read are added to it.
+//
+// What tells a session's process is read once, after every adopter's children were listed: a process
+// that joined a session's slice (or was born in one) and was handed to an adopter since is in it. It
+// is not read where no adopter has a candidate. A look that cannot tell finds no escapee; one refused
+// a descriptor for a child's environment finds none either, and has every adopter with a candidate
+// move.
+func (e Escapees) look(w *proc.Walker, adopters []Adopter, seen map[int]bool) (seeds []map[int]uint64, moved []bool) {
+	seeds = make([]map[int]uint64, len(adopters))
+	moved = make([]bool, len(adopters))
+	candidates := make([][]proc.Stat, len(adopters))
+	some := false
+	for i, a := range adopters {
+		candidates[i], moved[i] = adopted(w, a, seen)
+		some = some || len(candidates[i]) > 0
 	}
-	// Read after the candidates were listed: a process that joined a session's slice since is in it.
+	if !some {
+		return seeds, moved
+	}
 	owned, ok := e.owned(w)
 	if !ok {
-		return nil, gone // cannot tell: kill nothing
+		return seeds, moved // cannot tell: kill nothing
 	}
-	seeds := make(map[int]uint64)
-	for _, st := range candidates {
-		if !owned(st) {
-			seeds[st.Pid] = st.Start
+	for i, cs := range candidates {
+		for _, st := range cs {
+			if !owned(st) {
+				if seeds[i] == nil {
+					seeds[i] = make(map[int]uint64)
+				}
+				seeds[i][st.Pid] = st.Start
+			}
 		}
 	}
-	if err := w.Starved(); err != nil {
-		// An environment unread for want of a descriptor is no proof of an escapee: look again.
-		return nil, true
+	starved := w.Starved() != nil
+	for i := range adopters {
+		if starved && len(candidates[i]) > 0 {
+			// An environment unread for want of a descriptor is no proof of an escapee: look again.
+			seeds[i], moved[i] = nil, true
+		}
+		moved[i] = moved[i] || len(seeds[i]) > 0
 	}
-	return seeds, gone
+	return seeds, moved
+}
+
+// find returns the escapees among a's children (see look), and whether a moved.
+func (e Escapees) find(w *proc.Walker, a Adopter, seen map[int]bool) (map[int]uint64, bool) {
+	seeds, moved := e.look(w, []Adopter{a}, seen)
+	return seeds[0], moved[0]
 }
 
 // adopted returns the live children of a that it did not start and that are not in seen, and

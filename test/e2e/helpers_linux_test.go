@@ -511,14 +511,23 @@ func eachModeAndNamespace(t *testing.T, f func(t *testing.T, pl placement, ns st
 // answer's status and how long it took.
 func (p *reaperProc) deleteSession(t testing.TB, id string) (int, time.Duration) {
 	t.Helper()
+	code, took, err := p.sendDelete(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, took
+}
+
+// sendDelete is deleteSession for any goroutine: it returns what failed instead of failing the test.
+func (p *reaperProc) sendDelete(id string) (int, time.Duration, error) {
 	req, _ := http.NewRequest(http.MethodDelete, p.url, nil)
 	req.Header.Set("Mcp-Session-Id", id)
 	req.Header.Set("Authorization", "Bearer "+p.token)
 	start := time.Now()
 	resp, err := testutil.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, 0, fmt.Errorf("DELETE session %s: %w", id, err)
 	}
 	resp.Body.Close()
-	return resp.StatusCode, time.Since(start)
+	return resp.StatusCode, time.Since(start), nil
 }
