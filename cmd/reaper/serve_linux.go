@@ -179,7 +179,7 @@ func newServer(c serveConfig, a *httpAuth, link guard.Link, log *slog.Logger, o 
 		MaxSessions:   c.maxSessions,
 		// Where there is one identity, it may hold every session; otherwise a quarter of them, so
 		// that one identity cannot take them all.
-		MaxSessionsPerIdentity: perIdentity(c.maxSessionsPerID, c.maxSessions, c),
+		MaxSessionsPerIdentity: a.perIdentity(c.maxSessionsPerID, c.maxSessions),
 		Version:                versionString(),
 		Logger:                 log,
 		Observer:               o.mcpObserver(),
@@ -216,7 +216,7 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, a httpAuth,
 	}
 	ln = httpguard.Limit(ln, httpguard.ConnLimits{
 		Total: c.maxConns, Unauthenticated: unauth, PerPeer: perPeer,
-		PerIdentity: perIdentity(c.maxConnsPerID, c.maxConns, c),
+		PerIdentity: a.perIdentity(c.maxConnsPerID, c.maxConns),
 		Refused:     o.connectionRefused,
 	})
 	served := make(chan error, 1)
@@ -354,13 +354,14 @@ func (a httpAuth) warning() string {
 }
 
 // perIdentity is the share of a cap of all that one identity may hold: flag if set, else every one
-// where c has at most one identity, a quarter of them (at least one) where there are more (with
-// --insecure-no-auth, each peer is one).
-func perIdentity(flag, all int, c serveConfig) int {
+// where a has at most one identity (stdio's one client, reaper's own token, or tokens of one name), a
+// quarter of them (at least one) where there are more (with --insecure-no-auth, each peer is one).
+// It counts the tokens already read, never the file again.
+func (a httpAuth) perIdentity(flag, all int) int {
 	if flag > 0 {
 		return flag
 	}
-	if tokens, _ := c.tokens(); identities(tokens) <= 1 && !c.insecureNoAuth {
+	if identities(a.tokens) <= 1 && !a.insecure {
 		return all
 	}
 	return max(all/4, 1)

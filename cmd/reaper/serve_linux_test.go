@@ -89,7 +89,12 @@ func TestPerIdentity(t *testing.T) {
 		{"at least one", serveConfig{tokenFile: f}, 0, 3, 1},
 		{"the flag", serveConfig{tokenFile: f}, 7, 40, 7},
 	} {
-		if got := perIdentity(tc.flag, tc.all, tc.c); got != tc.want {
+		tc.c.http = "127.0.0.1:0"
+		a, err := tc.c.auth()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := a.perIdentity(tc.flag, tc.all); got != tc.want {
 			t.Errorf("%s: perIdentity(%d, %d) = %d, want %d", tc.name, tc.flag, tc.all, got, tc.want)
 		}
 	}
