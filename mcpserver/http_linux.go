@@ -51,7 +51,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		// ended (processes first) by the lease below, which fires first.
 		SessionTimeout:      s.opts.IdleTimeout + time.Minute,
 		MaxRequestBodyBytes: int64(s.limits.Most()),
-		Logger:              sdkLogger(s.log),
+		Logger:              s.sdkLog,
 	})
 	workspaces := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.ws }, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
@@ -59,7 +59,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 		// In 2026-07-28 a client that closes its response stream cancels the call: a vanished
 		// client's call returns, and stops holding its workspace's lease (see beginLocked).
 		PropagateRequestCancellation: true,
-		Logger:                       sdkLogger(s.log),
+		Logger:                       s.sdkLog,
 	})
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		msg, ok := s.admitBody(w, r)

@@ -7,19 +7,16 @@ import (
 	"time"
 )
 
-// sdkLogger passes on the SDK's warnings and errors only: its per-connection info lines would
-// drown the session log. They are rate-limited too: a client can make the SDK log an error per
-// message (a repeated notifications/initialized, say).
-func sdkLogger(l *slog.Logger) *slog.Logger { return limitedLogger(l, slog.LevelWarn) }
-
-// limitedLogger returns l without its records below min, and at most logBurst records a second, for
-// lines that a client can make at will: it must not fill reaper's log, and the disk or journal behind
-// it, by sending messages as fast as it can. The first line after those left out says how many.
-func limitedLogger(l *slog.Logger, min slog.Level) *slog.Logger {
-	return slog.New(levelHandler{l.Handler(), min, &logLimit{}})
+// limitedLogger returns l without its records below min, and at most logBurst records a second
+// counted in lim, for lines that a client can make at will: it must not fill reaper's log, and the
+// disk or journal behind it, by sending messages as fast as it can. The first line after those left
+// out says how many. Loggers that share lim share its budget: a Server's (its clientLog and sdkLog)
+// write at most logBurst such lines a second in all.
+func limitedLogger(l *slog.Logger, min slog.Level, lim *logLimit) *slog.Logger {
+	return slog.New(levelHandler{l.Handler(), min, lim})
 }
 
-// logBurst is the most lines a limitedLogger writes in one second.
+// logBurst is the most lines the loggers of one logLimit write in one second.
 const logBurst = 20
 
 // levelHandler drops records below min, and those over lim.

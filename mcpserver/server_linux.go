@@ -76,8 +76,12 @@ type Server struct {
 	log  *slog.Logger
 	// clientLog is log, rate-limited, for the lines a client can make at will (see limitedLogger).
 	clientLog *slog.Logger
-	mcp       *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
-	ws        *mcp.Server // the workspace era: HTTP from 2026-07-28 on, stateless
+	// sdkLog is the SDK's: its warnings and errors only (its per-connection info lines would drown
+	// the session log), in clientLog's budget (a client can make the SDK log an error per message,
+	// a repeated notifications/initialized, say).
+	sdkLog *slog.Logger
+	mcp    *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
+	ws     *mcp.Server // the workspace era: HTTP from 2026-07-28 on, stateless
 	// maxOutput is the characters of output a tool result holds by default (see outputBudget).
 	maxOutput int
 	// limits bound every message before the SDK decodes it (see limits.go).
@@ -119,8 +123,11 @@ func New(opts Options) (*Server, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	s := &Server{opts: opts, log: opts.Logger, clientLog: limitedLogger(opts.Logger, slog.LevelDebug), sessions: make(map[key]*session), reserved: make(map[string][]*ticket),
+	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[key]*session), reserved: make(map[string][]*ticket),
 		limits: messageLimits{callBytes: opts.MaxCallBytes}}
+	budget := &logLimit{}
+	s.clientLog = limitedLogger(opts.Logger, slog.LevelDebug, budget)
+	s.sdkLog = limitedLogger(opts.Logger, slog.LevelWarn, budget)
 	lim := opts.Reaper.Limits()
 	s.maxOutput = min(opts.MaxOutput, MaxOutput)
 	if s.maxOutput <= 0 {
@@ -128,13 +135,13 @@ func New(opts Options) (*Server, error) {
 	}
 	s.mcp = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
 		Instructions: instructions(lim, s.maxOutput, opts.IdleTimeout),
-		Logger:       sdkLogger(opts.Logger), // no KeepAlive: the Server's own (see keepalive)
+		Logger:       s.sdkLog, // no KeepAlive: the Server's own (see keepalive)
 	})
 	s.addTools(lim)
 	s.mcp.AddReceivingMiddleware(s.middleware()...)
 	s.ws = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
 		Instructions: workspaceInstructions(lim, s.maxOutput, opts.IdleTimeout, opts.MaxWorkspaces),
-		Logger:       sdkLogger(opts.Logger),
+		Logger:       s.sdkLog,
 	})
 	s.addWorkspaceTools(lim)
 	s.ws.AddReceivingMiddleware(s.workspaceMiddleware()...)
