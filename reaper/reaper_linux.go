@@ -493,13 +493,16 @@ func (r *Reaper) Close(ctx context.Context) error {
 
 // Abandon is the last resort of a program that must exit now, its guard dead and its shutdown stuck
 // (or slower than it can wait for): it kills, at once and without a grace period, every process
-// below this one and everything in this Reaper's slice, waits up to Limits.CloseTimeout for them to
-// go, and removes the slice and the state directory, as Close does at its end; the guard is dead and
-// removes nothing. What it cannot remove waits for the next instance's sweep. It does not wait for
-// sessions and may run while Close does, or after it: it closes no descriptor that Close or a
-// session may be using. The program is to exit after it.
+// below this one and everything in this Reaper's slice, waits for them to go as a hurried teardown
+// does (kill.HurryWait at most, the processes being SIGKILLed), and removes the slice and the state
+// directory, as Close does at its end; the guard is dead and removes nothing. What it cannot remove
+// waits for the next instance's sweep. It does not wait for sessions and may run while Close does,
+// or after it: it closes no descriptor that Close or a session may be using. The program is to exit
+// after it.
 func (r *Reaper) Abandon() error {
-	err := r.killEverything(context.Background(), time.Now().Add(r.lim.CloseTimeout))
+	hurried, hurry := context.WithCancel(context.Background())
+	hurry() // a last resort: no wait past kill.HurryWait
+	err := r.killEverything(hurried, time.Now().Add(r.lim.CloseTimeout))
 	r.dropMu.Lock()
 	defer r.dropMu.Unlock()
 	err = errors.Join(err, r.dropInstance())
@@ -517,7 +520,7 @@ func (r *Reaper) killEverything(ctx context.Context, end time.Time) error {
 		r.log.Info("killed processes no session claimed", "count", len(killed), "processes", killed)
 	}
 	if err == nil && len(left) > 0 {
-		err = fmt.Errorf("%s: %d processes remain after %v: %v", r.instance.Path(), len(left), r.lim.CloseTimeout, left)
+		err = fmt.Errorf("%s: %d processes remain after SIGKILL and the wait for them: %v", r.instance.Path(), len(left), left)
 	}
 	return err
 }
