@@ -207,15 +207,8 @@ func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, a httpAuth,
 	// that never ends, must not pile connections up. Connections are counted, in all, per peer
 	// before they authenticate and per identity after, so that nobody can take every descriptor.
 	hs := httpguard.NewServer(mux, httpguard.Options{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
-	unauth := max(c.maxConns/4, 1)
-	perPeer := c.maxConnsPerPeer
-	if perPeer == 0 {
-		// Enough for a client that opens many connections at once (a pool of 64 DELETEs, say), while
-		// it takes eight local users to fill what may wait to authenticate.
-		perPeer = min(max(unauth/8, 32), unauth)
-	}
 	ln = httpguard.Limit(ln, httpguard.ConnLimits{
-		Total: c.maxConns, Unauthenticated: unauth, PerPeer: perPeer,
+		Total: c.maxConns, PerPeer: c.maxConnsPerPeer, // Unauthenticated: a quarter of Total
 		PerIdentity: a.perIdentity(c.maxConnsPerID, c.maxConns),
 		Refused:     o.connectionRefused,
 	})

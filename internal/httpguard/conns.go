@@ -29,10 +29,12 @@ type ConnLimits struct {
 	// Total bounds the open connections, authenticated or not; zero means DefaultMaxConns.
 	Total int
 	// Unauthenticated bounds the connections that have not authenticated (see Authenticated);
-	// zero means DefaultMaxUnauthenticated.
+	// zero means a quarter of Total (at least one).
 	Unauthenticated int
-	// PerPeer bounds the connections of one peer that have not authenticated; zero means
-	// DefaultMaxUnauthenticatedPerPeer.
+	// PerPeer bounds the connections of one peer that have not authenticated; zero means an eighth
+	// of Unauthenticated, at least DefaultMinPerPeer and at most Unauthenticated: enough for a
+	// client that opens many connections at once (a pool of 64 DELETEs, say), while it takes eight
+	// local users to fill what may wait to authenticate.
 	PerPeer int
 	// PerIdentity bounds the connections that authenticated as one identity; zero means Total.
 	PerIdentity int
@@ -43,17 +45,16 @@ type ConnLimits struct {
 
 // Defaults for zero ConnLimits fields.
 const (
-	DefaultMaxConns                  = 1024
-	DefaultMaxUnauthenticated        = 256
-	DefaultMaxUnauthenticatedPerPeer = 32
+	DefaultMaxConns   = 1024
+	DefaultMinPerPeer = 32
 )
 
 // Limit returns ln with its connections bounded by lim. Serve it with a server from NewServer, whose
 // ConnContext lets Authenticated find a request's connection.
 func Limit(ln net.Listener, lim ConnLimits) net.Listener {
 	lim.Total = orDefault(lim.Total, DefaultMaxConns)
-	lim.Unauthenticated = orDefault(lim.Unauthenticated, DefaultMaxUnauthenticated)
-	lim.PerPeer = orDefault(lim.PerPeer, DefaultMaxUnauthenticatedPerPeer)
+	lim.Unauthenticated = orDefault(lim.Unauthenticated, max(lim.Total/4, 1))
+	lim.PerPeer = orDefault(lim.PerPeer, min(max(lim.Unauthenticated/8, DefaultMinPerPeer), lim.Unauthenticated))
 	lim.PerIdentity = orDefault(lim.PerIdentity, lim.Total)
 	return &limitedListener{Listener: ln, lim: lim, peers: map[string]int{}, ids: map[string]int{}}
 }
