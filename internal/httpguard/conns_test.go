@@ -33,8 +33,16 @@ func identityServer(t *testing.T, lim ConnLimits) (string, *limitedListener, fun
 			io.WriteString(w, "ok\n")
 		}
 	}), Options{})
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
+	served := make(chan struct{})
+	go func() { defer close(served); hs.Serve(l) }()
+	t.Cleanup(func() {
+		hs.Close()
+		select {
+		case <-served:
+		case <-time.After(time.Minute):
+			t.Error("Serve has not returned a minute after Close")
+		}
+	})
 	return ln.Addr().String(), l, func() []string {
 		mu.Lock()
 		defer mu.Unlock()

@@ -21,7 +21,11 @@ func TestInputEndWaitsForEveryRequest(t *testing.T) {
 		defer close(done)
 		in.end()
 	}()
-	<-in.ended.Done()
+	select {
+	case <-in.ended.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("the end of the input was not seen")
+	}
 	for _, v := range []any{float64(7), "7", float64(7), float64(7)} {
 		select {
 		case <-done:
