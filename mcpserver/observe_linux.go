@@ -59,7 +59,7 @@ func transport(ss *mcp.ServerSession) string {
 // without initialize (protocol 2026-07-28 and later).
 func initializeVersion(ss *mcp.ServerSession) string {
 	if p := ss.InitializeParams(); p != nil {
-		return bounded(p.ProtocolVersion, sdkfix.PublishedVersions) // as the client sent it
+		return boundedVersion(p.ProtocolVersion) // as the client sent it
 	}
 	return ""
 }
@@ -72,7 +72,15 @@ func requestVersion(req mcp.Request) string {
 		return ""
 	}
 	if v, ok := p.GetMeta()[mcp.MetaKeyProtocolVersion].(string); ok {
-		return bounded(v, sdkfix.PublishedVersions)
+		return boundedVersion(v)
 	}
 	return ""
+}
+
+// boundedVersion is v where the SDK speaks it, OtherValue otherwise (see bounded).
+func boundedVersion(v string) string {
+	if sdkfix.Published(v) {
+		return v
+	}
+	return OtherValue
 }

@@ -19,7 +19,7 @@ import (
 // front itself to go (see the package doc); delete this, and its call, with it.
 func CheckVersion(w http.ResponseWriter, r *http.Request) bool {
 	v := r.Header.Get(ProtocolVersionHeader)
-	if v == "" || v >= FirstSessionlessVersion || slices.Contains(PublishedVersions, v) {
+	if v == "" || v >= FirstSessionlessVersion || Published(v) {
 		return true
 	}
 	http.Error(w, fmt.Sprintf("Bad Request: Unsupported protocol version %q", v), http.StatusBadRequest)
@@ -33,9 +33,12 @@ const ProtocolVersionHeader = "Mcp-Protocol-Version"
 // any version through its header check (it answers those requests itself).
 const FirstSessionlessVersion = "2026-07-28"
 
-// PublishedVersions are the protocol versions the SDK speaks, read once: the SDK copies its list on
-// every call, and every request looks at it. Never modified.
-var PublishedVersions = mcp.SupportedProtocolVersions()
+// Published reports whether v is one of the protocol versions the SDK speaks.
+func Published(v string) bool { return slices.Contains(publishedVersions, v) }
+
+// publishedVersions are the SDK's protocol versions, read once: the SDK copies its list on every
+// call, and every request looks at it. Never modified.
+var publishedVersions = mcp.SupportedProtocolVersions()
 
 // AnswerSetLevel answers a sessionless logging/setLevel request (method, with the request's id as it
 // stands in its text) that carries no io.modelcontextprotocol/protocolVersion in its _meta with an
