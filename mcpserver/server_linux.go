@@ -257,10 +257,11 @@ func (s *Server) Close(ctx context.Context) error {
 	// Every session has ended and its calls' answers are on their way. A stdio client has
 	// StdioCloseGrace to take them; then writing stops, so that one that stopped reading cannot
 	// hold the SDK's close of its session below, which waits for them, nor reaper's exit.
+	var timers []func() bool
 	s.mu.Lock()
 	for _, st := range all {
 		if st.input != nil {
-			st.input.GiveUpAfter(StdioCloseGrace)
+			timers = append(timers, st.input.GiveUpAfter(StdioCloseGrace))
 		}
 	}
 	s.mu.Unlock()
@@ -270,5 +271,8 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 	}
 	s.wg.Wait()
+	for _, stop := range timers {
+		stop() // every session is closed: nothing is left to give up on
+	}
 	return errors.Join(errs...)
 }

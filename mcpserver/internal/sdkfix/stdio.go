@@ -93,8 +93,12 @@ func (t *Stdio) EndedAt() time.Time {
 // later one fails. A client that stopped reading reaper's output (its pipe full) would otherwise
 // hold the handler whose answer waits to be written, which the SDK's close of the session waits
 // for, and with it the session's end and reaper's exit. The end of the input gives up by itself
-// once the answers to the requests read before it are written, or EndWait after it.
-func (t *Stdio) GiveUpAfter(d time.Duration) { time.AfterFunc(d, t.out.giveUp) }
+// once the answers to the requests read before it are written, or EndWait after it. It returns the
+// function that stops the timer, for its caller to call once it no longer needs it (the writer then
+// gives up no more, unless it did already).
+func (t *Stdio) GiveUpAfter(d time.Duration) (stop func() bool) {
+	return time.AfterFunc(d, t.out.giveUp).Stop
+}
 
 // errGaveUp is the error of a write after the writer gave up.
 var errGaveUp = errors.New("stdio: writing given up: the client does not read its answers, or has gone")
