@@ -74,6 +74,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	}
 	sig.onSignal(srv.Hurry)
 	<-sig.asked // every shutdown signal is handled before the first request is
+	// Deferred after sig.stop, so it runs first: stop cancels hurry, which arms the watchdog.
 	defer sig.watchdog(r, log)()
 	defer startMemoryReturner().Stop()
 	if ln == nil {

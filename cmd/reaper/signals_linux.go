@@ -165,7 +165,8 @@ const lastResort = 3 * time.Second
 // longer (a teardown that is stuck) must not keep every other session's processes alive.
 const hurriedLastResort = 5 * time.Second
 
-// watchdog starts the last resort for r and returns the function that stops it. It is armed by the
+// watchdog starts the last resort for r and returns the function that stops it, which must run
+// before stop (which cancels hurry). It is armed by the
 // hurry (a second signal, or the guard's death) and fires hurriedLastResort after it, or lastResort
 // after the guard's death if that comes first.
 func (s *signals) watchdog(r *reaper.Reaper, log *slog.Logger) (stop func()) {
