@@ -76,23 +76,6 @@ type Guard interface {
 	Clean() error
 }
 
-// noGuard is a job's guard where it has none: this process stands in for it, and never goes.
-type noGuard struct{}
-
-func (noGuard) Group() int {
-	pgrp, err := syscall.Getpgid(0)
-	if err != nil {
-		return -1
-	}
-	return pgrp
-}
-func (noGuard) Gone() bool { return false }
-func (noGuard) WaitGone(ctx context.Context) bool {
-	<-ctx.Done()
-	return false
-}
-func (noGuard) Clean() error { return nil }
-
 // Report is what happened to a job; `reaper run --report` writes it as JSON. Leftovers is nil when
 // the job did not start.
 type Report struct {
@@ -120,7 +103,7 @@ func Run(c Config) Report {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
 	if c.Guard == nil {
-		c.Guard = noGuard{}
+		c.Guard = guard.Link{} // no guard: this process stands in for it, and never goes
 	}
 	j := &run{c: c, start: time.Now(), rep: Report{Command: c.Argv}}
 	if code := j.setUp(); code != 0 {
