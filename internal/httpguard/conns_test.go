@@ -141,6 +141,15 @@ func TestPerIdentityLimit(t *testing.T) {
 	}
 	// Waiting to authenticate, one peer still holds at most PerPeer.
 	idle := []*kept{dial(t, addr), dial(t, addr)}
+	// A connection is counted when the server accepts it, after the client's dial returns.
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if _, unauth, _, _ := l.counts(); unauth >= 2 {
+			break
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the two idle connections were not counted as waiting to authenticate within 10 s")
+		}
+	}
 	if status, _, body := dial(t, addr).ask(t, "carol"); !strings.Contains(body, "(--max-connections-per-peer)") {
 		t.Errorf("a third connection waiting to authenticate: %s %q", status, body)
 	}
