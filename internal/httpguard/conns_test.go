@@ -140,16 +140,24 @@ func TestPerIdentityLimit(t *testing.T) {
 		t.Errorf("bob's third connection: %s %q", status, body)
 	}
 	// Waiting to authenticate, one peer still holds at most PerPeer.
-	idle := []*kept{dial(t, addr), dial(t, addr)}
-	// A connection is counted when the server accepts it, after the client's dial returns.
-	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-		if _, unauth, _, _ := l.counts(); unauth >= 2 {
-			break
-		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatal("the two idle connections were not counted as waiting to authenticate within 10 s")
+	// The connections refused above count under their peer until the server has closed them, and a
+	// connection is counted once the server accepts it, after the client's dial returns: wait for
+	// each, so that the peer's count is the two idle connections'.
+	awaitWaiting := func(n int) {
+		t.Helper()
+		for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+			if _, unauth, _, _ := l.counts(); unauth == n {
+				return
+			}
+			if time.Since(start) > 10*time.Second {
+				_, unauth, _, _ := l.counts()
+				t.Fatalf("%d connections waiting to authenticate after 10 s, want %d", unauth, n)
+			}
 		}
 	}
+	awaitWaiting(0)
+	idle := []*kept{dial(t, addr), dial(t, addr)}
+	awaitWaiting(2)
 	if status, _, body := dial(t, addr).ask(t, "carol"); !strings.Contains(body, "(--max-connections-per-peer)") {
 		t.Errorf("a third connection waiting to authenticate: %s %q", status, body)
 	}
