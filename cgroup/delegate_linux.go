@@ -25,38 +25,37 @@ func delegate(info Info, opts Options, top string) (string, error) {
 	if own == info.Root || !within(own, info.Root) || isTrueRoot(own) {
 		return "", nil // the own cgroup does not become an inner node, or may have processes anyway
 	}
-	switch {
-	case opts.Delegated, isNamespaceRoot(), delegateMarked(own):
-	case top == own:
+	// The controllers still to enable in the own cgroup, where it is top (read once: both the rule
+	// and strangersBlock need them).
+	var need []string
+	if top == own {
 		enabled, err := readFields(filepath.Join(own, "cgroup.subtree_control"))
 		if err != nil {
 			return "", err
 		}
-		if len(missing(opts.Controllers, enabled)) == 0 {
+		need = missing(opts.Controllers, enabled)
+	}
+	switch {
+	case opts.Delegated, isNamespaceRoot(), delegateMarked(own):
+	case top == own:
+		if len(need) == 0 {
 			return "", nil
 		}
 	default:
 		return "", nil
 	}
-	if top == own {
-		if err := strangersBlock(own, opts); err != nil {
-			return "", err
-		}
+	if err := strangersBlock(own, need, opts); err != nil {
+		return "", err
 	}
 	return moveToLeaf(own, opts.Companions)
 }
 
 // strangersBlock returns the error enableInAncestor would give once this process had moved, where
-// the controllers must be enabled in dir, its own cgroup, and processes other than this one and its
-// companions live there (a client that started this process in its own cgroup): then moving into a
-// leaf would gain nothing, and would leave this process's companions and a leaf behind in a cgroup
-// that is not its own.
-func strangersBlock(dir string, opts Options) error {
-	enabled, err := readFields(filepath.Join(dir, "cgroup.subtree_control"))
-	if err != nil {
-		return err
-	}
-	need := missing(opts.Controllers, enabled)
+// the controllers need must be enabled in dir, its own cgroup, and processes other than this one
+// and its companions live there (a client that started this process in its own cgroup): then
+// moving into a leaf would gain nothing, and would leave this process's companions and a leaf
+// behind in a cgroup that is not its own.
+func strangersBlock(dir string, need []string, opts Options) error {
 	if len(need) == 0 {
 		return nil
 	}

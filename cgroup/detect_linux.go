@@ -129,6 +129,9 @@ type Info struct {
 	// Controllers are the controllers that can be enabled for Root: cgroup.controllers of its
 	// parent or, before that exists, of its nearest existing ancestor, as the kernel lists them.
 	Controllers []string
+	// TopControllers are the controllers the mount's top offers (its cgroup.controllers): no cgroup
+	// of the mount, a systemd scope included, can have another.
+	TopControllers []string
 	// Supervisor is the leaf [OpenRoot] moved this process into (see [Options.Delegated]); empty
 	// when it did not move it, and always from [Detect].
 	Supervisor string
@@ -201,6 +204,7 @@ func detectInfo(opts Options) (Info, error) {
 		info.Root = filepath.Join(info.Mountpoint, info.Self, "reaper")
 	}
 	info.Controllers, _ = readFields(filepath.Join(nearestExisting(filepath.Dir(info.Root)), "cgroup.controllers"))
+	info.TopControllers, _ = readFields(filepath.Join(info.Mountpoint, "cgroup.controllers"))
 	info.Kill = detectKill(info.Mountpoint, info.Root)
 	if err := checkWritable(info.Mountpoint, info.Root); err != nil {
 		return info, err

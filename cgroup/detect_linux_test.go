@@ -147,6 +147,24 @@ func TestDetectHere(t *testing.T) {
 	}
 }
 
+// TestTopControllers: the controllers detected for the mount's top are its cgroup.controllers, and
+// hold every controller offered for the root (a cgroup has none its parent lacks).
+func TestTopControllers(t *testing.T) {
+	info := requireCgroup2(t)
+	b, err := os.ReadFile(filepath.Join(info.Mountpoint, "cgroup.controllers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Fields(string(b)); !slices.Equal(info.TopControllers, want) {
+		t.Errorf("TopControllers = %v, want %v", info.TopControllers, want)
+	}
+	for _, c := range info.Controllers {
+		if !slices.Contains(info.TopControllers, c) {
+			t.Errorf("%s is offered for %s but not by the mount's top (%v)", c, info.Root, info.TopControllers)
+		}
+	}
+}
+
 func TestOwnCgroupParsing(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ content, want, err string }{

@@ -3,6 +3,7 @@ package reaper
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/systemd"
@@ -20,7 +21,9 @@ import (
 
 // scopeMayHelp reports whether a scope of its own could give the Reaper what its default root
 // cannot: never where a root or mountpoint was asked for (the operator's choice), nor without
-// cgroup2; on a hybrid host, whose controllers are cgroup v1's, only a cgroup it can write to.
+// cgroup2; on a hybrid host, whose controllers are cgroup v1's, only a cgroup it can write to. A
+// scope has no controller the mount's top does not offer: where the limits need one, it can give
+// only a cgroup to write to, and only where the Reaper would settle for that (not ContainCgroup).
 func (r *Reaper) scopeMayHelp() bool {
 	if r.opts.Cgroup.Root != "" || r.opts.Cgroup.Mountpoint != "" {
 		return false
@@ -28,6 +31,11 @@ func (r *Reaper) scopeMayHelp() bool {
 	info := cgroup.Detect(r.opts.Cgroup)
 	switch info.Mode {
 	case cgroup.Unified:
+		for _, c := range limitControllers(r.opts.SessionLimits) {
+			if !slices.Contains(info.TopControllers, c) {
+				return !info.Usable() && r.opts.Containment != ContainCgroup
+			}
+		}
 		return true
 	case cgroup.Hybrid:
 		return !info.Usable()

@@ -16,8 +16,10 @@
 // github.com/godbus/dbus/v5, which the packages that only read and write cgroupfs (and the guard, a
 // sweep, `reaper ps`, which import cgroup) have no use for; only this package imports them.
 //
-// The package holds no lock of its own; the D-Bus library's goroutines end when Start closes its
-// connections, before it returns.
+// The package holds no lock of its own. The D-Bus library starts goroutines of its own for each
+// connection (its reader, the dispatch of signals), which it gives no way to wait for: Start closes
+// its connections before it returns, and those goroutines end once they see them closed, which may
+// be some time after Start has returned. They hold nothing of a session's.
 //
 // The package is Linux-only; elsewhere it holds only this documentation.
 package systemd

@@ -28,12 +28,16 @@ type Budget struct {
 	ASCII *[utf8.RuneSelf]uint8
 }
 
-// CostTable returns cost's price of each ASCII character, for Budget.ASCII; cost must price each at
-// most 255.
+// CostTable returns cost's price of each ASCII character, for Budget.ASCII, or nil if cost prices
+// one above 255 (more than a table entry holds): the cuts then call Cost for each, exactly.
 func CostTable(cost func(rune) int) *[utf8.RuneSelf]uint8 {
 	var t [utf8.RuneSelf]uint8
 	for c := range t {
-		t[c] = uint8(cost(rune(c)))
+		p := cost(rune(c))
+		if p < 0 || p > math.MaxUint8 {
+			return nil
+		}
+		t[c] = uint8(p)
 	}
 	return &t
 }
