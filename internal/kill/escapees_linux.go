@@ -10,7 +10,6 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
-	"golang.org/x/sys/unix"
 )
 
 // Escapees. A process can leave every trail a teardown follows: clear its environment (the marker),
@@ -116,18 +115,13 @@ func (p Policy) escapees(c *clock, e Escapees) Report {
 		if !starved {
 			adopters = again
 		}
-		for _, h := range hs {
-			killed = append(killed, proc.Describe(h.Pid))
-		}
-		if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
+		ks, left, err := killAll(c, w, hs)
+		if err != nil {
 			p.log().Warn("signal failed", "scope", "escapees", "error", err)
 		}
-		left := w.WaitGone(c.wait, hs, c.end)
-		proc.CloseAll(hs)
+		killed = append(killed, ks...)
 		rep.Killed += len(hs)
-		for _, h := range left {
-			rep.Remaining = append(rep.Remaining, proc.Describe(h.Pid))
-		}
+		rep.Remaining = append(rep.Remaining, left...)
 	}
 	if len(killed) > 0 {
 		rep.Walked, rep.Found = rep.Killed, rep.Killed
@@ -182,12 +176,6 @@ func (e Escapees) look(w *proc.Walker, adopters []Adopter, seen map[int]bool) (s
 		moved[i] = moved[i] || len(seeds[i]) > 0
 	}
 	return seeds, moved
-}
-
-// find returns the escapees among a's children (see look), and whether a moved.
-func (e Escapees) find(w *proc.Walker, a Adopter, seen map[int]bool) (map[int]uint64, bool) {
-	seeds, moved := e.look(w, []Adopter{a}, seen)
-	return seeds[0], moved[0]
 }
 
 // adopted returns the live children of a that it did not start and that are not in seen, and

@@ -111,6 +111,16 @@ func (c *clock) pause() bool {
 	}
 }
 
+// retry runs f until it does not fail, fails for good (see retryable) or the waits are over, and
+// returns its last error.
+func (c *clock) retry(f func() error) error {
+	for {
+		if err := f(); !retryable(err) || !c.pause() {
+			return err
+		}
+	}
+}
+
 // Slice kills every process in s with the strongest method the kernel offers and waits, until
 // deadline or HurryWait after ctx is done, for the slice to empty. It returns the pids still in it
 // then; where they could not be listed, the error says so.
@@ -128,20 +138,12 @@ func (p Policy) Slice(ctx context.Context, s *cgroup.Slice, deadline time.Time) 
 
 // slice is Slice on c's time; s takes descriptors from the reserve.
 func (p Policy) slice(c *clock, s *cgroup.Slice) ([]int, error) {
-	var err error
-	for {
-		if err = p.hardKill(s); !retryable(err) || !c.pause() {
-			break
-		}
-	}
+	err := c.retry(func() error { return p.hardKill(s) })
 	var empty bool
-	for {
-		var werr error
-		if empty, werr = s.WaitEmpty(c.wait, c.end); !retryable(werr) || !c.pause() {
-			err = errors.Join(err, werr)
-			break
-		}
-	}
+	err = errors.Join(err, c.retry(func() (werr error) {
+		empty, werr = s.WaitEmpty(c.wait, c.end)
+		return werr
+	}))
 	if empty {
 		return nil, err
 	}
