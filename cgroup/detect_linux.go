@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -150,11 +151,7 @@ func (i Info) String() string {
 	if where == "" {
 		where = i.Mountpoint
 	}
-	ctrl := strings.Join(i.Controllers, " ")
-	if ctrl == "" {
-		ctrl = "none"
-	}
-	s := fmt.Sprintf("cgroup2 %s at %s, kill via %s, controllers: %s", i.Mode, where, i.Kill, ctrl)
+	s := fmt.Sprintf("cgroup2 %s at %s, kill via %s, controllers: %s", i.Mode, where, i.Kill, listOrNone(i.Controllers))
 	if i.Supervisor != "" {
 		s += ", this process moved into " + i.Supervisor
 	}
@@ -172,16 +169,12 @@ func Detect(opts Options) Info {
 }
 
 // detect is Detect with the reason as an error that callers can match (unix.EROFS, unix.EACCES).
-func detect(opts Options) (Info, error) {
-	info, err := detectInfo(opts)
-	if err != nil {
-		info.Reason = err.Error()
-	}
-	return info, err
-}
-
-func detectInfo(opts Options) (Info, error) {
-	var info Info
+func detect(opts Options) (info Info, err error) {
+	defer func() {
+		if err != nil {
+			info.Reason = err.Error()
+		}
+	}()
 	mounts, err := readMounts(mountinfoFile)
 	if err != nil {
 		return info, err
@@ -225,7 +218,7 @@ func detectMount(mounts []mountInfo, opts Options) (Mode, string, mountInfo, err
 		}
 		m, ok := mountOf(mounts, mp)
 		if !ok || m.fstype != "cgroup2" {
-			return Unavailable, "", m, fmt.Errorf("%s is not a cgroup2 filesystem (it is %s)", mp, orUnknown(m.fstype))
+			return Unavailable, "", m, fmt.Errorf("%s is not a cgroup2 filesystem (it is %s)", mp, cmp.Or(m.fstype, "unknown"))
 		}
 		return Mounted, mp, m, nil
 	case opts.Root != "":
@@ -292,13 +285,6 @@ func rootMount(mounts []mountInfo, root string) (Mode, string, mountInfo, error)
 		mode = Hybrid
 	}
 	return mode, m.point, m, nil
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
 }
 
 // checkRootPath refuses a root (absolute and clean) that is not strictly below the mountpoint or has

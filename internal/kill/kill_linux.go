@@ -12,10 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Policy kills slices and process trees: a Reaper's sessions and tasks (Terminate) and the escapees
-// it finds (Escapees), an instance's end and the guard's cleanup after its server (Instance), and the
-// sweep after dead instances (Slice, Processes) share it.
-// Its zero value kills with cgroup.kill, without a grace period, waits DefaultTimeout and has no
+// Policy kills slices and process trees (see the package doc). Its zero value kills with cgroup.kill, without a grace period, waits DefaultTimeout and has no
 // descriptors in reserve.
 type Policy struct {
 	// Log receives failures to signal and the escapees killed. Nil discards.
@@ -51,7 +48,6 @@ func (p Policy) timeout() time.Duration {
 	return p.Timeout
 }
 
-// walker returns a walker of /proc that takes descriptors from the policy's reserve.
 func (p Policy) walker() *proc.Walker { return proc.NewWalker().Spare(p.Spare) }
 
 // HurryWait bounds what is left of every wait for killed processes to disappear once a kill has been
@@ -71,14 +67,11 @@ func retryable(err error) bool {
 }
 
 // clock is the one deadline and the one hurry signal of a call into the package: every kill and every
-// wait of it take their time from it, and nowhere else.
-//
-//   - The deadline (end) is when every wait for killed processes ends; what is alive then is
-//     reported as remaining.
-//   - The hurry signal is the caller's context: once it is done (a second shutdown signal, the guard's
-//     death), a grace period ends at once, and every wait ends HurryWait later at most.
-//
-// wait is the context of the waits: done at end, or HurryWait after the hurry.
+// wait of it take their time from it. The deadline (end) is when every wait for killed processes
+// ends; what is alive then is reported as remaining. The hurry signal is the caller's context: once
+// it is done (a second shutdown signal, the guard's death), a grace period ends at once, and every
+// wait ends HurryWait later at most. wait is the context of the waits: done at end, or HurryWait after
+// the hurry.
 type clock struct {
 	end   time.Time
 	hurry context.Context
@@ -136,7 +129,7 @@ func (p Policy) Slice(ctx context.Context, s *cgroup.Slice, deadline time.Time) 
 	return p.slice(c, s.Spare(p.Spare))
 }
 
-// slice is Slice on c's time; s takes descriptors from the reserve.
+// slice is Slice on c's time.
 func (p Policy) slice(c *clock, s *cgroup.Slice) ([]int, error) {
 	err := c.retry(func() error { return p.hardKill(s) })
 	var empty bool
