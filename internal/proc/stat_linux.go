@@ -14,12 +14,8 @@ import (
 // pfKthread is PF_KTHREAD: a kernel thread, which has no memory of its own, so no environment.
 const pfKthread = 0x00200000
 
-// Walker reads /proc. It reuses its buffers, so one Walker must not be used concurrently; make one per
-// goroutine with [NewWalker].
-//
-// It reads with raw system calls into one buffer rather than through prometheus/procfs, which
-// allocates a Proc and parses every field for each process: a walk of 1,100 processes took 14 ms so
-// and 36 ms with procfs (see the package doc), and a teardown may walk several times.
+// Walker reads /proc with raw system calls (see the package doc for why not procfs). It reuses its
+// buffers, so one Walker must not be used concurrently; make one per goroutine with [NewWalker].
 type Walker struct {
 	buf  []byte
 	path []byte
