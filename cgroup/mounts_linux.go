@@ -3,7 +3,6 @@ package cgroup
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,17 +25,7 @@ type mountInfo struct {
 }
 
 // readMounts parses a mountinfo file.
-func readMounts(file string) ([]mountInfo, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", file, err)
-	}
-	out, err := parseMounts(b)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", file, err)
-	}
-	return out, nil
-}
+func readMounts(file string) ([]mountInfo, error) { return readParsed(nil, file, parseMounts) }
 
 // parseMounts parses the contents of a mountinfo file.
 func parseMounts(b []byte) ([]mountInfo, error) {

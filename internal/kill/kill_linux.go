@@ -146,31 +146,24 @@ func (p Policy) slice(c *clock, s *cgroup.Slice) ([]int, error) {
 
 // hardKill sends SIGKILL to every process in s, by the strongest method the kernel offers.
 func (p Policy) hardKill(s *cgroup.Slice) error {
-	method := p.Method
-	if method == cgroup.KillFile {
-		err := s.Kill()
-		if !errors.Is(err, errors.ErrUnsupported) {
+	if p.Method == cgroup.KillFile {
+		if err := s.Kill(); !errors.Is(err, errors.ErrUnsupported) {
 			return err
 		}
-		method = cgroup.KillFreeze
 	}
 	var errs []error
-	if method == cgroup.KillFreeze {
+	frozen := false
+	if p.Method != cgroup.KillSignal {
 		// Frozen processes cannot fork, so one sweep finds them all. A process in D state may delay
 		// "frozen 1"; do not wait long for it, the SIGKILLs are queued either way.
 		_, err := s.Freeze(time.Now().Add(time.Second))
-		switch {
-		case errors.Is(err, errors.ErrUnsupported):
-			method = cgroup.KillSignal
-		case err != nil:
+		if frozen = err == nil; !errors.Is(err, errors.ErrUnsupported) {
 			errs = append(errs, err)
-			method = cgroup.KillSignal
-		default:
-			errs = append(errs, p.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)), s.Thaw())
 		}
 	}
-	if method == cgroup.KillSignal {
-		errs = append(errs, p.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
+	errs = append(errs, p.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
+	if frozen {
+		errs = append(errs, s.Thaw())
 	}
 	return errors.Join(errs...)
 }
