@@ -255,6 +255,11 @@ func (t *teardown) onlyInits() bool {
 			return false
 		}
 	}
+	return t.sliceEmpty()
+}
+
+// sliceEmpty reports whether the scope has no slice, or one that reads not populated.
+func (t *teardown) sliceEmpty() bool {
 	if t.slice == nil {
 		return true
 	}
@@ -271,14 +276,7 @@ func (t *teardown) nothingLeft() bool {
 	if t.slice == nil && len(t.sc.Inits) == 0 && len(t.sc.Seeds) == 0 && len(t.sc.Groups) == 0 && t.sc.Marker == "" {
 		return true
 	}
-	if len(t.sc.Inits) > 0 || !reap.Childless(t.sc.Self) {
-		return false
-	}
-	if t.slice != nil {
-		populated, err := t.slice.Populated()
-		return err == nil && !populated
-	}
-	return true
+	return len(t.sc.Inits) == 0 && reap.Childless(t.sc.Self) && t.sliceEmpty()
 }
 
 // deferred reports whether the walk of phase 1 waits for the slice to empty (see Terminate).
@@ -438,10 +436,8 @@ func (t *teardown) killSlice() {
 	t.note(before, err)
 	t.rep.Killed += len(before)
 	t.rep.Terminated += max(len(t.seen)-len(before), 0)
-	if len(before) == 0 && err == nil {
-		if populated, err := s.Populated(); err == nil && !populated {
-			return
-		}
+	if len(before) == 0 && err == nil && t.sliceEmpty() {
+		return
 	}
 	if _, err := t.p.slice(t.c, s); err != nil {
 		t.errs = append(t.errs, err)
