@@ -44,7 +44,7 @@ func (s *Slice) Spare(r Reserve) *Slice {
 	return &c
 }
 
-// create makes the directory of s, a leaf of err's Leaf.
+// create makes the directory of s, as Leaf returned it with err.
 func create(s *Slice, err error) (*Slice, error) {
 	if err != nil {
 		return nil, err
@@ -129,10 +129,10 @@ func (s *Slice) Threads() ([]int, error) {
 	return idsRecursive(s.spare, s.path, "cgroup.threads")
 }
 
-// Remove deletes the slice and its nested leaves, children before parents. It must be empty: kill it first; a
-// populated slice is refused at once. EBUSY on an empty slice (the kernel may still be releasing
-// exited processes) is retried a bounded number of times, for up to about two seconds. A slice that is
-// already gone is not an error.
+// Remove deletes the slice and its nested leaves, children before parents. It must be empty: kill it
+// first; a populated slice is refused at once. EBUSY on an empty slice (the kernel may still be
+// releasing exited processes) is retried a bounded number of times, for up to about two seconds. A
+// slice that is already gone is not an error.
 func (s *Slice) Remove() error {
 	dirs, err := subtree(s.spare, s.path)
 	if err != nil {

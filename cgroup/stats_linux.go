@@ -67,7 +67,8 @@ func (h Hits) Max(o Hits) Hits { return h.each(o, func(a, b int64) int64 { retur
 // each returns the counts of h and o, each combined by f.
 func (h Hits) each(o Hits, f func(a, b int64) int64) Hits {
 	return Hits{OOM: f(h.OOM, o.OOM), OOMKills: f(h.OOMKills, o.OOMKills), ForksRefused: f(h.ForksRefused, o.ForksRefused),
-		Throttled: f(h.Throttled, o.Throttled), ThrottledTime: time.Duration(f(int64(h.ThrottledTime), int64(o.ThrottledTime)))}
+		Throttled:     f(h.Throttled, o.Throttled),
+		ThrottledTime: time.Duration(f(int64(h.ThrottledTime), int64(o.ThrottledTime)))}
 }
 
 // Zero reports whether no limit was hit.

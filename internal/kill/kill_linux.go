@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Policy kills slices and process trees (see the package doc). Its zero value kills with cgroup.kill, without a grace period, waits DefaultTimeout and has no
-// descriptors in reserve.
+// Policy kills slices and process trees (see the package doc). Its zero value kills with
+// cgroup.kill, without a grace period, waits DefaultTimeout and has no descriptors in reserve.
 type Policy struct {
 	// Log receives failures to signal and the escapees killed. Nil discards.
 	Log *slog.Logger
