@@ -56,11 +56,8 @@ func (w *Walker) Starved() error {
 // open opens a file of /proc for reading, through the walker's reserve where the limit refuses it,
 // and records a refusal even so (see Starved).
 func (w *Walker) open(dir int, name string, flags int) (int, error) {
-	fd, err := unix.Openat(dir, name, flags|unix.O_CLOEXEC, 0)
-	if spare.Limited(err) {
-		fd, err = w.spare.Open(func() (int, error) { return unix.Openat(dir, name, flags|unix.O_CLOEXEC, 0) })
-		w.starved = w.starved || spare.Limited(err)
-	}
+	fd, err := w.spare.Open(func() (int, error) { return unix.Openat(dir, name, flags|unix.O_CLOEXEC, 0) })
+	w.starved = w.starved || spare.Limited(err)
 	return fd, err
 }
 
