@@ -194,7 +194,7 @@ func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 	t.killInits(dying)
 	if sc.RemoveSlice && t.slice != nil {
 		t.readUsage()
-		t.remove()
+		t.errs = append(t.errs, t.c.retry(t.slice.Remove)) // still populated (a process in D state) fails
 	}
 	t.waitInits(dying, "the init %d of a PID namespace has not ended by %v")
 	for _, in := range dying {
@@ -217,7 +217,7 @@ type teardown struct {
 	c     *clock
 	start time.Time
 	rep   Report
-	errs  []error
+	errs  []error // what failed; nils among them, which errors.Join drops
 
 	seen    map[int]bool  // processes seen in the slice
 	termed  map[int]bool  // processes of the slice sent SIGTERM
@@ -336,9 +336,7 @@ func (t *teardown) findEscaped() {
 	marker := t.sc.Marker
 	if t.slice != nil {
 		tids, err := t.slice.Threads()
-		if err != nil {
-			t.errs = append(t.errs, err)
-		}
+		t.errs = append(t.errs, err)
 		trusted = make(map[int]bool, len(tids))
 		for _, id := range tids {
 			trusted[id] = true
@@ -368,9 +366,7 @@ func (t *teardown) polite() {
 		t.signalGroup(h, unix.SIGTERM, unix.SIGCONT)
 	}
 	if t.slice != nil {
-		if err := t.p.sweep(t.slice, unix.SIGTERM, t.termed, graceEnd); err != nil {
-			t.errs = append(t.errs, err)
-		}
+		t.errs = append(t.errs, t.p.sweep(t.slice, unix.SIGTERM, t.termed, graceEnd))
 	}
 	t.signalFailed(proc.SignalAll(t.outside, unix.SIGTERM, unix.SIGCONT))
 	if t.slice != nil {
@@ -402,9 +398,7 @@ func (t *teardown) polite() {
 // waitEmpty waits until the slice is empty, until or ctx is done, and records whether it is.
 func (t *teardown) waitEmpty(ctx context.Context, until time.Time) {
 	empty, err := t.slice.WaitEmpty(ctx, until)
-	if err != nil {
-		t.errs = append(t.errs, err)
-	}
+	t.errs = append(t.errs, err)
 	t.emptied = empty
 }
 
@@ -439,16 +433,13 @@ func (t *teardown) killSlice() {
 	if len(before) == 0 && err == nil && t.sliceEmpty() {
 		return
 	}
-	if _, err := t.p.slice(t.c, s); err != nil {
-		t.errs = append(t.errs, err)
-	}
+	_, err = t.p.slice(t.c, s)
+	t.errs = append(t.errs, err)
 }
 
 // note records processes listed in the slice.
 func (t *teardown) note(pids []int, err error) {
-	if err != nil {
-		t.errs = append(t.errs, err)
-	}
+	t.errs = append(t.errs, err)
 	for _, p := range pids {
 		t.seen[p] = true
 	}
@@ -467,9 +458,7 @@ func (t *teardown) killNamespaces() {
 // killInits sends SIGKILL to each of inits.
 func (t *teardown) killInits(inits []*pidns.Init) {
 	for _, in := range inits {
-		if err := in.Kill(); err != nil {
-			t.errs = append(t.errs, err)
-		}
+		t.errs = append(t.errs, in.Kill())
 	}
 }
 
@@ -597,13 +586,6 @@ func (t *teardown) readUsage() {
 		return
 	}
 	t.rep.Usage = &st
-}
-
-// remove removes the slice; where it is still populated (a process in D state), the error says so.
-func (t *teardown) remove() {
-	if err := t.c.retry(t.slice.Remove); err != nil {
-		t.errs = append(t.errs, err)
-	}
 }
 
 // writable returns a copy of m, made even where m is nil.
