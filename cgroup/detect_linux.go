@@ -91,14 +91,11 @@ type Options struct {
 	Controllers []string
 
 	// Delegated says that the process's own cgroup was delegated to it, where that cannot be
-	// detected. [OpenRoot] moves this process into a leaf named "supervisor" of its own cgroup,
-	// as delegated supervisors should, when the root lies below the own cgroup (which then becomes
-	// an inner node) and one of these holds: Delegated is set; the own cgroup is delegated as far
-	// as can be seen (it is the root of this process's cgroup namespace, as in a container, or
-	// systemd marked it with the trusted.delegate or user.delegate attribute of a Delegate=yes
-	// unit); or Controllers must be enabled in it. Then the "no internal processes" rule can
-	// never bite when controllers are enabled, by reaper or by whoever delegated the cgroup. The
-	// move is never made on the machine's true root cgroup, and never in cgroup v1.
+	// detected. [OpenRoot] moves this process into a leaf named "supervisor" of its own cgroup when
+	// the root lies below the own cgroup and one of these holds: Delegated is set; the own cgroup is
+	// the root of this process's cgroup namespace, or systemd marked it delegated (trusted.delegate or
+	// user.delegate, Delegate=yes); or Controllers must be enabled in it. Then the "no internal
+	// processes" rule never bites. The move is never made on the machine's true root cgroup.
 	Delegated bool
 
 	// Companions are processes of this program that live in its cgroup beside it (a guard, the
