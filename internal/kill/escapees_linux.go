@@ -12,11 +12,9 @@ import (
 	"github.com/cgreaper/reaper/internal/reap"
 )
 
-// Escapees. A process can leave every trail a teardown follows (its marker, its parent chain, its
-// process group, as root its cgroup) but its adopter's child table: once its parent dies, it becomes
-// a child of the child subreaper it descends from (a Reaper), or of its PID namespace's init. So a
-// child of an adopter that the adopter did not start and that no live session owns is an escapee, and
-// dies with everything below it.
+// Escapees (see docs/containment.md). A process can leave every trail a teardown follows but its
+// adopter's child table, so a child of an adopter that the adopter did not start and that no live
+// session owns is an escapee, and dies with everything below it.
 
 // Adopter is a process orphans are re-parented to: a child subreaper (a Reaper), or the init of a
 // PID namespace; Started are the children it started itself (tasks), which are no escapees.

@@ -141,18 +141,11 @@ const maxWalkPasses = 16
 // the caller, who knows, says that.
 //
 // In a scope with a slice that is Namespaced or whose Self adopts its escapees, the walk of phase 1
-// comes in phase 2, once the slice is empty or half the grace period has passed, and is short then: a
-// walk before the kill costs every process of the slice an entry made in /proc (and removed again at
-// its exit), a tenth of the time the kernel takes to kill a thousand processes. It starts below the
-// init (a seed: everything below it is the scope's), or from Self's escapees: a process that left the
-// slice is a child of Self by then, unless its parent still lives (outside the slice: below another
-// seed; inside: the slice held out, and its threads seed the walk). What it finds gets its SIGTERM
-// then, and each init signals its whole namespace too, for a process the walk missed (re-parented to
-// the init as it ran); they have the rest of the grace period. Without a namespace, a process whose
-// parent was the last of the slice to exit can be missed the same way (the kernel takes a process
-// out of its cgroup just before it hands its children to the subreaper): phase 4 finds it by its
-// marker, or the escapee check, with SIGKILL. Without a grace period the walk comes after the slice's
-// kill.
+// comes in phase 2, once the slice is empty or half the grace period has passed, when it is short
+// (docs/containment.md says why, and what it can miss: phase 4 or the escapee check kill that). It
+// starts below the init, or from Self's escapees; what it finds gets its SIGTERM then, each init
+// signals its whole namespace too, and they have the rest of the grace period. Without a grace period
+// the walk comes after the slice's kill.
 func (p Policy) Terminate(ctx context.Context, sc Scope) (Report, error) {
 	start := time.Now()
 	end := sc.End
