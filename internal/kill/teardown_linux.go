@@ -54,10 +54,8 @@ func (r *Report) add(o Report) {
 	r.Unaccounted = r.Unaccounted || o.Unaccounted
 }
 
-// Scope is what a teardown ends, all of it data: a slice (nil in process containment), processes
-// known to belong (pid -> start time), the tasks' process groups, the environment marker its
-// processes inherit, the inits of its PID namespaces, where its escapees go, and the channels it
-// closes or waits for.
+// Scope is what a teardown ends, all of it data. Slice is nil in process containment; Seeds are
+// processes known to belong (pid -> start time); Marker is the environment entry its processes inherit.
 type Scope struct {
 	Name  string // "session S" or "session S: task T", for the log
 	Slice *cgroup.Slice
@@ -134,11 +132,9 @@ const maxWalkPasses = 16
 // look below this process, which has no child, and whose slice is not populated has no process left
 // either (see nothingLeft).
 //
-// Every wait shares one deadline (sc.End), and once ctx is done they wait at most HurryWait more:
-// what survives SIGKILL (uninterruptible sleep) is reported, not waited for. What fails for want of a
-// descriptor (a read of cgroupfs or /proc, a pidfd) takes one from the policy's reserve, and what
-// fails even so is tried again until the deadline. The error says what failed, not in which scope:
-// the caller, who knows, says that.
+// Every wait shares one deadline (sc.End) and the clock of the package doc: what survives SIGKILL
+// (uninterruptible sleep) is reported, not waited for. The error says what failed, not in which
+// scope: the caller, who knows, says that.
 //
 // In a scope with a slice that is Namespaced or whose Self adopts its escapees, the walk of phase 1
 // comes in phase 2, once the slice is empty or half the grace period has passed, when it is short
