@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -90,14 +91,11 @@ type Options struct {
 	Controllers []string
 
 	// Delegated says that the process's own cgroup was delegated to it, where that cannot be
-	// detected. [OpenRoot] moves this process into a leaf named "supervisor" of its own cgroup,
-	// as delegated supervisors should, when the root lies below the own cgroup (which then becomes
-	// an inner node) and one of these holds: Delegated is set; the own cgroup is delegated as far
-	// as can be seen (it is the root of this process's cgroup namespace, as in a container, or
-	// systemd marked it with the trusted.delegate or user.delegate attribute of a Delegate=yes
-	// unit); or Controllers must be enabled in it. Then the "no internal processes" rule can
-	// never bite when controllers are enabled, by reaper or by whoever delegated the cgroup. The
-	// move is never made on the machine's true root cgroup, and never in cgroup v1.
+	// detected. [OpenRoot] moves this process into a leaf named "supervisor" of its own cgroup when
+	// the root lies below the own cgroup and one of these holds: Delegated is set; the own cgroup is
+	// the root of this process's cgroup namespace, or systemd marked it delegated (trusted.delegate or
+	// user.delegate, Delegate=yes); or Controllers must be enabled in it. Then the "no internal
+	// processes" rule never bites. The move is never made on the machine's true root cgroup.
 	Delegated bool
 
 	// Companions are processes of this program that live in its cgroup beside it (a guard, the
@@ -150,11 +148,7 @@ func (i Info) String() string {
 	if where == "" {
 		where = i.Mountpoint
 	}
-	ctrl := strings.Join(i.Controllers, " ")
-	if ctrl == "" {
-		ctrl = "none"
-	}
-	s := fmt.Sprintf("cgroup2 %s at %s, kill via %s, controllers: %s", i.Mode, where, i.Kill, ctrl)
+	s := fmt.Sprintf("cgroup2 %s at %s, kill via %s, controllers: %s", i.Mode, where, i.Kill, listOrNone(i.Controllers))
 	if i.Supervisor != "" {
 		s += ", this process moved into " + i.Supervisor
 	}
@@ -172,16 +166,12 @@ func Detect(opts Options) Info {
 }
 
 // detect is Detect with the reason as an error that callers can match (unix.EROFS, unix.EACCES).
-func detect(opts Options) (Info, error) {
-	info, err := detectInfo(opts)
-	if err != nil {
-		info.Reason = err.Error()
-	}
-	return info, err
-}
-
-func detectInfo(opts Options) (Info, error) {
-	var info Info
+func detect(opts Options) (info Info, err error) {
+	defer func() {
+		if err != nil {
+			info.Reason = err.Error()
+		}
+	}()
 	mounts, err := readMounts(mountinfoFile)
 	if err != nil {
 		return info, err
@@ -225,7 +215,7 @@ func detectMount(mounts []mountInfo, opts Options) (Mode, string, mountInfo, err
 		}
 		m, ok := mountOf(mounts, mp)
 		if !ok || m.fstype != "cgroup2" {
-			return Unavailable, "", m, fmt.Errorf("%s is not a cgroup2 filesystem (it is %s)", mp, orUnknown(m.fstype))
+			return Unavailable, "", m, fmt.Errorf("%s is not a cgroup2 filesystem (it is %s)", mp, cmp.Or(m.fstype, "unknown"))
 		}
 		return Mounted, mp, m, nil
 	case opts.Root != "":
@@ -292,13 +282,6 @@ func rootMount(mounts []mountInfo, root string) (Mode, string, mountInfo, error)
 		mode = Hybrid
 	}
 	return mode, m.point, m, nil
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
 }
 
 // checkRootPath refuses a root (absolute and clean) that is not strictly below the mountpoint or has

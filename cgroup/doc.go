@@ -4,24 +4,11 @@
 // It knows cgroups, paths and pids, and nothing about sessions, MCP, logging policy or how a process
 // should be ended. A [Root] is the directory under which slices live (by default a child "reaper" of
 // the process's own cgroup); a [Slice] is one cgroup below it, possibly with nested leaves. [Detect]
-// says what the host offers before anything is created: where cgroup2 is mounted (from
-// /proc/self/mountinfo, which also says what the mount shows), unified or hybrid hierarchy, whether
-// the slice root is writable, whether cgroup.kill and the freezer exist and which controllers are
-// available; and, when something is missing, what was found instead.
-//
-// The process's own cgroup is resolved against what its cgroupfs mount shows: in a container with a
-// cgroup namespace but the host's hierarchy bind-mounted, /proc/self/cgroup reads "0::/" while the
-// mount's top is the host's, and slices still go below the own cgroup, never outside its subtree
-// unless [Options.Root] says so.
-//
-// Self-delegation: [OpenRoot] moves the process out of its own cgroup into a leaf "supervisor" when
-// its own cgroup is delegated to it (the root of its cgroup namespace; a systemd Delegate=yes unit,
-// marked by systemd; or [Options.Delegated]) or controllers must be enabled in it, and the root lies
-// below it. Delegated cgroups hold processes in leaves only, so the "no internal processes" rule
-// never bites. Never on the machine's true root cgroup; cgroup v1 is never touched.
-//
-// A root is made with its missing parents, and [Root.Release] removes it again when its user closes
-// and nothing else uses it; [Root.Create] makes it anew if another user removed it meanwhile.
+// says what the host offers before anything is created, and, when something is missing, what was
+// found instead. The own cgroup is resolved against what its cgroupfs mount shows (in a container
+// with a cgroup namespace but the host's hierarchy bind-mounted, /proc/self/cgroup reads "0::/"), so
+// slices never go outside its subtree unless [Options.Root] says so. [OpenRoot] may move the process
+// into a leaf of its own cgroup (see [Options.Delegated]); cgroup v1 is never touched.
 //
 // github.com/containerd/cgroups/v3 (its cgroup2.Manager, always loaded with the slice's mountpoint)
 // writes the limits ([Slice.SetLimits]: memory.max with memory.swap.max 0, pids.max, cpu.max) and

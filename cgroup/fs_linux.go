@@ -81,13 +81,23 @@ func readSmall(r Reserve, file string) ([]byte, error) {
 	}
 }
 
+// readParsed reads a whole cgroupfs file through r (see openFile) and parses it; the error names the
+// file.
+func readParsed[T any](r Reserve, file string, parse func([]byte) (T, error)) (T, error) {
+	var v T
+	b, err := readSmall(r, file)
+	if err == nil {
+		v, err = parse(b)
+	}
+	if err != nil {
+		return v, fmt.Errorf("read %s: %w", file, err)
+	}
+	return v, nil
+}
+
 // readFields returns the whitespace-separated words of a small file.
 func readFields(path string) ([]string, error) {
-	b, err := readSmall(nil, path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return strings.Fields(string(b)), nil
+	return readParsed(nil, path, func(b []byte) ([]string, error) { return strings.Fields(string(b)), nil })
 }
 
 // readPids appends the pids listed in a cgroup.procs file (or the tids in a cgroup.threads file) to

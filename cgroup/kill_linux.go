@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -65,14 +64,5 @@ func (s *Slice) WaitEmpty(ctx context.Context, deadline time.Time) (bool, error)
 // Populated reports whether any process lives in the slice or below it (cgroup.events "populated").
 // A slice that no longer exists is not populated.
 func (s *Slice) Populated() (bool, error) {
-	file := filepath.Join(s.path, "cgroup.events")
-	b, err := readSmall(s.spare, file)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", file, err)
-	}
-	v, _ := eventValue(b, "populated")
-	return v, nil
+	return waitEvent(context.Background(), s.spare, s.path, "populated", true, time.Time{}) // one look
 }

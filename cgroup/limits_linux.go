@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/containerd/cgroups/v3/cgroup2"
@@ -64,15 +63,9 @@ func setLimits(mount, path string, l Limits) error {
 	if err != nil {
 		return fmt.Errorf("limits on %s: %w", path, err)
 	}
-	var missing []string
-	for _, c := range need {
-		if !slices.Contains(offered, c) {
-			missing = append(missing, c)
-		}
-	}
-	if len(missing) > 0 {
+	if lack := missing(need, offered); len(lack) > 0 {
 		return fmt.Errorf("limits on %s: %w: %s not enabled in %s (offered: %s)",
-			path, ErrNoController, strings.Join(missing, ", "), filepath.Dir(path), listOrNone(offered))
+			path, ErrNoController, strings.Join(lack, ", "), filepath.Dir(path), listOrNone(offered))
 	}
 	m, err := manager(mount, path)
 	if err != nil {

@@ -3,7 +3,6 @@ package cgroup
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,11 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Where cgroup filesystems are mounted, from /proc/self/mountinfo. Mode detection by the standard
-// paths alone (containerd's cgroups.Mode) cannot say what a mount shows: a cgroup2 mount made outside
-// this process's cgroup namespace, or bind-mounted into it as container users do, shows the host's
-// whole hierarchy while /proc/self/cgroup is relative to the namespace's root. Field 4 of the mount's
-// line says which cgroup the mount's top directory is, relative to the same namespace root.
+// Where cgroup filesystems are mounted, from /proc/self/mountinfo: unlike the standard paths alone
+// (containerd's cgroups.Mode), field 4 of a mount's line says which cgroup its top directory is,
+// relative to the root of this process's cgroup namespace (see the package doc).
 
 // mountInfo is one line of /proc/self/mountinfo.
 type mountInfo struct {
@@ -26,17 +23,7 @@ type mountInfo struct {
 }
 
 // readMounts parses a mountinfo file.
-func readMounts(file string) ([]mountInfo, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", file, err)
-	}
-	out, err := parseMounts(b)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", file, err)
-	}
-	return out, nil
-}
+func readMounts(file string) ([]mountInfo, error) { return readParsed(nil, file, parseMounts) }
 
 // parseMounts parses the contents of a mountinfo file.
 func parseMounts(b []byte) ([]mountInfo, error) {

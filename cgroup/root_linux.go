@@ -62,7 +62,6 @@ func OpenRoot(opts Options) (*Root, error) {
 
 // prepare makes the root ready for slices: it enables the controllers in the root's nearest
 // existing ancestor, then creates each missing directory down to the root and enables them there.
-// It runs when the root is opened, and again when the root vanished.
 func (r *Root) prepare() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -145,16 +144,12 @@ func enableControllers(dir string, controllers []string) error {
 }
 
 // Release removes, as the root's user closes, what is left of the root that nobody uses: the root
-// directory itself when it is the default root (a child "reaper" of the process's cgroup, whichever
-// instance made it) or when this Root made it, and then the parents this Root made for it, deepest
-// first. A directory that still holds slices (another live instance's, or a crashed one's that
-// nobody recovered yet) or processes stays: the kernel refuses to remove it (EBUSY), and that is not
-// an error; neither is a directory already gone. A root that pre-existed an explicit Options.Root
-// is the operator's and stays.
+// directory itself when it is the default root (whichever instance made it) or when this Root made
+// it, and then the parents this Root made for it, deepest first (see removeEmpty). A root that
+// pre-existed an explicit Options.Root is the operator's and stays.
 //
-// The Root can still be used afterwards: [Root.Create] makes the root again if it is gone. That is
-// also how instances sharing a root survive one another: one that creates its slice just as another
-// removes the root retries.
+// The Root can still be used afterwards: [Root.Create] makes the root again if it is gone, which is
+// also how instances sharing a root survive one another.
 func (r *Root) Release() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -195,9 +190,8 @@ func (r *Root) RemoveMade(made []string) error {
 
 // removeEmpty removes dirs, and the root too when it is the default one, deepest first, and
 // returns the first that was still in use (holding slices, another live instance's or a crashed
-// one's that nobody recovered yet, or processes: the kernel refuses to remove it, which is not an
-// error; its parents stay then too). A directory already gone is not an error. r.mu must be held:
-// making the root and removing it do not interleave.
+// one's, or processes: the kernel refuses to remove it, which is not an error; its parents stay
+// then too). A directory already gone is not an error. r.mu must be held.
 func (r *Root) removeEmpty(dirs []string) (busy string, err error) {
 	if r.own && !slices.Contains(dirs, r.info.Root) {
 		dirs = append(slices.Clone(dirs), r.info.Root)
@@ -224,6 +218,11 @@ func listOrNone(s []string) string {
 	return strings.Join(s, " ")
 }
 
+// top returns the root as the parent of its slices.
+func (r *Root) top() *Slice {
+	return &Slice{mount: r.info.Mountpoint, path: r.info.Root, controllers: r.controllers}
+}
+
 // Info returns what was detected when the root was opened.
 func (r *Root) Info() Info { return r.info }
 
@@ -235,7 +234,7 @@ func (r *Root) Path() string { return r.info.Root }
 // removed it as it closed, see [Root.Release]), Create makes it again and retries.
 func (r *Root) Create(name string) (*Slice, error) {
 	for attempt := 1; ; attempt++ {
-		s, err := create(r.info.Mountpoint, r.info.Root, name, r.controllers)
+		s, err := create(r.top().Leaf(name))
 		if err == nil || !errors.Is(err, os.ErrNotExist) || attempt == maxRootAttempts {
 			return s, err
 		}
@@ -252,10 +251,10 @@ func (r *Root) Create(name string) (*Slice, error) {
 // hierarchy, or another file system), and a cgroup that holds this process's own (its kill would
 // kill the caller).
 func (r *Root) Open(name string) (*Slice, error) {
-	if err := ValidateName(name); err != nil {
+	s, err := r.top().Leaf(name)
+	if err != nil {
 		return nil, err
 	}
-	s := &Slice{mount: r.info.Mountpoint, path: filepath.Join(r.info.Root, name), controllers: r.controllers}
 	var st, root unix.Statx_t
 	const mask = unix.STATX_TYPE | unix.STATX_MNT_ID
 	if err := unix.Statx(unix.AT_FDCWD, s.path, unix.AT_SYMLINK_NOFOLLOW, mask, &st); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,12 +44,11 @@ func (s *Slice) Spare(r Reserve) *Slice {
 	return &c
 }
 
-// create makes dir/name and returns it as a slice that passes controllers on.
-func create(mount, dir, name string, controllers []string) (*Slice, error) {
-	if err := ValidateName(name); err != nil {
+// create makes the directory of s, as Leaf returned it with err.
+func create(s *Slice, err error) (*Slice, error) {
+	if err != nil {
 		return nil, err
 	}
-	s := &Slice{mount: mount, path: filepath.Join(dir, name), controllers: controllers}
 	if err := os.Mkdir(s.path, 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %s: %w", s.path, err)
 	}
@@ -70,7 +70,7 @@ func (s *Slice) Create(name string) (*Slice, error) {
 			return nil, err
 		}
 	}
-	return create(s.mount, s.path, name, s.controllers)
+	return create(s.Leaf(name))
 }
 
 // Leaf returns the nested leaf name below the slice, without checking that it exists.
@@ -113,7 +113,7 @@ func (s *Slice) JoinArgs(argv []string) []string {
 // Pids lists the processes in the slice and all its descendants. A slice that no longer exists has
 // no processes.
 func (s *Slice) Pids() ([]int, error) {
-	return idsRecursive(s.spare, s.path, "cgroup.procs", nil)
+	return idsRecursive(s.spare, s.path, "cgroup.procs")
 }
 
 // OwnPids lists the processes in the slice itself, not those of the cgroups below it. A slice that
@@ -126,19 +126,19 @@ func (s *Slice) OwnPids() ([]int, error) {
 // A process's pid is the thread id of its main thread, so the list holds each process's pid too,
 // unless that main thread has already exited.
 func (s *Slice) Threads() ([]int, error) {
-	return idsRecursive(s.spare, s.path, "cgroup.threads", nil)
+	return idsRecursive(s.spare, s.path, "cgroup.threads")
 }
 
-// Remove deletes the slice and its nested leaves, deepest first. It must be empty: kill it first; a
-// populated slice is refused at once. EBUSY on an empty slice (the kernel may still be releasing
-// exited processes) is retried a bounded number of times, for up to about two seconds. A slice that is
-// already gone is not an error.
+// Remove deletes the slice and its nested leaves, children before parents. It must be empty: kill it
+// first; a populated slice is refused at once. EBUSY on an empty slice (the kernel may still be
+// releasing exited processes) is retried a bounded number of times, for up to about two seconds. A
+// slice that is already gone is not an error.
 func (s *Slice) Remove() error {
-	dirs, err := postOrder(s.spare, s.path)
+	dirs, err := subtree(s.spare, s.path)
 	if err != nil {
 		return err
 	}
-	for _, d := range dirs {
+	for _, d := range slices.Backward(dirs) {
 		if err := rmdirRetry(s.spare, d); err != nil {
 			return err
 		}
@@ -167,40 +167,34 @@ func rmdirRetry(r Reserve, dir string) error {
 	return fmt.Errorf("remove cgroup %s: still busy after retries: %w", dir, err)
 }
 
-// postOrder lists dir and every cgroup below it, children before parents.
-func postOrder(r Reserve, dir string) ([]string, error) {
-	children, err := childDirs(r, dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, c := range children {
-		sub, err := postOrder(r, filepath.Join(dir, c))
+// subtree lists dir and every cgroup below it, parents before children; where a listing fails, what
+// it listed so far and the error.
+func subtree(r Reserve, dir string) ([]string, error) {
+	dirs := []string{dir}
+	for i := 0; i < len(dirs); i++ {
+		children, err := childDirs(r, dirs[i])
 		if err != nil {
-			return nil, err
+			return dirs, err
 		}
-		out = append(out, sub...)
+		for _, c := range children {
+			dirs = append(dirs, filepath.Join(dirs[i], c))
+		}
 	}
-	return append(out, dir), nil
+	return dirs, nil
 }
 
-// idsRecursive appends the ids listed in file (cgroup.procs or cgroup.threads) of dir and its
-// descendants to dst. A directory that vanishes while it is read contributes nothing.
-func idsRecursive(r Reserve, dir, file string, dst []int) ([]int, error) {
-	dst, err := readPids(r, filepath.Join(dir, file), dst)
-	if err != nil {
-		return dst, err
-	}
-	children, err := childDirs(r, dir)
-	if err != nil {
-		return dst, err
-	}
-	for _, c := range children {
-		if dst, err = idsRecursive(r, filepath.Join(dir, c), file, dst); err != nil {
-			return dst, err
+// idsRecursive lists the ids in file (cgroup.procs or cgroup.threads) of dir and its descendants. A
+// directory that vanishes while it is read contributes nothing.
+func idsRecursive(r Reserve, dir, file string) ([]int, error) {
+	dirs, err := subtree(r, dir)
+	var ids []int
+	for _, d := range dirs {
+		var rerr error
+		if ids, rerr = readPids(r, filepath.Join(d, file), ids); rerr != nil {
+			return ids, rerr
 		}
 	}
-	return dst, nil
+	return ids, err
 }
 
 // Add moves the process pid into the slice. It is for a process that cannot be started in the slice

@@ -56,22 +56,19 @@ type Hits struct {
 }
 
 // Add returns h plus o.
-func (h Hits) Add(o Hits) Hits {
-	return Hits{OOM: h.OOM + o.OOM, OOMKills: h.OOMKills + o.OOMKills, ForksRefused: h.ForksRefused + o.ForksRefused,
-		Throttled: h.Throttled + o.Throttled, ThrottledTime: h.ThrottledTime + o.ThrottledTime}
-}
+func (h Hits) Add(o Hits) Hits { return h.each(o, func(a, b int64) int64 { return a + b }) }
 
 // Sub returns h less o, each count at least 0: what happened between two readings of a slice.
-func (h Hits) Sub(o Hits) Hits {
-	return Hits{OOM: max(0, h.OOM-o.OOM), OOMKills: max(0, h.OOMKills-o.OOMKills),
-		ForksRefused: max(0, h.ForksRefused-o.ForksRefused), Throttled: max(0, h.Throttled-o.Throttled),
-		ThrottledTime: max(0, h.ThrottledTime-o.ThrottledTime)}
-}
+func (h Hits) Sub(o Hits) Hits { return h.each(o, func(a, b int64) int64 { return max(0, a-b) }) }
 
 // Max returns each count's larger of h and o.
-func (h Hits) Max(o Hits) Hits {
-	return Hits{OOM: max(h.OOM, o.OOM), OOMKills: max(h.OOMKills, o.OOMKills), ForksRefused: max(h.ForksRefused, o.ForksRefused),
-		Throttled: max(h.Throttled, o.Throttled), ThrottledTime: max(h.ThrottledTime, o.ThrottledTime)}
+func (h Hits) Max(o Hits) Hits { return h.each(o, func(a, b int64) int64 { return max(a, b) }) }
+
+// each returns the counts of h and o, each combined by f.
+func (h Hits) each(o Hits, f func(a, b int64) int64) Hits {
+	return Hits{OOM: f(h.OOM, o.OOM), OOMKills: f(h.OOMKills, o.OOMKills), ForksRefused: f(h.ForksRefused, o.ForksRefused),
+		Throttled:     f(h.Throttled, o.Throttled),
+		ThrottledTime: time.Duration(f(int64(h.ThrottledTime), int64(o.ThrottledTime)))}
 }
 
 // Zero reports whether no limit was hit.
@@ -82,7 +79,8 @@ func (h Hits) Zero() bool { return h == Hits{} }
 func (s *Slice) Stats() (Stats, error) {
 	st, err := s.stats(cgroup2.StatCPU | cgroup2.StatMemory | cgroup2.StatMemoryEvents | cgroup2.StatPids)
 	if err == nil && st.ThrottlingCounted {
-		st.Limits.CPUs, err = readCPUMax(s.spare, s.path)
+		// containerd writes cpu.max but does not read it.
+		st.Limits.CPUs, err = readParsed(s.spare, filepath.Join(s.path, "cpu.max"), parseCPUMax)
 	}
 	return st, err
 }
@@ -169,7 +167,10 @@ func limit(v uint64) int64 {
 // (a leaf below the slice), and the count of the slice is the sum of its cgroups'. containerd does not
 // read pids.events.
 func forksRefused(r Reserve, dir string) (int64, error) {
-	n, err := flatValue(r, filepath.Join(dir, "pids.events"), "max")
+	n, err := readParsed(r, filepath.Join(dir, "pids.events"), func(b []byte) (int64, error) {
+		v, _, err := parseFlat(b, "max")
+		return v, err
+	})
 	if err != nil || exists(filepath.Join(dir, "pids.events.local")) {
 		return n, err
 	}
@@ -190,22 +191,8 @@ func forksRefused(r Reserve, dir string) (int64, error) {
 	return n, nil
 }
 
-// flatValue reads the value of key in a flat-keyed cgroup file ("key value" lines: pids.events,
-// memory.events, cpu.stat); a key the file lacks reads as 0.
-func flatValue(r Reserve, file, key string) (int64, error) {
-	b, err := readSmall(r, file)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", file, err)
-	}
-	v, _, err := parseFlat(b, key)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", file, err)
-	}
-	return v, nil
-}
-
-// parseFlat returns the value of key in the contents of a flat-keyed cgroup file, and whether the
-// key is there.
+// parseFlat returns the value of key in the contents of a flat-keyed cgroup file ("key value"
+// lines: pids.events, memory.events, cpu.stat), and whether the key is there.
 func parseFlat(b []byte, key string) (int64, bool, error) {
 	for _, line := range bytes.Split(b, []byte{'\n'}) {
 		k, v, ok := bytes.Cut(line, []byte{' '})
@@ -221,22 +208,7 @@ func parseFlat(b []byte, key string) (int64, bool, error) {
 	return 0, false, nil
 }
 
-// readCPUMax reads the slice's cpu.max as CPUs (0: "max", no limit). containerd writes cpu.max but
-// does not read it.
-func readCPUMax(r Reserve, dir string) (float64, error) {
-	file := filepath.Join(dir, "cpu.max")
-	b, err := readSmall(r, file)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", file, err)
-	}
-	cpus, err := parseCPUMax(b)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", file, err)
-	}
-	return cpus, nil
-}
-
-// parseCPUMax parses the contents of a cpu.max file, "$MAX $PERIOD", as CPUs.
+// parseCPUMax parses the contents of a cpu.max file, "$MAX $PERIOD", as CPUs (0: "max", no limit).
 func parseCPUMax(b []byte) (float64, error) {
 	f := bytes.Fields(b)
 	if len(f) != 2 {

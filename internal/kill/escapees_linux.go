@@ -10,16 +10,11 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/reap"
-	"golang.org/x/sys/unix"
 )
 
-// Escapees. A process can leave every trail a teardown follows: clear its environment (the marker),
-// double-fork (its parent chain), call setsid (its process group) and, as root, move itself out of its
-// cgroup. What it cannot leave is its adopter's child table: once the parent it had dies, it becomes
-// a child of the child subreaper it descends from (a Reaper), or of the init of its PID namespace.
-// That is the one certain trail, and the escapee check follows it: a child of an adopter that the
-// adopter did not start itself and that no live session owns is an escapee, and dies with everything
-// below it.
+// Escapees (see docs/containment.md). A process can leave every trail a teardown follows but its
+// adopter's child table, so a child of an adopter that the adopter did not start and that no live
+// session owns is an escapee, and dies with everything below it.
 
 // Adopter is a process orphans are re-parented to: a child subreaper (a Reaper), or the init of a
 // PID namespace; Started are the children it started itself (tasks), which are no escapees.
@@ -65,14 +60,12 @@ func (p Policy) Escapees(ctx context.Context, e Escapees, deadline time.Time) Re
 const maxAdoptedPasses = 64
 
 // escapees is the check, on c's time. It looks again after each kill, until a look finds neither an
-// escapee nor a child it had not seen that exited before it could be read (maxAdoptedPasses at most).
-// A process that forks its successor and exits, over and over, is never the same pid twice: the one a
-// look found may have forked and exited before its signal, and its successor was then handed to the
-// adopter after the look had read the children (the kernel hands a dying process's children on before
-// it becomes a zombie). Such a chain always leaves a trace in the next look at its adopter: its
-// successor, alive, or a new child gone. So a pass after the first looks again only at the adopters
-// where the one before saw such a trace: an orphan stays with the adopter it was handed to (no
-// process leaves its PID namespace), and the others were seen still.
+// escapee nor a child it had not seen that exited before it could be read (maxAdoptedPasses at most):
+// a process that forks its successor and exits, over and over, may fork and exit before its signal,
+// and its successor is handed to the adopter after the look read the children. Such a chain always
+// leaves a trace in the next look at its adopter (its successor alive, or a new child gone), so a
+// pass after the first looks again only at the adopters where the one before saw one: an orphan
+// stays with the adopter it was handed to.
 func (p Policy) escapees(c *clock, e Escapees) Report {
 	if e.Turns != nil {
 		e.Turns.Lock()
@@ -116,18 +109,13 @@ func (p Policy) escapees(c *clock, e Escapees) Report {
 		if !starved {
 			adopters = again
 		}
-		for _, h := range hs {
-			killed = append(killed, proc.Describe(h.Pid))
-		}
-		if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
+		ks, left, err := killAll(c, w, hs)
+		if err != nil {
 			p.log().Warn("signal failed", "scope", "escapees", "error", err)
 		}
-		left := w.WaitGone(c.wait, hs, c.end)
-		proc.CloseAll(hs)
+		killed = append(killed, ks...)
 		rep.Killed += len(hs)
-		for _, h := range left {
-			rep.Remaining = append(rep.Remaining, proc.Describe(h.Pid))
-		}
+		rep.Remaining = append(rep.Remaining, left...)
 	}
 	if len(killed) > 0 {
 		rep.Walked, rep.Found = rep.Killed, rep.Killed
@@ -142,11 +130,10 @@ func (p Policy) escapees(c *clock, e Escapees) Report {
 // child not in seen had exited or gone before it could be read (see adopted). Children in seen are
 // passed over; those read are added to it.
 //
-// What tells a session's process is read once, after every adopter's children were listed: a process
-// that joined a session's slice (or was born in one) and was handed to an adopter since is in it. It
-// is not read where no adopter has a candidate. A look that cannot tell finds no escapee; one refused
-// a descriptor for a child's environment finds none either, and has every adopter with a candidate
-// move.
+// What tells a session's process is read once, after every adopter's children were listed (so that a
+// process handed over since joining a session is seen in it), and only where there is a candidate. A
+// look that cannot tell finds no escapee; one refused a descriptor for a child's environment finds
+// none either, and has every adopter with a candidate move.
 func (e Escapees) look(w *proc.Walker, adopters []Adopter, seen map[int]bool) (seeds []map[int]uint64, moved []bool) {
 	seeds = make([]map[int]uint64, len(adopters))
 	moved = make([]bool, len(adopters))
@@ -184,18 +171,10 @@ func (e Escapees) look(w *proc.Walker, adopters []Adopter, seen map[int]bool) (s
 	return seeds, moved
 }
 
-// find returns the escapees among a's children (see look), and whether a moved.
-func (e Escapees) find(w *proc.Walker, a Adopter, seen map[int]bool) (map[int]uint64, bool) {
-	seeds, moved := e.look(w, []Adopter{a}, seen)
-	return seeds[0], moved[0]
-}
-
 // adopted returns the live children of a that it did not start and that are not in seen, and
 // whether one of them had exited or gone by the time it was read.
 func adopted(w *proc.Walker, a Adopter, seen map[int]bool) (out []proc.Stat, gone bool) {
-	if reap.Childless(a.Pid) {
-		// This process with no child at all, not even a zombie: one waitid says so, where listing
-		// them reads every thread's children file (at every session's end and periodic check).
+	if reap.Childless(a.Pid) { // one waitid, where a listing reads every thread's children file
 		return nil, false
 	}
 	self, ok := w.Stat(a.Pid)
@@ -203,9 +182,7 @@ func adopted(w *proc.Walker, a Adopter, seen map[int]bool) (out []proc.Stat, gon
 		return nil, false
 	}
 	children := w.Children(self)
-	// This process's dead children are passed over unread: after a session's kill it may have
-	// hundreds the wait loop has not reaped yet (see proc.Query.Exited).
-	mine := a.Pid == os.Getpid()
+	mine := a.Pid == os.Getpid() // its dead children are passed over unread (see proc.Query.Exited)
 	for _, pid := range children {
 		if a.Started[pid] || seen[pid] {
 			continue

@@ -66,15 +66,11 @@ func (p Policy) descendants(c *clock, self int) []proc.Proc {
 		if len(left) == 0 {
 			break
 		}
-		hs := w.Verify(left)
-		for _, h := range hs {
-			killed = append(killed, proc.Describe(h.Pid))
-		}
-		if err := proc.SignalAll(hs, unix.SIGKILL); err != nil {
+		ks, _, err := killAll(c, w, w.Verify(left))
+		killed = append(killed, ks...)
+		if err != nil {
 			p.log().Warn("signal failed", "scope", "descendants", "error", err)
 		}
-		w.WaitGone(c.wait, hs, c.end)
-		proc.CloseAll(hs)
 	}
 	return killed
 }
@@ -86,17 +82,27 @@ func (p Policy) Processes(ctx context.Context, ps []proc.Stat, deadline time.Tim
 	c := newClock(ctx, deadline)
 	defer c.stop()
 	w := p.walker()
-	hs := w.Verify(ps)
-	defer proc.CloseAll(hs)
-	for _, h := range hs {
-		killed = append(killed, proc.Describe(h.Pid))
-	}
-	err = proc.SignalAll(hs, unix.SIGKILL)
-	for _, h := range w.WaitGone(c.wait, hs, c.end) {
-		left = append(left, proc.Describe(h.Pid))
-	}
+	killed, left, err = killAll(c, w, w.Verify(ps))
 	if len(left) > 0 {
 		err = errors.Join(err, errors.New("processes outlived SIGKILL"))
 	}
 	return killed, left, err
+}
+
+// killAll sends SIGKILL to hs and waits for them on c's time, and closes them. It returns them
+// described, those still alive then, and the failures to signal.
+func killAll(c *clock, w *proc.Walker, hs []proc.Handle) (killed, left []proc.Proc, err error) {
+	defer proc.CloseAll(hs)
+	killed = describe(hs)
+	err = proc.SignalAll(hs, unix.SIGKILL)
+	return killed, describe(w.WaitGone(c.wait, hs, c.end)), err
+}
+
+// describe describes each of hs (nil for none).
+func describe(hs []proc.Handle) []proc.Proc {
+	var out []proc.Proc
+	for _, h := range hs {
+		out = append(out, proc.Describe(h.Pid))
+	}
+	return out
 }

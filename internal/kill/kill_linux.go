@@ -12,11 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Policy kills slices and process trees: a Reaper's sessions and tasks (Terminate) and the escapees
-// it finds (Escapees), an instance's end and the guard's cleanup after its server (Instance), and the
-// sweep after dead instances (Slice, Processes) share it.
-// Its zero value kills with cgroup.kill, without a grace period, waits DefaultTimeout and has no
-// descriptors in reserve.
+// Policy kills slices and process trees (see the package doc). Its zero value kills with
+// cgroup.kill, without a grace period, waits DefaultTimeout and has no descriptors in reserve.
 type Policy struct {
 	// Log receives failures to signal and the escapees killed. Nil discards.
 	Log *slog.Logger
@@ -51,7 +48,6 @@ func (p Policy) timeout() time.Duration {
 	return p.Timeout
 }
 
-// walker returns a walker of /proc that takes descriptors from the policy's reserve.
 func (p Policy) walker() *proc.Walker { return proc.NewWalker().Spare(p.Spare) }
 
 // HurryWait bounds what is left of every wait for killed processes to disappear once a kill has been
@@ -71,14 +67,11 @@ func retryable(err error) bool {
 }
 
 // clock is the one deadline and the one hurry signal of a call into the package: every kill and every
-// wait of it take their time from it, and nowhere else.
-//
-//   - The deadline (end) is when every wait for killed processes ends; what is alive then is
-//     reported as remaining.
-//   - The hurry signal is the caller's context: once it is done (a second shutdown signal, the guard's
-//     death), a grace period ends at once, and every wait ends HurryWait later at most.
-//
-// wait is the context of the waits: done at end, or HurryWait after the hurry.
+// wait of it take their time from it. The deadline (end) is when every wait for killed processes
+// ends; what is alive then is reported as remaining. The hurry signal is the caller's context: once
+// it is done (a second shutdown signal, the guard's death), a grace period ends at once, and every
+// wait ends HurryWait later at most. wait is the context of the waits: done at end, or HurryWait after
+// the hurry.
 type clock struct {
 	end   time.Time
 	hurry context.Context
@@ -111,6 +104,16 @@ func (c *clock) pause() bool {
 	}
 }
 
+// retry runs f until it does not fail, fails for good (see retryable) or the waits are over, and
+// returns its last error.
+func (c *clock) retry(f func() error) error {
+	for {
+		if err := f(); !retryable(err) || !c.pause() {
+			return err
+		}
+	}
+}
+
 // Slice kills every process in s with the strongest method the kernel offers and waits, until
 // deadline or HurryWait after ctx is done, for the slice to empty. It returns the pids still in it
 // then; where they could not be listed, the error says so.
@@ -126,22 +129,14 @@ func (p Policy) Slice(ctx context.Context, s *cgroup.Slice, deadline time.Time) 
 	return p.slice(c, s.Spare(p.Spare))
 }
 
-// slice is Slice on c's time; s takes descriptors from the reserve.
+// slice is Slice on c's time.
 func (p Policy) slice(c *clock, s *cgroup.Slice) ([]int, error) {
-	var err error
-	for {
-		if err = p.hardKill(s); !retryable(err) || !c.pause() {
-			break
-		}
-	}
+	err := c.retry(func() error { return p.hardKill(s) })
 	var empty bool
-	for {
-		var werr error
-		if empty, werr = s.WaitEmpty(c.wait, c.end); !retryable(werr) || !c.pause() {
-			err = errors.Join(err, werr)
-			break
-		}
-	}
+	err = errors.Join(err, c.retry(func() (werr error) {
+		empty, werr = s.WaitEmpty(c.wait, c.end)
+		return werr
+	}))
 	if empty {
 		return nil, err
 	}
@@ -151,31 +146,24 @@ func (p Policy) slice(c *clock, s *cgroup.Slice) ([]int, error) {
 
 // hardKill sends SIGKILL to every process in s, by the strongest method the kernel offers.
 func (p Policy) hardKill(s *cgroup.Slice) error {
-	method := p.Method
-	if method == cgroup.KillFile {
-		err := s.Kill()
-		if !errors.Is(err, errors.ErrUnsupported) {
+	if p.Method == cgroup.KillFile {
+		if err := s.Kill(); !errors.Is(err, errors.ErrUnsupported) {
 			return err
 		}
-		method = cgroup.KillFreeze
 	}
 	var errs []error
-	if method == cgroup.KillFreeze {
+	frozen := false
+	if p.Method != cgroup.KillSignal {
 		// Frozen processes cannot fork, so one sweep finds them all. A process in D state may delay
 		// "frozen 1"; do not wait long for it, the SIGKILLs are queued either way.
 		_, err := s.Freeze(time.Now().Add(time.Second))
-		switch {
-		case errors.Is(err, errors.ErrUnsupported):
-			method = cgroup.KillSignal
-		case err != nil:
+		if frozen = err == nil; !errors.Is(err, errors.ErrUnsupported) {
 			errs = append(errs, err)
-			method = cgroup.KillSignal
-		default:
-			errs = append(errs, p.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)), s.Thaw())
 		}
 	}
-	if method == cgroup.KillSignal {
-		errs = append(errs, p.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
+	errs = append(errs, p.sweep(s, unix.SIGKILL, make(map[int]bool), time.Now().Add(sweepTime)))
+	if frozen {
+		errs = append(errs, s.Thaw())
 	}
 	return errors.Join(errs...)
 }

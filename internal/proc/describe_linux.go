@@ -52,7 +52,7 @@ const clockTicks = 100
 // Describe reads a process's command name, state and age.
 func Describe(pid int) Proc {
 	p := Proc{Pid: pid, State: "?"}
-	b, ok := readLimited("/proc/"+strconv.Itoa(pid)+"/stat", 4096)
+	b, ok := ReadAt(-1, "/proc/"+strconv.Itoa(pid)+"/stat", make([]byte, 4096))
 	if !ok {
 		return p
 	}
@@ -93,7 +93,7 @@ const maxCmdline = 512
 // process is gone. It reads no more than that of it: a process's arguments are as long as it made
 // them.
 func CommandLine(pid int) string {
-	b, ok := readLimited("/proc/"+strconv.Itoa(pid)+"/cmdline", maxCmdline+1)
+	b, ok := ReadAt(-1, "/proc/"+strconv.Itoa(pid)+"/cmdline", make([]byte, maxCmdline+1))
 	if !ok {
 		return ""
 	}
@@ -127,10 +127,4 @@ func Cgroup(pid int) string {
 		}
 	}
 	return ""
-}
-
-// readLimited reads at most max bytes of a file of /proc: open, read and close only. ok is false if
-// it cannot be opened or read (the process is gone).
-func readLimited(file string, max int) (b []byte, ok bool) {
-	return ReadAt(-1, file, make([]byte, max))
 }

@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"bytes"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -56,13 +55,9 @@ func (w *Walker) sigkillPending(pid int, tid string) bool {
 	if !ok {
 		return false
 	}
-	for line := range bytes.Lines(b) {
-		key, val, found := bytes.Cut(line, []byte{':'})
-		if !found || (string(key) != "SigPnd" && string(key) != "ShdPnd") {
-			continue
-		}
-		mask, err := strconv.ParseUint(string(bytes.TrimSpace(val)), 16, 64)
-		if err == nil && mask&(1<<(9-1)) != 0 { // SIGKILL is 9: bit 8
+	for _, key := range []string{"SigPnd", "ShdPnd"} {
+		v, _ := lineValue(b, key)
+		if mask, err := strconv.ParseUint(string(v), 16, 64); err == nil && mask&(1<<(9-1)) != 0 { // SIGKILL is 9: bit 8
 			return true
 		}
 	}

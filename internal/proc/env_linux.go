@@ -49,11 +49,9 @@ func (w *Walker) Env(pid int, key string) (string, bool) {
 // of any size costs one buffer.
 //
 // A process in the middle of execve shows an empty environment: from the switch to its new memory
-// until its environment is placed there, and through a file opened before the switch, whose memory is
-// gone. Of orphans read once just after their parent exited, one in six showed none; reading the same
-// file again a few times still missed one in fifty. So an empty
-// environment is read again, through a new file, for as long as the process is inside execve (up to
-// maxExecWait) and once more after.
+// until its environment is placed there, and through a file opened before the switch (one orphan in
+// six, read just after its parent exited). So an empty environment is read again, through a new file,
+// for as long as the process is inside execve (up to maxExecWait) and once more after.
 func (w *Walker) scanEnv(pid int, fn func(entry []byte, complete bool) bool, keep int) {
 	if len(w.buf) < 64<<10 {
 		w.buf = make([]byte, 64<<10)

@@ -34,9 +34,8 @@ type Query struct {
 	// means the marker is not looked for.
 	Marker string
 	// Exited, if set, tells a child of Self that has exited and awaits its reaping without reading
-	// /proc; the walk for the marker passes over such children unread. Self passes reap.Exited: after
-	// a kill it may have a thousand zombies the wait loop has not reaped yet, and reading each one's
-	// stat made an entry in /proc that the reaping then dropped.
+	// /proc; the walk for the marker passes over such children unread (after a kill Self may have a
+	// thousand zombies not reaped yet).
 	Exited func(pid int) bool
 }
 
@@ -250,10 +249,8 @@ func (w *Walker) Children(st Stat) []int {
 //
 // Every file is read through a descriptor of p's directory in /proc, which refers to p for as long as
 // it is open: once p has been reaped its files can no longer be opened through it, whichever process
-// has its pid by then. So one look at the start time tells that all of them were p's. Lookups
-// relative to it also spare the resolution of /proc/<pid>/task/ for each thread: a look at the
-// 8-thread init of a session's namespace took 41-46 µs instead of 56-60 on the VM (BENCHMARKS.md,
-// After 16).
+// has its pid by then. So one look at the start time tells that all of them were p's (and lookups
+// relative to it are faster).
 func (w *Walker) Childless(p Stat) (childless, ok bool) {
 	if p.Start == 0 {
 		return false, false

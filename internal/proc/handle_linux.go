@@ -43,11 +43,7 @@ func (h Handle) HasFD() bool { return h.fd >= 0 }
 
 // pidfd opens a pidfd of pid, through r where the descriptor limit refuses one.
 func pidfd(r *spare.Reserve, pid int) (int, error) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if spare.Limited(err) {
-		fd, err = r.Open(func() (int, error) { return unix.PidfdOpen(pid, 0) })
-	}
-	return fd, err
+	return r.Open(func() (int, error) { return unix.PidfdOpen(pid, 0) })
 }
 
 // Open opens a handle for each pid without checking who it is: the caller must confirm afterwards that

@@ -13,20 +13,14 @@ func (w *Walker) NSPids(pid int) []int {
 	if !ok {
 		return nil
 	}
-	for line := range bytes.Lines(b) {
-		val, found := bytes.CutPrefix(line, []byte("NSpid:"))
-		if !found {
-			continue
+	val, _ := lineValue(b, "NSpid")
+	var out []int
+	for _, f := range bytes.Fields(val) {
+		n, err := strconv.Atoi(string(f))
+		if err != nil {
+			return nil
 		}
-		var out []int
-		for _, f := range bytes.Fields(val) {
-			n, err := strconv.Atoi(string(f))
-			if err != nil {
-				return nil
-			}
-			out = append(out, n)
-		}
-		return out
+		out = append(out, n)
 	}
-	return nil
+	return out
 }

@@ -14,12 +14,8 @@ import (
 // pfKthread is PF_KTHREAD: a kernel thread, which has no memory of its own, so no environment.
 const pfKthread = 0x00200000
 
-// Walker reads /proc. It reuses its buffers, so one Walker must not be used concurrently; make one per
-// goroutine with [NewWalker].
-//
-// It reads with raw system calls into one buffer rather than through prometheus/procfs, which
-// allocates a Proc and parses every field for each process: a walk of 1,100 processes took 14 ms so
-// and 36 ms with procfs (see the package doc), and a teardown may walk several times.
+// Walker reads /proc with raw system calls (see the package doc for why not procfs). It reuses its
+// buffers, so one Walker must not be used concurrently; make one per goroutine with [NewWalker].
 type Walker struct {
 	buf  []byte
 	path []byte
@@ -60,11 +56,8 @@ func (w *Walker) Starved() error {
 // open opens a file of /proc for reading, through the walker's reserve where the limit refuses it,
 // and records a refusal even so (see Starved).
 func (w *Walker) open(dir int, name string, flags int) (int, error) {
-	fd, err := unix.Openat(dir, name, flags|unix.O_CLOEXEC, 0)
-	if spare.Limited(err) {
-		fd, err = w.spare.Open(func() (int, error) { return unix.Openat(dir, name, flags|unix.O_CLOEXEC, 0) })
-		w.starved = w.starved || spare.Limited(err)
-	}
+	fd, err := w.spare.Open(func() (int, error) { return unix.Openat(dir, name, flags|unix.O_CLOEXEC, 0) })
+	w.starved = w.starved || spare.Limited(err)
 	return fd, err
 }
 

@@ -91,16 +91,19 @@ func ParseStat(pid int, b []byte) (Stat, bool) {
 // FdinfoPid returns the "Pid:" of a pidfd's fdinfo: the pid in the namespace of the /proc it was read
 // through, -1 once the process has been reaped, 0 if it cannot be seen from there.
 func FdinfoPid(b []byte) int {
+	v, _ := lineValue(b, "Pid")
+	n, _ := strconv.Atoi(string(v))
+	return n
+}
+
+// lineValue returns the value of the first "key:" line of a status or fdinfo file, trimmed.
+func lineValue(b []byte, key string) ([]byte, bool) {
 	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("Pid:")); ok {
-			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
-			if err != nil {
-				return 0
-			}
-			return n
+		if v, ok := bytes.CutPrefix(line, []byte(key+":")); ok {
+			return bytes.TrimSpace(v), true
 		}
 	}
-	return 0
+	return nil, false
 }
 
 // ReadAt reads what fits of a small file into buf: name below the directory descriptor dir, or the

@@ -197,37 +197,29 @@ func checkDir(fd int, path string, uid int) (unix.Stat_t, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return st, &fs.PathError{Op: "stat", Path: path, Err: err}
 	}
-	var err error
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		err = fmt.Errorf("%w (%s)", ErrNotDir, typeName(st.Mode))
-	case int(st.Uid) != uid:
-		err = fmt.Errorf("%w (uid %d; want %d)", ErrOwner, st.Uid, uid)
-	case st.Mode&0o022 != 0:
-		err = fmt.Errorf("%w (mode %04o)", ErrWritable, st.Mode&0o7777)
-	}
-	if err != nil {
-		return st, &fs.PathError{Op: "check", Path: path, Err: err}
-	}
-	return st, nil
+	return st, check(&st, path, uid, unix.S_IFDIR, 0)
 }
 
-// checkFile refuses what is not a regular file owned by uid that only its owner may write, has one
-// link and at most max bytes (max < 0: any size).
-func checkFile(st *unix.Stat_t, path string, uid int, max int64) error {
+// check refuses what is not of type typ (unix.S_IFDIR or unix.S_IFREG), owned by uid, that only its
+// owner may write; and a regular file with more than one link or more than max bytes (max < 0: any
+// size).
+func check(st *unix.Stat_t, path string, uid int, typ uint32, max int64) error {
 	var err error
+	reg := typ == unix.S_IFREG
 	switch {
-	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+	case reg && st.Mode&unix.S_IFMT == unix.S_IFLNK:
 		err = ErrSymlink // O_PATH|O_NOFOLLOW opens the link itself (without openat2)
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+	case !reg && st.Mode&unix.S_IFMT != typ:
+		err = fmt.Errorf("%w (%s)", ErrNotDir, typeName(st.Mode))
+	case st.Mode&unix.S_IFMT != typ:
 		err = fmt.Errorf("%w (%s)", ErrNotRegular, typeName(st.Mode))
 	case int(st.Uid) != uid:
 		err = fmt.Errorf("%w (uid %d; want %d)", ErrOwner, st.Uid, uid)
 	case st.Mode&0o022 != 0:
 		err = fmt.Errorf("%w (mode %04o)", ErrWritable, st.Mode&0o7777)
-	case st.Nlink != 1:
+	case reg && st.Nlink != 1:
 		err = fmt.Errorf("%w (%d)", ErrLinked, st.Nlink)
-	case max >= 0 && st.Size > max:
+	case reg && max >= 0 && st.Size > max:
 		err = fmt.Errorf("%w (%d bytes; the limit is %d)", ErrTooLarge, st.Size, max)
 	}
 	if err != nil {

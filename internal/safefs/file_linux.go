@@ -47,7 +47,7 @@ func (d *Dir) openChecked(name string, max int64) (*os.File, int64, error) {
 	if err != nil {
 		return nil, 0, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
-	if err := checkFile(&want, p, d.uid, max); err != nil {
+	if err := check(&want, p, d.uid, unix.S_IFREG, max); err != nil {
 		return nil, 0, err
 	}
 	fd, err := openat(d.fd(), name, unix.O_RDONLY, 0)
