@@ -50,14 +50,15 @@ func (m Mode) String() string {
 type KillMethod int
 
 const (
-	// KillSignal means neither cgroup.kill nor the freezer: every process must be sent SIGKILL, the
-	// slice re-read until no new pid appears.
-	KillSignal KillMethod = iota
+	// KillFile means cgroup.kill (Linux 5.14 and later), which also kills children forked while it
+	// runs. It is the zero value: whoever does not know better asks for the strongest kill.
+	KillFile KillMethod = iota
 	// KillFreeze means the freezer (cgroup.freeze, Linux 5.2 and later): freeze the slice so that
 	// nothing can fork, SIGKILL every process, thaw.
 	KillFreeze
-	// KillFile means cgroup.kill (Linux 5.14 and later), which also kills children forked while it runs.
-	KillFile
+	// KillSignal means neither cgroup.kill nor the freezer: every process must be sent SIGKILL, the
+	// slice re-read until no new pid appears.
+	KillSignal
 )
 
 func (k KillMethod) String() string {

@@ -121,7 +121,7 @@ func TestSliceMethods(t *testing.T) {
 	for _, method := range []cgroup.KillMethod{cgroup.KillFile, cgroup.KillFreeze, cgroup.KillSignal} {
 		t.Run(method.String(), func(t *testing.T) {
 			_, s, strongest := testSlice(t)
-			if method > strongest {
+			if method < strongest { // a smaller method is a stronger one
 				t.Skipf("skipped: this kernel offers %v, not %v", strongest, method)
 			}
 			dir := t.TempDir()
@@ -135,10 +135,19 @@ func TestSliceMethods(t *testing.T) {
 	}
 }
 
+// TestZeroPolicyKillsWithCgroupKill: a Policy that names no method (the sweep's, the guard's
+// cleanup's) asks for cgroup.kill, which also kills what forks while it runs, as its doc says; it
+// once meant the SIGKILL sweep, the weakest.
+func TestZeroPolicyKillsWithCgroupKill(t *testing.T) {
+	if m := (Policy{}).Method; m != cgroup.KillFile {
+		t.Fatalf("the zero Policy kills with %v, want %v", m, cgroup.KillFile)
+	}
+}
+
 // TestFrozenSliceDies: a slice frozen (by someone else) when it is killed still dies.
 func TestFrozenSliceDies(t *testing.T) {
 	_, s, strongest := testSlice(t)
-	if strongest < cgroup.KillFreeze {
+	if strongest > cgroup.KillFreeze {
 		t.Skip("skipped: no cgroup v2 freezer here")
 	}
 	dir := t.TempDir()
