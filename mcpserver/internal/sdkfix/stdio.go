@@ -104,50 +104,55 @@ func (t *Stdio) GiveUpAfter(d time.Duration) (stop func() bool) {
 var errGaveUp = errors.New("stdio: writing given up: the client does not read its answers, or has gone")
 
 // lockedWriter serialises writes: the SDK writes each message with one Write under its own lock, and
-// the refusals of lines come from the reading goroutine. Each write runs in a goroutine of its own
-// that Write waits for, until the writer gives up (see Stdio.GiveUpAfter): a blocking write to a
-// pipe cannot be cut short, so one under way then goes on alone until the client reads or closes
-// the pipe, or the process exits; it holds mu meanwhile, so that nothing is written after it.
+// the refusals of lines come from the reading goroutine. Its own goroutine, started with it, makes the
+// writes in turn; Write waits for it until the writer gives up (see Stdio.GiveUpAfter): a blocking
+// write to a pipe cannot be cut short, so one under way then goes on alone until the client reads or
+// closes the pipe, or the process exits, and the goroutine then ends without writing anything more.
 type lockedWriter struct {
-	mu   sync.Mutex // held over the write of the goroutine that writes
 	w    io.Writer
+	in   chan []byte   // each message, to the goroutine that writes
+	out  chan error    // the result of each, to its Write
 	gone chan struct{} // closed when the writer gives up
 	once sync.Once
 }
 
 func newLockedWriter(w io.Writer) *lockedWriter {
-	return &lockedWriter{w: w, gone: make(chan struct{})}
+	l := &lockedWriter{w: w, in: make(chan []byte), out: make(chan error), gone: make(chan struct{})}
+	go l.loop()
+	return l
+}
+
+func (l *lockedWriter) loop() {
+	for {
+		select {
+		case <-l.gone:
+			return
+		case p := <-l.in:
+			_, err := l.w.Write(p)
+			select {
+			case l.out <- err:
+			case <-l.gone:
+				return
+			}
+		}
+	}
 }
 
 // Write writes p with one Write of the writer below, or fails once the writer gave up. p is not
 // changed by its callers afterwards (each message is a slice of its own), so the write under way
 // when Write gives up may go on reading it.
 func (l *lockedWriter) Write(p []byte) (int, error) {
-	type result struct {
-		n   int
-		err error
-	}
 	select {
-	case <-l.gone: // no goroutine to wait, behind a write that may never end, for mu
+	case l.in <- p:
+	case <-l.gone:
 		return 0, errGaveUp
-	default:
 	}
-	done := make(chan result, 1)
-	go func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		select {
-		case <-l.gone:
-			done <- result{0, errGaveUp}
-			return
-		default:
-		}
-		n, err := l.w.Write(p)
-		done <- result{n, err}
-	}()
 	select {
-	case r := <-done:
-		return r.n, r.err
+	case err := <-l.out: // the answer to p: the next message is taken only after it
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil
 	case <-l.gone:
 		return 0, errGaveUp
 	}
