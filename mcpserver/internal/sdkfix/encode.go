@@ -7,23 +7,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A tool result of reaper's carries a command's output twice: in its text content and in its
-// structured content. What the SDK does: it encodes a result in layers, the text content's
-// MarshalJSON, CallToolResult's MarshalJSON around it, the response's result (json.RawMessage) and
-// the JSON-RPC message around that; encoding/json re-reads and compacts the output of every
-// MarshalJSON and RawMessage it meets, one pass over every byte per layer. The text went through four
-// passes, the structured content three; in a profile of 1 MB results, compaction was most of the
-// server's CPU, a cost every call with output pays: making the message of a result with 24 KB of
-// output took 0.78 ms, 0.32 ms through EncodeOnce; of 1 MB, 22.9 and 9.2 ms (BenchmarkResultEncoding,
-// go-sdk v1.8.0, same run; BenchmarkToolResult times whole calls).
-// wireResult is encoded by reflection instead, with both copies as plain string fields: each is
-// escaped once, and only the message's own compaction of its result reads them again (over stdio
-// not even that, see respond.go). Waits for: the SDK's results encoding themselves without a
-// MarshalJSON per layer (json/v2's MarshalJSONTo would do); nothing is filed. Delete this file and
-// its middleware when it lands.
-
 // EncodeOnce is receiving middleware that hands the SDK tools/call results in a form it encodes
 // with one pass less per layer (see wireResult). Results of another shape go out as they are.
+//
+// A tool result of reaper's carries a command's output twice, in its text and its structured
+// content. The SDK encodes a result in layers (the text content's MarshalJSON, CallToolResult's, the
+// response's json.RawMessage, the JSON-RPC message), and encoding/json re-reads and compacts the
+// output of each: four passes over the text, three over the structured content, most of the
+// server's CPU for 1 MB results. A result with 24 KB of output took 0.78 ms to encode, 0.32 ms
+// through EncodeOnce; of 1 MB, 22.9 and 9.2 ms (BenchmarkResultEncoding, go-sdk v1.8.0). Waits for:
+// the SDK's results encoding themselves without a MarshalJSON per layer (json/v2's MarshalJSONTo
+// would do); nothing is filed. Delete this file and its middleware when it lands.
 func EncodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)

@@ -13,12 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The stdio transport: mcp.IOTransport with three changes, each for something the SDK's does that
-// reaper cannot live with, each said, with what it waits for, in its own file: the framing
-// (lines.go: a bad or over-long line is answered and dropped, where the SDK ends the connection),
-// the end of the input (inputend.go: the answers to the requests read before it are written), and
-// responses written around their results (respond.go: a per-call cost).
-
 // Limits are the bounds each line is held to before the SDK decodes it.
 type Limits interface {
 	// Scanner returns a fresh scanner for one line.
@@ -51,7 +45,9 @@ type Stdio struct {
 }
 
 // NewStdio returns the transport for one client over in and out: newline-delimited JSON-RPC, as
-// mcp.IOTransport, with the changes this file's comment lists.
+// mcp.IOTransport, but with the framing of lines.go (a bad or over-long line is answered and
+// dropped, where the SDK ends the connection), the end of input of inputend.go, and the responses of
+// respond.go.
 func NewStdio(in io.Reader, out io.Writer, opts StdioOptions) *Stdio {
 	w := newLockedWriter(out)
 	input := newInputEnd(opts.EndWait)
@@ -90,12 +86,10 @@ func (t *Stdio) EndedAt() time.Time {
 }
 
 // GiveUpAfter stops writing after d: a write under way then returns an error at once, and every
-// later one fails. A client that stopped reading reaper's output (its pipe full) would otherwise
-// hold the handler whose answer waits to be written, which the SDK's close of the session waits
-// for, and with it the session's end and reaper's exit. The end of the input gives up by itself
-// once the answers to the requests read before it are written, or EndWait after it. It returns the
-// function that stops the timer, for its caller to call once it no longer needs it (the writer then
-// gives up no more, unless it did already).
+// later one fails, so that a client that stopped reading (its pipe full) cannot hold the handler
+// whose answer waits, the SDK's close of the session that waits for it, and reaper's exit. The end
+// of the input gives up by itself once the answers to the requests read before it are written, or
+// EndWait after it. It returns the function that stops the timer.
 func (t *Stdio) GiveUpAfter(d time.Duration) (stop func() bool) {
 	return time.AfterFunc(d, t.out.giveUp).Stop
 }
