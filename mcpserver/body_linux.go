@@ -18,10 +18,9 @@ type message struct {
 	id     []byte // as it stands in the text; nil for a notification or an id that could not be read
 }
 
-// admitBody reads a POST's body whole, measuring it as it comes (see limits.go), and hands it on
-// only if the limits let it through: a refused message is answered here, with a JSON-RPC error
-// naming the limit when it has an id, and the SDK never sees it. What is kept is at most the largest
-// message a method may send; the rest of one over it is read (to find its id) and thrown away, up to
+// admitBody reads a POST's body whole, measuring it as it comes, and hands it on only if the limits
+// let it through; a refused message is answered here, with a JSON-RPC error when it has an id. At
+// most the largest message a method may send is kept; the rest is read (to find the id) up to
 // maxDrainBytes, past which the connection is closed. It reports whether to go on.
 func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) (message, bool) {
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
@@ -52,8 +51,7 @@ func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) (message, boo
 			break
 		}
 		if err != nil || size > maxDrainBytes {
-			// The client went away, was too slow (httpguard's body deadline), or sends without end:
-			// nothing to answer on this connection.
+			// The client went away, was too slow, or sends without end.
 			w.Header().Set("Connection", "close")
 			http.Error(w, "request body not read whole: "+errText(err, size), http.StatusRequestEntityTooLarge)
 			s.opts.Observer.Refused(RefusedMessage)

@@ -5,14 +5,9 @@ import (
 	"slices"
 )
 
-// A server holds at most Options.MaxSessions sessions and workspaces, and one identity at most
-// Options.MaxSessionsPerIdentity of them (and MaxWorkspaces workspaces): every one costs memory, a
-// cgroup, an init and a directory, and is held until it ends, so one client must not be able to take
-// them all. A session counts from the initialize that makes it (reserve, while the SDK handles it)
-// to its end; a workspace from workspace_open.
-
-// capRefusal is a new session or workspace refused at a cap: why, for the client, and which limit, for
-// the observer.
+// capRefusal is a new session or workspace refused at a cap (Options.MaxSessions and the like: each
+// costs a cgroup, an init and a directory until it ends): why, for the client, and which limit, for
+// the observer. A session counts from the initialize that makes it (reserve) to its end.
 type capRefusal struct {
 	limit string
 	why   string

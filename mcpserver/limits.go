@@ -9,11 +9,6 @@ import (
 	"github.com/cgreaper/reaper/reaper"
 )
 
-// Every message is measured before the SDK decodes it, over stdio (sdkfix.NewStdio) and HTTP
-// (admitBody) alike: its size by method, its depth and its count of values. Decoding costs memory in
-// proportion to the values (a few hundred bytes each in a map), not to the bytes: with both bounded,
-// so is what one message can cost, whatever its JSON.
-
 // DefaultMaxCallBytes bounds a tools/call message unless Options.MaxCallBytes says otherwise: a
 // command (reaper takes up to 100 KiB), the input for a task, and the options, with room to spare.
 const DefaultMaxCallBytes = 1 << 20
@@ -32,7 +27,9 @@ const (
 	maxDrainBytes = 64 << 20
 )
 
-// messageLimits are what a message is held to, over stdio (as sdkfix.Limits) and HTTP (admitBody).
+// messageLimits are what a message is held to before the SDK decodes it, over stdio (as
+// sdkfix.Limits) and HTTP (admitBody): its size by method, and its depth and count of values, since
+// decoding costs memory in proportion to the values, not the bytes.
 type messageLimits struct {
 	callBytes int // tools/call (and a batch)
 }
@@ -83,12 +80,9 @@ func jsonCost(r rune) int {
 	return utf8.RuneLen(r)
 }
 
-// The output a result carries is counted in characters (Unicode code points), as the agents' own
-// shell tools count it: Claude Code's keeps 30,000 characters of a command's output. A result holds
-// the output twice, in its text and in its structured content, and each copy is what the model reads:
-// clients differ in which they show it. Claude Code hands the model only structuredContent when a
-// result has it (anthropics/claude-code#55677, #79944), and so does Cursor; openai-agents-python (by
-// default: use_structured_content is false), kimi-code and Claude Desktop show the text content.
+// The output a result carries is counted in characters, as the agents' own shell tools count it
+// (Claude Code's keeps 30,000). A result holds it twice, in its text and its structured content:
+// clients differ in which they show the model.
 const (
 	// DefaultMaxOutput is the characters of output a result holds by default.
 	DefaultMaxOutput = 30000
@@ -98,12 +92,9 @@ const (
 )
 
 // outputBudget caps the output one result carries at chars characters (at most MaxOutput) and
-// MaxOutput bytes of JSON per copy. The second cap matters only for output that is expensive to
-// carry: control characters, six bytes each in JSON, are cut to about a sixth of it. Without it a
-// megabyte of control characters made a 12 MB result, which the SDK copies three times more while it
-// encodes it. A cap of one and a half times the limit, which would spare ordinary text, measured
-// 1.5-2 times the peak memory of 16 concurrent results of control characters (BenchmarkMemory in
-// test/e2e).
+// MaxOutput bytes of JSON per copy. The second cap matters for control characters, six bytes each in
+// JSON: without it a megabyte of them made a 12 MB result, which the SDK copies three times more
+// (BenchmarkMemory in test/e2e).
 func outputBudget(chars int) reaper.Budget {
 	return reaper.Budget{Chars: min(chars, MaxOutput), Cost: jsonCost, Max: MaxOutput}
 }

@@ -107,8 +107,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Reaper == nil {
 		return nil, errors.New("mcpserver: Options.Reaper is required")
 	}
-	// As in reaper.Options, a zero field means its default (off, for KeepAlive) and a negative value
-	// means nothing.
 	if opts.IdleTimeout < 0 || opts.KeepAlive < 0 || opts.MaxWorkspaces < 0 || opts.MaxSessions < 0 || opts.MaxSessionsPerIdentity < 0 || opts.MaxCallBytes < 0 {
 		return nil, errors.New("mcpserver: Options.IdleTimeout, KeepAlive, MaxWorkspaces, MaxSessions, MaxSessionsPerIdentity and MaxCallBytes must not be negative")
 	}
@@ -194,12 +192,10 @@ func (s *Server) Hurry() {
 	}
 }
 
-// taskEnded tells the client that a background task ended, so that it need not poll. It is called
-// on the task's watcher, which the session's teardown waits for, so the network call goes to a
-// goroutine of its own. The SDK drops the message unless the client has set a logging level.
-// Protocol 2026-07-28 deprecates logging notifications, but the clients that speak 2025-11-25 (most,
-// today) act on them; when they go, this becomes a task-status notification. A workspace has no
-// connection to send it on (see workspace_linux.go).
+// taskEnded tells the client that a background task ended, so that it need not poll, as a logging
+// notification (which the SDK drops unless the client set a level; 2025-11-25 clients act on it). It
+// is called on the task's watcher, which the teardown waits for, so the network call goes to a
+// goroutine of its own. A workspace has no connection to send it on.
 func (s *Server) taskEnded(st *session, ti reaper.TaskInfo) {
 	if st.ss == nil {
 		return
@@ -232,8 +228,7 @@ func (s *Server) Close(ctx context.Context) error {
 		all = append(all, st)
 	}
 	s.mu.Unlock()
-	// No session starts now (closing is set), so every one is in all. Eight teardowns at a time;
-	// once ctx is done (a second signal) the rest begin at once, hurried: their processes die now.
+	// Eight teardowns at a time; once ctx is done (a second signal) the rest begin at once, hurried.
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	errs := make([]error, len(all))
@@ -254,9 +249,8 @@ func (s *Server) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	// Every session has ended and its calls' answers are on their way. A stdio client has
-	// StdioCloseGrace to take them; then writing stops, so that one that stopped reading cannot
-	// hold the SDK's close of its session below, which waits for them, nor reaper's exit.
+	// A stdio client has StdioCloseGrace to take its last answers; then writing stops, so that one
+	// that stopped reading cannot hold the SDK's close of its session below, nor reaper's exit.
 	var timers []func() bool
 	s.mu.Lock()
 	for _, st := range all {

@@ -16,19 +16,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Protocol 2026-07-28 has no sessions over HTTP (SEP-2567): each request stands alone. A workspace is
-// what a session was to reaper (a reaper session: its slice, its tasks, its working directory), held
-// by an explicit handle instead of a connection. workspace_open mints the handle: 130 random bits,
-// bound to the caller's identity (the bearer token's; without tokens, which the operator must ask
-// for by name, the client's peer: see auth_linux.go). Every call that names it renews its lease; unused for
-// IdleTimeout, or closed, or at the server's end, it ends as a session does, by end. The handle is
-// the workspace's key in the Server's index, so a handle that is unknown, expired or another
-// identity's gets one and the same error.
-//
-// Server-to-client requests cannot reach a stateless request; notifications made while a call runs
-// go out on the call's own response stream, so bash's progress notifications arrive. Nothing is sent
-// between calls: a background task's end is not announced (task_output with block=true waits for
-// it).
+// Protocol 2026-07-28 has no sessions over HTTP (SEP-2567). A workspace is a reaper session held by a
+// handle instead of a connection: 130 random bits from workspace_open, bound to the caller's identity
+// (see auth_linux.go). Every call that names it renews its lease; unused for IdleTimeout, closed, or
+// at the server's end, it ends by end. A handle that is unknown, expired or another identity's gets
+// one and the same error. Notifications go out only on a call's own response stream (bash's
+// progress); a background task's end is not announced.
 
 // DefaultMaxWorkspaces is how many workspaces one identity may hold open at once by default.
 const DefaultMaxWorkspaces = 16
@@ -159,8 +152,8 @@ type workspaceArgs[In any] interface {
 	args() In
 }
 
-// inWorkspace adapts a tool handler that acts on a session to the workspace era: the session is the
-// workspace the call names, whose lease the call renews and holds while it runs.
+// inWorkspace adapts a tool handler to the workspace era: the session is the workspace the call
+// names, whose lease the call holds while it runs.
 func inWorkspace[W workspaceArgs[In], In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequest, *session, In) (*mcp.CallToolResult, Out, error)) func(context.Context, *mcp.CallToolRequest, W) (*mcp.CallToolResult, Out, error) {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in W) (*mcp.CallToolResult, Out, error) {
 		st, done, err := s.workspaceFor(ctx, req, in.handle())
@@ -283,10 +276,8 @@ func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ 
 
 // needsWorkspace is the check (see addTool) of a call of the tool name, which acts on a workspace:
 // without a handle it is refused with an error that says how to get one, before the validation
-// would refuse it with an error that does not. It runs in the tool's handler, not in middleware, so
-// that its result is the SDK's like any tool's (with the resultType 2026-07-28 clients require: the
-// MCP Inspector refused a result without one). go-sdk v1.8.0 gives a result made in middleware none
-// (modelcontextprotocol/go-sdk#1225, fixed after it by PR #1226).
+// would refuse it with one that does not. It runs in the tool's handler, not in middleware, whose
+// results get no resultType from go-sdk v1.8.0 (see sdkfix's package doc).
 func needsWorkspace(name string, args json.RawMessage) error {
 	if namesWorkspace(args) {
 		return nil
