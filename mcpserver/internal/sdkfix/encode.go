@@ -30,17 +30,14 @@ func EncodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// wireResult is a CallToolResult that encoding/json encodes by reflection, field by field, rather
-// than through CallToolResult.MarshalJSON. Its fields give the same object, key for key and in the
-// same order; the one difference in bytes is that the text and the structured content's strings are
-// written as the JSON-RPC message around them is, without escaping <, > and & for HTML (the same
-// text once decoded).
+// wireResult is a CallToolResult that encoding/json encodes by reflection rather than through
+// CallToolResult.MarshalJSON: the same object, key for key and in order, but for the strings, written
+// without escaping <, > and & for HTML (as the message around them is).
 //
-// The embedded CallToolResult gives wireResult the methods of mcp.Result, and the SDK's unexported
-// ones it calls after the handler (setting the result type, and _meta through SetMeta): they change
-// the embedded result, which _meta and resultType read when they are encoded. Its MarshalJSON must
-// not be promoted, or encoding/json would call it: noMarshal, embedded at the same depth, makes the
-// name ambiguous, which leaves both out of wireResult's method set.
+// The embedded CallToolResult gives it the methods of mcp.Result, and the SDK's unexported ones it
+// calls after the handler (the result type, _meta), which change the embedded result that _meta and
+// resultType read when encoded. noMarshal, embedded at the same depth, makes MarshalJSON ambiguous,
+// which keeps CallToolResult's out of wireResult's method set.
 type wireResult struct {
 	*mcp.CallToolResult `json:"-"`
 	//lint:ignore U1000 embedded for its effect on the method set, never read (see above)
@@ -94,10 +91,9 @@ type metaOf struct{ r *mcp.CallToolResult }
 func (m metaOf) IsZero() bool                 { return len(m.r.Meta) == 0 }
 func (m metaOf) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]any(m.r.Meta)) }
 
-// resultType writes the result's resultType as it is when the result is encoded: the SDK sets it,
-// in an unexported field, after the handler returns, for clients of protocol 2026-07-28. It is read
-// back from the SDK's own encoding of the result without its content, once: encoding/json asks
-// IsZero and then MarshalJSON, and the first read is kept in read.
+// resultType writes the result's resultType, which the SDK sets in an unexported field after the
+// handler returns (protocol 2026-07-28), as read back from its encoding of the result without its
+// content, once: encoding/json asks IsZero and then MarshalJSON, and the first read is kept in read.
 type resultType struct {
 	r    *mcp.CallToolResult
 	read *readType // shared by the copies encoding/json makes of the field
