@@ -65,20 +65,17 @@ type Options struct {
 // Server is an MCP server whose sessions run commands through a Reaper. It is safe for concurrent
 // use. Close it to end every session.
 //
-// Lock order, for the whole package: the package has one lock, Server.mu, a leaf: no reaper call,
-// network call, file-system work or wait for a channel happens while it is held (so neither the
-// SDK's locks nor reaper's, nor sdkfix's, which are leaves too, are taken under it). Methods that
-// need Server.mu held end in Locked. Callers may hold a lock of theirs when they call Hurry
-// (cmd/reaper's signals.mu).
+// Lock order: the package has one lock, Server.mu, a leaf: no reaper, SDK or network call, file-system
+// work or channel wait happens while it is held. Methods that need it held end in Locked. Callers may
+// hold a lock of theirs when they call Hurry (cmd/reaper's signals.mu).
 type Server struct {
 	// The fields up to mu are fixed at creation.
 	opts Options
 	log  *slog.Logger
 	// clientLog is log, rate-limited, for the lines a client can make at will (see limitedLogger).
 	clientLog *slog.Logger
-	// sdkLog is the SDK's: its warnings and errors only (its per-connection info lines would drown
-	// the session log), in clientLog's budget (a client can make the SDK log an error per message,
-	// a repeated notifications/initialized, say).
+	// sdkLog is the SDK's: its warnings and errors only, in clientLog's budget (a client can make the
+	// SDK log an error per message).
 	sdkLog *slog.Logger
 	mcp    *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
 	ws     *mcp.Server // the workspace era: HTTP from 2026-07-28 on, stateless
@@ -86,8 +83,7 @@ type Server struct {
 	maxOutput int
 	// limits bound every message before the SDK decodes it (see limits.go).
 	limits messageLimits
-	// wg counts the goroutines the Server starts (see goLocked): session watchers, leases,
-	// keepalives, MCP session closers, DELETE teardowns and notifications.
+	// wg counts the goroutines the Server starts (see goLocked).
 	wg sync.WaitGroup
 
 	// mu guards the fields that follow, and the fields of every session marked so.
@@ -179,9 +175,8 @@ func (s *Server) sessionFor(ctx context.Context, req *mcp.CallToolRequest) (*ses
 	return st, nil
 }
 
-// Hurry cuts short the grace periods of the teardowns under way: their processes are killed at once.
-// Teardowns that begin later keep theirs. A shutdown signal calls it: a stdio session ending because
-// its client closed the connection, or a DELETE's teardown, then ends at once.
+// Hurry cuts short the grace periods of the teardowns under way (a shutdown signal calls it): their
+// processes are killed at once. Teardowns that begin later keep theirs.
 func (s *Server) Hurry() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -125,12 +125,10 @@ func newSession(k key, ss *mcp.ServerSession, owner string) *session {
 	return st
 }
 
-// name is the name the session goes by outside the MCP layer: in reaper's logs and errors, its state
-// directory and `reaper ps`. An HTTP session's is "mcp-", a workspace's "ws-", then the first 12 hex
-// digits of the SHA-256 of its Mcp-Session-Id or handle, never the id or handle itself: that is the
-// session's credential (with the caller's identity; alone where HTTP runs without a token on
-// loopback) and must not end up in logs. The client that holds it can compute the name (printf %s
-// "$ID" | sha256sum | cut -c1-12); nobody can turn the name back into it. A stdio session's is random.
+// name is the name the session goes by outside the MCP layer (reaper's logs, its state directory,
+// `reaper ps`): an HTTP session's is "mcp-", a workspace's "ws-", then the first 12 hex digits of the
+// SHA-256 of its Mcp-Session-Id or handle, which is a credential and must not be logged (the client
+// can compute the name: printf %s "$ID" | sha256sum | cut -c1-12). A stdio session's is random.
 func (st *session) name() string {
 	sum := sha256.Sum256([]byte(st.key.id))
 	switch st.key.kind {
@@ -143,8 +141,8 @@ func (st *session) name() string {
 }
 
 // track returns the session ss carries, making it, and starting its watcher, on the session's first
-// request. It returns nil once the Server is closing, for an MCP session it does not know. version is
-// the protocol version the request names in its _meta (2026-07-28 and later), if any.
+// request; nil once the Server is closing, for an MCP session it does not know. version is the
+// protocol version the request names in its _meta, if any.
 func (s *Server) track(ss *mcp.ServerSession, owner, version string) *session {
 	k := keyOf(ss)
 	s.mu.Lock()
@@ -177,8 +175,6 @@ func (s *Server) open(ctx context.Context, st *session) error {
 		case stateEnding, stateGone:
 			why := st.reason.describe(s.opts.IdleTimeout)
 			s.mu.Unlock()
-			// The MCP session is being closed; a call that slipped in must not start a new
-			// reaper session in it.
 			return fmt.Errorf("this session has ended (%s); connect again for a new one", why)
 		case stateOpening:
 			opened := st.opened
@@ -219,8 +215,7 @@ func (s *Server) create(st *session) error {
 		}
 		return err
 	}
-	// If the Server is closing, Close has this session among those it ends: it waited for this
-	// opening, and tears the reaper session down next. The goroutines are not needed then.
+	// If the Server is closing, Close, which waited for this opening, tears it down next.
 	st.rs, st.state, st.last = rs, stateLive, time.Now()
 	if st.key.kind != kindConn {
 		s.goLocked(func() { s.lease(st) })
@@ -236,14 +231,12 @@ func (s *Server) create(st *session) error {
 	return nil
 }
 
-// end ends st for reason and returns the teardown's error once it is done. It is the one way a
-// session ends (see session for who calls it); a session already ending or gone keeps its first
-// reason, and end waits for its teardown. ctx is the teardown's: cancelling it cuts the grace period
-// short.
+// end ends st for reason and returns the teardown's error once it is done: the one way a session
+// ends (see session). A session already ending or gone keeps its first reason, and end waits for its
+// teardown. Cancelling ctx cuts the grace period short.
 func (s *Server) end(ctx context.Context, st *session, reason endReason) error {
 	s.mu.Lock()
 	for st.state == stateOpening {
-		// Reaper.NewSession makes a directory and a record: it does not block.
 		opened := st.opened
 		s.mu.Unlock()
 		<-opened
@@ -312,9 +305,8 @@ func (s *Server) closeConnLocked(st *session) {
 	s.goLocked(func() { st.ss.Close() })
 }
 
-// watch follows st's MCP session to its end: when it closes (stdio EOF, the SDK's DELETE or idle
-// timeout, a close by end or Close) it ends the session, if its end has not begun, drops it from the
-// index and reports it to the observer.
+// watch ends st when its MCP session closes (stdio EOF, the SDK's own close, a close by end or
+// Close), if its end has not begun, drops it from the index and reports it to the observer.
 func (s *Server) watch(st *session) {
 	st.ss.Wait()
 	ctx, cancel := s.disconnected(st)
@@ -329,8 +321,7 @@ func (s *Server) watch(st *session) {
 const KeepAliveMisses = 3
 
 // keepalive pings st's client every KeepAlive and ends the session when KeepAliveMisses pings in a
-// row go unanswered (see sdkfix.KeepAlive: the SDK's own keepalive would close the MCP session while
-// its processes live on). It returns when the session leaves live.
+// row go unanswered (see sdkfix.KeepAlive). It returns when the session leaves live.
 func (s *Server) keepalive(st *session) {
 	every := s.opts.KeepAlive
 	missed := func(n int, err error) {

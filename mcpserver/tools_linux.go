@@ -279,9 +279,8 @@ func (s *Server) addTools(l reaper.Limits) {
 	addTool(s.mcp, t.input, inSession(s, s.writeStdin))
 }
 
-// inSession adapts a tool handler that acts on a session to the session era: the session is the one
-// the call came on, opened on its first tool call. Over stdio the call is cut short when the client's
-// input ends, and not begun after that (see untilInputEnds).
+// inSession adapts a tool handler to the session era: the session is the one the call came on. Over
+// stdio the call is cut short when the client's input ends, and not begun after (see untilInputEnds).
 func inSession[In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequest, *session, In) (*mcp.CallToolResult, Out, error)) func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error) {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		var none Out

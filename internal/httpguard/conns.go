@@ -11,18 +11,12 @@ import (
 	"time"
 )
 
-// Connections are counted from their accept to their close, and those that have not authenticated
-// also by peer: a client's address, or on loopback, where every local user and task shares
-// 127.0.0.1, the uid that owns the client's socket (see loopbackUID). A connection over a limit is
-// answered 503 with the reason and closed at once, before any of it is read.
-//
-// Once a request on a connection authenticates (Authenticated), the connection leaves its peer's
-// count for its identity's, until it closes: one identity (one token's holder) cannot hold every
-// connection and leave none for the others. A connection over its identity's limit is answered 503
-// and closed after that request. A connection stays counted under the identity it first
-// authenticated as, whatever a later request on it sends: a proxy that pools connections for
-// several identities is not refused in the middle of a connection, and nobody can hold more of them
-// than the identities whose tokens it has may hold together.
+// Connections are counted from their accept to their close, and until they authenticate also by
+// peer: a client's address, or on loopback, where every local user shares 127.0.0.1, the uid that
+// owns the client's socket. One over a limit is answered 503 and closed before any of it is read.
+// Once a request on a connection authenticates (Authenticated), the connection counts under that
+// identity, its first, until it closes, so that one token's holder cannot take every connection; one
+// over its identity's limit is answered 503 and closed after that request.
 
 // ConnLimits bounds a listener's connections. Zero values mean the defaults.
 type ConnLimits struct {
