@@ -236,16 +236,15 @@ func (s *Server) workspaceClose(ctx context.Context, req *mcp.CallToolRequest, i
 func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ WorkspaceOpenInput) (*mcp.CallToolResult, WorkspaceListOutput, error) {
 	who := owner(req)
 	type entry struct {
-		st     *session
-		last   time.Time
-		busy   bool
-		handle string
+		st   *session
+		last time.Time
+		busy bool
 	}
 	var mine []entry
 	s.mu.Lock()
 	for k, st := range s.sessions {
 		if k.kind == kindWorkspace && st.owner == who && st.state == stateLive {
-			mine = append(mine, entry{st: st, last: st.last, busy: st.inFlight > 0, handle: k.id})
+			mine = append(mine, entry{st: st, last: st.last, busy: st.inFlight > 0})
 		}
 	}
 	s.mu.Unlock()
@@ -254,7 +253,7 @@ func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ 
 	var b strings.Builder
 	for _, e := range mine {
 		w := WorkspaceEntry{
-			Workspace: e.handle, Opened: e.st.created.UTC().Format(time.RFC3339), LastUsed: e.last.UTC().Format(time.RFC3339),
+			Workspace: e.st.key.id, Opened: e.st.created.UTC().Format(time.RFC3339), LastUsed: e.last.UTC().Format(time.RFC3339),
 			Cwd: e.st.rs.Cwd(),
 		}
 		if !e.busy {

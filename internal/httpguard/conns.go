@@ -110,7 +110,8 @@ func (l *limitedListener) admitIdentity(peer, id string) bool {
 		return false
 	}
 	l.ids[id]++
-	l.releaseLocked(peer, "", false, false)
+	l.unauth--
+	uncount(l.peers, peer)
 	return true
 }
 
@@ -118,23 +119,19 @@ func (l *limitedListener) admitIdentity(peer, id string) bool {
 func (l *limitedListener) release(peer, id string, authed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.releaseLocked(peer, id, authed, true)
+	l.total--
+	if authed {
+		uncount(l.ids, id)
+		return
+	}
+	l.unauth--
+	uncount(l.peers, peer)
 }
 
-// releaseLocked uncounts a connection: closed, or (closed false) authenticated. l.mu must be held.
-func (l *limitedListener) releaseLocked(peer, id string, authed, closed bool) {
-	if !authed {
-		l.unauth--
-		if l.peers[peer]--; l.peers[peer] <= 0 {
-			delete(l.peers, peer)
-		}
-	} else if closed {
-		if l.ids[id]--; l.ids[id] <= 0 {
-			delete(l.ids, id)
-		}
-	}
-	if closed {
-		l.total--
+// uncount takes one from m[k], dropping k at zero.
+func uncount(m map[string]int, k string) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
 	}
 }
 
