@@ -66,13 +66,6 @@ func (s *Server) reserve(who string) (release func(), refused *capRefusal) {
 	}, nil
 }
 
-// takeTicketLocked gives the oldest ticket of identity who, if any, to a session record just made.
-func (s *Server) takeTicketLocked(who string) {
-	if held := s.reserved[who]; len(held) > 0 {
-		s.dropTicketLocked(who, held[0])
-	}
-}
-
 // dropTicketLocked takes t out of the count.
 func (s *Server) dropTicketLocked(who string, t *ticket) {
 	t.used = true

@@ -162,19 +162,6 @@ func (s *Server) goLocked(f func()) bool {
 	return true
 }
 
-// sessionFor returns the live session of the MCP session req came on, opening its reaper session on
-// the first tool call.
-func (s *Server) sessionFor(ctx context.Context, req *mcp.CallToolRequest) (*session, error) {
-	st := s.track(req.Session, owner(req), requestVersion(req)) // made at the session's first request, normally
-	if st == nil {
-		return nil, errShuttingDown
-	}
-	if err := s.open(ctx, st); err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 // Hurry cuts short the grace periods of the teardowns under way (a shutdown signal calls it): their
 // processes are killed at once. Teardowns that begin later keep theirs.
 func (s *Server) Hurry() {

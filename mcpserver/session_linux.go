@@ -159,7 +159,9 @@ func (s *Server) track(ss *mcp.ServerSession, owner, version string) *session {
 		return nil
 	}
 	s.sessions[k] = st
-	s.takeTicketLocked(owner) // the initialize's reservation, if any, is this record now
+	if held := s.reserved[owner]; len(held) > 0 {
+		s.dropTicketLocked(owner, held[0]) // the oldest of the initializes' reservations is this record now
+	}
 	return st
 }
 

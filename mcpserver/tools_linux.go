@@ -214,8 +214,6 @@ type tools struct {
 	bash, output, stop, list, input *mcp.Tool
 }
 
-func (t tools) all() []*mcp.Tool { return []*mcp.Tool{t.bash, t.output, t.stop, t.list, t.input} }
-
 // taskTools describes the bash, task_output, task_stop, task_list and write_stdin tools for sc, with
 // maxOutput characters of output per result by default.
 func taskTools(l reaper.Limits, maxOutput int, sc scope) tools {
@@ -289,7 +287,10 @@ func inSession[In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequ
 			return nil, none, err
 		}
 		defer release()
-		st, err := s.sessionFor(ctx, req)
+		st, err := s.track(req.Session, owner(req), requestVersion(req)), errShuttingDown // made at its first request, normally
+		if st != nil {
+			err = s.open(ctx, st)
+		}
 		if errors.Is(context.Cause(ctx), errInputEnded) {
 			return nil, none, fmt.Errorf("not run: %w", errInputEnded) // the input ended while its session opened
 		}

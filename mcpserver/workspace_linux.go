@@ -117,7 +117,7 @@ func (s *Server) addWorkspaceTools(l reaper.Limits) {
 	sc := scope{in: "the workspace", the: "the workspace",
 		ends: fmt.Sprintf(" (workspace_close, %v without a call that names it, or the server's end)", lease)}
 	t := taskTools(l, s.maxOutput, sc)
-	for _, tool := range t.all() {
+	for _, tool := range []*mcp.Tool{t.bash, t.output, t.stop, t.list, t.input} {
 		tool.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + tool.Description
 	}
 	addTool(s.ws, t.bash, inWorkspace[WorkspaceBashInput](s, s.bash), needsWorkspace)
@@ -276,24 +276,17 @@ func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ 
 // needsWorkspace is the check (see addTool) of a call of the tool name, which acts on a workspace:
 // without a handle it is refused with an error that says how to get one, before the validation
 // would refuse it with one that does not. It runs in the tool's handler, not in middleware, whose
-// results get no resultType from go-sdk v1.8.0 (see sdkfix's package doc).
+// results get no resultType from go-sdk v1.8.0 (see sdkfix's package doc). A workspace of any type
+// but "" passes: the validation refuses one that is not a string.
 func needsWorkspace(name string, args json.RawMessage) error {
-	if namesWorkspace(args) {
-		return nil
-	}
-	return fmt.Errorf("%s needs the workspace argument: call workspace_open first and pass the handle it returns as workspace", name)
-}
-
-// namesWorkspace reports whether a call's arguments have a workspace other than "" (of any type: the
-// validation refuses one that is not a string).
-func namesWorkspace(args json.RawMessage) bool {
 	var a struct {
 		Workspace json.RawMessage `json:"workspace"`
 	}
-	if json.Unmarshal(args, &a) != nil {
-		return true // not an object: the validation says so
+	// Arguments that are not an object pass too: the validation says so.
+	if json.Unmarshal(args, &a) != nil || len(a.Workspace) > 0 && !bytes.Equal(a.Workspace, []byte(`""`)) {
+		return nil
 	}
-	return len(a.Workspace) > 0 && !bytes.Equal(a.Workspace, []byte(`""`))
+	return fmt.Errorf("%s needs the workspace argument: call workspace_open first and pass the handle it returns as workspace", name)
 }
 
 // workspaceInstructions are the workspace server's instructions to the agent.
