@@ -96,7 +96,6 @@ func argumentsText(name string, s *jsonschema.Schema) string {
 	return fmt.Sprintf("%s takes %s; its input schema gives their types and meaning", name, strings.Join(append(required, optional...), ", "))
 }
 
-// toolError is the result of a call that failed with err.
 func toolError(err error) *mcp.CallToolResult {
 	var res mcp.CallToolResult
 	res.SetError(err)

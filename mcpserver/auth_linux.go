@@ -15,7 +15,6 @@ import (
 // whatever a client sent in it is replaced first.
 const identityHeader = "Reaper-Identity"
 
-// identity is the identity r was authenticated as.
 func identity(r *http.Request) string { return r.Header.Get(identityHeader) }
 
 // owner is the identity a request to a tool was authenticated as; "" over stdio, which has one client.

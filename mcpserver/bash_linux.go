@@ -120,7 +120,6 @@ type sessionLimits struct {
 	cpus               float64
 }
 
-// sessionLimits returns the per-session limits in effect.
 func (s *Server) sessionLimits() sessionLimits {
 	l := s.opts.Reaper.Containment().Limits
 	return sessionLimits{memoryMax: l.MemoryMax, pidsMax: l.PidsMax, cpus: l.CPUs}

@@ -142,7 +142,6 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// implementation is how both servers name themselves to clients.
 func (s *Server) implementation() *mcp.Implementation {
 	return &mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: s.opts.Version}
 }

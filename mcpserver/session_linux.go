@@ -33,26 +33,22 @@ import (
 //	         (see closeConnLocked), and the watcher drops the session from the index once it is; a
 //	         workspace, which has no MCP session, leaves the index at once.
 //
-// Transitions, who causes each, and what each waits for:
+// Transitions:
 //
 //	idle → opening   a tool call (open), unless the Server is closing.
 //	→ opening        workspace_open, unless the Server is closing or the identity is at its limit.
-//	opening → live   NewSession succeeded (create).
-//	opening → idle   NewSession failed: the call gets its error, a later call tries again (a
-//	                 workspace goes to gone instead: workspace_open fails).
+//	opening → live   NewSession succeeded (create); if it failed, back to idle (the call gets its
+//	                 error, a later call tries again), or for a workspace to gone.
 //	idle → gone      end with nothing to kill: the watcher (the MCP session closed) or Close.
-//	live → ending    end(reason), called by: DELETE (delete: endDelete), workspace_close
-//	                 (endClose), the lease (endIdle; endExpired for a workspace), the keepalive
-//	                 (endKeepalive), the watcher (stdio EOF, the SDK's own close: endDisconnected),
-//	                 Close (endShutdown). An end called on an opening session first waits for the
-//	                 opening.
+//	live → ending    end(reason), from DELETE, workspace_close, the lease, the keepalive, the watcher
+//	                 or Close (see endReason). An end of an opening session first waits for it.
 //	ending → gone    the teardown returned: every process is dead, or listed as left after the
 //	                 reaper's deadline. Later ends wait for it and return its error.
 //
 // The first end's reason is the one kept. Whoever moves a session to gone closes its MCP session
 // (in a goroutine: closing waits for the session's tool calls, which return now that their processes
-// are dead), but for one case: a DELETE that waited for the teardown and saw it end takes the MCP
-// session to the SDK, which closes it and answers 204 (deleteWaits says a DELETE is waiting).
+// are dead), but for a DELETE that waited for the teardown and saw it end: it hands the MCP session
+// to the SDK, which closes it and answers 204 (deleteWaits says a DELETE is waiting).
 type session struct {
 	// The fields up to mu are fixed at creation.
 	key     key

@@ -111,7 +111,6 @@ type WorkspaceEntry struct {
 	Tasks int `json:"running_tasks"`
 }
 
-// addWorkspaceTools adds the tools of the workspace era to the workspace server.
 func (s *Server) addWorkspaceTools(l reaper.Limits) {
 	lease := s.opts.IdleTimeout
 	sc := scope{in: "the workspace", the: "the workspace",
@@ -289,7 +288,6 @@ func needsWorkspace(name string, args json.RawMessage) error {
 	return fmt.Errorf("%s needs the workspace argument: call workspace_open first and pass the handle it returns as workspace", name)
 }
 
-// workspaceInstructions are the workspace server's instructions to the agent.
 func workspaceInstructions(l reaper.Limits, maxOutput int, lease time.Duration, most int) string {
 	return fmt.Sprintf("reaper runs shell commands in workspaces. Call workspace_open first and pass the handle it returns as workspace to bash (foreground or background, with stdin or tty for interactive programs), task_output, task_stop, task_list and write_stdin; close it with workspace_close when done. "+
 		"A workspace's lease is %v, renewed by every call that names it; when it is closed, expires or the server stops, every process it started is killed, detached ones included: do not rely on anything outliving it. "+

@@ -128,14 +128,12 @@ func (l *limitedListener) release(peer, id string, authed bool) {
 	uncount(l.peers, peer)
 }
 
-// uncount takes one from m[k], dropping k at zero.
 func uncount(m map[string]int, k string) {
 	if m[k]--; m[k] <= 0 {
 		delete(m, k)
 	}
 }
 
-// refused tells Refused, if set, of a connection refused at limit.
 func (l *limitedListener) refused(limit string) {
 	if l.lim.Refused != nil {
 		l.lim.Refused(limit)
@@ -156,7 +154,6 @@ func refuse(c net.Conn, limit, peer string) {
 	c.Close()
 }
 
-// limitedConn is a counted connection.
 type limitedConn struct {
 	net.Conn
 	l    *limitedListener

@@ -176,7 +176,6 @@ func (s *Scanner) byte(c byte) {
 	}
 }
 
-// value counts one value.
 func (s *Scanner) value() {
 	s.Values++
 	if s.Limits.Values > 0 && s.Values > s.Limits.Values && s.Err == nil {
@@ -207,7 +206,6 @@ func (s *Scanner) endScalar() {
 	}
 }
 
-// endToken ends a top-level key or value.
 func (s *Scanner) endToken(str bool) {
 	if s.depth != 1 || !s.top {
 		return
