@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cgreaper/reaper/mcpserver/internal/sdkfix"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -132,13 +133,18 @@ func New(opts Options) (*Server, error) {
 		Logger:       s.sdkLog, // no KeepAlive: the Server's own (see keepalive)
 	})
 	s.addTools(lim)
-	s.mcp.AddReceivingMiddleware(s.middleware()...)
+	// The receiving middleware, outermost first, in one call (the order matters): EncodeOnce, so that
+	// everything inside sees the tools' own *mcp.CallToolResult; observe, which times the layers
+	// inside and reads IsError; trackSessions, which makes a session's record at its first request,
+	// whatever its method; dropNullArguments, before the tools' handlers validate the arguments.
+	s.mcp.AddReceivingMiddleware(sdkfix.EncodeOnce, s.observe, s.trackSessions, dropNullArguments)
 	s.ws = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
 		Instructions: workspaceInstructions(lim, s.maxOutput, opts.IdleTimeout, opts.MaxWorkspaces),
 		Logger:       s.sdkLog,
 	})
 	s.addWorkspaceTools(lim)
-	s.ws.AddReceivingMiddleware(s.workspaceMiddleware()...)
+	// The same, but for trackSessions: a stateless request's session is its own, which nothing tracks.
+	s.ws.AddReceivingMiddleware(sdkfix.EncodeOnce, s.observe, dropNullArguments)
 	return s, nil
 }
 
