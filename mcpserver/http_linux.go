@@ -132,9 +132,8 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	s.mu.Lock()
 	st := s.sessions[key{kind: kindHTTP, id: id}]
-	var owner string
+	var owner, why string
 	var ended bool
-	var why string
 	if st != nil {
 		owner, ended, why = st.owner, st.state == stateEnding, st.reason.describe(s.opts.IdleTimeout)
 	}

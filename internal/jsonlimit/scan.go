@@ -130,7 +130,7 @@ func (s *Scanner) byte(c byte) {
 	switch c {
 	case ' ', '\t', '\r', '\n':
 	case ',':
-		s.expectKey = s.isObject(s.depth)
+		s.expectKey = s.depth >= 1 && s.depth <= 64 && s.objects&(1<<(s.depth-1)) != 0
 	case ':':
 		s.expectKey = false
 	case '}', ']':
@@ -181,10 +181,6 @@ func (s *Scanner) value() {
 	if s.Limits.Values > 0 && s.Values > s.Limits.Values && s.Err == nil {
 		s.Err = &LimitError{Err: ErrValues, Limit: s.Limits.Values}
 	}
-}
-
-func (s *Scanner) isObject(d int) bool {
-	return d >= 1 && d <= 64 && s.objects&(1<<(d-1)) != 0
 }
 
 // keep adds c to the token being read, while it is at the top level and may matter.
