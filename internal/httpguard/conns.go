@@ -16,7 +16,8 @@ import (
 // owns the client's socket. One over a limit is answered 503 and closed before any of it is read.
 // Once a request on a connection authenticates (Authenticated), the connection counts under that
 // identity, its first, until it closes, so that one token's holder cannot take every connection; one
-// over its identity's limit is answered 503 and closed after that request.
+// over its identity's limit is answered 503 and closed after that request. (A proxy that pools
+// connections for several identities is not refused midway, and holds no more than their share.)
 
 // ConnLimits bounds a listener's connections. Zero values mean the defaults.
 type ConnLimits struct {
