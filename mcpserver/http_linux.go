@@ -79,6 +79,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	default:
 		h = refuseAll()
 	}
+	// Every check before any side effect: Host, Origin, token, then in front the version and the owner.
 	return httpguard.CheckHost(httpguard.CheckOrigin(http.NewCrossOriginProtection().Handler(h)))
 }
 
