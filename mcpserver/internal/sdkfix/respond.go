@@ -21,7 +21,7 @@ import (
 // too); nothing is filed with the SDK. Delete this file, and Stdio.Connect's wrapper, when it lands.
 type responseConn struct {
 	mcp.Connection
-	out   *lockedWriter
+	out   *serialWriter
 	batch *atomic.Bool
 	input *inputEnd
 }

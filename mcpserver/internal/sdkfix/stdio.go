@@ -39,7 +39,7 @@ type StdioOptions struct {
 // closes neither.
 type Stdio struct {
 	inner *mcp.IOTransport
-	out   *lockedWriter // where inner writes too: each message with one Write
+	out   *serialWriter // where inner writes too: each message with one Write
 	lines *lineReader
 	input *inputEnd
 }
@@ -49,7 +49,7 @@ type Stdio struct {
 // dropped, where the SDK ends the connection), the end of input of inputend.go, and the responses of
 // respond.go.
 func NewStdio(in io.Reader, out io.Writer, opts StdioOptions) *Stdio {
-	w := newLockedWriter(out)
+	w := newSerialWriter(out)
 	input := newInputEnd(opts.EndWait)
 	input.afterEnd = w.giveUp
 	r := &lineReader{src: bufio.NewReaderSize(in, 64<<10), limits: opts.Limits, input: input}
@@ -97,12 +97,12 @@ func (t *Stdio) GiveUpAfter(d time.Duration) (stop func() bool) {
 // errGaveUp is the error of a write after the writer gave up.
 var errGaveUp = errors.New("stdio: writing given up: the client does not read its answers, or has gone")
 
-// lockedWriter serialises writes: the SDK writes each message with one Write under its own lock, and
+// serialWriter serialises writes: the SDK writes each message with one Write under its own lock, and
 // the refusals of lines come from the reading goroutine. Its own goroutine, started with it, makes the
 // writes in turn; Write waits for it until the writer gives up (see Stdio.GiveUpAfter): a blocking
 // write to a pipe cannot be cut short, so one under way then goes on alone until the client reads or
 // closes the pipe, or the process exits, and the goroutine then ends without writing anything more.
-type lockedWriter struct {
+type serialWriter struct {
 	w    io.Writer
 	in   chan []byte   // each message, to the goroutine that writes
 	out  chan error    // the result of each, to its Write
@@ -110,13 +110,13 @@ type lockedWriter struct {
 	once sync.Once
 }
 
-func newLockedWriter(w io.Writer) *lockedWriter {
-	l := &lockedWriter{w: w, in: make(chan []byte), out: make(chan error), gone: make(chan struct{})}
+func newSerialWriter(w io.Writer) *serialWriter {
+	l := &serialWriter{w: w, in: make(chan []byte), out: make(chan error), gone: make(chan struct{})}
 	go l.loop()
 	return l
 }
 
-func (l *lockedWriter) loop() {
+func (l *serialWriter) loop() {
 	for {
 		select {
 		case <-l.gone:
@@ -135,7 +135,7 @@ func (l *lockedWriter) loop() {
 // Write writes p with one Write of the writer below, or fails once the writer gave up. p is not
 // changed by its callers afterwards (each message is a slice of its own), so the write under way
 // when Write gives up may go on reading it.
-func (l *lockedWriter) Write(p []byte) (int, error) {
+func (l *serialWriter) Write(p []byte) (int, error) {
 	select {
 	case l.in <- p:
 	case <-l.gone:
@@ -153,9 +153,9 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // giveUp makes every write fail from now on, the one under way included. It is idempotent.
-func (l *lockedWriter) giveUp() { l.once.Do(func() { close(l.gone) }) }
+func (l *serialWriter) giveUp() { l.once.Do(func() { close(l.gone) }) }
 
-func (*lockedWriter) Close() error { return nil }
+func (*serialWriter) Close() error { return nil }
 
 // ErrorLine returns a JSON-RPC error response to the request with id (as it stands in its text),
 // with its newline; nil for a message without an id (a notification), which gets no answer.
