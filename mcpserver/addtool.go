@@ -15,16 +15,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// addTool adds t to srv with h, as mcp.AddTool does: In's schema (sdkfix.SchemaFor) is t's input
-// schema and Out's its output schema, arguments are validated against In's schema and decoded into
-// an In, h's output becomes the result's structured content, and an error h returns becomes a tool
-// error unless it is a *jsonrpc.Error. Unlike mcp.AddTool (a workaround: sdkfix's package doc says
-// why), the output goes into the result as it is, not marshalled, parsed back and checked against
-// the output schema: three copies of up to a megabyte of output per call
-// (TestResultsMatchOutputSchemas checks every tool's instead); each check in before is called with
-// the tool's name and the arguments ahead of the validation, and an error it returns is the call's
-// result, to say what the validation's would not (see needsWorkspace); and a refusal of the
-// arguments says what the tool takes (argumentsText). t's schemas must be nil.
+// addTool adds t to srv with h, as mcp.AddTool does (schemas from sdkfix.SchemaFor, arguments
+// validated and decoded into an In, h's output as the structured content, h's error as a tool error
+// unless a *jsonrpc.Error), but (see sdkfix's package doc) the output is not marshalled, parsed back
+// and checked against the output schema (TestResultsMatchOutputSchemas checks every tool's instead);
+// each check in before runs ahead of the validation, and its error is the call's result (see
+// needsWorkspace); and a refusal of the arguments says what the tool takes. t's schemas must be nil.
 func addTool[In, Out any](srv *mcp.Server, t *mcp.Tool, h func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error), before ...func(tool string, args json.RawMessage) error) {
 	if t.InputSchema != nil || t.OutputSchema != nil {
 		panic("mcpserver: tool " + t.Name + ": its schemas come from addTool, not the tool")
@@ -100,17 +96,15 @@ func argumentsText(name string, s *jsonschema.Schema) string {
 	return fmt.Sprintf("%s takes %s; its input schema gives their types and meaning", name, strings.Join(append(required, optional...), ", "))
 }
 
-// toolError is the result of a call that failed with err.
 func toolError(err error) *mcp.CallToolResult {
 	var res mcp.CallToolResult
 	res.SetError(err)
 	return &res
 }
 
-// dropNullArguments is middleware that removes arguments whose value is null from tool calls
-// before they are validated (see addTool): some clients send null for an optional argument they
-// leave unset, which the schemas (single types, no null: sdkfix.SchemaFor) would refuse. A required
-// argument sent as null is then missing, and refused as such.
+// dropNullArguments is middleware that removes null arguments from tool calls before they are
+// validated: some clients send null for an optional argument they leave unset, which the schemas
+// (no null: sdkfix.SchemaFor) would refuse. A required argument sent as null is then missing.
 func dropNullArguments(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && bytes.Contains(call.Params.Arguments, []byte("null")) {

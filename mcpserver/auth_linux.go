@@ -10,16 +10,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Every HTTP request reaches the front and the tools with the identity it was authenticated as: its
-// token's (see requireBearer), or, without tokens (HTTPOptions.Unauthenticated), its peer's (byPeer).
-// It travels in the request's identityHeader, which the SDK hands the tools with every request
-// (mcp.RequestExtra.Header); whatever a client sent in that header is replaced first. Sessions,
-// workspaces and the caps go by it.
-
-// identityHeader carries a request's identity from the authentication to the front and the tools.
+// identityHeader carries a request's identity (its token's, or without tokens its peer's) from the
+// authentication to the front and the tools, which the SDK hands it (mcp.RequestExtra.Header);
+// whatever a client sent in it is replaced first.
 const identityHeader = "Reaper-Identity"
 
-// identity is the identity r was authenticated as.
 func identity(r *http.Request) string { return r.Header.Get(identityHeader) }
 
 // owner is the identity a request to a tool was authenticated as; "" over stdio, which has one client.
@@ -30,10 +25,9 @@ func owner(req mcp.Request) string {
 	return ""
 }
 
-// requireBearer lets through requests with one of tokens, as the identity the token stands for
-// (see verifier), and refuses the others (see sdkfix.RequireBearer). A request let through counts its
-// connection under its identity, or is refused when that identity holds as many connections as it
-// may (httpguard.Authenticated).
+// requireBearer lets through requests with one of tokens, as the identity the token stands for,
+// and refuses the others (sdkfix.RequireBearer) and those over their identity's connections
+// (httpguard.Authenticated).
 func requireBearer(tokens map[string]string, next http.Handler) http.Handler {
 	return sdkfix.RequireBearer(verifier(tokens), "reaper", "reaper serve's first log line says where its token is",
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

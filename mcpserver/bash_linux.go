@@ -26,7 +26,15 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, st *session
 		return nil, BashOutput{}, err
 	}
 	if in.RunInBackground {
-		return s.bashBackground(st, in, tty)
+		ti, err := st.rs.StartWith(in.Command, reaper.StartOptions{Description: in.Description, Stdin: in.Stdin, TTY: tty})
+		if err != nil {
+			return nil, BashOutput{}, err
+		}
+		msg := fmt.Sprintf("Started background task %s. Read its output with task_output (block=true waits for it to end); stop it with task_stop.", ti.ID)
+		if ti.Input != "" {
+			msg += fmt.Sprintf(" Its input is a %s: type into it with write_stdin.", inputName(ti.Input))
+		}
+		return text(msg), BashOutput{Status: string(ti.Status), TaskID: ti.ID, Cwd: st.rs.Cwd(), Input: ti.Input}, nil
 	}
 	if in.Stdin {
 		return nil, BashOutput{}, fmt.Errorf("stdin needs run_in_background: a foreground command cannot be written to while the call runs (start it in the background and use write_stdin)")
@@ -63,20 +71,6 @@ func (s *Server) bash(ctx context.Context, req *mcp.CallToolRequest, st *session
 		out.ExitCode = ptr(res.ExitCode)
 	}
 	return text(txt), out, nil
-}
-
-// bashBackground starts a background task.
-func (s *Server) bashBackground(st *session, in BashInput, tty *reaper.TermSize) (*mcp.CallToolResult, BashOutput, error) {
-	ti, err := st.rs.StartWith(in.Command, reaper.StartOptions{Description: in.Description, Stdin: in.Stdin, TTY: tty})
-	if err != nil {
-		return nil, BashOutput{}, err
-	}
-	out := BashOutput{Status: string(ti.Status), TaskID: ti.ID, Cwd: st.rs.Cwd(), Input: ti.Input}
-	msg := fmt.Sprintf("Started background task %s. Read its output with task_output (block=true waits for it to end); stop it with task_stop.", ti.ID)
-	if ti.Input != "" {
-		msg += fmt.Sprintf(" Its input is a %s: type into it with write_stdin.", map[string]string{"pipe": "pipe", "tty": "terminal"}[ti.Input])
-	}
-	return text(msg), out, nil
 }
 
 // budgetFor returns the budget of a result of at most v characters of output (nil: the server's
@@ -126,7 +120,6 @@ type sessionLimits struct {
 	cpus               float64
 }
 
-// sessionLimits returns the per-session limits in effect.
 func (s *Server) sessionLimits() sessionLimits {
 	l := s.opts.Reaper.Containment().Limits
 	return sessionLimits{memoryMax: l.MemoryMax, pidsMax: l.PidsMax, cpus: l.CPUs}

@@ -18,20 +18,22 @@ type message struct {
 	id     []byte // as it stands in the text; nil for a notification or an id that could not be read
 }
 
-// admitBody reads a POST's body whole, measuring it as it comes (see limits.go), and hands it on
-// only if the limits let it through: a refused message is answered here, with a JSON-RPC error
-// naming the limit when it has an id, and the SDK never sees it. What is kept is at most the largest
-// message a method may send; the rest of one over it is read (to find its id) and thrown away, up to
+// admitBody reads a POST's body whole, measuring it as it comes, and hands it on only if the limits
+// let it through; a refused message is answered here, with a JSON-RPC error when it has an id. At
+// most the largest message a method may send is kept; the rest is read (to find the id) up to
 // maxDrainBytes, past which the connection is closed. It reports whether to go on.
 func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) (message, bool) {
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
 		return message{}, true
 	}
-	if r.ContentLength > maxDrainBytes {
+	tooLarge := func(why string) (message, bool) { // and nothing to answer on this connection
 		w.Header().Set("Connection", "close")
-		http.Error(w, "request body of "+textfit.ByteSize(r.ContentLength)+" refused: the most a message may be is "+textfit.ByteSize(int64(s.limits.Most())), http.StatusRequestEntityTooLarge)
+		http.Error(w, why, http.StatusRequestEntityTooLarge)
 		s.opts.Observer.Refused(RefusedMessage)
 		return message{}, false
+	}
+	if r.ContentLength > maxDrainBytes {
+		return tooLarge("request body of " + textfit.ByteSize(r.ContentLength) + " refused: the most a message may be is " + textfit.ByteSize(int64(s.limits.Most())))
 	}
 	sc := s.limits.Scanner()
 	most := s.limits.Most()
@@ -51,13 +53,12 @@ func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) (message, boo
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil || size > maxDrainBytes {
-			// The client went away, was too slow (httpguard's body deadline), or sends without end:
-			// nothing to answer on this connection.
-			w.Header().Set("Connection", "close")
-			http.Error(w, "request body not read whole: "+errText(err, size), http.StatusRequestEntityTooLarge)
-			s.opts.Observer.Refused(RefusedMessage)
-			return message{}, false
+		if err != nil || size > maxDrainBytes { // the client went away, was too slow, or sends without end
+			why := "over " + textfit.ByteSize(maxDrainBytes)
+			if err != nil {
+				why = err.Error() + " after " + textfit.ByteSize(size)
+			}
+			return tooLarge("request body not read whole: " + why)
 		}
 	}
 	msg := message{method: sc.Method(), id: sc.ID()}
@@ -74,13 +75,6 @@ func (s *Server) admitBody(w http.ResponseWriter, r *http.Request) (message, boo
 	r.Body = io.NopCloser(bytes.NewReader(kept.Bytes()))
 	r.ContentLength = int64(kept.Len())
 	return msg, true
-}
-
-func errText(err error, size int64) string {
-	if err == nil {
-		return "over " + textfit.ByteSize(maxDrainBytes)
-	}
-	return err.Error() + " after " + textfit.ByteSize(size)
 }
 
 // codeBusy is the JSON-RPC error of a request refused at a cap (an implementation-defined server

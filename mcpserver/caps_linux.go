@@ -5,14 +5,9 @@ import (
 	"slices"
 )
 
-// A server holds at most Options.MaxSessions sessions and workspaces, and one identity at most
-// Options.MaxSessionsPerIdentity of them (and MaxWorkspaces workspaces): every one costs memory, a
-// cgroup, an init and a directory, and is held until it ends, so one client must not be able to take
-// them all. A session counts from the initialize that makes it (reserve, while the SDK handles it)
-// to its end; a workspace from workspace_open.
-
-// capRefusal is a new session or workspace refused at a cap: why, for the client, and which limit, for
-// the observer.
+// capRefusal is a new session or workspace refused at a cap (Options.MaxSessions and the like: each
+// costs a cgroup, an init and a directory until it ends): why, for the client, and which limit, for
+// the observer. A session counts from the initialize that makes it (reserve) to its end.
 type capRefusal struct {
 	limit string
 	why   string
@@ -69,13 +64,6 @@ func (s *Server) reserve(who string) (release func(), refused *capRefusal) {
 			s.dropTicketLocked(who, t)
 		}
 	}, nil
-}
-
-// takeTicketLocked gives the oldest ticket of identity who, if any, to a session record just made.
-func (s *Server) takeTicketLocked(who string) {
-	if held := s.reserved[who]; len(held) > 0 {
-		s.dropTicketLocked(who, held[0])
-	}
 }
 
 // dropTicketLocked takes t out of the count.

@@ -29,22 +29,18 @@ type HTTPOptions struct {
 const sessionHeader = "Mcp-Session-Id"
 
 // sessionless reports whether r is of protocol 2026-07-28 or later, which has no sessions: it names
-// no session, and its MCP-Protocol-Version header, which that protocol requires on every request
-// (server/discover included), names 2026-07-28 or later. Clients that send initialize (2025-11-25
-// and before) send no such header before their session exists, and name their session after: they
-// keep today's sessions. A request of the new protocol without the header reaches the stateful
-// handler, which refuses it and says the header is required.
+// no session, and its MCP-Protocol-Version header (required on every request of that protocol) names
+// 2026-07-28 or later. Older clients send no such header before their session exists. A request of
+// the new protocol without the header reaches the stateful handler, which says it is required.
 func sessionless(r *http.Request) bool {
 	return r.Header.Get(sessionHeader) == "" && r.Header.Get(sdkfix.ProtocolVersionHeader) >= sdkfix.FirstSessionlessVersion
 }
 
-// HTTPHandler returns the handler for the MCP endpoint, which serves both protocol eras: DNS-rebinding
-// protection (a loopback listener refuses other Host headers), cross-origin protection, bearer
-// authentication (see HTTPOptions), the message's bounds (admitBody), then by era (see sessionless)
-// either the SDK's stateless handler, whose tools name a workspace, or the session front (the caps,
-// DELETE and the idle lease) and the SDK's stateful handler. Every request the SDK would refuse before
-// acting is refused before the front acts on it: a refused request never tears a session down and
-// never counts as activity on its idle lease.
+// HTTPHandler returns the handler for the MCP endpoint, which serves both protocol eras: Host and
+// cross-origin checks, bearer authentication (see HTTPOptions), the message's bounds (admitBody),
+// then by era (see sessionless) either the SDK's stateless handler, whose tools name a workspace, or
+// the session front and the SDK's stateful handler. Every request the SDK would refuse is refused
+// before the front acts on it: a refused request never tears a session down nor renews its lease.
 func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	sessions := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
 		// The SDK's own timeout frees sessions that never ran a command; sessions that did are
@@ -83,8 +79,7 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	default:
 		h = refuseAll()
 	}
-	// Every check before any side effect: Host, Origin, token, then (in front) the protocol version
-	// and the session's owner.
+	// Every check before any side effect: Host, Origin, token, then in front the version and the owner.
 	return httpguard.CheckHost(httpguard.CheckOrigin(http.NewCrossOriginProtection().Handler(h)))
 }
 
@@ -114,11 +109,9 @@ func verifier(tokens map[string]string) auth.TokenVerifier {
 	}
 }
 
-// front handles what the SDK cannot: a DELETE kills the session's processes before the SDK closes
-// the session (the SDK's close waits for running tool calls, which may be waiting on those
-// processes), and every POST counts for the session's idle lease while its connection lives. It is
-// a workaround of the SDK's: sdkfix's package doc says what it waits for. A request the SDK would
-// refuse is refused before the front acts on it (sdkfix.CheckVersion).
+// front handles what the SDK cannot (see sdkfix's package doc): a DELETE kills the session's
+// processes before the SDK closes the session, and every POST counts for the session's idle lease
+// while its connection lives. A request the SDK would refuse is refused first (sdkfix.CheckVersion).
 func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler, msg message) {
 	id := r.Header.Get(sessionHeader)
 	if id == "" {
@@ -140,12 +133,9 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	s.mu.Lock()
 	st := s.sessions[key{kind: kindHTTP, id: id}]
-	var owner string
+	var owner, why string
 	var ended bool
-	var why string
 	if st != nil {
-		// Once the teardown is done the SDK answers: its MCP session is closing, and a tool call
-		// that slips in is refused (see open).
 		owner, ended, why = st.owner, st.state == stateEnding, st.reason.describe(s.opts.IdleTimeout)
 	}
 	s.mu.Unlock()
@@ -188,12 +178,11 @@ func (s *Server) front(w http.ResponseWriter, r *http.Request, next http.Handler
 // anyway; the teardown goes on. A client's Close must not time out because a task ignores SIGTERM.
 const deleteWait = 500 * time.Millisecond
 
-// delete ends st for a DELETE and reports whether the SDK is to close the MCP session and answer. It
-// is to when there was nothing to kill, or when the teardown ended while the DELETE waited: end then
-// left the MCP session open, seeing deleteWaits (had end closed it, the SDK would answer 404).
-// Otherwise the caller answers 204, and the teardown goes on and closes the MCP session when it is
-// done. The DELETE waits until the session's processes are dead (reaper.Session.Killed), not for the
-// removal of its cgroup and files, and at most deleteWait.
+// delete ends st for a DELETE and reports whether the SDK is to close the MCP session and answer:
+// when there was nothing to kill, or the teardown ended while the DELETE waited (end then left the
+// MCP session open, seeing deleteWaits). Otherwise the caller answers 204, and the teardown closes
+// the MCP session when done. The DELETE waits for the processes' death (reaper.Session.Killed), at
+// most deleteWait.
 func (s *Server) delete(st *session) (toSDK bool) {
 	s.mu.Lock()
 	if st.state == stateIdle {

@@ -2,15 +2,12 @@ package mcpserver
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/cgreaper/reaper/internal/jsonlimit"
 	"github.com/cgreaper/reaper/internal/textfit"
+	"github.com/cgreaper/reaper/reaper"
 )
-
-// Every message is measured before the SDK decodes it, over stdio (sdkfix.NewStdio) and HTTP
-// (admitBody) alike: its size by method, its depth and its count of values. Decoding costs memory in
-// proportion to the values (a few hundred bytes each in a map), not to the bytes: with both bounded,
-// so is what one message can cost, whatever its JSON.
 
 // DefaultMaxCallBytes bounds a tools/call message unless Options.MaxCallBytes says otherwise: a
 // command (reaper takes up to 100 KiB), the input for a task, and the options, with room to spare.
@@ -30,7 +27,9 @@ const (
 	maxDrainBytes = 64 << 20
 )
 
-// messageLimits are what a message is held to, over stdio (as sdkfix.Limits) and HTTP (admitBody).
+// messageLimits are what a message is held to before the SDK decodes it, over stdio (as
+// sdkfix.Limits) and HTTP (admitBody): its size by method, and its depth and count of values, since
+// decoding costs memory in proportion to the values, not the bytes.
 type messageLimits struct {
 	callBytes int // tools/call (and a batch)
 }
@@ -64,4 +63,38 @@ func (l messageLimits) Check(sc *jsonlimit.Scanner, size int64) string {
 		return "message refused: " + sc.Err.Error() + "; nothing of it was run"
 	}
 	return ""
+}
+
+// jsonCost is what one character of output takes in a JSON string as the SDK writes it (Go's
+// encoding/json): tab, newline, carriage return, quote and backslash two bytes; other control
+// characters, and <, > and & (escaped for HTML) and U+2028 and U+2029, six; others their UTF-8 length.
+// The tools' results go out through sdkfix.EncodeOnce, which leaves <, > and & as they are: for
+// those the count errs high, cutting such output earlier than it need be, never later.
+func jsonCost(r rune) int {
+	switch {
+	case r == '\t', r == '\n', r == '\r', r == '"', r == '\\':
+		return 2
+	case r < 0x20, r == '<', r == '>', r == '&', r == '\u2028', r == '\u2029':
+		return 6
+	}
+	return utf8.RuneLen(r)
+}
+
+// The output a result carries is counted in characters, as the agents' own shell tools count it
+// (Claude Code's keeps 30,000). A result holds it twice, in its text and its structured content:
+// clients differ in which they show the model.
+const (
+	// DefaultMaxOutput is the characters of output a result holds by default.
+	DefaultMaxOutput = 30000
+	// MaxOutput is the ceiling of a result's output, whatever a call or the server asks for: at most
+	// this many characters, costing at most this many bytes of JSON in each copy.
+	MaxOutput = 1 << 20
+)
+
+// outputBudget caps the output one result carries at chars characters (at most MaxOutput) and
+// MaxOutput bytes of JSON per copy. The second cap matters for control characters, six bytes each in
+// JSON: without it a megabyte of them made a 12 MB result, which the SDK copies three times more
+// (BenchmarkMemory in test/e2e).
+func outputBudget(chars int) reaper.Budget {
+	return reaper.Budget{Chars: min(chars, MaxOutput), Cost: jsonCost, Max: MaxOutput}
 }

@@ -8,10 +8,8 @@ import (
 )
 
 // limitedLogger returns l without its records below min, and at most logBurst records a second
-// counted in lim, for lines that a client can make at will: it must not fill reaper's log, and the
-// disk or journal behind it, by sending messages as fast as it can. The first line after those left
-// out says how many. Loggers that share lim share its budget: a Server's (its clientLog and sdkLog)
-// write at most logBurst such lines a second in all.
+// counted in lim (shared by the loggers given it), for lines that a client can make at will: it must
+// not fill reaper's log and the disk behind it. The first line after those left out says how many.
 func limitedLogger(l *slog.Logger, min slog.Level, lim *logLimit) *slog.Logger {
 	return slog.New(levelHandler{l.Handler(), min, lim})
 }

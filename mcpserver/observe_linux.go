@@ -84,3 +84,14 @@ func boundedVersion(v string) string {
 	}
 	return OtherValue
 }
+
+// trackSessions is receiving middleware that makes the record of a session at its first request
+// (see track).
+func (s *Server) trackSessions(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+			s.track(ss, owner(req), requestVersion(req))
+		}
+		return next(ctx, method, req)
+	}
+}

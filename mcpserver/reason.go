@@ -1,7 +1,7 @@
 package mcpserver
 
 import (
-	"fmt"
+	"strings"
 	"time"
 )
 
@@ -21,21 +21,21 @@ const (
 	endExpired                           // the workspace went unused for its lease
 )
 
-// reasonWords are the reasons' words, by reason.
-var reasonWords = [...]string{
-	endDelete:       "delete",
-	endIdle:         "idle",
-	endDisconnected: "disconnected",
-	endKeepalive:    "keepalive",
-	endShutdown:     "shutdown",
-	endClose:        "close",
-	endExpired:      "expired",
+// reasons are the reasons' words and what describe says of them (%v: the idle timeout), by reason.
+var reasons = [...]struct{ word, why string }{
+	endDelete:       {"delete", "client DELETE"},
+	endIdle:         {"idle", "idle for %v"},
+	endDisconnected: {"disconnected", "connection closed"},
+	endKeepalive:    {"keepalive", "keepalive pings unanswered"},
+	endShutdown:     {"shutdown", "server shutdown"},
+	endClose:        {"close", "closed by workspace_close"},
+	endExpired:      {"expired", "unused for %v"},
 }
 
 // String returns the reason's word: what reaper logs and what the metric label says.
 func (r endReason) String() string {
-	if int(r) < len(reasonWords) && reasonWords[r] != "" {
-		return reasonWords[r]
+	if int(r) < len(reasons) && reasons[r].word != "" {
+		return reasons[r].word
 	}
 	return "unknown"
 }
@@ -43,21 +43,8 @@ func (r endReason) String() string {
 // describe says why a session ended, for the client that tries to use it afterwards; idle is the
 // idle timeout in effect.
 func (r endReason) describe(idle time.Duration) string {
-	switch r {
-	case endDelete:
-		return "client DELETE"
-	case endIdle:
-		return fmt.Sprintf("idle for %v", idle)
-	case endDisconnected:
-		return "connection closed"
-	case endKeepalive:
-		return "keepalive pings unanswered"
-	case endShutdown:
-		return "server shutdown"
-	case endClose:
-		return "closed by workspace_close"
-	case endExpired:
-		return fmt.Sprintf("unused for %v", idle)
+	if int(r) < len(reasons) && reasons[r].why != "" {
+		return strings.Replace(reasons[r].why, "%v", idle.String(), 1)
 	}
 	return r.String()
 }

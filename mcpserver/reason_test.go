@@ -11,7 +11,7 @@ import (
 func TestEndReasonsAreWords(t *testing.T) {
 	word := regexp.MustCompile(`^[a-z_]{1,16}$`)
 	seen := map[string]bool{}
-	for r := endReason(1); int(r) < len(reasonWords); r++ {
+	for r := endReason(1); int(r) < len(reasons); r++ {
 		w := r.String()
 		if !word.MatchString(w) || seen[w] {
 			t.Errorf("reason %d: %q is not a short word of its own", r, w)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cgreaper/reaper/mcpserver/internal/sdkfix"
 	"github.com/cgreaper/reaper/reaper"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -65,20 +66,17 @@ type Options struct {
 // Server is an MCP server whose sessions run commands through a Reaper. It is safe for concurrent
 // use. Close it to end every session.
 //
-// Lock order, for the whole package: the package has one lock, Server.mu, a leaf: no reaper call,
-// network call, file-system work or wait for a channel happens while it is held (so neither the
-// SDK's locks nor reaper's, nor sdkfix's, which are leaves too, are taken under it). Methods that
-// need Server.mu held end in Locked. Callers may hold a lock of theirs when they call Hurry
-// (cmd/reaper's signals.mu).
+// Lock order: the package has one lock, Server.mu, a leaf: no reaper, SDK or network call, file-system
+// work or channel wait happens while it is held. Methods that need it held end in Locked. Callers may
+// hold a lock of theirs when they call Hurry (cmd/reaper's signals.mu).
 type Server struct {
 	// The fields up to mu are fixed at creation.
 	opts Options
 	log  *slog.Logger
 	// clientLog is log, rate-limited, for the lines a client can make at will (see limitedLogger).
 	clientLog *slog.Logger
-	// sdkLog is the SDK's: its warnings and errors only (its per-connection info lines would drown
-	// the session log), in clientLog's budget (a client can make the SDK log an error per message,
-	// a repeated notifications/initialized, say).
+	// sdkLog is the SDK's: its warnings and errors only, in clientLog's budget (a client can make the
+	// SDK log an error per message).
 	sdkLog *slog.Logger
 	mcp    *mcp.Server // the session era: stdio at any version, HTTP up to 2025-11-25
 	ws     *mcp.Server // the workspace era: HTTP from 2026-07-28 on, stateless
@@ -86,8 +84,7 @@ type Server struct {
 	maxOutput int
 	// limits bound every message before the SDK decodes it (see limits.go).
 	limits messageLimits
-	// wg counts the goroutines the Server starts (see goLocked): session watchers, leases,
-	// keepalives, MCP session closers, DELETE teardowns and notifications.
+	// wg counts the goroutines the Server starts (see goLocked).
 	wg sync.WaitGroup
 
 	// mu guards the fields that follow, and the fields of every session marked so.
@@ -107,8 +104,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Reaper == nil {
 		return nil, errors.New("mcpserver: Options.Reaper is required")
 	}
-	// As in reaper.Options, a zero field means its default (off, for KeepAlive) and a negative value
-	// means nothing.
 	if opts.IdleTimeout < 0 || opts.KeepAlive < 0 || opts.MaxWorkspaces < 0 || opts.MaxSessions < 0 || opts.MaxSessionsPerIdentity < 0 || opts.MaxCallBytes < 0 {
 		return nil, errors.New("mcpserver: Options.IdleTimeout, KeepAlive, MaxWorkspaces, MaxSessions, MaxSessionsPerIdentity and MaxCallBytes must not be negative")
 	}
@@ -138,17 +133,21 @@ func New(opts Options) (*Server, error) {
 		Logger:       s.sdkLog, // no KeepAlive: the Server's own (see keepalive)
 	})
 	s.addTools(lim)
-	s.mcp.AddReceivingMiddleware(s.middleware()...)
+	// The receiving middleware, outermost first, in one call (the order matters): EncodeOnce, so that
+	// everything inside sees the tools' own *mcp.CallToolResult; observe, which times the layers
+	// inside and reads IsError; trackSessions, which makes a session's record at its first request,
+	// whatever its method; dropNullArguments, before the tools' handlers validate the arguments.
+	s.mcp.AddReceivingMiddleware(sdkfix.EncodeOnce, s.observe, s.trackSessions, dropNullArguments)
 	s.ws = mcp.NewServer(s.implementation(), &mcp.ServerOptions{
 		Instructions: workspaceInstructions(lim, s.maxOutput, opts.IdleTimeout, opts.MaxWorkspaces),
 		Logger:       s.sdkLog,
 	})
 	s.addWorkspaceTools(lim)
-	s.ws.AddReceivingMiddleware(s.workspaceMiddleware()...)
+	// The same, but for trackSessions: a stateless request's session is its own, which nothing tracks.
+	s.ws.AddReceivingMiddleware(sdkfix.EncodeOnce, s.observe, dropNullArguments)
 	return s, nil
 }
 
-// implementation is how both servers name themselves to clients.
 func (s *Server) implementation() *mcp.Implementation {
 	return &mcp.Implementation{Name: "reaper", Title: "reaper: shell commands that never outlive the session", Version: s.opts.Version}
 }
@@ -168,22 +167,8 @@ func (s *Server) goLocked(f func()) bool {
 	return true
 }
 
-// sessionFor returns the live session of the MCP session req came on, opening its reaper session on
-// the first tool call.
-func (s *Server) sessionFor(ctx context.Context, req *mcp.CallToolRequest) (*session, error) {
-	st := s.track(req.Session, owner(req), requestVersion(req)) // made at the session's first request, normally
-	if st == nil {
-		return nil, errShuttingDown
-	}
-	if err := s.open(ctx, st); err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
-// Hurry cuts short the grace periods of the teardowns under way: their processes are killed at once.
-// Teardowns that begin later keep theirs. A shutdown signal calls it: a stdio session ending because
-// its client closed the connection, or a DELETE's teardown, then ends at once.
+// Hurry cuts short the grace periods of the teardowns under way (a shutdown signal calls it): their
+// processes are killed at once. Teardowns that begin later keep theirs.
 func (s *Server) Hurry() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -194,12 +179,10 @@ func (s *Server) Hurry() {
 	}
 }
 
-// taskEnded tells the client that a background task ended, so that it need not poll. It is called
-// on the task's watcher, which the session's teardown waits for, so the network call goes to a
-// goroutine of its own. The SDK drops the message unless the client has set a logging level.
-// Protocol 2026-07-28 deprecates logging notifications, but the clients that speak 2025-11-25 (most,
-// today) act on them; when they go, this becomes a task-status notification. A workspace has no
-// connection to send it on (see workspace_linux.go).
+// taskEnded tells the client that a background task ended, so that it need not poll, as a logging
+// notification (which the SDK drops unless the client set a level; 2025-11-25 clients act on it). It
+// is called on the task's watcher, which the teardown waits for, so the network call goes to a
+// goroutine of its own. A workspace has no connection to send it on.
 func (s *Server) taskEnded(st *session, ti reaper.TaskInfo) {
 	if st.ss == nil {
 		return
@@ -232,8 +215,7 @@ func (s *Server) Close(ctx context.Context) error {
 		all = append(all, st)
 	}
 	s.mu.Unlock()
-	// No session starts now (closing is set), so every one is in all. Eight teardowns at a time;
-	// once ctx is done (a second signal) the rest begin at once, hurried: their processes die now.
+	// Eight teardowns at a time; once ctx is done (a second signal) the rest begin at once, hurried.
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	errs := make([]error, len(all))
@@ -254,9 +236,8 @@ func (s *Server) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	// Every session has ended and its calls' answers are on their way. A stdio client has
-	// StdioCloseGrace to take them; then writing stops, so that one that stopped reading cannot
-	// hold the SDK's close of its session below, which waits for them, nor reaper's exit.
+	// A stdio client has StdioCloseGrace to take its last answers; then writing stops, so that one
+	// that stopped reading cannot hold the SDK's close of its session below, nor reaper's exit.
 	var timers []func() bool
 	s.mu.Lock()
 	for _, st := range all {

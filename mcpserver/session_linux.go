@@ -33,26 +33,22 @@ import (
 //	         (see closeConnLocked), and the watcher drops the session from the index once it is; a
 //	         workspace, which has no MCP session, leaves the index at once.
 //
-// Transitions, who causes each, and what each waits for:
+// Transitions:
 //
 //	idle → opening   a tool call (open), unless the Server is closing.
 //	→ opening        workspace_open, unless the Server is closing or the identity is at its limit.
-//	opening → live   NewSession succeeded (create).
-//	opening → idle   NewSession failed: the call gets its error, a later call tries again (a
-//	                 workspace goes to gone instead: workspace_open fails).
+//	opening → live   NewSession succeeded (create); if it failed, back to idle (the call gets its
+//	                 error, a later call tries again), or for a workspace to gone.
 //	idle → gone      end with nothing to kill: the watcher (the MCP session closed) or Close.
-//	live → ending    end(reason), called by: DELETE (delete: endDelete), workspace_close
-//	                 (endClose), the lease (endIdle; endExpired for a workspace), the keepalive
-//	                 (endKeepalive), the watcher (stdio EOF, the SDK's own close: endDisconnected),
-//	                 Close (endShutdown). An end called on an opening session first waits for the
-//	                 opening.
+//	live → ending    end(reason), from DELETE, workspace_close, the lease, the keepalive, the watcher
+//	                 or Close (see endReason). An end of an opening session first waits for it.
 //	ending → gone    the teardown returned: every process is dead, or listed as left after the
 //	                 reaper's deadline. Later ends wait for it and return its error.
 //
 // The first end's reason is the one kept. Whoever moves a session to gone closes its MCP session
 // (in a goroutine: closing waits for the session's tool calls, which return now that their processes
-// are dead), but for one case: a DELETE that waited for the teardown and saw it end takes the MCP
-// session to the SDK, which closes it and answers 204 (deleteWaits says a DELETE is waiting).
+// are dead), but for a DELETE that waited for the teardown and saw it end: it hands the MCP session
+// to the SDK, which closes it and answers 204 (deleteWaits says a DELETE is waiting).
 type session struct {
 	// The fields up to mu are fixed at creation.
 	key     key
@@ -125,12 +121,10 @@ func newSession(k key, ss *mcp.ServerSession, owner string) *session {
 	return st
 }
 
-// name is the name the session goes by outside the MCP layer: in reaper's logs and errors, its state
-// directory and `reaper ps`. An HTTP session's is "mcp-", a workspace's "ws-", then the first 12 hex
-// digits of the SHA-256 of its Mcp-Session-Id or handle, never the id or handle itself: that is the
-// session's credential (with the caller's identity; alone where HTTP runs without a token on
-// loopback) and must not end up in logs. The client that holds it can compute the name (printf %s
-// "$ID" | sha256sum | cut -c1-12); nobody can turn the name back into it. A stdio session's is random.
+// name is the name the session goes by outside the MCP layer (reaper's logs, its state directory,
+// `reaper ps`): an HTTP session's is "mcp-", a workspace's "ws-", then the first 12 hex digits of the
+// SHA-256 of its Mcp-Session-Id or handle, which is a credential and must not be logged (the client
+// can compute the name: printf %s "$ID" | sha256sum | cut -c1-12). A stdio session's is random.
 func (st *session) name() string {
 	sum := sha256.Sum256([]byte(st.key.id))
 	switch st.key.kind {
@@ -143,8 +137,8 @@ func (st *session) name() string {
 }
 
 // track returns the session ss carries, making it, and starting its watcher, on the session's first
-// request. It returns nil once the Server is closing, for an MCP session it does not know. version is
-// the protocol version the request names in its _meta (2026-07-28 and later), if any.
+// request; nil once the Server is closing, for an MCP session it does not know. version is the
+// protocol version the request names in its _meta, if any.
 func (s *Server) track(ss *mcp.ServerSession, owner, version string) *session {
 	k := keyOf(ss)
 	s.mu.Lock()
@@ -161,7 +155,9 @@ func (s *Server) track(ss *mcp.ServerSession, owner, version string) *session {
 		return nil
 	}
 	s.sessions[k] = st
-	s.takeTicketLocked(owner) // the initialize's reservation, if any, is this record now
+	if held := s.reserved[owner]; len(held) > 0 {
+		s.dropTicketLocked(owner, held[0]) // the oldest of the initializes' reservations is this record now
+	}
 	return st
 }
 
@@ -177,8 +173,6 @@ func (s *Server) open(ctx context.Context, st *session) error {
 		case stateEnding, stateGone:
 			why := st.reason.describe(s.opts.IdleTimeout)
 			s.mu.Unlock()
-			// The MCP session is being closed; a call that slipped in must not start a new
-			// reaper session in it.
 			return fmt.Errorf("this session has ended (%s); connect again for a new one", why)
 		case stateOpening:
 			opened := st.opened
@@ -219,8 +213,7 @@ func (s *Server) create(st *session) error {
 		}
 		return err
 	}
-	// If the Server is closing, Close has this session among those it ends: it waited for this
-	// opening, and tears the reaper session down next. The goroutines are not needed then.
+	// If the Server is closing, Close, which waited for this opening, tears it down next.
 	st.rs, st.state, st.last = rs, stateLive, time.Now()
 	if st.key.kind != kindConn {
 		s.goLocked(func() { s.lease(st) })
@@ -236,14 +229,12 @@ func (s *Server) create(st *session) error {
 	return nil
 }
 
-// end ends st for reason and returns the teardown's error once it is done. It is the one way a
-// session ends (see session for who calls it); a session already ending or gone keeps its first
-// reason, and end waits for its teardown. ctx is the teardown's: cancelling it cuts the grace period
-// short.
+// end ends st for reason and returns the teardown's error once it is done: the one way a session
+// ends (see session). A session already ending or gone keeps its first reason, and end waits for its
+// teardown. Cancelling ctx cuts the grace period short.
 func (s *Server) end(ctx context.Context, st *session, reason endReason) error {
 	s.mu.Lock()
 	for st.state == stateOpening {
-		// Reaper.NewSession makes a directory and a record: it does not block.
 		opened := st.opened
 		s.mu.Unlock()
 		<-opened
@@ -312,9 +303,8 @@ func (s *Server) closeConnLocked(st *session) {
 	s.goLocked(func() { st.ss.Close() })
 }
 
-// watch follows st's MCP session to its end: when it closes (stdio EOF, the SDK's DELETE or idle
-// timeout, a close by end or Close) it ends the session, if its end has not begun, drops it from the
-// index and reports it to the observer.
+// watch ends st when its MCP session closes (stdio EOF, the SDK's own close, a close by end or
+// Close), if its end has not begun, drops it from the index and reports it to the observer.
 func (s *Server) watch(st *session) {
 	st.ss.Wait()
 	ctx, cancel := s.disconnected(st)
@@ -323,4 +313,20 @@ func (s *Server) watch(st *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.retireLocked(st)
+}
+
+// KeepAliveMisses is how many pings in a row a client may leave unanswered before its session ends.
+const KeepAliveMisses = 3
+
+// keepalive pings st's client every KeepAlive and ends the session when KeepAliveMisses pings in a
+// row go unanswered (see sdkfix.KeepAlive). It returns when the session leaves live.
+func (s *Server) keepalive(st *session) {
+	every := s.opts.KeepAlive
+	missed := func(n int, err error) {
+		s.log.Debug("keepalive ping unanswered", "session", st.rs.ID(), "misses", n, "error", err)
+	}
+	if sdkfix.KeepAlive(st.stop, every, KeepAliveMisses, func(ctx context.Context) error { return st.ss.Ping(ctx, nil) }, missed) {
+		s.log.Info("keepalive pings unanswered: ending the session", "session", st.rs.ID(), "misses", KeepAliveMisses, "every", every)
+		s.end(context.Background(), st, endKeepalive)
+	}
 }

@@ -12,11 +12,9 @@ import (
 )
 
 // StdioTransport returns the transport for serving one client over in and out (stdin and stdout):
-// newline-delimited JSON-RPC, as mcp.IOTransport, except that a line the limits refuse (see
-// limits.go) or that is no JSON-RPC message is answered with a JSON-RPC error that says why (but a
-// notification over the limits, which gets none) and dropped, where the SDK's transport ends the
-// whole connection; and that at the end of in, every request read before it is answered (see
-// sdkfix.NewStdio). Closing the transport closes neither in nor out.
+// newline-delimited JSON-RPC, as mcp.IOTransport, except that a line the limits refuse or that is no
+// JSON-RPC message is answered with an error and dropped, and that at the end of in every request
+// read before it is answered (see sdkfix.NewStdio). Closing the transport closes neither in nor out.
 func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 	return sdkfix.NewStdio(in, out, sdkfix.StdioOptions{
 		Limits:  s.limits,
@@ -29,11 +27,9 @@ func (s *Server) StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 }
 
 // StdioCloseGrace caps the time from the end of a stdio client's input to the end of its session's
-// teardown: the answers to the requests read before the end (see sdkfix.NewStdio), then the grace
-// period of the session's processes. MCP clients end a stdio server by closing its input, then send
-// SIGTERM if it has not exited "within a reasonable time" and SIGKILL after that; the TypeScript
-// SDK waits 2 s before SIGTERM. With a second for both, reaper has torn everything down and exited
-// before that SIGTERM comes.
+// teardown: the answers to the requests read before the end, then the grace period of the session's
+// processes. MCP clients close a stdio server's input, then send SIGTERM "within a reasonable time"
+// (the TypeScript SDK: 2 s): reaper has exited by then.
 const StdioCloseGrace = time.Second
 
 // Run serves one connection (stdio) until the client disconnects, then ends its session, within
@@ -65,11 +61,9 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	}
 }
 
-// disconnected returns the context of the teardown of a session whose MCP session closed under it.
-// A stdio client that closed the connection is on its way to killing this process (see
-// StdioCloseGrace), so its session's teardown must be done StdioCloseGrace after the end of its
-// input, the time its last answers took included. Over HTTP the SDK closed the session itself (its
-// own idle timeout, long after the lease's): the teardown keeps its grace period.
+// disconnected returns the context of the teardown of a session whose MCP session closed under it:
+// over stdio, done StdioCloseGrace after the end of its input (see StdioCloseGrace); over HTTP (the
+// SDK's own idle timeout) the teardown keeps its grace period.
 func (s *Server) disconnected(st *session) (context.Context, context.CancelFunc) {
 	if st.key.kind != kindConn {
 		return context.WithCancel(context.Background())

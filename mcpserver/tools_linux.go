@@ -214,8 +214,6 @@ type tools struct {
 	bash, output, stop, list, input *mcp.Tool
 }
 
-func (t tools) all() []*mcp.Tool { return []*mcp.Tool{t.bash, t.output, t.stop, t.list, t.input} }
-
 // taskTools describes the bash, task_output, task_stop, task_list and write_stdin tools for sc, with
 // maxOutput characters of output per result by default.
 func taskTools(l reaper.Limits, maxOutput int, sc scope) tools {
@@ -279,9 +277,8 @@ func (s *Server) addTools(l reaper.Limits) {
 	addTool(s.mcp, t.input, inSession(s, s.writeStdin))
 }
 
-// inSession adapts a tool handler that acts on a session to the session era: the session is the one
-// the call came on, opened on its first tool call. Over stdio the call is cut short when the client's
-// input ends, and not begun after that (see untilInputEnds).
+// inSession adapts a tool handler to the session era: the session is the one the call came on. Over
+// stdio the call is cut short when the client's input ends, and not begun after (see untilInputEnds).
 func inSession[In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequest, *session, In) (*mcp.CallToolResult, Out, error)) func(context.Context, *mcp.CallToolRequest, In) (*mcp.CallToolResult, Out, error) {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		var none Out
@@ -290,7 +287,10 @@ func inSession[In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequ
 			return nil, none, err
 		}
 		defer release()
-		st, err := s.sessionFor(ctx, req)
+		st, err := s.track(req.Session, owner(req), requestVersion(req)), errShuttingDown // made at its first request, normally
+		if st != nil {
+			err = s.open(ctx, st)
+		}
 		if errors.Is(context.Cause(ctx), errInputEnded) {
 			return nil, none, fmt.Errorf("not run: %w", errInputEnded) // the input ended while its session opened
 		}

@@ -16,19 +16,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Protocol 2026-07-28 has no sessions over HTTP (SEP-2567): each request stands alone. A workspace is
-// what a session was to reaper (a reaper session: its slice, its tasks, its working directory), held
-// by an explicit handle instead of a connection. workspace_open mints the handle: 130 random bits,
-// bound to the caller's identity (the bearer token's; without tokens, which the operator must ask
-// for by name, the client's peer: see auth_linux.go). Every call that names it renews its lease; unused for
-// IdleTimeout, or closed, or at the server's end, it ends as a session does, by end. The handle is
-// the workspace's key in the Server's index, so a handle that is unknown, expired or another
-// identity's gets one and the same error.
-//
-// Server-to-client requests cannot reach a stateless request; notifications made while a call runs
-// go out on the call's own response stream, so bash's progress notifications arrive. Nothing is sent
-// between calls: a background task's end is not announced (task_output with block=true waits for
-// it).
+// Protocol 2026-07-28 has no sessions over HTTP (SEP-2567). A workspace is a reaper session held by a
+// handle instead of a connection: 130 random bits from workspace_open, bound to the caller's identity
+// (see auth_linux.go). Every call that names it renews its lease; unused for IdleTimeout, closed, or
+// at the server's end, it ends by end. A handle that is unknown, expired or another identity's gets
+// one and the same error. Notifications go out only on a call's own response stream (bash's
+// progress); a background task's end is not announced.
 
 // DefaultMaxWorkspaces is how many workspaces one identity may hold open at once by default.
 const DefaultMaxWorkspaces = 16
@@ -118,13 +111,12 @@ type WorkspaceEntry struct {
 	Tasks int `json:"running_tasks"`
 }
 
-// addWorkspaceTools adds the tools of the workspace era to the workspace server.
 func (s *Server) addWorkspaceTools(l reaper.Limits) {
 	lease := s.opts.IdleTimeout
 	sc := scope{in: "the workspace", the: "the workspace",
 		ends: fmt.Sprintf(" (workspace_close, %v without a call that names it, or the server's end)", lease)}
 	t := taskTools(l, s.maxOutput, sc)
-	for _, tool := range t.all() {
+	for _, tool := range []*mcp.Tool{t.bash, t.output, t.stop, t.list, t.input} {
 		tool.Description = "In the workspace named by workspace (call workspace_open first for a handle). " + tool.Description
 	}
 	addTool(s.ws, t.bash, inWorkspace[WorkspaceBashInput](s, s.bash), needsWorkspace)
@@ -159,8 +151,8 @@ type workspaceArgs[In any] interface {
 	args() In
 }
 
-// inWorkspace adapts a tool handler that acts on a session to the workspace era: the session is the
-// workspace the call names, whose lease the call renews and holds while it runs.
+// inWorkspace adapts a tool handler to the workspace era: the session is the workspace the call
+// names, whose lease the call holds while it runs.
 func inWorkspace[W workspaceArgs[In], In, Out any](s *Server, h func(context.Context, *mcp.CallToolRequest, *session, In) (*mcp.CallToolResult, Out, error)) func(context.Context, *mcp.CallToolRequest, W) (*mcp.CallToolResult, Out, error) {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in W) (*mcp.CallToolResult, Out, error) {
 		st, done, err := s.workspaceFor(ctx, req, in.handle())
@@ -243,16 +235,15 @@ func (s *Server) workspaceClose(ctx context.Context, req *mcp.CallToolRequest, i
 func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ WorkspaceOpenInput) (*mcp.CallToolResult, WorkspaceListOutput, error) {
 	who := owner(req)
 	type entry struct {
-		st     *session
-		last   time.Time
-		busy   bool
-		handle string
+		st   *session
+		last time.Time
+		busy bool
 	}
 	var mine []entry
 	s.mu.Lock()
 	for k, st := range s.sessions {
 		if k.kind == kindWorkspace && st.owner == who && st.state == stateLive {
-			mine = append(mine, entry{st: st, last: st.last, busy: st.inFlight > 0, handle: k.id})
+			mine = append(mine, entry{st: st, last: st.last, busy: st.inFlight > 0})
 		}
 	}
 	s.mu.Unlock()
@@ -261,7 +252,7 @@ func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ 
 	var b strings.Builder
 	for _, e := range mine {
 		w := WorkspaceEntry{
-			Workspace: e.handle, Opened: e.st.created.UTC().Format(time.RFC3339), LastUsed: e.last.UTC().Format(time.RFC3339),
+			Workspace: e.st.key.id, Opened: e.st.created.UTC().Format(time.RFC3339), LastUsed: e.last.UTC().Format(time.RFC3339),
 			Cwd: e.st.rs.Cwd(),
 		}
 		if !e.busy {
@@ -283,30 +274,20 @@ func (s *Server) workspaceList(ctx context.Context, req *mcp.CallToolRequest, _ 
 
 // needsWorkspace is the check (see addTool) of a call of the tool name, which acts on a workspace:
 // without a handle it is refused with an error that says how to get one, before the validation
-// would refuse it with an error that does not. It runs in the tool's handler, not in middleware, so
-// that its result is the SDK's like any tool's (with the resultType 2026-07-28 clients require: the
-// MCP Inspector refused a result without one). go-sdk v1.8.0 gives a result made in middleware none
-// (modelcontextprotocol/go-sdk#1225, fixed after it by PR #1226).
+// would refuse it with one that does not. It runs in the tool's handler, not in middleware, whose
+// results get no resultType from go-sdk v1.8.0 (see sdkfix's package doc). A workspace of any type
+// but "" passes: the validation refuses one that is not a string.
 func needsWorkspace(name string, args json.RawMessage) error {
-	if namesWorkspace(args) {
+	var a struct {
+		Workspace json.RawMessage `json:"workspace"`
+	}
+	// Arguments that are not an object pass too: the validation says so.
+	if json.Unmarshal(args, &a) != nil || len(a.Workspace) > 0 && !bytes.Equal(a.Workspace, []byte(`""`)) {
 		return nil
 	}
 	return fmt.Errorf("%s needs the workspace argument: call workspace_open first and pass the handle it returns as workspace", name)
 }
 
-// namesWorkspace reports whether a call's arguments have a workspace other than "" (of any type: the
-// validation refuses one that is not a string).
-func namesWorkspace(args json.RawMessage) bool {
-	var a struct {
-		Workspace json.RawMessage `json:"workspace"`
-	}
-	if json.Unmarshal(args, &a) != nil {
-		return true // not an object: the validation says so
-	}
-	return len(a.Workspace) > 0 && !bytes.Equal(a.Workspace, []byte(`""`))
-}
-
-// workspaceInstructions are the workspace server's instructions to the agent.
 func workspaceInstructions(l reaper.Limits, maxOutput int, lease time.Duration, most int) string {
 	return fmt.Sprintf("reaper runs shell commands in workspaces. Call workspace_open first and pass the handle it returns as workspace to bash (foreground or background, with stdin or tty for interactive programs), task_output, task_stop, task_list and write_stdin; close it with workspace_close when done. "+
 		"A workspace's lease is %v, renewed by every call that names it; when it is closed, expires or the server stops, every process it started is killed, detached ones included: do not rely on anything outliving it. "+

@@ -11,18 +11,13 @@ import (
 	"time"
 )
 
-// Connections are counted from their accept to their close, and those that have not authenticated
-// also by peer: a client's address, or on loopback, where every local user and task shares
-// 127.0.0.1, the uid that owns the client's socket (see loopbackUID). A connection over a limit is
-// answered 503 with the reason and closed at once, before any of it is read.
-//
-// Once a request on a connection authenticates (Authenticated), the connection leaves its peer's
-// count for its identity's, until it closes: one identity (one token's holder) cannot hold every
-// connection and leave none for the others. A connection over its identity's limit is answered 503
-// and closed after that request. A connection stays counted under the identity it first
-// authenticated as, whatever a later request on it sends: a proxy that pools connections for
-// several identities is not refused in the middle of a connection, and nobody can hold more of them
-// than the identities whose tokens it has may hold together.
+// Connections are counted from their accept to their close, and until they authenticate also by
+// peer: a client's address, or on loopback, where every local user shares 127.0.0.1, the uid that
+// owns the client's socket. One over a limit is answered 503 and closed before any of it is read.
+// Once a request on a connection authenticates (Authenticated), the connection counts under that
+// identity, its first, until it closes, so that one token's holder cannot take every connection; one
+// over its identity's limit is answered 503 and closed after that request. (A proxy that pools
+// connections for several identities is not refused midway, and holds no more than their share.)
 
 // ConnLimits bounds a listener's connections. Zero values mean the defaults.
 type ConnLimits struct {
@@ -116,7 +111,8 @@ func (l *limitedListener) admitIdentity(peer, id string) bool {
 		return false
 	}
 	l.ids[id]++
-	l.releaseLocked(peer, "", false, false)
+	l.unauth--
+	uncount(l.peers, peer)
 	return true
 }
 
@@ -124,27 +120,21 @@ func (l *limitedListener) admitIdentity(peer, id string) bool {
 func (l *limitedListener) release(peer, id string, authed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.releaseLocked(peer, id, authed, true)
+	l.total--
+	if authed {
+		uncount(l.ids, id)
+		return
+	}
+	l.unauth--
+	uncount(l.peers, peer)
 }
 
-// releaseLocked uncounts a connection: closed, or (closed false) authenticated. l.mu must be held.
-func (l *limitedListener) releaseLocked(peer, id string, authed, closed bool) {
-	if !authed {
-		l.unauth--
-		if l.peers[peer]--; l.peers[peer] <= 0 {
-			delete(l.peers, peer)
-		}
-	} else if closed {
-		if l.ids[id]--; l.ids[id] <= 0 {
-			delete(l.ids, id)
-		}
-	}
-	if closed {
-		l.total--
+func uncount(m map[string]int, k string) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
 	}
 }
 
-// refused tells Refused, if set, of a connection refused at limit.
 func (l *limitedListener) refused(limit string) {
 	if l.lim.Refused != nil {
 		l.lim.Refused(limit)
@@ -165,7 +155,6 @@ func refuse(c net.Conn, limit, peer string) {
 	c.Close()
 }
 
-// limitedConn is a counted connection.
 type limitedConn struct {
 	net.Conn
 	l    *limitedListener

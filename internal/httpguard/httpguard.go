@@ -1,19 +1,11 @@
 // Package httpguard bounds and checks HTTP requests before anything acts on them, for reaper's MCP
 // endpoint and its admin endpoint alike.
 //
-// [NewServer] bounds every connection in time and size before any handler, authentication included,
-// sees a request: the headers must arrive within ReadHeaderTimeout and fit in MaxHeaderBytes, a body
-// must arrive within BodyTimeout of its headers, and a keep-alive connection waits at most
-// IdleTimeout for its next request. The body's deadline is set per request and lifted once the body
-// has been read: http.Server.ReadTimeout would do the first, but a handler that runs longer than it
-// (a tool call of an hour) must not lose its connection to it. For the same reason a response is
-// bounded write by write (WriteStall), not as a whole: a client that stops reading its answer would
-// otherwise hold the handler, and whatever waits for it (the end of an MCP session, reaper's exit),
-// for ever.
-//
-// [CheckHost] and [CheckOrigin] refuse requests that a browser page of another site could make: a
-// loopback listener answers only loopback Host names (DNS rebinding), and a cross-origin request is
-// refused whatever its method.
+// [NewServer] bounds every connection in time and size before any handler sees a request (see
+// Options). A body's deadline is set per request and lifted once it has been read, and a response is
+// bounded write by write, not as a whole: a handler may run for an hour (a tool call), but a client
+// that stops reading must not hold it, and what waits for it, for ever. [CheckHost] and
+// [CheckOrigin] refuse requests that a browser page of another site could make.
 package httpguard
 
 import (
@@ -89,12 +81,9 @@ func BodyDeadline(next http.Handler, d time.Duration) http.Handler {
 			return
 		}
 		rc := http.NewResponseController(w)
-		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
-			// Not a connection whose deadline can be set (a test's recorder).
-			next.ServeHTTP(w, r)
-			return
+		if err := rc.SetReadDeadline(time.Now().Add(d)); err == nil { // else not a connection (a test's recorder)
+			r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { rc.SetReadDeadline(time.Time{}) }}
 		}
-		r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { rc.SetReadDeadline(time.Time{}) }}
 		next.ServeHTTP(w, r)
 	})
 }

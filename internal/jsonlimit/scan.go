@@ -2,11 +2,10 @@
 // many values it holds, and the method and id it names, in one pass over its bytes as they arrive,
 // keeping nothing of the message but the id's and the method's few bytes.
 //
-// Decoding JSON into Go values costs far more memory than the text: a map[string]any costs a few
-// hundred bytes per key, so 14.5 MB of small keys cost about 300 MiB. A server that bounds a
-// message's size, depth and count of values before it hands the message to a decoder bounds what
-// decoding can cost. encoding/json has no such pass: Valid says nothing of counts, Decoder.Token
-// allocates a value per token, and neither can tell a request's id from a message cut short.
+// Decoding JSON into Go values costs far more memory than the text (14.5 MB of small keys in a
+// map[string]any cost about 300 MiB), so bounding a message's size, depth and values bounds what
+// decoding can cost. encoding/json has no such pass: Valid counts nothing, Decoder.Token allocates a
+// value per token, and neither can tell a request's id from a message cut short.
 //
 // A Scanner does not check that the text is valid JSON beyond what it needs to count: whatever
 // decodes the message next still refuses malformed text, within the bounds the Scanner checked (a
@@ -131,7 +130,7 @@ func (s *Scanner) byte(c byte) {
 	switch c {
 	case ' ', '\t', '\r', '\n':
 	case ',':
-		s.expectKey = s.isObject(s.depth)
+		s.expectKey = s.depth >= 1 && s.depth <= 64 && s.objects&(1<<(s.depth-1)) != 0
 	case ':':
 		s.expectKey = false
 	case '}', ']':
@@ -177,16 +176,11 @@ func (s *Scanner) byte(c byte) {
 	}
 }
 
-// value counts one value.
 func (s *Scanner) value() {
 	s.Values++
 	if s.Limits.Values > 0 && s.Values > s.Limits.Values && s.Err == nil {
 		s.Err = &LimitError{Err: ErrValues, Limit: s.Limits.Values}
 	}
-}
-
-func (s *Scanner) isObject(d int) bool {
-	return d >= 1 && d <= 64 && s.objects&(1<<(d-1)) != 0
 }
 
 // keep adds c to the token being read, while it is at the top level and may matter.
@@ -208,7 +202,6 @@ func (s *Scanner) endScalar() {
 	}
 }
 
-// endToken ends a top-level key or value.
 func (s *Scanner) endToken(str bool) {
 	if s.depth != 1 || !s.top {
 		return

@@ -8,10 +8,6 @@
 // send (method and tool names, protocol versions) arrives already bounded by mcpserver; what is not
 // valid UTF-8 is mended here, since the client refuses such a label value.
 //
-// Each Metrics has a registry of its own (the client's global default registry is not used): the
-// metrics below, a collector that reads the sessions' usage at each scrape, and the client's Go and
-// process collectors.
-//
 // Lock order: usageCollector.mu is a leaf, never held while the usage is read; the client's locks
 // are its own.
 package metrics

@@ -108,13 +108,14 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.sessions, float64(u.Sessions))
 	gauge(c.output, float64(u.OutputBytes))
 	gauge(c.outputBudget, float64(u.OutputBudget))
-	if u.Counted {
-		total, largest := sumMax(u.Processes)
-		gauge(c.processes, float64(total))
-		gauge(c.processesLargest, float64(largest))
-		counter(c.cpu, u.CPU.Seconds())
+	if !u.Counted {
+		return
 	}
-	if u.Counted && u.MemoryCounted {
+	total, largest := sumMax(u.Processes)
+	gauge(c.processes, float64(total))
+	gauge(c.processesLargest, float64(largest))
+	counter(c.cpu, u.CPU.Seconds())
+	if u.MemoryCounted {
 		total, largest := sumMax(u.Memory)
 		gauge(c.memory, float64(total))
 		gauge(c.memoryLargest, float64(largest))
@@ -122,10 +123,10 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.peakLargest, float64(peak))
 		counter(c.oomKills, float64(u.OOMKills))
 	}
-	if u.Counted && u.PidsCounted {
+	if u.PidsCounted {
 		counter(c.forksRefused, float64(u.ForksRefused))
 	}
-	if u.Counted && u.ThrottlingCounted {
+	if u.ThrottlingCounted {
 		counter(c.throttled, float64(u.Throttled))
 		counter(c.throttledTime, u.ThrottledTime.Seconds())
 	}

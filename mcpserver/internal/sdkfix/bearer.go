@@ -10,20 +10,18 @@ import (
 // RequireBearer lets through to next the requests whose bearer token verify accepts, with the
 // TokenInfo in their context (auth.TokenInfoFromContext) and the client's own ResponseWriter (the
 // SDK's streaming needs its Flusher); a TokenInfo without an expiration is accepted. Every other
-// request is answered as auth.RequireBearerToken answers it, with two changes:
+// request is answered as auth.RequireBearerToken answers it, but:
 //
-//   - What the SDK does: its 401 carries a WWW-Authenticate challenge only when resource metadata or
-//     scopes are configured, which an operator's static tokens have none of, and its body is a bare
-//     "no bearer token". RFC 6750 requires the challenge; clients use it to tell "send a token" from
-//     "your token is wrong". Here a 401 without one gets `Bearer realm="<realm>"`, plus
+//   - The SDK's 401 carries a WWW-Authenticate challenge only with resource metadata or scopes,
+//     which static tokens have none of, and RFC 6750 requires one (clients tell "send a token" from
+//     "your token is wrong" by it). Here a 401 without one gets `Bearer realm="<realm>"`, plus
 //     error="invalid_token" when a bearer token was presented, and a body that says what to send
 //     (hint: where an operator finds the token).
-//   - A 401 or 403 closes the connection: a client without the token cannot keep one open by
-//     asking again. The SDK leaves it open.
+//   - A 401 or 403 closes the connection, which the SDK leaves open to a client without the token.
 //
-// Waits for: modelcontextprotocol/go-sdk#1134 (PR #1135 adds the error code, still only where
-// metadata or scopes give a challenge at all); a challenge without them, and closing a refused
-// connection, are filed nowhere. Delete this file when the SDK's 401 carries a challenge of its own.
+// Waits for: modelcontextprotocol/go-sdk#1134 (PR #1135 adds the error code, still only with
+// metadata or scopes); the rest is filed nowhere. Delete this file when the SDK's 401 carries a
+// challenge of its own.
 func RequireBearer(verify auth.TokenVerifier, realm, hint string, next http.Handler) http.Handler {
 	check := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	h := check(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

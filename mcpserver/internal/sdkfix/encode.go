@@ -7,23 +7,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A tool result of reaper's carries a command's output twice: in its text content and in its
-// structured content. What the SDK does: it encodes a result in layers, the text content's
-// MarshalJSON, CallToolResult's MarshalJSON around it, the response's result (json.RawMessage) and
-// the JSON-RPC message around that; encoding/json re-reads and compacts the output of every
-// MarshalJSON and RawMessage it meets, one pass over every byte per layer. The text went through four
-// passes, the structured content three; in a profile of 1 MB results, compaction was most of the
-// server's CPU, a cost every call with output pays: making the message of a result with 24 KB of
-// output took 0.78 ms, 0.32 ms through EncodeOnce; of 1 MB, 22.9 and 9.2 ms (BenchmarkResultEncoding,
-// go-sdk v1.8.0, same run; BenchmarkToolResult times whole calls).
-// wireResult is encoded by reflection instead, with both copies as plain string fields: each is
-// escaped once, and only the message's own compaction of its result reads them again (over stdio
-// not even that, see respond.go). Waits for: the SDK's results encoding themselves without a
-// MarshalJSON per layer (json/v2's MarshalJSONTo would do); nothing is filed. Delete this file and
-// its middleware when it lands.
-
 // EncodeOnce is receiving middleware that hands the SDK tools/call results in a form it encodes
 // with one pass less per layer (see wireResult). Results of another shape go out as they are.
+//
+// A tool result of reaper's carries a command's output twice, in its text and its structured
+// content. The SDK encodes a result in layers (the text content's MarshalJSON, CallToolResult's, the
+// response's json.RawMessage, the JSON-RPC message), and encoding/json re-reads and compacts the
+// output of each: four passes over the text, three over the structured content, most of the
+// server's CPU for 1 MB results. A result with 24 KB of output took 0.78 ms to encode, 0.32 ms
+// through EncodeOnce; of 1 MB, 22.9 and 9.2 ms (BenchmarkResultEncoding, go-sdk v1.8.0). Waits for:
+// the SDK's results encoding themselves without a MarshalJSON per layer (json/v2's MarshalJSONTo
+// would do); nothing is filed. Delete this file and its middleware when it lands.
 func EncodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -36,17 +30,14 @@ func EncodeOnce(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// wireResult is a CallToolResult that encoding/json encodes by reflection, field by field, rather
-// than through CallToolResult.MarshalJSON. Its fields give the same object, key for key and in the
-// same order; the one difference in bytes is that the text and the structured content's strings are
-// written as the JSON-RPC message around them is, without escaping <, > and & for HTML (the same
-// text once decoded).
+// wireResult is a CallToolResult that encoding/json encodes by reflection rather than through
+// CallToolResult.MarshalJSON: the same object, key for key and in order, but for the strings, written
+// without escaping <, > and & for HTML (as the message around them is).
 //
-// The embedded CallToolResult gives wireResult the methods of mcp.Result, and the SDK's unexported
-// ones it calls after the handler (setting the result type, and _meta through SetMeta): they change
-// the embedded result, which _meta and resultType read when they are encoded. Its MarshalJSON must
-// not be promoted, or encoding/json would call it: noMarshal, embedded at the same depth, makes the
-// name ambiguous, which leaves both out of wireResult's method set.
+// The embedded CallToolResult gives it the methods of mcp.Result, and the SDK's unexported ones it
+// calls after the handler (the result type, _meta), which change the embedded result that _meta and
+// resultType read when encoded. noMarshal, embedded at the same depth, makes MarshalJSON ambiguous,
+// which keeps CallToolResult's out of wireResult's method set.
 type wireResult struct {
 	*mcp.CallToolResult `json:"-"`
 	//lint:ignore U1000 embedded for its effect on the method set, never read (see above)
@@ -100,10 +91,9 @@ type metaOf struct{ r *mcp.CallToolResult }
 func (m metaOf) IsZero() bool                 { return len(m.r.Meta) == 0 }
 func (m metaOf) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]any(m.r.Meta)) }
 
-// resultType writes the result's resultType as it is when the result is encoded: the SDK sets it,
-// in an unexported field, after the handler returns, for clients of protocol 2026-07-28. It is read
-// back from the SDK's own encoding of the result without its content, once: encoding/json asks
-// IsZero and then MarshalJSON, and the first read is kept in read.
+// resultType writes the result's resultType, which the SDK sets in an unexported field after the
+// handler returns (protocol 2026-07-28), as read back from its encoding of the result without its
+// content, once: encoding/json asks IsZero and then MarshalJSON, and the first read is kept in read.
 type resultType struct {
 	r    *mcp.CallToolResult
 	read *readType // shared by the copies encoding/json makes of the field

@@ -12,11 +12,8 @@ import (
 )
 
 // CheckVersion refuses, as the SDK's HTTP handler would, a request whose MCP-Protocol-Version header
-// names a version the SDK does not speak, and reports whether the request may go on. What the SDK
-// does: its handler checks the header first thing, but reaper's session front acts before the SDK
-// sees a request (a DELETE's teardown; a request counted as activity on the idle lease: see
-// mcpserver's front), so a request the SDK would refuse must be refused before that. Waits for the
-// front itself to go (see the package doc); delete this, and its call, with it.
+// names a version the SDK does not speak, and reports whether the request may go on: mcpserver's
+// session front acts before the SDK sees a request. Delete it, and its call, with the front.
 func CheckVersion(w http.ResponseWriter, r *http.Request) bool {
 	v := r.Header.Get(ProtocolVersionHeader)
 	if v == "" || v >= FirstSessionlessVersion || Published(v) {
@@ -36,21 +33,17 @@ const FirstSessionlessVersion = "2026-07-28"
 // Published reports whether v is one of the protocol versions the SDK speaks.
 func Published(v string) bool { return slices.Contains(publishedVersions, v) }
 
-// publishedVersions are the SDK's protocol versions, read once: the SDK copies its list on every
-// call, and every request looks at it. Never modified.
+// publishedVersions are the SDK's protocol versions, read once (the SDK copies its list per call).
 var publishedVersions = mcp.SupportedProtocolVersions()
 
 // AnswerSetLevel answers a sessionless logging/setLevel request (method, with the request's id as it
 // stands in its text) that carries no io.modelcontextprotocol/protocolVersion in its _meta with an
-// empty result, and reports whether it did; r's body, read, is put back for the SDK otherwise. What
-// the SDK does: protocol 2026-07-28 has no logging/setLevel (a request names its log level in its
-// own _meta), yet the go-sdk client v1.8.0 still sends it when asked to, without the _meta that
-// 2026-07-28 asks of every request, and the SDK's stateless handler refuses it with a 400, which a
-// client takes for a broken server. Nothing is lost by accepting it: a workspace is sent no log
-// messages, so there is no level to set. Waits for: the client adding the _meta, or refusing to send
-// setLevel on a 2026-07-28 session (modelcontextprotocol/go-sdk#1116, closed as working as intended);
-// delete this, and its call, when the clients reaper serves no longer send it. The body must be
-// bounded already (mcpserver's admitBody).
+// empty result, and reports whether it did; r's body, read, is put back for the SDK otherwise. The
+// body must be bounded already. Protocol 2026-07-28 has no logging/setLevel, yet the go-sdk client
+// v1.8.0 still sends it, without the _meta, and the SDK's stateless handler refuses it with a 400,
+// which a client takes for a broken server; a workspace is sent no log messages, so nothing is lost.
+// Waits for: the client adding the _meta or not sending it (modelcontextprotocol/go-sdk#1116, closed
+// as working as intended); delete this, and its call, when the clients reaper serves no longer do.
 func AnswerSetLevel(w http.ResponseWriter, r *http.Request, method string, id []byte) bool {
 	if method != "logging/setLevel" || id == nil || r.Body == nil {
 		return false

@@ -10,13 +10,11 @@ import (
 )
 
 // inputEnd holds back the end of a stdio client's input until every request read before it has its
-// answer. When its reader sees the end, the SDK's connection refuses every write from then on, so the
-// answers to requests read just before the end are dropped (an initialize piped into reaper serve
-// was answered 14 times in 20). The end is handed on once every request read before it is answered,
-// or after wait at the latest (a command that resists its kill). Meanwhile the caller sees the end
-// (Stdio.Ended) and cuts short the calls still running; the session then ends, as it did at the end
-// of its input. Waits for: modelcontextprotocol/go-sdk#1061 (PR #1067 lets writes drain after a read
-// EOF); delete this file when it lands, and keep Ended from the SDK's own end of the input.
+// answer, or wait at the latest: once its reader sees the end, the SDK's connection refuses every
+// write, dropping those answers (an initialize piped into reaper serve was answered 14 times in 20).
+// Meanwhile the caller sees the end (Stdio.Ended) and cuts short the calls still running. Waits for:
+// modelcontextprotocol/go-sdk#1061 (PR #1067 lets writes drain after a read EOF); delete this file
+// when it lands, and keep Ended from the SDK's own end of the input.
 type inputEnd struct {
 	wait time.Duration // the longest the end is held back; fixed at creation
 	// afterEnd, if set, is called once the end is handed on (see end); fixed at creation.

@@ -11,16 +11,11 @@ import (
 // connection is found about misses+1 intervals after its last answer. missed, if not nil, is told of
 // each unanswered ping before the next. It returns false when stop is done first.
 //
-// What the SDK's keepalive (ServerOptions.KeepAlive) does: it gives each ping half the interval and,
-// after KeepAliveFailureThreshold misses (modelcontextprotocol/go-sdk#982), calls the session's Close.
-// Why reaper cannot live with it: Close waits for the session's running tool calls, which may wait
-// for the very processes whose session is to end (a foreground command runs for up to its timeout),
-// so the processes outlive the client the keepalive found gone; reaper must end the session itself,
-// processes first, as it does for a DELETE. And a client busy for a moment (a garbage collection, a
-// laptop waking, a loaded machine) misses a half-interval ping where it would answer a whole one.
-// Waits for: a keepalive that hands its verdict to the server (a callback, or a Close that cancels
-// the running calls first); none is filed. Delete this file, and use ServerOptions.KeepAlive with its
-// threshold, when it lands.
+// The SDK's keepalive (ServerOptions.KeepAlive) gives each ping half the interval, which a client
+// busy for a moment misses, and after KeepAliveFailureThreshold misses calls the session's Close,
+// which waits for the running tool calls, which may wait for the very processes that should die
+// first. Waits for: a keepalive that hands its verdict to the server; none is filed. Delete this
+// file, and use ServerOptions.KeepAlive with its threshold, when it lands.
 func KeepAlive(stop context.Context, interval time.Duration, misses int, ping func(context.Context) error, missed func(n int, err error)) bool {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()

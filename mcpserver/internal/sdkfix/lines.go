@@ -10,24 +10,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// The framing of the stdio transport (see stdio.go). The SDK reads its input with one streaming JSON
-// decoder and ends the whole connection at the first line it cannot decode or that is over
-// MaxLineLength: one bad line from a client, or one over reaper's limits, and the session ends and
-// every process it started is killed. Here each line is read whole, measured against the caller's
-// Limits as it comes (without keeping more of an over-long one than the largest message may be),
-// checked for a JSON-RPC envelope, and either handed to the SDK or answered with a JSON-RPC error
-// that says why (a notification over the limits gets none); the connection goes on, as the HTTP
-// handler's does. Waits for: modelcontextprotocol/go-sdk#1209 (a malformed frame ends the session;
-// PR #1210 answers -32700 and reads on) and #984 (a bound on a frame's size, PR #985 closed); a
-// refusal by size that still answers, and a hook for the caller's own bounds, are filed nowhere.
-// Delete this file, and NewStdio's reader, when the SDK reads on after both.
-
 // lineReader hands out its source line by line, each line whole, and drops (reporting it to refuse)
-// every line that its limits refuse, without keeping more of it than the largest message a
-// method may send, and every line that is no JSON-RPC message (see malformed): the SDK's reader ends
-// the whole connection at the first such line. At the end of the source it holds the end back until
-// the requests it handed out are answered (see inputEnd). It is read by one goroutine, the SDK's
-// reader.
+// every line that its limits refuse, without keeping more of it than the largest message a method
+// may send, and every line that is no JSON-RPC message (see malformed). At the end of the source it
+// holds the end back until the requests it handed out are answered (see inputEnd). It is read by one
+// goroutine, the SDK's reader.
+//
+// The SDK's reader ends the whole connection at the first line it cannot decode or that is over
+// MaxLineLength, and with it the session and its processes; here the connection goes on, as the
+// HTTP handler's does. Waits for: modelcontextprotocol/go-sdk#1209 (PR #1210 answers -32700 and
+// reads on) and #984 (a bound on a frame's size, PR #985 closed); a refusal by size that still
+// answers, and a hook for the caller's own bounds, are filed nowhere. Delete this file, and
+// NewStdio's reader, when the SDK reads on after both.
 type lineReader struct {
 	src    *bufio.Reader
 	limits Limits

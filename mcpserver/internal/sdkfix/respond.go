@@ -11,22 +11,17 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A response over stdio is written around its result's bytes. The SDK encodes a response by handing
-// the JSON-RPC message to encoding/json, which compacts the result (a json.RawMessage) into the
-// message byte by byte: one more pass over all of a command's output, after the pass that encoded
-// the result (see encode.go). The result is what the SDK's own marshaling made (compact, valid, and
-// without HTML escaping, as the message around it): written as it is, the message comes out the
-// same, byte for byte (TestResponseLine), for less: with EncodeOnce, 0.13 ms where the SDK's
-// connection took 0.32 ms for a result with 24 KB of output, 3.8 ms where it took 9.2 for 1 MB
-// (BenchmarkResultEncoding, same run). Waits for: the SDK encoding a message around its result's
-// bytes, or encoding/json not compacting a RawMessage (golang/go#33422, closed unfixed; json/v2
-// reformats it too); nothing is filed with the SDK. Delete this file, and Stdio.Connect's wrapper,
-// when it lands.
-
-// responseConn is a connection of Stdio.
+// responseConn is a connection of Stdio that writes a response around its result's bytes. The
+// SDK's encoding/json compacts the result (a json.RawMessage) into the message: one more pass over
+// all of a command's output (see EncodeOnce). The result is already compact, valid and without HTML
+// escaping, so the message comes out the same, byte for byte (TestResponseLine), for less: 0.13 ms
+// where the SDK took 0.32 ms for 24 KB of output, 3.8 where it took 9.2 for 1 MB
+// (BenchmarkResultEncoding). Waits for: the SDK encoding a message around its result's bytes, or
+// encoding/json not compacting a RawMessage (golang/go#33422, closed unfixed; json/v2 reformats it
+// too); nothing is filed with the SDK. Delete this file, and Stdio.Connect's wrapper, when it lands.
 type responseConn struct {
 	mcp.Connection
-	out   *lockedWriter
+	out   *serialWriter
 	batch *atomic.Bool
 	input *inputEnd
 }

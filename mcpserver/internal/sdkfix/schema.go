@@ -8,16 +8,11 @@ import (
 )
 
 // SchemaFor returns the JSON schema of T that a tool advertises and validates against: the one the
-// SDK would infer (jsonschema.For: properties, descriptions, required fields, those without
-// omitempty), with every "type" a single string. What the inference does: it gives every pointer and
-// slice the type ["null", X] (the SDK only strips it from a tool's top-level pointer type,
-// modelcontextprotocol/go-sdk#338). Why reaper cannot live with it: some clients cannot read such a
-// type (Gemini's function declarations refuse it; one client never offers an argument typed so) and
-// others' validators warn about it. reaper's results never hold null, and it takes a null argument
-// as absent (mcpserver's dropNullArguments), so X alone says what is meant. Waits for: an inference
-// option that leaves null out (google/jsonschema-go#63, open; #2 was withdrawn in favour of the SDK's
-// top-level fix); delete singleTypes when it lands. A type the inference refuses is a programming
-// error: SchemaFor panics.
+// SDK would infer (jsonschema.For), with every "type" a single string. The inference types every
+// pointer and slice ["null", X], which some clients cannot read (Gemini refuses it) and others' validators
+// warn about; reaper's results never hold null, and it takes a null argument as absent. Waits for: an
+// inference option that leaves null out (google/jsonschema-go#63, open); delete singleTypes when it
+// lands. A type the inference refuses is a programming error: SchemaFor panics.
 func SchemaFor[T any]() *jsonschema.Schema {
 	s, err := jsonschema.For[T](nil)
 	if err != nil {

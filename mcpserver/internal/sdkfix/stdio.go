@@ -13,12 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The stdio transport: mcp.IOTransport with three changes, each for something the SDK's does that
-// reaper cannot live with, each said, with what it waits for, in its own file: the framing
-// (lines.go: a bad or over-long line is answered and dropped, where the SDK ends the connection),
-// the end of the input (inputend.go: the answers to the requests read before it are written), and
-// responses written around their results (respond.go: a per-call cost).
-
 // Limits are the bounds each line is held to before the SDK decodes it.
 type Limits interface {
 	// Scanner returns a fresh scanner for one line.
@@ -45,15 +39,17 @@ type StdioOptions struct {
 // closes neither.
 type Stdio struct {
 	inner *mcp.IOTransport
-	out   *lockedWriter // where inner writes too: each message with one Write
+	out   *serialWriter // where inner writes too: each message with one Write
 	lines *lineReader
 	input *inputEnd
 }
 
 // NewStdio returns the transport for one client over in and out: newline-delimited JSON-RPC, as
-// mcp.IOTransport, with the changes this file's comment lists.
+// mcp.IOTransport, but with the framing of lines.go (a bad or over-long line is answered and
+// dropped, where the SDK ends the connection), the end of input of inputend.go, and the responses of
+// respond.go.
 func NewStdio(in io.Reader, out io.Writer, opts StdioOptions) *Stdio {
-	w := newLockedWriter(out)
+	w := newSerialWriter(out)
 	input := newInputEnd(opts.EndWait)
 	input.afterEnd = w.giveUp
 	r := &lineReader{src: bufio.NewReaderSize(in, 64<<10), limits: opts.Limits, input: input}
@@ -90,12 +86,10 @@ func (t *Stdio) EndedAt() time.Time {
 }
 
 // GiveUpAfter stops writing after d: a write under way then returns an error at once, and every
-// later one fails. A client that stopped reading reaper's output (its pipe full) would otherwise
-// hold the handler whose answer waits to be written, which the SDK's close of the session waits
-// for, and with it the session's end and reaper's exit. The end of the input gives up by itself
-// once the answers to the requests read before it are written, or EndWait after it. It returns the
-// function that stops the timer, for its caller to call once it no longer needs it (the writer then
-// gives up no more, unless it did already).
+// later one fails, so that a client that stopped reading (its pipe full) cannot hold the handler
+// whose answer waits, the SDK's close of the session that waits for it, and reaper's exit. The end
+// of the input gives up by itself once the answers to the requests read before it are written, or
+// EndWait after it. It returns the function that stops the timer.
 func (t *Stdio) GiveUpAfter(d time.Duration) (stop func() bool) {
 	return time.AfterFunc(d, t.out.giveUp).Stop
 }
@@ -103,60 +97,65 @@ func (t *Stdio) GiveUpAfter(d time.Duration) (stop func() bool) {
 // errGaveUp is the error of a write after the writer gave up.
 var errGaveUp = errors.New("stdio: writing given up: the client does not read its answers, or has gone")
 
-// lockedWriter serialises writes: the SDK writes each message with one Write under its own lock, and
-// the refusals of lines come from the reading goroutine. Each write runs in a goroutine of its own
-// that Write waits for, until the writer gives up (see Stdio.GiveUpAfter): a blocking write to a
-// pipe cannot be cut short, so one under way then goes on alone until the client reads or closes
-// the pipe, or the process exits; it holds mu meanwhile, so that nothing is written after it.
-type lockedWriter struct {
-	mu   sync.Mutex // held over the write of the goroutine that writes
+// serialWriter serialises writes: the SDK writes each message with one Write under its own lock, and
+// the refusals of lines come from the reading goroutine. Its own goroutine, started with it, makes the
+// writes in turn; Write waits for it until the writer gives up (see Stdio.GiveUpAfter): a blocking
+// write to a pipe cannot be cut short, so one under way then goes on alone until the client reads or
+// closes the pipe, or the process exits, and the goroutine then ends without writing anything more.
+type serialWriter struct {
 	w    io.Writer
+	in   chan []byte   // each message, to the goroutine that writes
+	out  chan error    // the result of each, to its Write
 	gone chan struct{} // closed when the writer gives up
 	once sync.Once
 }
 
-func newLockedWriter(w io.Writer) *lockedWriter {
-	return &lockedWriter{w: w, gone: make(chan struct{})}
+func newSerialWriter(w io.Writer) *serialWriter {
+	l := &serialWriter{w: w, in: make(chan []byte), out: make(chan error), gone: make(chan struct{})}
+	go l.loop()
+	return l
+}
+
+func (l *serialWriter) loop() {
+	for {
+		select {
+		case <-l.gone:
+			return
+		case p := <-l.in:
+			_, err := l.w.Write(p)
+			select {
+			case l.out <- err:
+			case <-l.gone:
+				return
+			}
+		}
+	}
 }
 
 // Write writes p with one Write of the writer below, or fails once the writer gave up. p is not
 // changed by its callers afterwards (each message is a slice of its own), so the write under way
 // when Write gives up may go on reading it.
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	type result struct {
-		n   int
-		err error
-	}
+func (l *serialWriter) Write(p []byte) (int, error) {
 	select {
-	case <-l.gone: // no goroutine to wait, behind a write that may never end, for mu
+	case l.in <- p:
+	case <-l.gone:
 		return 0, errGaveUp
-	default:
 	}
-	done := make(chan result, 1)
-	go func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		select {
-		case <-l.gone:
-			done <- result{0, errGaveUp}
-			return
-		default:
-		}
-		n, err := l.w.Write(p)
-		done <- result{n, err}
-	}()
 	select {
-	case r := <-done:
-		return r.n, r.err
+	case err := <-l.out: // the answer to p: the next message is taken only after it
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil
 	case <-l.gone:
 		return 0, errGaveUp
 	}
 }
 
 // giveUp makes every write fail from now on, the one under way included. It is idempotent.
-func (l *lockedWriter) giveUp() { l.once.Do(func() { close(l.gone) }) }
+func (l *serialWriter) giveUp() { l.once.Do(func() { close(l.gone) }) }
 
-func (*lockedWriter) Close() error { return nil }
+func (*serialWriter) Close() error { return nil }
 
 // ErrorLine returns a JSON-RPC error response to the request with id (as it stands in its text),
 // with its newline; nil for a message without an id (a notification), which gets no answer.
