@@ -82,27 +82,13 @@ func (c *cwdTail) Write(b []byte) {
 	}
 }
 
-// dir returns the last complete record if it is a directory's path as pwd prints it, and nothing was
-// written after it.
+// dir returns the last complete record if nothing was written after it and it is a directory's path
+// as pwd prints it: an absolute path without NUL that fits in PATH_MAX, its one trailing newline
+// removed (a directory's name may end with newlines of its own).
 func (c *cwdTail) dir() (string, bool) {
-	if !c.ok || len(c.partial) > 0 || c.long {
-		return "", false
-	}
-	return parseCwd(c.last)
-}
-
-// lastCwd is ReadCwd's parsing of everything b holds (for tests and fuzzing).
-func lastCwd(b []byte) (string, bool) {
-	var c cwdTail
-	c.Write(b)
-	return c.dir()
-}
-
-// parseCwd returns the directory pwd printed in b: an absolute path without NUL that fits in
-// PATH_MAX, its one trailing newline removed (a directory's name may end with newlines of its own).
-func parseCwd(b []byte) (string, bool) {
-	b, ok := bytes.CutSuffix(b, []byte{'\n'})
-	if !ok || len(b) >= maxPath || bytes.IndexByte(b, 0) >= 0 || !filepath.IsAbs(string(b)) {
+	b, nl := bytes.CutSuffix(c.last, []byte{'\n'})
+	if !c.ok || len(c.partial) > 0 || c.long || !nl || len(b) >= maxPath || bytes.IndexByte(b, 0) >= 0 ||
+		!filepath.IsAbs(string(b)) {
 		return "", false
 	}
 	return string(b), true
