@@ -16,6 +16,7 @@ type Ring struct {
 	n   int // valid bytes
 }
 
+// NewRing returns a Ring that keeps the last size bytes.
 func NewRing(size int) Ring { return Ring{buf: make([]byte, size)} }
 
 // Write appends p, dropping the oldest bytes beyond the capacity.
