@@ -100,7 +100,7 @@ func (in *initProc) setUp(args []string) (hello []byte, devpts int) {
 		var e encoder
 		e.U32(flags)
 		e.Str(strings.Join(notes, "; "))
-		hello = e.Bytes()
+		hello = e.b
 	}()
 	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err == nil {
@@ -234,7 +234,7 @@ func (in *initProc) spawn(r spawnMsg) {
 		e.U64(uint64(host))
 		e.U64(uint64(pid))
 		e.U64(start)
-		in.reply(msgSpawned, e.Bytes(), pidfd)
+		in.reply(msgSpawned, e.b, pidfd)
 		syscall.Close(pidfd)
 		return pid, nil
 	})
@@ -246,7 +246,7 @@ func (in *initProc) spawn(r spawnMsg) {
 		e.U32(uint32(errno))
 		msg := "start " + r.Argv[0] + ": " + err.Error()
 		e.Str(msg[:min(len(msg), maxErrorMsg)])
-		in.reply(msgFailed, e.Bytes(), -1)
+		in.reply(msgFailed, e.b, -1)
 		return
 	}
 	go func() {
@@ -263,7 +263,7 @@ func (in *initProc) spawn(r spawnMsg) {
 		e.U64(r.ID)
 		e.U32(uint32(st.Status))
 		e.U32(flags)
-		in.reply(msgExit, e.Bytes(), -1)
+		in.reply(msgExit, e.b, -1)
 	}()
 }
 
@@ -281,7 +281,7 @@ func (in *initProc) signal(id uint64, sigs []syscall.Signal) {
 	var e encoder
 	e.U64(id)
 	e.U32(uint32(errno))
-	in.reply(msgSignaled, e.Bytes(), -1)
+	in.reply(msgSignaled, e.b, -1)
 }
 
 // reply sends a message to the server, with a descriptor if fd >= 0. A failure means the server is

@@ -72,7 +72,6 @@ type Init struct {
 	tmpOK   bool     // a private /tmp and /dev/shm were mounted (Options.PrivateTmp)
 	devpts  *os.File // O_PATH, the root of the namespace's devpts instance; nil without one
 	note    string
-	inCg    bool             // born in Options.Cgroup
 	idle    time.Duration    // Options.Idle
 	exited  <-chan reap.Exit // the init's own exit, from the server's child reaper: read by the reader only
 	stop    chan struct{}    // closed by Close: the reader stops waiting for the init's exit
@@ -230,7 +229,6 @@ func (in *Init) fork(opts Options, end int) error {
 	}
 	if opts.Cgroup != nil {
 		sys.UseCgroupFD, sys.CgroupFD = true, int(opts.Cgroup.Fd())
-		in.inCg = true // unless the fork fails, and with it Start
 	}
 	attr := &syscall.ProcAttr{
 		Env:   env,
@@ -267,7 +265,7 @@ func (in *Init) awaitHello() error {
 		closeAll(got)
 		return protocolErr(fmt.Sprintf("message type %d before the hello", typ))
 	}
-	d := newDecoder(payload)
+	d := &decoder{b: payload}
 	hello := d.U32("hello")
 	in.procOK, in.tmpOK = hello&helloProc != 0, hello&helloTmp != 0
 	in.note = d.Str("note")
@@ -294,9 +292,6 @@ func (in *Init) Pid() int { return in.pid }
 
 // StartTime returns the init's start time (field 22 of /proc/<pid>/stat).
 func (in *Init) StartTime() uint64 { return in.start }
-
-// InCgroup reports whether the init was born in Options.Cgroup.
-func (in *Init) InCgroup() bool { return in.inCg }
 
 // Proc reports whether the init mounted a /proc of its namespace and, if not or where another of its
 // mounts failed, why: the tasks' ps then lists the host's processes (which they cannot signal).
@@ -494,6 +489,11 @@ func (in *Init) Empty() bool {
 	case quiet:
 		return true
 	}
+	return in.childless()
+}
+
+// childless reports whether the init is known to have no child, live or a zombie, by /proc.
+func (in *Init) childless() bool {
 	childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.pid, Start: in.start})
 	return ok && childless
 }
@@ -547,8 +547,7 @@ func (in *Init) idleCheck() {
 		return
 	}
 	if !in.quietLocked() {
-		childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.pid, Start: in.start})
-		if !ok || !childless {
+		if !in.childless() {
 			in.quiet = now
 			in.conn.SetReadDeadline(now.Add(min(idlePoll, in.idle)))
 			return
@@ -572,11 +571,8 @@ func (in *Init) EndIdle() bool {
 	if in.err != nil || in.busyLocked() {
 		return false
 	}
-	if !in.quietLocked() {
-		childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.pid, Start: in.start})
-		if !ok || !childless {
-			return false
-		}
+	if !in.quietLocked() && !in.childless() {
+		return false
 	}
 	in.endIdleLocked()
 	return true
@@ -690,19 +686,26 @@ func (in *Init) read() {
 
 // handle handles one message from the init. It owns fds.
 func (in *Init) handle(typ byte, payload []byte, fds []int) error {
-	d := newDecoder(payload)
+	want := 0 // descriptors: a spawned task's pidfd, none with any other message
+	if typ == msgSpawned {
+		want = 1
+	}
+	if len(fds) != want {
+		closeAll(fds)
+		return protocolErr(fmt.Sprintf("message type %d with %d descriptors", typ, len(fds)))
+	}
+	d := &decoder{b: payload}
 	switch typ {
 	case msgSpawned:
 		id, host, nspid, start := d.U64("id"), int(int64(d.U64("pid"))), int(int64(d.U64("nspid"))), d.U64("start")
-		if err := d.End("spawned"); err != nil || len(fds) != 1 {
-			closeAll(fds)
-			return cmpErr(err, protocolErr(fmt.Sprintf("an answer with %d descriptors", len(fds))))
+		if err := d.End("spawned"); err != nil {
+			unix.Close(fds[0])
+			return err
 		}
 		return in.spawned(id, Task{Pid: host, NSPid: nspid, Start: start, PidFD: fds[0]})
 	case msgFailed:
 		id, errno, msg := d.U64("id"), syscall.Errno(d.U32("errno")), d.Str("message")
-		if err := cmpErr(d.End("failure"), lenErr(fds)); err != nil {
-			closeAll(fds)
+		if err := d.End("failure"); err != nil {
 			return err
 		}
 		in.mu.Lock()
@@ -714,8 +717,7 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		in.mu.Unlock()
 	case msgExit:
 		id, status, flags := d.U64("id"), syscall.WaitStatus(d.U32("status")), d.U32("flags")
-		if err := cmpErr(d.End("exit"), lenErr(fds)); err != nil {
-			closeAll(fds)
+		if err := d.End("exit"); err != nil {
 			return err
 		}
 		in.mu.Lock()
@@ -728,8 +730,7 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		in.mu.Unlock()
 	case msgSignaled:
 		id, errno := d.U64("id"), syscall.Errno(d.U32("errno"))
-		if err := cmpErr(d.End("signaled"), lenErr(fds)); err != nil {
-			closeAll(fds)
+		if err := d.End("signaled"); err != nil {
 			return err
 		}
 		in.mu.Lock()
@@ -739,7 +740,6 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		}
 		in.mu.Unlock()
 	default:
-		closeAll(fds)
 		return protocolErr(fmt.Sprintf("message type %d from the init", typ))
 	}
 	return nil
@@ -779,21 +779,4 @@ func pidOfFD(fd int) int {
 		return 0
 	}
 	return proc.FdinfoPid(b)
-}
-
-func lenErr(fds []int) error {
-	if len(fds) > 0 {
-		return protocolErr(fmt.Sprintf("%d unexpected descriptors", len(fds)))
-	}
-	return nil
-}
-
-// cmpErr returns the first non-nil error.
-func cmpErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -126,7 +126,7 @@ type spawnMsg struct {
 // decodeSpawn decodes a spawn request and hands it the descriptors that came with it, which must be
 // exactly as many as it says. On error the caller still owns (and closes) fds.
 func decodeSpawn(payload []byte, fds []int) (spawnMsg, error) {
-	d := newDecoder(payload)
+	d := &decoder{b: payload}
 	r := spawnMsg{ID: d.U64("id"), Cgroup: -1}
 	attr := d.U32("attr")
 	r.Ctty = int(d.U32("ctty"))
