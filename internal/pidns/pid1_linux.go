@@ -17,17 +17,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// initSignals are the signals the init must ask for: those whose default in a Go program ends it
-// (HUP, INT, TERM; QUIT, ABRT and the faults, which crash it when sent by kill(2)). A task may not end
-// its namespace by signalling its init (the kernel delivers a signal sent from inside the namespace to
-// its init only when the init handles it, and Go installs handlers for every signal), and a signal
-// sent to the server's process group must not end it either. The init does nothing with them. Every
-// other signal Go already catches and does nothing with (USR1, PIPE, ALRM, ...), or leaves at its
-// default action, which the kernel ignores for the init of a namespace wherever the signal comes
-// from (TSTP, TTIN and TTOU: the init is never stopped but by SIGSTOP from outside): asking for those
-// too would cost a round trip to the runtime's signal-mask thread each. Handled, not ignored: a
-// handled signal is reset to its default in a child, an ignored one would stay ignored in every task.
-// SIGKILL from outside the namespace still ends it.
+// initSignals are the signals whose default in a Go program ends it (HUP, INT, TERM; QUIT, ABRT and
+// the faults, which crash it when sent by kill(2)). Neither a task (the kernel delivers a signal sent
+// from inside the namespace to its init only when the init handles it, as Go does every signal) nor a
+// signal to the server's process group may end the init: asked for, they do nothing. Every other
+// signal Go already does nothing with, or leaves at its default, which the kernel ignores for a
+// namespace's init; asking for those too would cost a round trip each to the runtime's signal-mask
+// thread. Handled, not ignored: a handled signal is reset to its default in a child, an ignored one
+// would stay ignored in every task. SIGKILL from outside the namespace still ends it.
 var initSignals = []os.Signal{
 	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGABRT,
 	syscall.SIGSTKFLT, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV,
@@ -143,35 +140,30 @@ func (in *initProc) serve() error {
 	buf := make([]byte, maxChunk+2)
 	for {
 		typ, payload, fds, err := in.readRequest(buf)
-		if err != nil {
-			closeAll(fds)
-			return err
-		}
-		if typ == msgSignal {
-			id, sigs, err := decodeSignal(payload)
-			if err == nil && len(fds) > 0 {
+		switch {
+		case err != nil:
+		case typ == msgSignal:
+			var id uint64
+			var sigs []syscall.Signal
+			if id, sigs, err = decodeSignal(payload); err == nil && len(fds) > 0 {
 				err = protocolErr("descriptors with a signal request")
+			} else if err == nil {
+				in.signal(id, sigs)
 			}
-			if err != nil {
-				closeAll(fds)
-				return err
+		case typ == msgSpawn:
+			var req spawnMsg
+			if req, err = decodeSpawn(payload, fds); err == nil {
+				in.spawnMu.Lock()
+				in.spawn(req)
+				in.spawnMu.Unlock()
 			}
-			in.signal(id, sigs)
-			continue
+		default:
+			err = protocolErr("message type " + strconv.Itoa(int(typ)) + " from the server")
 		}
-		if typ != msgSpawn {
-			closeAll(fds)
-			return protocolErr("message type " + strconv.Itoa(int(typ)) + " from the server")
-		}
-		req, err := decodeSpawn(payload, fds)
+		closeAll(fds)
 		if err != nil {
-			closeAll(fds)
 			return err
 		}
-		in.spawnMu.Lock()
-		in.spawn(req)
-		in.spawnMu.Unlock()
-		closeAll(fds)
 	}
 }
 
@@ -207,24 +199,9 @@ func (in *initProc) readRequest(buf []byte) (byte, []byte, []int, error) {
 // task's exit can be reported only after it; a goroutine reports that.
 func (in *initProc) spawn(r spawnMsg) {
 	pidfd := -1
-	sys := &syscall.SysProcAttr{
-		Setpgid: r.Setpgid, Setsid: r.Setsid, Setctty: r.Setctty, Foreground: r.Fg, Ctty: r.Ctty,
-		Credential: r.Cred, PidFD: &pidfd,
-	}
-	if r.Fg {
-		// For Foreground, Go wants the terminal as a descriptor of the parent: the init's copy.
-		sys.Ctty = r.Files[r.Ctty]
-	}
-	if r.Cgroup >= 0 {
-		sys.UseCgroupFD, sys.CgroupFD = true, r.Cgroup
-	}
-	files := make([]uintptr, len(r.Files))
-	for i, fd := range r.Files {
-		files[i] = uintptr(fd)
-	}
-	attr := &syscall.ProcAttr{Dir: r.Dir, Env: r.Env, Files: files, Sys: sys}
+	r.Attr.Sys.PidFD = &pidfd
 	_, exited, err := in.kids.Start(func() (int, error) {
-		pid, err := in.forkExec(r.Argv, attr, r.Cred != nil)
+		pid, err := in.forkExec(r.Argv, &r.Attr, r.Attr.Sys.Credential != nil)
 		if err != nil {
 			return 0, err
 		}

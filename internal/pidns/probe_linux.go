@@ -36,7 +36,7 @@ func Probe(opts Options) (Mode, error) {
 	switch {
 	case err == nil:
 		proc, note := in.Proc()
-		m := Mode{UserNS: opts.UserNS, Proc: proc, Devpts: in.Devpts() != nil, PrivateTmp: in.PrivateTmp(), Note: note}
+		m := Mode{UserNS: opts.UserNS, Proc: proc, Devpts: in.Devpts() != nil, PrivateTmp: in.tmpOK, Note: note}
 		end(in, opts)
 		return m, nil
 	case opts.NoUserNS:

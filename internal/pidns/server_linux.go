@@ -39,7 +39,7 @@ type Options struct {
 	// the namespace's, seen by no other, and die with it.
 	IPC bool
 	// PrivateTmp has the init mount a tmpfs of the namespace's own on /tmp and /dev/shm: the tasks'
-	// files there are seen by no other namespace, and die with it (Init.PrivateTmp says whether it
+	// files there are seen by no other namespace, and die with it (Mode.PrivateTmp says whether it
 	// could).
 	PrivateTmp bool
 	// Cgroup, if set, is an O_PATH descriptor of the cgroup directory the init is born in.
@@ -200,15 +200,11 @@ func (in *Init) fork(opts Options, end int) error {
 		name = "reaper-init"
 	}
 	argv := []string{name, InitArg, modePlain}
-	// One P: each more costs the init its caches and a thread (GOMAXPROCS=2 held 1256 KiB of
-	// Private_Dirty against 1028 KiB here), and a spawn does not wait for the wait loop, blocked in
-	// waitid with the P: entering the system call wakes the runtime's monitor, which hands the P on
-	// at its next look (spawns 50 ms apart beside a running task took a median 1.4-2.4 ms with one P,
-	// 2.4-3.0 ms with two, on the loaded 2-core VM).
-	// No transparent huge pages for its heap: where the host's setting is "always" (Debian's and
-	// RHEL's default) the Go runtime's few hundred KiB of heap come in 2 MiB pages, and the init held
-	// 4.0 MiB private instead of 1.4 MiB (test/vm/density in guest a: 4.8 against 2.2 MiB a
-	// session). Tasks get the environment their request carries, never this one.
+	// One P: each more costs the init its caches and a thread (1256 KiB private with two, 1028 with
+	// one), and spawns were faster with one (the runtime's monitor hands the P on from the wait
+	// loop blocked in waitid). No transparent huge pages for its heap: where the host's setting is
+	// "always" its few hundred KiB came in 2 MiB pages (4.0 MiB private instead of 1.4). Tasks get
+	// the environment their request carries, never this one.
 	env := []string{"GOMAXPROCS=1", "GODEBUG=disablethp=1"}
 	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL, PidFD: &in.pidfd}
 	if opts.IPC {
@@ -247,41 +243,41 @@ func (in *Init) fork(opts Options, end int) error {
 }
 
 // awaitHello reads the init's first message.
-func (in *Init) awaitHello() error {
+func (in *Init) awaitHello() (err error) {
 	in.conn.SetReadDeadline(time.Now().Add(in.timeout))
 	defer in.conn.SetReadDeadline(time.Time{})
 	buf := make([]byte, maxReply+2)
 	typ, flags, payload, got, err := in.conn.Recv(buf, 1)
+	defer func() {
+		if err != nil {
+			closeAll(got)
+		}
+	}()
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		closeAll(got)
 		return fmt.Errorf("not ready within %v", in.timeout)
 	case errors.Is(err, io.EOF):
 		return errors.New("it ended before it was ready")
 	case err != nil:
-		closeAll(got)
 		return err
 	case typ != msgHello || flags != 0:
-		closeAll(got)
 		return protocolErr(fmt.Sprintf("message type %d before the hello", typ))
 	}
 	d := &decoder{b: payload}
 	hello := d.U32("hello")
 	in.procOK, in.tmpOK = hello&helloProc != 0, hello&helloTmp != 0
 	in.note = d.Str("note")
-	if err := d.End("hello"); err != nil {
-		closeAll(got)
-		return err
-	}
 	want := 0 // the devpts instance's root
 	if hello&helloDevpts != 0 {
 		want = 1
 	}
+	if err := d.End("hello"); err != nil {
+		return err
+	}
 	if len(got) != want {
-		closeAll(got)
 		return protocolErr(fmt.Sprintf("a hello with %d descriptors, want %d", len(got), want))
 	}
-	if len(got) == 1 {
+	if want == 1 {
 		in.devpts = os.NewFile(uintptr(got[0]), "devpts")
 	}
 	return nil
@@ -301,10 +297,6 @@ func (in *Init) Proc() (bool, string) { return in.procOK, in.note }
 // /dev/pts, where the tasks' terminals are to be made (see tty.OpenIn); nil where the init could not
 // mount one (Proc says why). It stays the Init's: it is closed by Close.
 func (in *Init) Devpts() *os.File { return in.devpts }
-
-// PrivateTmp reports whether the init mounted a tmpfs of the namespace's own on /tmp and /dev/shm
-// (Options.PrivateTmp).
-func (in *Init) PrivateTmp() bool { return in.tmpOK }
 
 // Spawn asks the init to start a process, and returns it. It fails with a *SpawnError when the init
 // could not start it, with ErrEnded once the init has ended, and when the init does not answer within
@@ -469,27 +461,19 @@ func (in *Init) Kill() error {
 }
 
 // Empty reports whether the init's namespace holds no process but, at most, the init: the init has
-// ended (its exit was reaped, and the kernel had killed and reaped everything in its namespace
-// before), or it has no child, live or a zombie (every other process of a PID namespace descends from
-// its init: an orphan is adopted by it, and no process leaves its namespace). It is false when that
-// cannot be told: when the children cannot be read, or the init was closed before its exit was seen.
-//
-// Where no process was asked for, or every one has exited and the last exit the init reported said it
-// had no child left, the init has none: a new one comes only from a request (the init sends an exit
-// and handles a request one at a time). Otherwise Empty reads the init's threads' children in /proc.
+// ended (the kernel had killed and reaped everything in its namespace before), or it has no child,
+// live or a zombie (every other process of a PID namespace descends from its init: an orphan is
+// adopted by it, and no process leaves its namespace). It is false when that cannot be told: when the
+// children cannot be read, or the init was closed before its exit was seen. It reads the init's
+// threads' children in /proc only where Quiet cannot tell.
 func (in *Init) Empty() bool {
 	in.mu.Lock()
 	ended, closed, quiet := in.ended, in.pidfd < 0, in.quietLocked()
 	in.mu.Unlock()
-	switch {
-	case ended:
-		return true
-	case closed:
-		return false
-	case quiet:
-		return true
+	if ended || closed {
+		return ended
 	}
-	return in.childless()
+	return quiet || in.childless()
 }
 
 // childless reports whether the init is known to have no child, live or a zombie, by /proc.
@@ -500,7 +484,8 @@ func (in *Init) childless() bool {
 
 // Quiet reports whether the init has no process in its namespace but itself by what it has said:
 // no process was asked for, or every one has exited and the last exit it reported said it had no
-// child left (see Empty). It reads nothing, and is false where only a look in /proc could tell.
+// child left (a new one comes only from a request: the init sends an exit and handles a request one
+// at a time). It reads nothing, and is false where only a look in /proc could tell.
 func (in *Init) Quiet() bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()

@@ -1,6 +1,7 @@
 package pidns
 
 import (
+	"cmp"
 	"io"
 	"os"
 	"syscall"
@@ -56,7 +57,7 @@ func (c *sock) Send(typ, flags byte, payload []byte, fds []int) error {
 		err = syscall.Sendmsg(int(fd), msg, oob, nil, syscall.MSG_NOSIGNAL)
 		return err != syscall.EAGAIN && err != syscall.EINTR
 	})
-	return firstErr(werr, err)
+	return cmp.Or(werr, err)
 }
 
 // SendChunked writes a payload as one message or as chunks, the descriptors with the first.
@@ -83,12 +84,11 @@ func (c *sock) SendChunked(typ byte, payload []byte, fds []int) error {
 func (c *sock) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fds []int, err error) {
 	oob := make([]byte, syscall.CmsgSpace(maxfds*4))
 	var n, oobn, rflags int
-	rerr := c.rc.Read(func(fd uintptr) bool {
+	if rerr := c.rc.Read(func(fd uintptr) bool {
 		n, oobn, rflags, _, err = syscall.Recvmsg(int(fd), buf, oob, syscall.MSG_CMSG_CLOEXEC)
 		return err != syscall.EAGAIN && err != syscall.EINTR
-	})
-	if err = firstErr(rerr, err); err != nil {
-		return 0, 0, nil, nil, err
+	}); rerr != nil || err != nil {
+		return 0, 0, nil, nil, cmp.Or(rerr, err)
 	}
 	if oobn > 0 {
 		fds, err = parseRights(oob[:oobn])
@@ -134,14 +134,4 @@ func closeAll(fds []int) {
 	for _, fd := range fds {
 		syscall.Close(fd)
 	}
-}
-
-// firstErr returns the first error that is not nil.
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -111,39 +111,36 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 	return e.b, fds, nil
 }
 
-// Spawn is a Request as the init receives it: the descriptors are its own.
+// spawnMsg is a Request as the init receives it, ready for syscall.ForkExec: the descriptors are
+// its own (-1 in Attr.Files: closed in the child).
 type spawnMsg struct {
-	ID                           uint64
-	Argv, Env                    []string
-	Dir                          string
-	Files                        []int // -1: closed in the child
-	Cgroup                       int   // -1: none
-	Setpgid, Setsid, Fg, Setctty bool
-	Ctty                         int
-	Cred                         *syscall.Credential
+	ID   uint64
+	Argv []string
+	Attr syscall.ProcAttr
 }
 
 // decodeSpawn decodes a spawn request and hands it the descriptors that came with it, which must be
 // exactly as many as it says. On error the caller still owns (and closes) fds.
 func decodeSpawn(payload []byte, fds []int) (spawnMsg, error) {
 	d := &decoder{b: payload}
-	r := spawnMsg{ID: d.U64("id"), Cgroup: -1}
+	r := spawnMsg{ID: d.U64("id")}
 	attr := d.U32("attr")
-	r.Ctty = int(d.U32("ctty"))
+	sys := &syscall.SysProcAttr{Setpgid: attr&attrSetpgid != 0, Setsid: attr&attrSetsid != 0,
+		Setctty: attr&attrSetctty != 0, Foreground: attr&attrForeground != 0, Ctty: int(d.U32("ctty"))}
 	open := d.Str("descriptors")
 	if attr&attrCred != 0 {
-		r.Cred = &syscall.Credential{Uid: d.U32("uid"), Gid: d.U32("gid")}
+		sys.Credential = &syscall.Credential{Uid: d.U32("uid"), Gid: d.U32("gid")}
 		n := d.U32("group count")
 		if n > maxGroups {
 			return r, protocolErr(itoa(n) + " groups")
 		}
 		for i := uint32(0); i < n && d.err == nil; i++ {
-			r.Cred.Groups = append(r.Cred.Groups, d.U32("group"))
+			sys.Credential.Groups = append(sys.Credential.Groups, d.U32("group"))
 		}
 	}
-	r.Dir = d.Str("dir")
+	r.Attr = syscall.ProcAttr{Dir: d.Str("dir"), Sys: sys}
 	r.Argv = d.Strs("argv")
-	r.Env = d.Strs("env")
+	r.Attr.Env = d.Strs("env")
 	if err := d.End("spawn request"); err != nil {
 		return r, err
 	}
@@ -158,25 +155,24 @@ func decodeSpawn(payload []byte, fds []int) (spawnMsg, error) {
 	if len(r.Argv) == 0 {
 		return r, protocolErr(id + " without a program")
 	}
-	if (attr&attrForeground != 0 || attr&attrSetctty != 0) && (r.Ctty >= len(open) || open[r.Ctty] == 0) {
-		return r, protocolErr(id + ": terminal descriptor " + itoa(r.Ctty) + " of " + itoa(len(open)))
+	if (sys.Foreground || sys.Setctty) && (sys.Ctty >= len(open) || open[sys.Ctty] == 0) {
+		return r, protocolErr(id + ": terminal descriptor " + itoa(sys.Ctty) + " of " + itoa(len(open)))
 	}
-	if attr&attrForeground != 0 && attr&attrSetctty != 0 {
+	if sys.Foreground && sys.Setctty {
 		return r, protocolErr(id + ": Foreground and Setctty together")
 	}
-	r.Files = make([]int, len(open))
-	next := 0
+	r.Attr.Files = make([]uintptr, len(open))
 	for i := range open {
-		r.Files[i] = -1
+		r.Attr.Files[i] = ^uintptr(0) // -1
 		if open[i] == 1 {
-			r.Files[i] = fds[next]
-			next++
+			r.Attr.Files[i], fds = uintptr(fds[0]), fds[1:]
 		}
 	}
 	if attr&attrCgroup != 0 {
-		r.Cgroup = fds[next]
+		sys.UseCgroupFD, sys.CgroupFD = true, fds[0]
 	}
-	r.Setpgid, r.Setsid = attr&attrSetpgid != 0, attr&attrSetsid != 0
-	r.Fg, r.Setctty = attr&attrForeground != 0, attr&attrSetctty != 0
+	if sys.Foreground {
+		sys.Ctty = int(r.Attr.Files[sys.Ctty]) // Go wants the terminal as a descriptor of the parent
+	}
 	return r, nil
 }
