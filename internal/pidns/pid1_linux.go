@@ -53,11 +53,7 @@ func RunInit() int {
 	}
 	in := &initProc{conn: c, userNS: len(os.Args) > 2 && os.Args[2] == modeUserNS, hostProc: -1, kids: reap.NewChildren()}
 	hello, devpts := in.setUp(os.Args[min(len(os.Args), 3):])
-	var fds []int
-	if devpts >= 0 {
-		fds = []int{devpts}
-	}
-	err = c.Send(msgHello, 0, hello, fds)
+	err = in.reply(msgHello, hello, devpts)
 	if devpts >= 0 {
 		unix.Close(devpts)
 	}
@@ -108,29 +104,27 @@ func (in *initProc) setUp(args []string) (hello []byte, devpts int) {
 		notes = append(notes, "making the mounts slaves: "+err.Error())
 		return nil, -1
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		notes = append(notes, "mounting /proc: "+err.Error())
-	} else {
-		in.procOK = true
-		flags |= helloProc
-	}
-	devpts, err = in.mountDevpts()
-	if err != nil {
-		notes = append(notes, err.Error())
-	} else {
-		flags |= helloDevpts
-	}
-	if slices.Contains(args, argIPC) {
-		if err := mountMqueue(); err != nil {
+	// mounted records a mount's flag, or why it failed.
+	mounted := func(flag uint32, err error) bool {
+		if err != nil {
 			notes = append(notes, err.Error())
+			return false
 		}
+		flags |= flag
+		return true
+	}
+	err = unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	if err != nil {
+		err = fmt.Errorf("mounting /proc: %w", err)
+	}
+	in.procOK = mounted(helloProc, err)
+	devpts, err = in.mountDevpts()
+	mounted(helloDevpts, err)
+	if slices.Contains(args, argIPC) {
+		mounted(0, mountMqueue())
 	}
 	if slices.Contains(args, argPrivateTmp) {
-		if err := mountTmp(); err != nil {
-			notes = append(notes, err.Error())
-		} else {
-			flags |= helloTmp
-		}
+		mounted(helloTmp, mountTmp())
 	}
 	return nil, devpts
 }
@@ -263,14 +257,14 @@ func (in *initProc) signal(id uint64, sigs []syscall.Signal) {
 
 // reply sends a message to the server, with a descriptor if fd >= 0. A failure means the server is
 // gone, which the next read sees.
-func (in *initProc) reply(typ byte, payload []byte, fd int) {
+func (in *initProc) reply(typ byte, payload []byte, fd int) error {
 	var fds []int
 	if fd >= 0 {
 		fds = []int{fd}
 	}
 	in.sendMu.Lock()
 	defer in.sendMu.Unlock()
-	in.conn.Send(typ, 0, payload, fds)
+	return in.conn.Send(typ, 0, payload, fds)
 }
 
 // forkExec forks, on one of the init's forking threads where the thread matters: with no_new_privs
@@ -286,26 +280,25 @@ func (in *initProc) forkExec(argv []string, attr *syscall.ProcAttr, nnp bool) (p
 		f = &in.nnp
 	}
 	if *f == nil {
-		if *f, err = reap.StartForker(func() error { return in.forkerSetUp(nnp) }); err != nil {
+		*f, err = reap.StartForker(func() error {
+			if in.userNS {
+				if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+					return &os.SyscallError{Syscall: "prctl: clear the ambient capabilities of the forking thread", Err: err}
+				}
+			}
+			if nnp {
+				if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+					return &os.SyscallError{Syscall: "prctl: set no_new_privs for tasks that run as another user", Err: err}
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return 0, err
 		}
 	}
 	(*f).Run(func() { pid, err = syscall.ForkExec(argv[0], argv, attr) })
 	return pid, err
-}
-
-func (in *initProc) forkerSetUp(nnp bool) error {
-	if in.userNS {
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-			return &os.SyscallError{Syscall: "prctl: clear the ambient capabilities of the forking thread", Err: err}
-		}
-	}
-	if nnp {
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return &os.SyscallError{Syscall: "prctl: set no_new_privs for tasks that run as another user", Err: err}
-		}
-	}
-	return nil
 }
 
 // identify returns the task's pid as the server sees it and its start time, read through the server's

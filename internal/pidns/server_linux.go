@@ -621,21 +621,18 @@ func (in *Init) read() {
 	var err error
 	for err == nil {
 		typ, flags, payload, fds, rerr := in.conn.Recv(buf, 1)
-		if errors.Is(rerr, os.ErrDeadlineExceeded) {
+		switch {
+		case errors.Is(rerr, os.ErrDeadlineExceeded):
 			in.idleCheck()
-			continue
-		}
-		if rerr != nil {
+		case rerr != nil:
 			closeAll(fds)
 			err = rerr
-			break
-		}
-		if flags != 0 {
+		case flags != 0:
 			closeAll(fds)
 			err = protocolErr(fmt.Sprintf("flags %d on a message from the init", flags))
-			break
+		default:
+			err = in.handle(typ, payload, fds)
 		}
-		err = in.handle(typ, payload, fds)
 	}
 	if !errors.Is(err, io.EOF) {
 		// The init broke the protocol, or cannot be read: it cannot be trusted with the namespace.
