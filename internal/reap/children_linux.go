@@ -75,15 +75,17 @@ func (c *Children) Start(fork func() (int, error)) (int, <-chan Exit, error) {
 	return pid, ch, nil
 }
 
+// loop waits for an exit without reaping it (WNOWAIT), then reaps under the lock: a child cannot be
+// reaped, and its pid reused, while a fork's caller holds the lock (see Start).
 func (c *Children) loop() {
 	defer close(c.done)
 	for {
-		// Wait for an exit without reaping it (WNOWAIT), then reap under the lock: a child cannot be
-		// reaped, and its pid reused, while a fork's caller holds the lock (see Start).
-		err := waitAny(0)
-		switch err {
+		switch waitAny(0) {
+		case nil:
+			if c.reap() {
+				return
+			}
 		case syscall.EINTR:
-			continue
 		case syscall.ECHILD:
 			c.mu.Lock()
 			stop := c.stopping
@@ -92,13 +94,8 @@ func (c *Children) loop() {
 				return
 			}
 			<-c.forked
-			continue
-		case nil:
 		default:
 			return // EINVAL or EFAULT cannot happen with these arguments
-		}
-		if stop := c.reap(); stop {
-			return
 		}
 	}
 }
