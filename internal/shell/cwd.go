@@ -26,10 +26,10 @@ func ReadCwd(f *os.File) (dir string, ok bool) {
 		return "", false
 	}
 	var tail cwdTail
-	full := false
+	total := 0
 	buf := make([]byte, 4096)
 	rc.Control(func(fd uintptr) {
-		for total := 0; ; {
+		for total <= maxCwdRead {
 			n, err := unix.Read(int(fd), buf)
 			if errors.Is(err, unix.EINTR) {
 				continue
@@ -38,13 +38,10 @@ func ReadCwd(f *os.File) (dir string, ok bool) {
 				return // EAGAIN: nothing more now; EOF; or an error no retry fixes
 			}
 			tail.Write(buf[:n])
-			if total += n; total > maxCwdRead {
-				full = true
-				return
-			}
+			total += n
 		}
 	})
-	if full {
+	if total > maxCwdRead {
 		return "", false
 	}
 	return tail.dir()
