@@ -181,9 +181,6 @@ func (b Budget) less(room Spend) Budget {
 
 // Measure returns what p takes of a budget, whole.
 func (b Budget) Measure(p []byte) Spend {
-	if !b.On() {
-		return Spend{Chars: utf8.RuneCount(p)}
-	}
 	_, used := b.Prefix(p, Spend{Chars: len(p), Cost: math.MaxInt})
 	return used
 }
