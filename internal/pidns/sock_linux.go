@@ -5,14 +5,14 @@ import (
 	"io"
 	"os"
 	"syscall"
-	"time"
 )
 
 // A sock is one end of the socket, on the runtime's network poller: a goroutine waiting to read or to
 // write holds no thread. (A read blocked in recvmsg would hold one thread per session in the server,
-// and, in the init, whose runtime has few, could leave no thread to run what wakes up.)
+// and, in the init, whose runtime has few, could leave no thread to run what wakes up.) Its Close
+// makes a read or write waiting on it return at once.
 type sock struct {
-	f  *os.File
+	*os.File
 	rc syscall.RawConn
 }
 
@@ -28,14 +28,8 @@ func newSock(fd int, name string) (*sock, error) {
 		f.Close()
 		return nil, err
 	}
-	return &sock{f: f, rc: rc}, nil
+	return &sock{File: f, rc: rc}, nil
 }
-
-// Close closes the socket; a read or write waiting on it returns at once.
-func (c *sock) Close() error { return c.f.Close() }
-
-// SetReadDeadline sets the deadline of reads, as os.File's does; the zero time means none.
-func (c *sock) SetReadDeadline(t time.Time) error { return c.f.SetReadDeadline(t) }
 
 // Shutdown shuts the socket down both ways: the peer reads its end, and a read here returns io.EOF.
 func (c *sock) Shutdown() {
