@@ -152,7 +152,7 @@ func (in *initProc) serve() error {
 				in.spawnMu.Unlock()
 			}
 		default:
-			err = protocolErr("message type " + strconv.Itoa(int(typ)) + " from the server")
+			err = protocolErr("message type %d from the server", typ)
 		}
 		closeAll(fds)
 		if err != nil {
@@ -174,9 +174,9 @@ func (in *initProc) readRequest(buf []byte) (byte, []byte, []int, error) {
 		case !first && len(got) > 0:
 			return 0, nil, fds, protocolErr("descriptors on a later chunk")
 		case !first && typ != msgSpawn:
-			return 0, nil, fds, protocolErr("a chunk of type " + strconv.Itoa(int(typ)) + " in a request")
+			return 0, nil, fds, protocolErr("a chunk of type %d in a request", typ)
 		case len(all)+len(payload) > maxRequest:
-			return 0, nil, fds, protocolErr("a request over " + strconv.Itoa(maxRequest) + " bytes")
+			return 0, nil, fds, protocolErr("a request over %d bytes", maxRequest)
 		}
 		if first && flags&flagMore == 0 {
 			return typ, payload, fds, nil

@@ -261,7 +261,7 @@ func (in *Init) awaitHello() (err error) {
 	case err != nil:
 		return err
 	case typ != msgHello || flags != 0:
-		return protocolErr(fmt.Sprintf("message type %d before the hello", typ))
+		return protocolErr("message type %d before the hello", typ)
 	}
 	d := &decoder{b: payload}
 	hello := d.U32("hello")
@@ -275,7 +275,7 @@ func (in *Init) awaitHello() (err error) {
 		return err
 	}
 	if len(got) != want {
-		return protocolErr(fmt.Sprintf("a hello with %d descriptors, want %d", len(got), want))
+		return protocolErr("a hello with %d descriptors, want %d", len(got), want)
 	}
 	if want == 1 {
 		in.devpts = os.NewFile(uintptr(got[0]), "devpts")
@@ -629,7 +629,7 @@ func (in *Init) read() {
 			err = rerr
 		case flags != 0:
 			closeAll(fds)
-			err = protocolErr(fmt.Sprintf("flags %d on a message from the init", flags))
+			err = protocolErr("flags %d on a message from the init", flags)
 		default:
 			err = in.handle(typ, payload, fds)
 		}
@@ -674,7 +674,7 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 	}
 	if len(fds) != want {
 		closeAll(fds)
-		return protocolErr(fmt.Sprintf("message type %d with %d descriptors", typ, len(fds)))
+		return protocolErr("message type %d with %d descriptors", typ, len(fds))
 	}
 	d := &decoder{b: payload}
 	switch typ {
@@ -722,7 +722,7 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		}
 		in.mu.Unlock()
 	default:
-		return protocolErr(fmt.Sprintf("message type %d from the init", typ))
+		return protocolErr("message type %d from the init", typ)
 	}
 	return nil
 }
@@ -734,7 +734,7 @@ func (in *Init) spawned(id uint64, t Task) error {
 	if seen := pidOfFD(t.PidFD); seen > 0 && seen != t.Pid {
 		if t.Pid != 0 {
 			unix.Close(t.PidFD)
-			return protocolErr(fmt.Sprintf("the init named pid %d for a process this process sees as %d", t.Pid, seen))
+			return protocolErr("the init named pid %d for a process this process sees as %d", t.Pid, seen)
 		}
 		t.Pid = seen
 	}

@@ -91,13 +91,13 @@ func (c *sock) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fd
 	case err != nil:
 		return 0, 0, nil, fds, err
 	case rflags&syscall.MSG_CTRUNC != 0:
-		return 0, 0, nil, fds, protocolErr("more than " + itoa(maxfds) + " descriptors in a message")
+		return 0, 0, nil, fds, protocolErr("more than %d descriptors in a message", maxfds)
 	case rflags&syscall.MSG_TRUNC != 0:
-		return 0, 0, nil, fds, protocolErr("a message over " + itoa(len(buf)) + " bytes")
+		return 0, 0, nil, fds, protocolErr("a message over %d bytes", len(buf))
 	case n == 0 && len(fds) == 0:
 		return 0, 0, nil, nil, io.EOF
 	case n < 2:
-		return 0, 0, nil, fds, protocolErr("a message of " + itoa(n) + " bytes")
+		return 0, 0, nil, fds, protocolErr("a message of %d bytes", n)
 	}
 	return buf[0], buf[1], buf[2:n], fds, nil
 }
@@ -106,7 +106,7 @@ func (c *sock) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fd
 func parseRights(oob []byte) ([]int, error) {
 	msgs, err := syscall.ParseSocketControlMessage(oob)
 	if err != nil {
-		return nil, protocolErr("control message: " + err.Error())
+		return nil, protocolErr("control message: %v", err)
 	}
 	var fds []int
 	for i := range msgs {
@@ -116,7 +116,7 @@ func parseRights(oob []byte) ([]int, error) {
 		got, err := syscall.ParseUnixRights(&msgs[i])
 		if err != nil {
 			closeAll(fds)
-			return nil, protocolErr("descriptors: " + err.Error())
+			return nil, protocolErr("descriptors: %v", err)
 		}
 		fds = append(fds, got...)
 	}

@@ -2,8 +2,8 @@ package pidns
 
 import (
 	"errors"
+	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 )
@@ -53,19 +53,18 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 		return nil, nil, errors.New("no program")
 	}
 	if len(r.FDs) > maxFiles || len(r.Argv) > maxStrings || len(r.Env) > maxStrings {
-		return nil, nil, errors.New(itoa(len(r.FDs)) + " descriptors, " + itoa(len(r.Argv)) + " arguments, " +
-			itoa(len(r.Env)) + " environment entries: over the bounds (" + itoa(maxFiles) + ", " + itoa(maxStrings) + ", " + itoa(maxStrings) + ")")
+		return nil, nil, fmt.Errorf("%d descriptors, %d arguments, %d environment entries: over the bounds (%d, %d, %d)",
+			len(r.FDs), len(r.Argv), len(r.Env), maxFiles, maxStrings, maxStrings)
 	}
 	if (r.Foreground || r.Setctty) && (r.Ctty < 0 || r.Ctty >= len(r.FDs) || r.FDs[r.Ctty] < 0) || r.Foreground && r.Setctty {
-		return nil, nil, errors.New("terminal descriptor " + itoa(r.Ctty) + " of " + itoa(len(r.FDs)) +
-			" (Foreground " + strconv.FormatBool(r.Foreground) + ", Setctty " + strconv.FormatBool(r.Setctty) + ")")
+		return nil, nil, fmt.Errorf("terminal descriptor %d of %d (Foreground %t, Setctty %t)", r.Ctty, len(r.FDs), r.Foreground, r.Setctty)
 	}
 	if r.Credential != nil && len(r.Credential.Groups) > maxGroups {
-		return nil, nil, errors.New(itoa(len(r.Credential.Groups)) + " supplementary groups, over " + itoa(maxGroups))
+		return nil, nil, fmt.Errorf("%d supplementary groups, over %d", len(r.Credential.Groups), maxGroups)
 	}
 	for _, s := range append(append([]string{r.Dir}, r.Argv...), r.Env...) {
 		if strings.IndexByte(s, 0) >= 0 { // execve cannot take it: a NUL byte ends a C string
-			return nil, nil, errors.New("argument " + strconv.Quote(s) + " contains a NUL byte")
+			return nil, nil, fmt.Errorf("argument %q contains a NUL byte", s)
 		}
 	}
 	var attr uint32
@@ -84,7 +83,7 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 		}
 	}
 	if len(fds) > maxSent-1 {
-		return nil, nil, errors.New(itoa(len(fds)) + " descriptors to pass, over " + itoa(maxSent-1))
+		return nil, nil, fmt.Errorf("%d descriptors to pass, over %d", len(fds), maxSent-1)
 	}
 	if r.Cgroup != nil {
 		fds = append(fds, int(r.Cgroup.Fd()))
@@ -106,7 +105,7 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 	e.Strs(r.Argv)
 	e.Strs(r.Env)
 	if len(e.b) > maxRequest {
-		return nil, nil, errors.New(itoa(len(e.b)) + " bytes of arguments and environment, over the " + itoa(maxRequest) + " the init accepts")
+		return nil, nil, fmt.Errorf("%d bytes of arguments and environment, over the %d the init accepts", len(e.b), maxRequest)
 	}
 	return e.b, fds, nil
 }
@@ -132,7 +131,7 @@ func decodeSpawn(payload []byte, fds []int) (spawnMsg, error) {
 		sys.Credential = &syscall.Credential{Uid: d.U32("uid"), Gid: d.U32("gid")}
 		n := d.U32("group count")
 		if n > maxGroups {
-			return r, protocolErr(itoa(n) + " groups")
+			return r, protocolErr("%d groups", n)
 		}
 		for i := uint32(0); i < n && d.err == nil; i++ {
 			sys.Credential.Groups = append(sys.Credential.Groups, d.U32("group"))
@@ -148,18 +147,17 @@ func decodeSpawn(payload []byte, fds []int) (spawnMsg, error) {
 	if attr&attrCgroup != 0 {
 		want++
 	}
-	id := "spawn request " + itoa(r.ID)
 	if len(open) > maxFiles || strings.Count(open, "\x00")+strings.Count(open, "\x01") != len(open) || len(fds) != want {
-		return r, protocolErr(id + " with " + itoa(len(fds)) + " descriptors, want " + itoa(want))
+		return r, protocolErr("spawn request %d with %d descriptors, want %d", r.ID, len(fds), want)
 	}
 	if len(r.Argv) == 0 {
-		return r, protocolErr(id + " without a program")
+		return r, protocolErr("spawn request %d without a program", r.ID)
 	}
 	if (sys.Foreground || sys.Setctty) && (sys.Ctty >= len(open) || open[sys.Ctty] == 0) {
-		return r, protocolErr(id + ": terminal descriptor " + itoa(sys.Ctty) + " of " + itoa(len(open)))
+		return r, protocolErr("spawn request %d: terminal descriptor %d of %d", r.ID, sys.Ctty, len(open))
 	}
 	if sys.Foreground && sys.Setctty {
-		return r, protocolErr(id + ": Foreground and Setctty together")
+		return r, protocolErr("spawn request %d: Foreground and Setctty together", r.ID)
 	}
 	r.Attr.Files = make([]uintptr, len(open))
 	for i := range open {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"syscall"
 )
 
@@ -81,15 +80,10 @@ const (
 // be. Errors from protocolErr wrap it.
 var ErrProtocol = errors.New("pidns protocol error")
 
-// protocolErr returns an error that says what broke the protocol and wraps ErrProtocol.
-func protocolErr(what string) error { return fmt.Errorf("%w: %s", ErrProtocol, what) }
-
-// itoa is strconv.Itoa for any integer, for messages.
-func itoa[T ~int | ~uint32 | ~uint64 | ~int64](v T) string {
-	if v < 0 {
-		return strconv.FormatInt(int64(v), 10)
-	}
-	return strconv.FormatUint(uint64(v), 10)
+// protocolErr returns an error that says what broke the protocol (format and args, as fmt.Sprintf's)
+// and wraps ErrProtocol.
+func protocolErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
 }
 
 // An encoder appends a payload to b.
@@ -116,7 +110,7 @@ type decoder struct {
 // fail records a truncated or oversized what, unless a failure came first.
 func (d *decoder) fail(what string) {
 	if d.err == nil {
-		d.err = protocolErr("truncated or oversized " + what)
+		d.err = protocolErr("truncated or oversized %s", what)
 	}
 }
 
@@ -163,7 +157,7 @@ func (d *decoder) Strs(what string) []string {
 // End fails unless the whole payload was read.
 func (d *decoder) End(what string) error {
 	if d.err == nil && len(d.b) != 0 {
-		d.err = protocolErr(itoa(len(d.b)) + " bytes after the " + what)
+		d.err = protocolErr("%d bytes after the %s", len(d.b), what)
 	}
 	return d.err
 }
@@ -175,14 +169,14 @@ const maxSignals = 4
 // process of its namespace.
 func encodeSignal(id uint64, sigs []syscall.Signal) ([]byte, error) {
 	if len(sigs) == 0 || len(sigs) > maxSignals {
-		return nil, protocolErr(itoa(len(sigs)) + " signals in a request (1 to " + itoa(maxSignals) + ")")
+		return nil, protocolErr("%d signals in a request (1 to %d)", len(sigs), maxSignals)
 	}
 	var e encoder
 	e.U64(id)
 	e.U32(uint32(len(sigs)))
 	for _, s := range sigs {
 		if s <= 0 || s > 64 {
-			return nil, protocolErr("signal " + itoa(int(s)))
+			return nil, protocolErr("signal %d", s)
 		}
 		e.U32(uint32(s))
 	}
@@ -195,12 +189,12 @@ func decodeSignal(payload []byte) (id uint64, sigs []syscall.Signal, err error) 
 	id = d.U64("id")
 	n := d.U32("signals")
 	if d.err == nil && (n == 0 || n > maxSignals) {
-		return 0, nil, protocolErr(itoa(n) + " signals in a request")
+		return 0, nil, protocolErr("%d signals in a request", n)
 	}
 	for range n {
 		s := d.U32("signal")
 		if d.err == nil && (s == 0 || s > 64) {
-			return 0, nil, protocolErr("signal " + itoa(s))
+			return 0, nil, protocolErr("signal %d", s)
 		}
 		sigs = append(sigs, syscall.Signal(s))
 	}
