@@ -1,6 +1,7 @@
 package pidns
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -188,18 +189,8 @@ func (in *Init) fork(opts Options, end int) error {
 		return err
 	}
 	defer devnull.Close()
-	stderr := devnull
-	if opts.Stderr != nil {
-		stderr = opts.Stderr
-	}
-	path, name := opts.Path, opts.Name
-	if path == "" {
-		path = "/proc/self/exe"
-	}
-	if name == "" {
-		name = "reaper-init"
-	}
-	argv := []string{name, InitArg, modePlain}
+	path := cmp.Or(opts.Path, "/proc/self/exe")
+	argv := []string{cmp.Or(opts.Name, "reaper-init"), InitArg, modePlain}
 	// One P: each more costs the init its caches and a thread (1256 KiB private with two, 1028 with
 	// one), and spawns were faster with one (the runtime's monitor hands the P on from the wait
 	// loop blocked in waitid). No transparent huge pages for its heap: where the host's setting is
@@ -226,11 +217,8 @@ func (in *Init) fork(opts Options, end int) error {
 	if opts.Cgroup != nil {
 		sys.UseCgroupFD, sys.CgroupFD = true, int(opts.Cgroup.Fd())
 	}
-	attr := &syscall.ProcAttr{
-		Env:   env,
-		Files: []uintptr{devnull.Fd(), devnull.Fd(), stderr.Fd(), uintptr(end)},
-		Sys:   sys,
-	}
+	files := []uintptr{devnull.Fd(), devnull.Fd(), cmp.Or(opts.Stderr, devnull).Fd(), uintptr(end)}
+	attr := &syscall.ProcAttr{Env: env, Files: files, Sys: sys}
 	in.pid, in.exited, err = opts.Children.Start(func() (pid int, err error) {
 		opts.Forker.Run(func() { pid, err = syscall.ForkExec(path, argv, attr) })
 		if err == nil {
