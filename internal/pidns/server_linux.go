@@ -541,10 +541,7 @@ func (in *Init) idleCheck() {
 func (in *Init) EndIdle() bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.err != nil || in.busyLocked() {
-		return false
-	}
-	if !in.quietLocked() && !in.childless() {
+	if in.err != nil || in.busyLocked() || !in.quietLocked() && !in.childless() {
 		return false
 	}
 	in.endIdleLocked()
@@ -563,11 +560,10 @@ func (in *Init) endIdleLocked() {
 // them all, and waits for each to be reaped, before the init itself becomes a zombie), the deadline
 // passes or ctx is done, and reports whether it has ended.
 func (in *Init) Wait(ctx context.Context, deadline time.Time) bool {
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	select {
 	case <-in.done:
-	case <-timer.C:
 	case <-ctx.Done():
 	}
 	in.mu.Lock()
@@ -580,11 +576,7 @@ func (in *Init) Wait(ctx context.Context, deadline time.Time) bool {
 // returns once the reader has returned. It is idempotent.
 func (in *Init) Close() {
 	in.closing.Do(func() {
-		in.mu.Lock()
-		if in.err == nil {
-			in.err = fmt.Errorf("%w (pid %d): closed", ErrEnded, in.pid)
-		}
-		in.mu.Unlock()
+		in.foundEnded(fmt.Errorf("%w (pid %d): closed", ErrEnded, in.pid))
 		in.conn.Shutdown()
 		close(in.stop)
 		<-in.done
