@@ -89,12 +89,7 @@ type initProc struct {
 func (in *initProc) setUp(args []string) (hello []byte, devpts int) {
 	var flags uint32
 	var notes []string
-	defer func() {
-		var e encoder
-		e.U32(flags)
-		e.Str(strings.Join(notes, "; "))
-		hello = e.b
-	}()
+	defer func() { hello = new(encoder).U32(flags).Str(strings.Join(notes, "; ")).b }()
 	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err == nil {
 		in.hostProc = fd
@@ -199,25 +194,16 @@ func (in *initProc) spawn(r spawnMsg) {
 		if err != nil {
 			return 0, err
 		}
-		var e encoder
 		host, start := in.identify(pid, pidfd)
-		e.U64(r.ID)
-		e.U64(uint64(host))
-		e.U64(uint64(pid))
-		e.U64(start)
-		in.reply(msgSpawned, e.b, pidfd)
+		in.reply(msgSpawned, new(encoder).U64(r.ID).U64(uint64(host)).U64(uint64(pid)).U64(start).b, pidfd)
 		syscall.Close(pidfd)
 		return pid, nil
 	})
 	if err != nil {
-		var e encoder
-		e.U64(r.ID)
 		var errno syscall.Errno
 		errors.As(err, &errno)
-		e.U32(uint32(errno))
 		msg := "start " + r.Argv[0] + ": " + err.Error()
-		e.Str(msg[:min(len(msg), maxErrorMsg)])
-		in.reply(msgFailed, e.b, -1)
+		in.reply(msgFailed, new(encoder).U64(r.ID).U32(uint32(errno)).Str(msg[:min(len(msg), maxErrorMsg)]).b, -1)
 		return
 	}
 	go func() {
@@ -230,11 +216,7 @@ func (in *initProc) spawn(r spawnMsg) {
 		if !reap.HasChildren() {
 			flags |= exitEmpty
 		}
-		var e encoder
-		e.U64(r.ID)
-		e.U32(uint32(st.Status))
-		e.U32(flags)
-		in.reply(msgExit, e.b, -1)
+		in.reply(msgExit, new(encoder).U64(r.ID).U32(uint32(st.Status)).U32(flags).b, -1)
 	}()
 }
 
@@ -249,10 +231,7 @@ func (in *initProc) signal(id uint64, sigs []syscall.Signal) {
 			errno = e
 		}
 	}
-	var e encoder
-	e.U64(id)
-	e.U32(uint32(errno))
-	in.reply(msgSignaled, e.b, -1)
+	in.reply(msgSignaled, new(encoder).U64(id).U32(uint32(errno)).b, -1)
 }
 
 // reply sends a message to the server, with a descriptor if fd >= 0. A failure means the server is

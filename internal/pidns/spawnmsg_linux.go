@@ -88,22 +88,14 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 	if r.Cgroup != nil {
 		fds = append(fds, int(r.Cgroup.Fd()))
 	}
-	var e encoder
-	e.U64(id)
-	e.U32(attr)
-	e.U32(uint32(r.Ctty))
-	e.Str(string(open))
+	e := new(encoder).U64(id).U32(attr).U32(uint32(r.Ctty)).Str(string(open))
 	if c := r.Credential; c != nil {
-		e.U32(c.Uid)
-		e.U32(c.Gid)
-		e.U32(uint32(len(c.Groups)))
+		e.U32(c.Uid).U32(c.Gid).U32(uint32(len(c.Groups)))
 		for _, g := range c.Groups {
 			e.U32(g)
 		}
 	}
-	e.Str(r.Dir)
-	e.Strs(r.Argv)
-	e.Strs(r.Env)
+	e.Str(r.Dir).Strs(r.Argv).Strs(r.Env)
 	if len(e.b) > maxRequest {
 		return nil, nil, fmt.Errorf("%d bytes of arguments and environment, over the %d the init accepts", len(e.b), maxRequest)
 	}

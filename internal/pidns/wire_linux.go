@@ -86,18 +86,30 @@ func protocolErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
 }
 
-// An encoder appends a payload to b.
+// An encoder appends a payload to b; each method returns e, to append the next value.
 type encoder struct{ b []byte }
 
-func (e *encoder) U32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
-func (e *encoder) U64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
-func (e *encoder) Str(s string) { e.U32(uint32(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) U32(v uint32) *encoder {
+	e.b = binary.LittleEndian.AppendUint32(e.b, v)
+	return e
+}
 
-func (e *encoder) Strs(ss []string) {
+func (e *encoder) U64(v uint64) *encoder {
+	e.b = binary.LittleEndian.AppendUint64(e.b, v)
+	return e
+}
+
+func (e *encoder) Str(s string) *encoder {
+	e.b = append(e.U32(uint32(len(s))).b, s...)
+	return e
+}
+
+func (e *encoder) Strs(ss []string) *encoder {
 	e.U32(uint32(len(ss)))
 	for _, s := range ss {
 		e.Str(s)
 	}
+	return e
 }
 
 // A decoder reads a payload, b; the first failure, err, sticks, and every later read returns zero
@@ -171,9 +183,7 @@ func encodeSignal(id uint64, sigs []syscall.Signal) ([]byte, error) {
 	if len(sigs) == 0 || len(sigs) > maxSignals {
 		return nil, protocolErr("%d signals in a request (1 to %d)", len(sigs), maxSignals)
 	}
-	var e encoder
-	e.U64(id)
-	e.U32(uint32(len(sigs)))
+	e := new(encoder).U64(id).U32(uint32(len(sigs)))
 	for _, s := range sigs {
 		if s <= 0 || s > 64 {
 			return nil, protocolErr("signal %d", s)
