@@ -37,7 +37,7 @@ func Probe(opts Options) (Mode, error) {
 	case err == nil:
 		proc, note := in.Proc()
 		m := Mode{UserNS: opts.UserNS, Proc: proc, Devpts: in.Devpts() != nil, PrivateTmp: in.tmpOK, Note: note}
-		end(in, opts)
+		in.end()
 		return m, nil
 	case opts.NoUserNS:
 		return Mode{}, fmt.Errorf("creating PID and mount namespaces: %w; not through a user namespace, which would not map the tasks' user", cause(direct))
@@ -45,14 +45,10 @@ func Probe(opts Options) (Mode, error) {
 	return Mode{}, fmt.Errorf("creating PID and mount namespaces: %w; through a user namespace: %w", cause(direct), cause(err))
 }
 
-// end ends an init, waiting (bounded by opts.Timeout) for it to be gone.
-func end(in *Init, opts Options) {
+// end kills the init and closes it once it is gone, waiting for that at most its timeout.
+func (in *Init) end() {
 	in.Kill()
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	in.Wait(context.Background(), time.Now().Add(timeout))
+	in.Wait(context.Background(), time.Now().Add(in.timeout))
 	in.Close()
 }
 

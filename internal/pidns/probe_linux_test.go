@@ -31,7 +31,7 @@ func TestStartInCgroup(t *testing.T) {
 		opts.Cgroup = f
 		in, err := pidns.Start(opts)
 		if err == nil {
-			t.Cleanup(func() { pidns.End(in, opts) })
+			t.Cleanup(func() { pidns.End(in) })
 		}
 		return in, err
 	}

@@ -22,7 +22,7 @@ const DefaultTimeout = 30 * time.Second
 
 // Options configures Start. Forker and Children are required.
 type Options struct {
-	// Path is the program run as the init: this program, whose main runs Main when IsInit. Empty
+	// Path is the program run as the init: this program, whose main runs RunInit when IsInit. Empty
 	// means /proc/self/exe.
 	Path string
 	// Name is the init's argv[0], what ps shows of it; empty means "reaper-init".
@@ -171,8 +171,7 @@ func Start(opts Options) (*Init, error) {
 	if err := in.awaitHello(); err != nil {
 		in.Kill()
 		go in.read() // sees the end, waits for the exit the child reaper reports
-		in.Wait(context.Background(), time.Now().Add(opts.Timeout))
-		in.Close()
+		in.end()
 		return nil, fmt.Errorf("start the init of a PID namespace (pid %d): %w", in.pid, err)
 	}
 	in.mu.Lock()
