@@ -606,11 +606,8 @@ func (in *Init) read() {
 		case rerr != nil:
 			closeAll(fds)
 			err = rerr
-		case flags != 0:
-			closeAll(fds)
-			err = protocolErr("flags %d on a message from the init", flags)
 		default:
-			err = in.handle(typ, payload, fds)
+			err = in.handle(typ, flags, payload, fds)
 		}
 	}
 	if !errors.Is(err, io.EOF) {
@@ -646,14 +643,14 @@ func (in *Init) read() {
 }
 
 // handle handles one message from the init. It owns fds.
-func (in *Init) handle(typ byte, payload []byte, fds []int) error {
+func (in *Init) handle(typ, msgFlags byte, payload []byte, fds []int) error {
 	want := 0 // descriptors: a spawned task's pidfd, none with any other message
 	if typ == msgSpawned {
 		want = 1
 	}
-	if len(fds) != want {
+	if msgFlags != 0 || len(fds) != want {
 		closeAll(fds)
-		return protocolErr("message type %d with %d descriptors", typ, len(fds))
+		return protocolErr("message type %d with flags %d and %d descriptors", typ, msgFlags, len(fds))
 	}
 	d := &decoder{b: payload}
 	switch typ {
