@@ -39,9 +39,7 @@ func (c *sock) Shutdown() {
 // Send writes one message with its descriptors. MSG_NOSIGNAL: a peer that is gone is EPIPE, not a
 // SIGPIPE.
 func (c *sock) Send(typ, flags byte, payload []byte, fds []int) error {
-	msg := make([]byte, 2+len(payload))
-	msg[0], msg[1] = typ, flags
-	copy(msg[2:], payload)
+	msg := append([]byte{typ, flags}, payload...)
 	var oob []byte
 	if len(fds) > 0 {
 		oob = syscall.UnixRights(fds...)
