@@ -321,12 +321,10 @@ func (in *Init) Spawn(r Request) (Task, error) {
 		in.forget(id)
 		return Task{}, in.foundEnded(fmt.Errorf("%w (pid %d): sending a request: %w", ErrEnded, in.pid, err))
 	}
-	timer := time.NewTimer(in.timeout)
-	defer timer.Stop()
 	select {
 	case rep := <-c.reply:
 		return rep.task, rep.err
-	case <-timer.C:
+	case <-time.After(in.timeout):
 		if in.forget(id) {
 			return Task{}, fmt.Errorf("the init of the PID namespace (pid %d) did not answer within %v", in.pid, in.timeout)
 		}
@@ -368,8 +366,6 @@ func (in *Init) Signal(ctx context.Context, deadline time.Time, sigs ...syscall.
 	if err != nil {
 		return fmt.Errorf("%w (pid %d): sending a request: %w", ErrEnded, in.pid, err)
 	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
 	select {
 	case errno := <-answer:
 		if errno != 0 {
@@ -380,7 +376,7 @@ func (in *Init) Signal(ctx context.Context, deadline time.Time, sigs ...syscall.
 		return in.Err()
 	case <-ctx.Done():
 		return fmt.Errorf("signal the PID namespace of init %d: %w", in.pid, ctx.Err())
-	case <-timer.C:
+	case <-time.After(time.Until(deadline)):
 		return fmt.Errorf("the init of the PID namespace (pid %d) did not answer a signal request by %v", in.pid, deadline.Format(time.TimeOnly))
 	}
 }
