@@ -75,8 +75,7 @@ func (c *Children) Start(fork func() (int, error)) (int, <-chan Exit, error) {
 	return pid, ch, nil
 }
 
-// loop waits for an exit without reaping it (WNOWAIT), then reaps under the lock: a child cannot be
-// reaped, and its pid reused, while a fork's caller holds the lock (see Start).
+// loop is the goroutine that waits (see Children).
 func (c *Children) loop() {
 	defer close(c.done)
 	for {
