@@ -497,13 +497,11 @@ func (in *Init) armLocked() {
 // idlePoll is how often an init that is not busy but whose namespace holds orphans is looked at again.
 const idlePoll = time.Second
 
-// idleCheck runs on the reader when the read deadline has passed. It ends the init if it is not busy,
-// has not been for the idle period, and its namespace holds nothing else: it refuses every request
-// from then on (under mu, which Spawn takes to register its request, so none is lost) and shuts the
-// socket down, at whose end the init exits. Otherwise it sets the next deadline: none while busy (the
-// end of the last process sets one), idlePoll while orphans are left, else the rest of the period.
-// Orphans are seen in the init's children (orphans of a namespace go to its init); while any is
-// left, the idle clock starts again.
+// idleCheck runs on the reader when the read deadline has passed. It ends the init (endIdleLocked,
+// under mu, which Spawn takes to register its request, so none is lost) if it is not busy, has not
+// been for the idle period, and its namespace holds nothing else. Otherwise it sets the next
+// deadline: none while busy (the end of the last process sets one), idlePoll while orphans (the
+// init's children) are left, which also start the idle clock again, else the rest of the period.
 func (in *Init) idleCheck() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
