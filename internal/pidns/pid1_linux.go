@@ -286,11 +286,7 @@ func (in *initProc) forkExec(argv []string, attr *syscall.ProcAttr, nnp bool) (p
 // /proc is not at hand; then the start time comes from the namespace's own /proc, if it was mounted.
 func (in *initProc) identify(nspid, pidfd int) (host int, start uint64) {
 	if in.hostProc >= 0 {
-		var buf [512]byte
-		if b, ok := proc.ReadAt(in.hostProc, "self/fdinfo/"+strconv.Itoa(pidfd), buf[:]); ok {
-			host = proc.FdinfoPid(b)
-		}
-		if host > 0 {
+		if host = pidOfFD(in.hostProc, pidfd); host > 0 {
 			if st, ok := proc.ReadStat(in.hostProc, strconv.Itoa(host)+"/stat", host); ok {
 				return host, st.Start
 			}

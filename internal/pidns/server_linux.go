@@ -701,7 +701,7 @@ func (in *Init) handle(typ, msgFlags byte, payload []byte, fds []int) error {
 // as this process's /proc shows it: a pidfd's fdinfo reads -1 once the process is reaped, and then
 // the init's word is taken. A process nobody waits for any more is killed.
 func (in *Init) spawned(id uint64, t Task) error {
-	if seen := pidOfFD(t.PidFD); seen > 0 && seen != t.Pid {
+	if seen := pidOfFD(-1, t.PidFD); seen > 0 && seen != t.Pid {
 		if t.Pid != 0 {
 			unix.Close(t.PidFD)
 			return protocolErr("the init named pid %d for a process this process sees as %d", t.Pid, seen)
@@ -723,12 +723,14 @@ func (in *Init) spawned(id uint64, t Task) error {
 	return nil
 }
 
-// pidOfFD returns the pid a pidfd refers to, in this process's namespace (see proc.FdinfoPid).
-func pidOfFD(fd int) int {
+// pidOfFD returns the pid the pidfd fd refers to in the namespace of the /proc that is dir (-1: this
+// process's), or 0 (see proc.FdinfoPid).
+func pidOfFD(dir, fd int) int {
 	var buf [512]byte // a pidfd's fdinfo is a few short lines
-	b, ok := proc.ReadAt(-1, "/proc/self/fdinfo/"+strconv.Itoa(fd), buf[:])
-	if !ok {
-		return 0
+	name := "self/fdinfo/" + strconv.Itoa(fd)
+	if dir < 0 {
+		name = "/proc/" + name
 	}
+	b, _ := proc.ReadAt(dir, name, buf[:])
 	return proc.FdinfoPid(b)
 }
