@@ -3,5 +3,5 @@ package pidns
 // For the external tests (package pidns_test), which use testutil, which imports this package.
 var (
 	TestOptions = testOptions
-	End         = end
+	End         = (*Init).end
 )

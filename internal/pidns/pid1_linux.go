@@ -17,17 +17,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// initSignals are the signals the init must ask for: those whose default in a Go program ends it
-// (HUP, INT, TERM; QUIT, ABRT and the faults, which crash it when sent by kill(2)). A task may not end
-// its namespace by signalling its init (the kernel delivers a signal sent from inside the namespace to
-// its init only when the init handles it, and Go installs handlers for every signal), and a signal
-// sent to the server's process group must not end it either. The init does nothing with them. Every
-// other signal Go already catches and does nothing with (USR1, PIPE, ALRM, ...), or leaves at its
-// default action, which the kernel ignores for the init of a namespace wherever the signal comes
-// from (TSTP, TTIN and TTOU: the init is never stopped but by SIGSTOP from outside): asking for those
-// too would cost a round trip to the runtime's signal-mask thread each. Handled, not ignored: a
-// handled signal is reset to its default in a child, an ignored one would stay ignored in every task.
-// SIGKILL from outside the namespace still ends it.
+// initSignals are the signals whose default in a Go program ends it (HUP, INT, TERM; QUIT, ABRT and
+// the faults, which crash it when sent by kill(2)). Neither a task (the kernel delivers a signal sent
+// from inside the namespace to its init only when the init handles it, as Go does every signal) nor a
+// signal to the server's process group may end the init: asked for, they do nothing. Every other
+// signal Go already does nothing with, or leaves at its default, which the kernel ignores for a
+// namespace's init; asking for those too would cost a round trip each to the runtime's signal-mask
+// thread. Handled, not ignored: a handled signal is reset to its default in a child, an ignored one
+// would stay ignored in every task. SIGKILL from outside the namespace still ends it.
 var initSignals = []os.Signal{
 	syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGABRT,
 	syscall.SIGSTKFLT, syscall.SIGSYS, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV,
@@ -56,11 +53,7 @@ func RunInit() int {
 	}
 	in := &initProc{conn: c, userNS: len(os.Args) > 2 && os.Args[2] == modeUserNS, hostProc: -1, kids: reap.NewChildren()}
 	hello, devpts := in.setUp(os.Args[min(len(os.Args), 3):])
-	var fds []int
-	if devpts >= 0 {
-		fds = []int{devpts}
-	}
-	err = c.Send(msgHello, 0, hello, fds)
+	err = in.reply(msgHello, hello, devpts)
 	if devpts >= 0 {
 		unix.Close(devpts)
 	}
@@ -96,12 +89,7 @@ type initProc struct {
 func (in *initProc) setUp(args []string) (hello []byte, devpts int) {
 	var flags uint32
 	var notes []string
-	defer func() {
-		var e encoder
-		e.U32(flags)
-		e.Str(strings.Join(notes, "; "))
-		hello = e.Bytes()
-	}()
+	defer func() { hello = new(encoder).U32(flags).Str(strings.Join(notes, "; ")).b }()
 	fd, err := unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err == nil {
 		in.hostProc = fd
@@ -111,29 +99,27 @@ func (in *initProc) setUp(args []string) (hello []byte, devpts int) {
 		notes = append(notes, "making the mounts slaves: "+err.Error())
 		return nil, -1
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		notes = append(notes, "mounting /proc: "+err.Error())
-	} else {
-		in.procOK = true
-		flags |= helloProc
-	}
-	devpts, err = in.mountDevpts()
-	if err != nil {
-		notes = append(notes, err.Error())
-	} else {
-		flags |= helloDevpts
-	}
-	if slices.Contains(args, argIPC) {
-		if err := mountMqueue(); err != nil {
+	// mounted records a mount's flag, or why it failed.
+	mounted := func(flag uint32, err error) bool {
+		if err != nil {
 			notes = append(notes, err.Error())
+			return false
 		}
+		flags |= flag
+		return true
+	}
+	err = unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	if err != nil {
+		err = fmt.Errorf("mounting /proc: %w", err)
+	}
+	in.procOK = mounted(helloProc, err)
+	devpts, err = in.mountDevpts()
+	mounted(helloDevpts, err)
+	if slices.Contains(args, argIPC) {
+		mounted(0, mountMqueue())
 	}
 	if slices.Contains(args, argPrivateTmp) {
-		if err := mountTmp(); err != nil {
-			notes = append(notes, err.Error())
-		} else {
-			flags |= helloTmp
-		}
+		mounted(helloTmp, mountTmp())
 	}
 	return nil, devpts
 }
@@ -143,35 +129,30 @@ func (in *initProc) serve() error {
 	buf := make([]byte, maxChunk+2)
 	for {
 		typ, payload, fds, err := in.readRequest(buf)
-		if err != nil {
-			closeAll(fds)
-			return err
-		}
-		if typ == msgSignal {
-			id, sigs, err := decodeSignal(payload)
-			if err == nil && len(fds) > 0 {
+		switch {
+		case err != nil:
+		case typ == msgSignal:
+			var id uint64
+			var sigs []syscall.Signal
+			if id, sigs, err = decodeSignal(payload); err == nil && len(fds) > 0 {
 				err = protocolErr("descriptors with a signal request")
+			} else if err == nil {
+				in.signal(id, sigs)
 			}
-			if err != nil {
-				closeAll(fds)
-				return err
+		case typ == msgSpawn:
+			var req spawnMsg
+			if req, err = decodeSpawn(payload, fds); err == nil {
+				in.spawnMu.Lock()
+				in.spawn(req)
+				in.spawnMu.Unlock()
 			}
-			in.signal(id, sigs)
-			continue
+		default:
+			err = protocolErr("message type %d from the server", typ)
 		}
-		if typ != msgSpawn {
-			closeAll(fds)
-			return protocolErr("message type " + strconv.Itoa(int(typ)) + " from the server")
-		}
-		req, err := decodeSpawn(payload, fds)
+		closeAll(fds)
 		if err != nil {
-			closeAll(fds)
 			return err
 		}
-		in.spawnMu.Lock()
-		in.spawn(req)
-		in.spawnMu.Unlock()
-		closeAll(fds)
 	}
 }
 
@@ -188,9 +169,9 @@ func (in *initProc) readRequest(buf []byte) (byte, []byte, []int, error) {
 		case !first && len(got) > 0:
 			return 0, nil, fds, protocolErr("descriptors on a later chunk")
 		case !first && typ != msgSpawn:
-			return 0, nil, fds, protocolErr("a chunk of type " + strconv.Itoa(int(typ)) + " in a request")
+			return 0, nil, fds, protocolErr("a chunk of type %d in a request", typ)
 		case len(all)+len(payload) > maxRequest:
-			return 0, nil, fds, protocolErr("a request over " + strconv.Itoa(maxRequest) + " bytes")
+			return 0, nil, fds, protocolErr("a request over %d bytes", maxRequest)
 		}
 		if first && flags&flagMore == 0 {
 			return typ, payload, fds, nil
@@ -207,46 +188,22 @@ func (in *initProc) readRequest(buf []byte) (byte, []byte, []int, error) {
 // task's exit can be reported only after it; a goroutine reports that.
 func (in *initProc) spawn(r spawnMsg) {
 	pidfd := -1
-	sys := &syscall.SysProcAttr{
-		Setpgid: r.Setpgid, Setsid: r.Setsid, Setctty: r.Setctty, Foreground: r.Fg, Ctty: r.Ctty,
-		Credential: r.Cred, PidFD: &pidfd,
-	}
-	if r.Fg {
-		// For Foreground, Go wants the terminal as a descriptor of the parent: the init's copy.
-		sys.Ctty = r.Files[r.Ctty]
-	}
-	if r.Cgroup >= 0 {
-		sys.UseCgroupFD, sys.CgroupFD = true, r.Cgroup
-	}
-	files := make([]uintptr, len(r.Files))
-	for i, fd := range r.Files {
-		files[i] = uintptr(fd)
-	}
-	attr := &syscall.ProcAttr{Dir: r.Dir, Env: r.Env, Files: files, Sys: sys}
+	r.Attr.Sys.PidFD = &pidfd
 	_, exited, err := in.kids.Start(func() (int, error) {
-		pid, err := in.forkExec(r.Argv, attr, r.Cred != nil)
+		pid, err := in.forkExec(r.Argv, &r.Attr, r.Attr.Sys.Credential != nil)
 		if err != nil {
 			return 0, err
 		}
-		var e encoder
 		host, start := in.identify(pid, pidfd)
-		e.U64(r.ID)
-		e.U64(uint64(host))
-		e.U64(uint64(pid))
-		e.U64(start)
-		in.reply(msgSpawned, e.Bytes(), pidfd)
+		in.reply(msgSpawned, new(encoder).U64(r.ID).U64(uint64(host)).U64(uint64(pid)).U64(start).b, pidfd)
 		syscall.Close(pidfd)
 		return pid, nil
 	})
 	if err != nil {
-		var e encoder
-		e.U64(r.ID)
 		var errno syscall.Errno
 		errors.As(err, &errno)
-		e.U32(uint32(errno))
 		msg := "start " + r.Argv[0] + ": " + err.Error()
-		e.Str(msg[:min(len(msg), maxErrorMsg)])
-		in.reply(msgFailed, e.Bytes(), -1)
+		in.reply(msgFailed, new(encoder).U64(r.ID).U32(uint32(errno)).Str(msg[:min(len(msg), maxErrorMsg)]).b, -1)
 		return
 	}
 	go func() {
@@ -259,11 +216,7 @@ func (in *initProc) spawn(r spawnMsg) {
 		if !reap.HasChildren() {
 			flags |= exitEmpty
 		}
-		var e encoder
-		e.U64(r.ID)
-		e.U32(uint32(st.Status))
-		e.U32(flags)
-		in.reply(msgExit, e.Bytes(), -1)
+		in.reply(msgExit, new(encoder).U64(r.ID).U32(uint32(st.Status)).U32(flags).b, -1)
 	}()
 }
 
@@ -278,22 +231,19 @@ func (in *initProc) signal(id uint64, sigs []syscall.Signal) {
 			errno = e
 		}
 	}
-	var e encoder
-	e.U64(id)
-	e.U32(uint32(errno))
-	in.reply(msgSignaled, e.Bytes(), -1)
+	in.reply(msgSignaled, new(encoder).U64(id).U32(uint32(errno)).b, -1)
 }
 
 // reply sends a message to the server, with a descriptor if fd >= 0. A failure means the server is
 // gone, which the next read sees.
-func (in *initProc) reply(typ byte, payload []byte, fd int) {
+func (in *initProc) reply(typ byte, payload []byte, fd int) error {
 	var fds []int
 	if fd >= 0 {
 		fds = []int{fd}
 	}
 	in.sendMu.Lock()
 	defer in.sendMu.Unlock()
-	in.conn.Send(typ, 0, payload, fds)
+	return in.conn.Send(typ, 0, payload, fds)
 }
 
 // forkExec forks, on one of the init's forking threads where the thread matters: with no_new_privs
@@ -309,26 +259,25 @@ func (in *initProc) forkExec(argv []string, attr *syscall.ProcAttr, nnp bool) (p
 		f = &in.nnp
 	}
 	if *f == nil {
-		if *f, err = reap.StartForker(func() error { return in.forkerSetUp(nnp) }); err != nil {
+		*f, err = reap.StartForker(func() error {
+			if in.userNS {
+				if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+					return &os.SyscallError{Syscall: "prctl: clear the ambient capabilities of the forking thread", Err: err}
+				}
+			}
+			if nnp {
+				if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+					return &os.SyscallError{Syscall: "prctl: set no_new_privs for tasks that run as another user", Err: err}
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return 0, err
 		}
 	}
 	(*f).Run(func() { pid, err = syscall.ForkExec(argv[0], argv, attr) })
 	return pid, err
-}
-
-func (in *initProc) forkerSetUp(nnp bool) error {
-	if in.userNS {
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
-			return &os.SyscallError{Syscall: "prctl: clear the ambient capabilities of the forking thread", Err: err}
-		}
-	}
-	if nnp {
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return &os.SyscallError{Syscall: "prctl: set no_new_privs for tasks that run as another user", Err: err}
-		}
-	}
-	return nil
 }
 
 // identify returns the task's pid as the server sees it and its start time, read through the server's
@@ -337,11 +286,7 @@ func (in *initProc) forkerSetUp(nnp bool) error {
 // /proc is not at hand; then the start time comes from the namespace's own /proc, if it was mounted.
 func (in *initProc) identify(nspid, pidfd int) (host int, start uint64) {
 	if in.hostProc >= 0 {
-		var buf [512]byte
-		if b, ok := proc.ReadAt(in.hostProc, "self/fdinfo/"+strconv.Itoa(pidfd), buf[:]); ok {
-			host = proc.FdinfoPid(b)
-		}
-		if host > 0 {
+		if host = pidOfFD(in.hostProc, pidfd); host > 0 {
 			if st, ok := proc.ReadStat(in.hostProc, strconv.Itoa(host)+"/stat", host); ok {
 				return host, st.Start
 			}

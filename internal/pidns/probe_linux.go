@@ -21,46 +21,34 @@ type Mode struct {
 // Probe starts an init as Start would (opts.UserNS and opts.Cgroup are ignored) and ends it again, to
 // learn whether PID namespaces can be made here and how: first directly (root, or CAP_SYS_ADMIN), and
 // where that is refused, through an unprivileged user namespace, unless opts.NoUserNS. The error says
-// why neither works:
-// refused without CAP_SYS_ADMIN (EPERM), by a seccomp profile such as container runtimes' default one
-// (EPERM or ENOSYS), or user namespaces disabled (ENOSPC when user.max_user_namespaces is 0, EPERM
-// where the distribution restricts them).
+// why neither works: refused without CAP_SYS_ADMIN (EPERM), by a seccomp profile such as container
+// runtimes' default one (EPERM or ENOSYS), or user namespaces disabled (ENOSPC when
+// user.max_user_namespaces is 0, EPERM where the distribution restricts them).
 func Probe(opts Options) (Mode, error) {
 	opts.Cgroup = nil
 	opts.UserNS = false
 	in, direct := Start(opts)
-	if direct == nil {
-		m := mode(in, opts)
-		end(in, opts)
-		return m, nil
+	err := direct
+	if direct != nil && !opts.NoUserNS {
+		opts.UserNS = true
+		in, err = Start(opts)
 	}
-	if opts.NoUserNS {
+	switch {
+	case err == nil:
+		proc, note := in.Proc()
+		m := Mode{UserNS: opts.UserNS, Proc: proc, Devpts: in.Devpts() != nil, PrivateTmp: in.tmpOK, Note: note}
+		in.end()
+		return m, nil
+	case opts.NoUserNS:
 		return Mode{}, fmt.Errorf("creating PID and mount namespaces: %w; not through a user namespace, which would not map the tasks' user", cause(direct))
-	}
-	opts.UserNS = true
-	in, err := Start(opts)
-	if err == nil {
-		m := mode(in, opts)
-		end(in, opts)
-		return m, nil
 	}
 	return Mode{}, fmt.Errorf("creating PID and mount namespaces: %w; through a user namespace: %w", cause(direct), cause(err))
 }
 
-// mode is what a started init says of the namespaces made as opts asked.
-func mode(in *Init, opts Options) Mode {
-	proc, note := in.Proc()
-	return Mode{UserNS: opts.UserNS, Proc: proc, Devpts: in.Devpts() != nil, PrivateTmp: in.PrivateTmp(), Note: note}
-}
-
-// end ends an init, waiting (bounded by opts.Timeout) for it to be gone.
-func end(in *Init, opts Options) {
+// end kills the init and closes it once it is gone, waiting for that at most its timeout.
+func (in *Init) end() {
 	in.Kill()
-	timeout := opts.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	in.Wait(context.Background(), time.Now().Add(timeout))
+	in.Wait(context.Background(), time.Now().Add(in.timeout))
 	in.Close()
 }
 

@@ -18,7 +18,7 @@ import (
 // /dev/shm whose files the host does not see.
 func TestSessionMounts(t *testing.T) {
 	in := startInitWith(t, func(o *Options) { o.IPC, o.PrivateTmp = true, true })
-	if in.Devpts() == nil || !in.PrivateTmp() {
+	if in.Devpts() == nil || !in.tmpOK {
 		_, note := in.Proc()
 		t.Skipf("skipped: the init could not make its mounts here: %s", note)
 	}

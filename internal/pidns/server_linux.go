@@ -1,6 +1,7 @@
 package pidns
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ const DefaultTimeout = 30 * time.Second
 
 // Options configures Start. Forker and Children are required.
 type Options struct {
-	// Path is the program run as the init: this program, whose main runs Main when IsInit. Empty
+	// Path is the program run as the init: this program, whose main runs RunInit when IsInit. Empty
 	// means /proc/self/exe.
 	Path string
 	// Name is the init's argv[0], what ps shows of it; empty means "reaper-init".
@@ -39,7 +40,7 @@ type Options struct {
 	// the namespace's, seen by no other, and die with it.
 	IPC bool
 	// PrivateTmp has the init mount a tmpfs of the namespace's own on /tmp and /dev/shm: the tasks'
-	// files there are seen by no other namespace, and die with it (Init.PrivateTmp says whether it
+	// files there are seen by no other namespace, and die with it (Mode.PrivateTmp says whether it
 	// could).
 	PrivateTmp bool
 	// Cgroup, if set, is an O_PATH descriptor of the cgroup directory the init is born in.
@@ -72,7 +73,6 @@ type Init struct {
 	tmpOK   bool     // a private /tmp and /dev/shm were mounted (Options.PrivateTmp)
 	devpts  *os.File // O_PATH, the root of the namespace's devpts instance; nil without one
 	note    string
-	inCg    bool             // born in Options.Cgroup
 	idle    time.Duration    // Options.Idle
 	exited  <-chan reap.Exit // the init's own exit, from the server's child reaper: read by the reader only
 	stop    chan struct{}    // closed by Close: the reader stops waiting for the init's exit
@@ -171,8 +171,7 @@ func Start(opts Options) (*Init, error) {
 	if err := in.awaitHello(); err != nil {
 		in.Kill()
 		go in.read() // sees the end, waits for the exit the child reaper reports
-		in.Wait(context.Background(), time.Now().Add(opts.Timeout))
-		in.Close()
+		in.end()
 		return nil, fmt.Errorf("start the init of a PID namespace (pid %d): %w", in.pid, err)
 	}
 	in.mu.Lock()
@@ -189,27 +188,13 @@ func (in *Init) fork(opts Options, end int) error {
 		return err
 	}
 	defer devnull.Close()
-	stderr := devnull
-	if opts.Stderr != nil {
-		stderr = opts.Stderr
-	}
-	path, name := opts.Path, opts.Name
-	if path == "" {
-		path = "/proc/self/exe"
-	}
-	if name == "" {
-		name = "reaper-init"
-	}
-	argv := []string{name, InitArg, modePlain}
-	// One P: each more costs the init its caches and a thread (GOMAXPROCS=2 held 1256 KiB of
-	// Private_Dirty against 1028 KiB here), and a spawn does not wait for the wait loop, blocked in
-	// waitid with the P: entering the system call wakes the runtime's monitor, which hands the P on
-	// at its next look (spawns 50 ms apart beside a running task took a median 1.4-2.4 ms with one P,
-	// 2.4-3.0 ms with two, on the loaded 2-core VM).
-	// No transparent huge pages for its heap: where the host's setting is "always" (Debian's and
-	// RHEL's default) the Go runtime's few hundred KiB of heap come in 2 MiB pages, and the init held
-	// 4.0 MiB private instead of 1.4 MiB (test/vm/density in guest a: 4.8 against 2.2 MiB a
-	// session). Tasks get the environment their request carries, never this one.
+	path := cmp.Or(opts.Path, "/proc/self/exe")
+	argv := []string{cmp.Or(opts.Name, "reaper-init"), InitArg, modePlain}
+	// One P: each more costs the init its caches and a thread (1256 KiB private with two, 1028 with
+	// one), and spawns were faster with one (the runtime's monitor hands the P on from the wait
+	// loop blocked in waitid). No transparent huge pages for its heap: where the host's setting is
+	// "always" its few hundred KiB came in 2 MiB pages (4.0 MiB private instead of 1.4). Tasks get
+	// the environment their request carries, never this one.
 	env := []string{"GOMAXPROCS=1", "GODEBUG=disablethp=1"}
 	sys := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID | unix.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL, PidFD: &in.pidfd}
 	if opts.IPC {
@@ -230,13 +215,9 @@ func (in *Init) fork(opts Options, end int) error {
 	}
 	if opts.Cgroup != nil {
 		sys.UseCgroupFD, sys.CgroupFD = true, int(opts.Cgroup.Fd())
-		in.inCg = true // unless the fork fails, and with it Start
 	}
-	attr := &syscall.ProcAttr{
-		Env:   env,
-		Files: []uintptr{devnull.Fd(), devnull.Fd(), stderr.Fd(), uintptr(end)},
-		Sys:   sys,
-	}
+	files := []uintptr{devnull.Fd(), devnull.Fd(), cmp.Or(opts.Stderr, devnull).Fd(), uintptr(end)}
+	attr := &syscall.ProcAttr{Env: env, Files: files, Sys: sys}
 	in.pid, in.exited, err = opts.Children.Start(func() (pid int, err error) {
 		opts.Forker.Run(func() { pid, err = syscall.ForkExec(path, argv, attr) })
 		if err == nil {
@@ -249,41 +230,41 @@ func (in *Init) fork(opts Options, end int) error {
 }
 
 // awaitHello reads the init's first message.
-func (in *Init) awaitHello() error {
+func (in *Init) awaitHello() (err error) {
 	in.conn.SetReadDeadline(time.Now().Add(in.timeout))
 	defer in.conn.SetReadDeadline(time.Time{})
 	buf := make([]byte, maxReply+2)
 	typ, flags, payload, got, err := in.conn.Recv(buf, 1)
+	defer func() {
+		if err != nil {
+			closeAll(got)
+		}
+	}()
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		closeAll(got)
 		return fmt.Errorf("not ready within %v", in.timeout)
 	case errors.Is(err, io.EOF):
 		return errors.New("it ended before it was ready")
 	case err != nil:
-		closeAll(got)
 		return err
 	case typ != msgHello || flags != 0:
-		closeAll(got)
-		return protocolErr(fmt.Sprintf("message type %d before the hello", typ))
+		return protocolErr("message type %d before the hello", typ)
 	}
-	d := newDecoder(payload)
+	d := &decoder{b: payload}
 	hello := d.U32("hello")
 	in.procOK, in.tmpOK = hello&helloProc != 0, hello&helloTmp != 0
 	in.note = d.Str("note")
-	if err := d.End("hello"); err != nil {
-		closeAll(got)
-		return err
-	}
 	want := 0 // the devpts instance's root
 	if hello&helloDevpts != 0 {
 		want = 1
 	}
-	if len(got) != want {
-		closeAll(got)
-		return protocolErr(fmt.Sprintf("a hello with %d descriptors, want %d", len(got), want))
+	if err := d.End("hello"); err != nil {
+		return err
 	}
-	if len(got) == 1 {
+	if len(got) != want {
+		return protocolErr("a hello with %d descriptors, want %d", len(got), want)
+	}
+	if want == 1 {
 		in.devpts = os.NewFile(uintptr(got[0]), "devpts")
 	}
 	return nil
@@ -295,9 +276,6 @@ func (in *Init) Pid() int { return in.pid }
 // StartTime returns the init's start time (field 22 of /proc/<pid>/stat).
 func (in *Init) StartTime() uint64 { return in.start }
 
-// InCgroup reports whether the init was born in Options.Cgroup.
-func (in *Init) InCgroup() bool { return in.inCg }
-
 // Proc reports whether the init mounted a /proc of its namespace and, if not or where another of its
 // mounts failed, why: the tasks' ps then lists the host's processes (which they cannot signal).
 func (in *Init) Proc() (bool, string) { return in.procOK, in.note }
@@ -306,10 +284,6 @@ func (in *Init) Proc() (bool, string) { return in.procOK, in.note }
 // /dev/pts, where the tasks' terminals are to be made (see tty.OpenIn); nil where the init could not
 // mount one (Proc says why). It stays the Init's: it is closed by Close.
 func (in *Init) Devpts() *os.File { return in.devpts }
-
-// PrivateTmp reports whether the init mounted a tmpfs of the namespace's own on /tmp and /dev/shm
-// (Options.PrivateTmp).
-func (in *Init) PrivateTmp() bool { return in.tmpOK }
 
 // Spawn asks the init to start a process, and returns it. It fails with a *SpawnError when the init
 // could not start it, with ErrEnded once the init has ended, and when the init does not answer within
@@ -347,12 +321,10 @@ func (in *Init) Spawn(r Request) (Task, error) {
 		in.forget(id)
 		return Task{}, in.foundEnded(fmt.Errorf("%w (pid %d): sending a request: %w", ErrEnded, in.pid, err))
 	}
-	timer := time.NewTimer(in.timeout)
-	defer timer.Stop()
 	select {
 	case rep := <-c.reply:
 		return rep.task, rep.err
-	case <-timer.C:
+	case <-time.After(in.timeout):
 		if in.forget(id) {
 			return Task{}, fmt.Errorf("the init of the PID namespace (pid %d) did not answer within %v", in.pid, in.timeout)
 		}
@@ -394,8 +366,6 @@ func (in *Init) Signal(ctx context.Context, deadline time.Time, sigs ...syscall.
 	if err != nil {
 		return fmt.Errorf("%w (pid %d): sending a request: %w", ErrEnded, in.pid, err)
 	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
 	select {
 	case errno := <-answer:
 		if errno != 0 {
@@ -406,7 +376,7 @@ func (in *Init) Signal(ctx context.Context, deadline time.Time, sigs ...syscall.
 		return in.Err()
 	case <-ctx.Done():
 		return fmt.Errorf("signal the PID namespace of init %d: %w", in.pid, ctx.Err())
-	case <-timer.C:
+	case <-time.After(time.Until(deadline)):
 		return fmt.Errorf("the init of the PID namespace (pid %d) did not answer a signal request by %v", in.pid, deadline.Format(time.TimeOnly))
 	}
 }
@@ -474,33 +444,31 @@ func (in *Init) Kill() error {
 }
 
 // Empty reports whether the init's namespace holds no process but, at most, the init: the init has
-// ended (its exit was reaped, and the kernel had killed and reaped everything in its namespace
-// before), or it has no child, live or a zombie (every other process of a PID namespace descends from
-// its init: an orphan is adopted by it, and no process leaves its namespace). It is false when that
-// cannot be told: when the children cannot be read, or the init was closed before its exit was seen.
-//
-// Where no process was asked for, or every one has exited and the last exit the init reported said it
-// had no child left, the init has none: a new one comes only from a request (the init sends an exit
-// and handles a request one at a time). Otherwise Empty reads the init's threads' children in /proc.
+// ended (the kernel had killed and reaped everything in its namespace before), or it has no child,
+// live or a zombie (every other process of a PID namespace descends from its init: an orphan is
+// adopted by it, and no process leaves its namespace). It is false when that cannot be told: when the
+// children cannot be read, or the init was closed before its exit was seen. It reads the init's
+// threads' children in /proc only where Quiet cannot tell.
 func (in *Init) Empty() bool {
 	in.mu.Lock()
 	ended, closed, quiet := in.ended, in.pidfd < 0, in.quietLocked()
 	in.mu.Unlock()
-	switch {
-	case ended:
-		return true
-	case closed:
-		return false
-	case quiet:
-		return true
+	if ended || closed {
+		return ended
 	}
+	return quiet || in.childless()
+}
+
+// childless reports whether the init is known to have no child, live or a zombie, by /proc.
+func (in *Init) childless() bool {
 	childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.pid, Start: in.start})
 	return ok && childless
 }
 
 // Quiet reports whether the init has no process in its namespace but itself by what it has said:
 // no process was asked for, or every one has exited and the last exit it reported said it had no
-// child left (see Empty). It reads nothing, and is false where only a look in /proc could tell.
+// child left (a new one comes only from a request: the init sends an exit and handles a request one
+// at a time). It reads nothing, and is false where only a look in /proc could tell.
 func (in *Init) Quiet() bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -529,13 +497,11 @@ func (in *Init) armLocked() {
 // idlePoll is how often an init that is not busy but whose namespace holds orphans is looked at again.
 const idlePoll = time.Second
 
-// idleCheck runs on the reader when the read deadline has passed. It ends the init if it is not busy,
-// has not been for the idle period, and its namespace holds nothing else: it refuses every request
-// from then on (under mu, which Spawn takes to register its request, so none is lost) and shuts the
-// socket down, at whose end the init exits. Otherwise it sets the next deadline: none while busy (the
-// end of the last process sets one), idlePoll while orphans are left, else the rest of the period.
-// Orphans are seen in the init's children (orphans of a namespace go to its init); while any is
-// left, the idle clock starts again.
+// idleCheck runs on the reader when the read deadline has passed. It ends the init (endIdleLocked,
+// under mu, which Spawn takes to register its request, so none is lost) if it is not busy, has not
+// been for the idle period, and its namespace holds nothing else. Otherwise it sets the next
+// deadline: none while busy (the end of the last process sets one), idlePoll while orphans (the
+// init's children) are left, which also start the idle clock again, else the rest of the period.
 func (in *Init) idleCheck() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -547,8 +513,7 @@ func (in *Init) idleCheck() {
 		return
 	}
 	if !in.quietLocked() {
-		childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.pid, Start: in.start})
-		if !ok || !childless {
+		if !in.childless() {
 			in.quiet = now
 			in.conn.SetReadDeadline(now.Add(min(idlePoll, in.idle)))
 			return
@@ -569,14 +534,8 @@ func (in *Init) idleCheck() {
 func (in *Init) EndIdle() bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.err != nil || in.busyLocked() {
+	if in.err != nil || in.busyLocked() || !in.quietLocked() && !in.childless() {
 		return false
-	}
-	if !in.quietLocked() {
-		childless, ok := proc.NewWalker().Childless(proc.Stat{Pid: in.pid, Start: in.start})
-		if !ok || !childless {
-			return false
-		}
 	}
 	in.endIdleLocked()
 	return true
@@ -594,11 +553,10 @@ func (in *Init) endIdleLocked() {
 // them all, and waits for each to be reaped, before the init itself becomes a zombie), the deadline
 // passes or ctx is done, and reports whether it has ended.
 func (in *Init) Wait(ctx context.Context, deadline time.Time) bool {
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	select {
 	case <-in.done:
-	case <-timer.C:
 	case <-ctx.Done():
 	}
 	in.mu.Lock()
@@ -611,11 +569,7 @@ func (in *Init) Wait(ctx context.Context, deadline time.Time) bool {
 // returns once the reader has returned. It is idempotent.
 func (in *Init) Close() {
 	in.closing.Do(func() {
-		in.mu.Lock()
-		if in.err == nil {
-			in.err = fmt.Errorf("%w (pid %d): closed", ErrEnded, in.pid)
-		}
-		in.mu.Unlock()
+		in.foundEnded(fmt.Errorf("%w (pid %d): closed", ErrEnded, in.pid))
 		in.conn.Shutdown()
 		close(in.stop)
 		<-in.done
@@ -640,21 +594,15 @@ func (in *Init) read() {
 	var err error
 	for err == nil {
 		typ, flags, payload, fds, rerr := in.conn.Recv(buf, 1)
-		if errors.Is(rerr, os.ErrDeadlineExceeded) {
+		switch {
+		case errors.Is(rerr, os.ErrDeadlineExceeded):
 			in.idleCheck()
-			continue
-		}
-		if rerr != nil {
+		case rerr != nil:
 			closeAll(fds)
 			err = rerr
-			break
+		default:
+			err = in.handle(typ, flags, payload, fds)
 		}
-		if flags != 0 {
-			closeAll(fds)
-			err = protocolErr(fmt.Sprintf("flags %d on a message from the init", flags))
-			break
-		}
-		err = in.handle(typ, payload, fds)
 	}
 	if !errors.Is(err, io.EOF) {
 		// The init broke the protocol, or cannot be read: it cannot be trusted with the namespace.
@@ -689,20 +637,27 @@ func (in *Init) read() {
 }
 
 // handle handles one message from the init. It owns fds.
-func (in *Init) handle(typ byte, payload []byte, fds []int) error {
-	d := newDecoder(payload)
+func (in *Init) handle(typ, msgFlags byte, payload []byte, fds []int) error {
+	want := 0 // descriptors: a spawned task's pidfd, none with any other message
+	if typ == msgSpawned {
+		want = 1
+	}
+	if msgFlags != 0 || len(fds) != want {
+		closeAll(fds)
+		return protocolErr("message type %d with flags %d and %d descriptors", typ, msgFlags, len(fds))
+	}
+	d := &decoder{b: payload}
 	switch typ {
 	case msgSpawned:
 		id, host, nspid, start := d.U64("id"), int(int64(d.U64("pid"))), int(int64(d.U64("nspid"))), d.U64("start")
-		if err := d.End("spawned"); err != nil || len(fds) != 1 {
-			closeAll(fds)
-			return cmpErr(err, protocolErr(fmt.Sprintf("an answer with %d descriptors", len(fds))))
+		if err := d.End("spawned"); err != nil {
+			unix.Close(fds[0])
+			return err
 		}
 		return in.spawned(id, Task{Pid: host, NSPid: nspid, Start: start, PidFD: fds[0]})
 	case msgFailed:
 		id, errno, msg := d.U64("id"), syscall.Errno(d.U32("errno")), d.Str("message")
-		if err := cmpErr(d.End("failure"), lenErr(fds)); err != nil {
-			closeAll(fds)
+		if err := d.End("failure"); err != nil {
 			return err
 		}
 		in.mu.Lock()
@@ -714,8 +669,7 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		in.mu.Unlock()
 	case msgExit:
 		id, status, flags := d.U64("id"), syscall.WaitStatus(d.U32("status")), d.U32("flags")
-		if err := cmpErr(d.End("exit"), lenErr(fds)); err != nil {
-			closeAll(fds)
+		if err := d.End("exit"); err != nil {
 			return err
 		}
 		in.mu.Lock()
@@ -728,8 +682,7 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		in.mu.Unlock()
 	case msgSignaled:
 		id, errno := d.U64("id"), syscall.Errno(d.U32("errno"))
-		if err := cmpErr(d.End("signaled"), lenErr(fds)); err != nil {
-			closeAll(fds)
+		if err := d.End("signaled"); err != nil {
 			return err
 		}
 		in.mu.Lock()
@@ -739,8 +692,7 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 		}
 		in.mu.Unlock()
 	default:
-		closeAll(fds)
-		return protocolErr(fmt.Sprintf("message type %d from the init", typ))
+		return protocolErr("message type %d from the init", typ)
 	}
 	return nil
 }
@@ -749,10 +701,10 @@ func (in *Init) handle(typ byte, payload []byte, fds []int) error {
 // as this process's /proc shows it: a pidfd's fdinfo reads -1 once the process is reaped, and then
 // the init's word is taken. A process nobody waits for any more is killed.
 func (in *Init) spawned(id uint64, t Task) error {
-	if seen := pidOfFD(t.PidFD); seen > 0 && seen != t.Pid {
+	if seen := pidOfFD(-1, t.PidFD); seen > 0 && seen != t.Pid {
 		if t.Pid != 0 {
 			unix.Close(t.PidFD)
-			return protocolErr(fmt.Sprintf("the init named pid %d for a process this process sees as %d", t.Pid, seen))
+			return protocolErr("the init named pid %d for a process this process sees as %d", t.Pid, seen)
 		}
 		t.Pid = seen
 	}
@@ -771,29 +723,14 @@ func (in *Init) spawned(id uint64, t Task) error {
 	return nil
 }
 
-// pidOfFD returns the pid a pidfd refers to, in this process's namespace (see proc.FdinfoPid).
-func pidOfFD(fd int) int {
+// pidOfFD returns the pid the pidfd fd refers to in the namespace of the /proc that is dir (-1: this
+// process's), or 0 (see proc.FdinfoPid).
+func pidOfFD(dir, fd int) int {
 	var buf [512]byte // a pidfd's fdinfo is a few short lines
-	b, ok := proc.ReadAt(-1, "/proc/self/fdinfo/"+strconv.Itoa(fd), buf[:])
-	if !ok {
-		return 0
+	name := "self/fdinfo/" + strconv.Itoa(fd)
+	if dir < 0 {
+		name = "/proc/" + name
 	}
+	b, _ := proc.ReadAt(dir, name, buf[:])
 	return proc.FdinfoPid(b)
-}
-
-func lenErr(fds []int) error {
-	if len(fds) > 0 {
-		return protocolErr(fmt.Sprintf("%d unexpected descriptors", len(fds)))
-	}
-	return nil
-}
-
-// cmpErr returns the first non-nil error.
-func cmpErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

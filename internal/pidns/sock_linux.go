@@ -1,17 +1,18 @@
 package pidns
 
 import (
+	"cmp"
 	"io"
 	"os"
 	"syscall"
-	"time"
 )
 
 // A sock is one end of the socket, on the runtime's network poller: a goroutine waiting to read or to
 // write holds no thread. (A read blocked in recvmsg would hold one thread per session in the server,
-// and, in the init, whose runtime has few, could leave no thread to run what wakes up.)
+// and, in the init, whose runtime has few, could leave no thread to run what wakes up.) Its Close
+// makes a read or write waiting on it return at once.
 type sock struct {
-	f  *os.File
+	*os.File
 	rc syscall.RawConn
 }
 
@@ -27,14 +28,8 @@ func newSock(fd int, name string) (*sock, error) {
 		f.Close()
 		return nil, err
 	}
-	return &sock{f: f, rc: rc}, nil
+	return &sock{File: f, rc: rc}, nil
 }
-
-// Close closes the socket; a read or write waiting on it returns at once.
-func (c *sock) Close() error { return c.f.Close() }
-
-// SetReadDeadline sets the deadline of reads, as os.File's does; the zero time means none.
-func (c *sock) SetReadDeadline(t time.Time) error { return c.f.SetReadDeadline(t) }
 
 // Shutdown shuts the socket down both ways: the peer reads its end, and a read here returns io.EOF.
 func (c *sock) Shutdown() {
@@ -44,9 +39,7 @@ func (c *sock) Shutdown() {
 // Send writes one message with its descriptors. MSG_NOSIGNAL: a peer that is gone is EPIPE, not a
 // SIGPIPE.
 func (c *sock) Send(typ, flags byte, payload []byte, fds []int) error {
-	msg := make([]byte, 2+len(payload))
-	msg[0], msg[1] = typ, flags
-	copy(msg[2:], payload)
+	msg := append([]byte{typ, flags}, payload...)
 	var oob []byte
 	if len(fds) > 0 {
 		oob = syscall.UnixRights(fds...)
@@ -56,7 +49,7 @@ func (c *sock) Send(typ, flags byte, payload []byte, fds []int) error {
 		err = syscall.Sendmsg(int(fd), msg, oob, nil, syscall.MSG_NOSIGNAL)
 		return err != syscall.EAGAIN && err != syscall.EINTR
 	})
-	return firstErr(werr, err)
+	return cmp.Or(werr, err)
 }
 
 // SendChunked writes a payload as one message or as chunks, the descriptors with the first.
@@ -83,12 +76,11 @@ func (c *sock) SendChunked(typ byte, payload []byte, fds []int) error {
 func (c *sock) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fds []int, err error) {
 	oob := make([]byte, syscall.CmsgSpace(maxfds*4))
 	var n, oobn, rflags int
-	rerr := c.rc.Read(func(fd uintptr) bool {
+	if rerr := c.rc.Read(func(fd uintptr) bool {
 		n, oobn, rflags, _, err = syscall.Recvmsg(int(fd), buf, oob, syscall.MSG_CMSG_CLOEXEC)
 		return err != syscall.EAGAIN && err != syscall.EINTR
-	})
-	if err = firstErr(rerr, err); err != nil {
-		return 0, 0, nil, nil, err
+	}); rerr != nil || err != nil {
+		return 0, 0, nil, nil, cmp.Or(rerr, err)
 	}
 	if oobn > 0 {
 		fds, err = parseRights(oob[:oobn])
@@ -97,13 +89,13 @@ func (c *sock) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fd
 	case err != nil:
 		return 0, 0, nil, fds, err
 	case rflags&syscall.MSG_CTRUNC != 0:
-		return 0, 0, nil, fds, protocolErr("more than " + itoa(maxfds) + " descriptors in a message")
+		return 0, 0, nil, fds, protocolErr("more than %d descriptors in a message", maxfds)
 	case rflags&syscall.MSG_TRUNC != 0:
-		return 0, 0, nil, fds, protocolErr("a message over " + itoa(len(buf)) + " bytes")
+		return 0, 0, nil, fds, protocolErr("a message over %d bytes", len(buf))
 	case n == 0 && len(fds) == 0:
 		return 0, 0, nil, nil, io.EOF
 	case n < 2:
-		return 0, 0, nil, fds, protocolErr("a message of " + itoa(n) + " bytes")
+		return 0, 0, nil, fds, protocolErr("a message of %d bytes", n)
 	}
 	return buf[0], buf[1], buf[2:n], fds, nil
 }
@@ -112,7 +104,7 @@ func (c *sock) Recv(buf []byte, maxfds int) (typ, flags byte, payload []byte, fd
 func parseRights(oob []byte) ([]int, error) {
 	msgs, err := syscall.ParseSocketControlMessage(oob)
 	if err != nil {
-		return nil, protocolErr("control message: " + err.Error())
+		return nil, protocolErr("control message: %v", err)
 	}
 	var fds []int
 	for i := range msgs {
@@ -122,7 +114,7 @@ func parseRights(oob []byte) ([]int, error) {
 		got, err := syscall.ParseUnixRights(&msgs[i])
 		if err != nil {
 			closeAll(fds)
-			return nil, protocolErr("descriptors: " + err.Error())
+			return nil, protocolErr("descriptors: %v", err)
 		}
 		fds = append(fds, got...)
 	}
@@ -134,14 +126,4 @@ func closeAll(fds []int) {
 	for _, fd := range fds {
 		syscall.Close(fd)
 	}
-}
-
-// firstErr returns the first error that is not nil.
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -2,8 +2,8 @@ package pidns
 
 import (
 	"errors"
+	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 )
@@ -53,19 +53,18 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 		return nil, nil, errors.New("no program")
 	}
 	if len(r.FDs) > maxFiles || len(r.Argv) > maxStrings || len(r.Env) > maxStrings {
-		return nil, nil, errors.New(itoa(len(r.FDs)) + " descriptors, " + itoa(len(r.Argv)) + " arguments, " +
-			itoa(len(r.Env)) + " environment entries: over the bounds (" + itoa(maxFiles) + ", " + itoa(maxStrings) + ", " + itoa(maxStrings) + ")")
+		return nil, nil, fmt.Errorf("%d descriptors, %d arguments, %d environment entries: over the bounds (%d, %d, %d)",
+			len(r.FDs), len(r.Argv), len(r.Env), maxFiles, maxStrings, maxStrings)
 	}
 	if (r.Foreground || r.Setctty) && (r.Ctty < 0 || r.Ctty >= len(r.FDs) || r.FDs[r.Ctty] < 0) || r.Foreground && r.Setctty {
-		return nil, nil, errors.New("terminal descriptor " + itoa(r.Ctty) + " of " + itoa(len(r.FDs)) +
-			" (Foreground " + strconv.FormatBool(r.Foreground) + ", Setctty " + strconv.FormatBool(r.Setctty) + ")")
+		return nil, nil, fmt.Errorf("terminal descriptor %d of %d (Foreground %t, Setctty %t)", r.Ctty, len(r.FDs), r.Foreground, r.Setctty)
 	}
 	if r.Credential != nil && len(r.Credential.Groups) > maxGroups {
-		return nil, nil, errors.New(itoa(len(r.Credential.Groups)) + " supplementary groups, over " + itoa(maxGroups))
+		return nil, nil, fmt.Errorf("%d supplementary groups, over %d", len(r.Credential.Groups), maxGroups)
 	}
 	for _, s := range append(append([]string{r.Dir}, r.Argv...), r.Env...) {
 		if strings.IndexByte(s, 0) >= 0 { // execve cannot take it: a NUL byte ends a C string
-			return nil, nil, errors.New("argument " + strconv.Quote(s) + " contains a NUL byte")
+			return nil, nil, fmt.Errorf("argument %q contains a NUL byte", s)
 		}
 	}
 	var attr uint32
@@ -84,66 +83,55 @@ func encodeSpawn(id uint64, r Request) ([]byte, []int, error) {
 		}
 	}
 	if len(fds) > maxSent-1 {
-		return nil, nil, errors.New(itoa(len(fds)) + " descriptors to pass, over " + itoa(maxSent-1))
+		return nil, nil, fmt.Errorf("%d descriptors to pass, over %d", len(fds), maxSent-1)
 	}
 	if r.Cgroup != nil {
 		fds = append(fds, int(r.Cgroup.Fd()))
 	}
-	var e encoder
-	e.U64(id)
-	e.U32(attr)
-	e.U32(uint32(r.Ctty))
-	e.Str(string(open))
+	e := new(encoder).U64(id).U32(attr).U32(uint32(r.Ctty)).Str(string(open))
 	if c := r.Credential; c != nil {
-		e.U32(c.Uid)
-		e.U32(c.Gid)
-		e.U32(uint32(len(c.Groups)))
+		e.U32(c.Uid).U32(c.Gid).U32(uint32(len(c.Groups)))
 		for _, g := range c.Groups {
 			e.U32(g)
 		}
 	}
-	e.Str(r.Dir)
-	e.Strs(r.Argv)
-	e.Strs(r.Env)
+	e.Str(r.Dir).Strs(r.Argv).Strs(r.Env)
 	if len(e.b) > maxRequest {
-		return nil, nil, errors.New(itoa(len(e.b)) + " bytes of arguments and environment, over the " + itoa(maxRequest) + " the init accepts")
+		return nil, nil, fmt.Errorf("%d bytes of arguments and environment, over the %d the init accepts", len(e.b), maxRequest)
 	}
 	return e.b, fds, nil
 }
 
-// Spawn is a Request as the init receives it: the descriptors are its own.
+// spawnMsg is a Request as the init receives it, ready for syscall.ForkExec: the descriptors are
+// its own (-1 in Attr.Files: closed in the child).
 type spawnMsg struct {
-	ID                           uint64
-	Argv, Env                    []string
-	Dir                          string
-	Files                        []int // -1: closed in the child
-	Cgroup                       int   // -1: none
-	Setpgid, Setsid, Fg, Setctty bool
-	Ctty                         int
-	Cred                         *syscall.Credential
+	ID   uint64
+	Argv []string
+	Attr syscall.ProcAttr
 }
 
 // decodeSpawn decodes a spawn request and hands it the descriptors that came with it, which must be
 // exactly as many as it says. On error the caller still owns (and closes) fds.
 func decodeSpawn(payload []byte, fds []int) (spawnMsg, error) {
-	d := newDecoder(payload)
-	r := spawnMsg{ID: d.U64("id"), Cgroup: -1}
+	d := &decoder{b: payload}
+	r := spawnMsg{ID: d.U64("id")}
 	attr := d.U32("attr")
-	r.Ctty = int(d.U32("ctty"))
+	sys := &syscall.SysProcAttr{Setpgid: attr&attrSetpgid != 0, Setsid: attr&attrSetsid != 0,
+		Setctty: attr&attrSetctty != 0, Foreground: attr&attrForeground != 0, Ctty: int(d.U32("ctty"))}
 	open := d.Str("descriptors")
 	if attr&attrCred != 0 {
-		r.Cred = &syscall.Credential{Uid: d.U32("uid"), Gid: d.U32("gid")}
+		sys.Credential = &syscall.Credential{Uid: d.U32("uid"), Gid: d.U32("gid")}
 		n := d.U32("group count")
 		if n > maxGroups {
-			return r, protocolErr(itoa(n) + " groups")
+			return r, protocolErr("%d groups", n)
 		}
 		for i := uint32(0); i < n && d.err == nil; i++ {
-			r.Cred.Groups = append(r.Cred.Groups, d.U32("group"))
+			sys.Credential.Groups = append(sys.Credential.Groups, d.U32("group"))
 		}
 	}
-	r.Dir = d.Str("dir")
+	r.Attr = syscall.ProcAttr{Dir: d.Str("dir"), Sys: sys}
 	r.Argv = d.Strs("argv")
-	r.Env = d.Strs("env")
+	r.Attr.Env = d.Strs("env")
 	if err := d.End("spawn request"); err != nil {
 		return r, err
 	}
@@ -151,32 +139,30 @@ func decodeSpawn(payload []byte, fds []int) (spawnMsg, error) {
 	if attr&attrCgroup != 0 {
 		want++
 	}
-	id := "spawn request " + itoa(r.ID)
 	if len(open) > maxFiles || strings.Count(open, "\x00")+strings.Count(open, "\x01") != len(open) || len(fds) != want {
-		return r, protocolErr(id + " with " + itoa(len(fds)) + " descriptors, want " + itoa(want))
+		return r, protocolErr("spawn request %d with %d descriptors, want %d", r.ID, len(fds), want)
 	}
 	if len(r.Argv) == 0 {
-		return r, protocolErr(id + " without a program")
+		return r, protocolErr("spawn request %d without a program", r.ID)
 	}
-	if (attr&attrForeground != 0 || attr&attrSetctty != 0) && (r.Ctty >= len(open) || open[r.Ctty] == 0) {
-		return r, protocolErr(id + ": terminal descriptor " + itoa(r.Ctty) + " of " + itoa(len(open)))
+	if (sys.Foreground || sys.Setctty) && (sys.Ctty >= len(open) || open[sys.Ctty] == 0) {
+		return r, protocolErr("spawn request %d: terminal descriptor %d of %d", r.ID, sys.Ctty, len(open))
 	}
-	if attr&attrForeground != 0 && attr&attrSetctty != 0 {
-		return r, protocolErr(id + ": Foreground and Setctty together")
+	if sys.Foreground && sys.Setctty {
+		return r, protocolErr("spawn request %d: Foreground and Setctty together", r.ID)
 	}
-	r.Files = make([]int, len(open))
-	next := 0
+	r.Attr.Files = make([]uintptr, len(open))
 	for i := range open {
-		r.Files[i] = -1
+		r.Attr.Files[i] = ^uintptr(0) // -1
 		if open[i] == 1 {
-			r.Files[i] = fds[next]
-			next++
+			r.Attr.Files[i], fds = uintptr(fds[0]), fds[1:]
 		}
 	}
 	if attr&attrCgroup != 0 {
-		r.Cgroup = fds[next]
+		sys.UseCgroupFD, sys.CgroupFD = true, fds[0]
 	}
-	r.Setpgid, r.Setsid = attr&attrSetpgid != 0, attr&attrSetsid != 0
-	r.Fg, r.Setctty = attr&attrForeground != 0, attr&attrSetctty != 0
+	if sys.Foreground {
+		sys.Ctty = int(r.Attr.Files[sys.Ctty]) // Go wants the terminal as a descriptor of the parent
+	}
 	return r, nil
 }

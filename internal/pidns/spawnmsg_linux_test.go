@@ -22,7 +22,8 @@ func TestSpawnRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := spawnMsg{ID: 42, Argv: r.Argv, Env: r.Env, Dir: r.Dir, Files: fds, Cgroup: -1, Setpgid: true, Fg: true, Cred: r.Credential}
+	want := spawnMsg{ID: 42, Argv: r.Argv, Attr: syscall.ProcAttr{Env: r.Env, Dir: r.Dir, Files: []uintptr{uintptr(fds[0]), uintptr(fds[1])},
+		Sys: &syscall.SysProcAttr{Setpgid: true, Foreground: true, Ctty: fds[0], Credential: r.Credential}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}
@@ -42,7 +43,7 @@ func FuzzDecodeSpawn(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, nfds uint8) {
 		fds := make([]int, nfds%8)
 		r, err := decodeSpawn(b, fds)
-		if err == nil && (len(r.Argv) == 0 || len(r.Files) > maxFiles) {
+		if err == nil && (len(r.Argv) == 0 || len(r.Attr.Files) > maxFiles) {
 			t.Errorf("accepted %+v", r)
 		}
 	})

@@ -1,8 +1,10 @@
 package pidns
 
 import (
+	"encoding/binary"
 	"errors"
-	"strconv"
+	"fmt"
+	"syscall"
 )
 
 // How the server starts the init: this program again, with InitArg as its first argument, then its
@@ -78,94 +80,78 @@ const (
 // be. Errors from protocolErr wrap it.
 var ErrProtocol = errors.New("pidns protocol error")
 
-// protocolErr returns an error that says what broke the protocol and wraps ErrProtocol.
-func protocolErr(what string) error { return &protocolError{what} }
-
-type protocolError struct{ what string }
-
-func (e *protocolError) Error() string { return ErrProtocol.Error() + ": " + e.what }
-func (e *protocolError) Unwrap() error { return ErrProtocol }
-
-// itoa is strconv.Itoa for any integer, for messages.
-func itoa[T ~int | ~uint32 | ~uint64 | ~int64](v T) string {
-	if v < 0 {
-		return strconv.FormatInt(int64(v), 10)
-	}
-	return strconv.FormatUint(uint64(v), 10)
+// protocolErr returns an error that says what broke the protocol (format and args, as fmt.Sprintf's)
+// and wraps ErrProtocol.
+func protocolErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
 }
 
-// An encoder appends a payload.
+// An encoder appends a payload to b; each method returns e, to append the next value.
 type encoder struct{ b []byte }
 
-// Bytes returns the payload so far.
-func (e *encoder) Bytes() []byte { return e.b }
-
-func (e *encoder) U32(v uint32) {
-	e.b = append(e.b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+func (e *encoder) U32(v uint32) *encoder {
+	e.b = binary.LittleEndian.AppendUint32(e.b, v)
+	return e
 }
 
-func (e *encoder) U64(v uint64) {
-	e.U32(uint32(v))
-	e.U32(uint32(v >> 32))
+func (e *encoder) U64(v uint64) *encoder {
+	e.b = binary.LittleEndian.AppendUint64(e.b, v)
+	return e
 }
 
-func (e *encoder) Str(s string) { e.U32(uint32(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) Str(s string) *encoder {
+	e.b = append(e.U32(uint32(len(s))).b, s...)
+	return e
+}
 
-func (e *encoder) Strs(ss []string) {
+func (e *encoder) Strs(ss []string) *encoder {
 	e.U32(uint32(len(ss)))
 	for _, s := range ss {
 		e.Str(s)
 	}
+	return e
 }
 
-// A decoder reads a payload; the first failure sticks, and every later read returns zero values.
+// A decoder reads a payload, b; the first failure, err, sticks, and every later read returns zero
+// values. what names the value read in the error.
 type decoder struct {
 	b   []byte
 	err error
 }
 
-// newDecoder returns a decoder of payload.
-func newDecoder(payload []byte) *decoder { return &decoder{b: payload} }
-
-// Err returns the first failure.
-func (d *decoder) Err() error { return d.err }
-
+// fail records a truncated or oversized what, unless a failure came first.
 func (d *decoder) fail(what string) {
 	if d.err == nil {
-		d.err = protocolErr("truncated or oversized " + what)
+		d.err = protocolErr("truncated or oversized %s", what)
 	}
 }
 
-// U32 reads a number; what names it in the error.
-func (d *decoder) U32(what string) uint32 {
-	if d.err != nil || len(d.b) < 4 {
+// take returns the next n bytes, or nil where fewer are left.
+func (d *decoder) take(n uint64, what string) []byte {
+	if d.err != nil || n > uint64(len(d.b)) {
 		d.fail(what)
-		return 0
+		return nil
 	}
-	v := uint32(d.b[0]) | uint32(d.b[1])<<8 | uint32(d.b[2])<<16 | uint32(d.b[3])<<24
-	d.b = d.b[4:]
-	return v
+	b := d.b[:n]
+	d.b = d.b[n:]
+	return b
+}
+
+func (d *decoder) U32(what string) uint32 {
+	if b := d.take(4, what); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
 }
 
 func (d *decoder) U64(what string) uint64 {
-	if d.err != nil || len(d.b) < 8 {
-		d.fail(what)
-		return 0
+	if b := d.take(8, what); b != nil {
+		return binary.LittleEndian.Uint64(b)
 	}
-	lo := d.U32(what)
-	return uint64(lo) | uint64(d.U32(what))<<32
+	return 0
 }
 
-func (d *decoder) Str(what string) string {
-	n := d.U32(what)
-	if d.err != nil || uint64(n) > uint64(len(d.b)) {
-		d.fail(what)
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
+func (d *decoder) Str(what string) string { return string(d.take(uint64(d.U32(what)), what)) }
 
 func (d *decoder) Strs(what string) []string {
 	n := d.U32(what)
@@ -183,7 +169,47 @@ func (d *decoder) Strs(what string) []string {
 // End fails unless the whole payload was read.
 func (d *decoder) End(what string) error {
 	if d.err == nil && len(d.b) != 0 {
-		d.err = protocolErr(itoa(len(d.b)) + " bytes after the " + what)
+		d.err = protocolErr("%d bytes after the %s", len(d.b), what)
 	}
 	return d.err
+}
+
+// maxSignals bounds the signals of one signal request.
+const maxSignals = 4
+
+// encodeSignal encodes a signal request: id, then the signals the init sends in turn to every other
+// process of its namespace.
+func encodeSignal(id uint64, sigs []syscall.Signal) ([]byte, error) {
+	if len(sigs) == 0 || len(sigs) > maxSignals {
+		return nil, protocolErr("%d signals in a request (1 to %d)", len(sigs), maxSignals)
+	}
+	e := new(encoder).U64(id).U32(uint32(len(sigs)))
+	for _, s := range sigs {
+		if s <= 0 || s > 64 {
+			return nil, protocolErr("signal %d", s)
+		}
+		e.U32(uint32(s))
+	}
+	return e.b, nil
+}
+
+// decodeSignal decodes a signal request.
+func decodeSignal(payload []byte) (id uint64, sigs []syscall.Signal, err error) {
+	d := &decoder{b: payload}
+	id = d.U64("id")
+	n := d.U32("signals")
+	if d.err == nil && (n == 0 || n > maxSignals) {
+		return 0, nil, protocolErr("%d signals in a request", n)
+	}
+	for range n {
+		s := d.U32("signal")
+		if d.err == nil && (s == 0 || s > 64) {
+			return 0, nil, protocolErr("signal %d", s)
+		}
+		sigs = append(sigs, syscall.Signal(s))
+	}
+	if err := d.End("signal request"); err != nil {
+		return 0, nil, err
+	}
+	return id, sigs, nil
 }

@@ -33,7 +33,7 @@ func TestInitRefusesGarbage(t *testing.T) {
 		},
 		"a datagram over a chunk":    func(c *sock) error { return c.Send(msgSpawn, 0, make([]byte, maxChunk+1), nil) },
 		"a signal with a descriptor": func(c *sock) error { return c.Send(msgSignal, 0, term, []int{0}) },
-		"signal 0":                   func(c *sock) error { return c.Send(msgSignal, 0, badSig.Bytes(), nil) },
+		"signal 0":                   func(c *sock) error { return c.Send(msgSignal, 0, badSig.b, nil) },
 		"a cut signal request":       func(c *sock) error { return c.Send(msgSignal, 0, term[:len(term)-1], nil) },
 	}
 	for name, bad := range cases {
@@ -82,10 +82,10 @@ func TestServerRefusesGarbage(t *testing.T) {
 	cases := map[string]func(c *sock) error{
 		"a message over the bound":  func(c *sock) error { return c.Send(msgExit, 0, make([]byte, maxReply+1), nil) },
 		"unknown type":              func(c *sock) error { return c.Send(77, 0, nil, nil) },
-		"flags":                     func(c *sock) error { return c.Send(msgExit, flagMore, exit.Bytes(), nil) },
-		"an answer without a pidfd": func(c *sock) error { return c.Send(msgSpawned, 0, lie.Bytes(), nil) },
-		"an exit with a descriptor": func(c *sock) error { return c.Send(msgExit, 0, exit.Bytes(), []int{pidfd}) },
-		"a lie about the pid":       func(c *sock) error { return c.Send(msgSpawned, 0, lie.Bytes(), []int{pidfd}) },
+		"flags":                     func(c *sock) error { return c.Send(msgExit, flagMore, exit.b, nil) },
+		"an answer without a pidfd": func(c *sock) error { return c.Send(msgSpawned, 0, lie.b, nil) },
+		"an exit with a descriptor": func(c *sock) error { return c.Send(msgExit, 0, exit.b, []int{pidfd}) },
+		"a lie about the pid":       func(c *sock) error { return c.Send(msgSpawned, 0, lie.b, []int{pidfd}) },
 		"a second hello":            func(c *sock) error { return c.Send(msgHello, 0, []byte{1, 0, 0, 0, 0, 0, 0, 0}, nil) },
 		"a signal answer with a descriptor": func(c *sock) error {
 			return c.Send(msgSignaled, 0, make([]byte, 12), []int{pidfd})

@@ -42,19 +42,15 @@ type Children struct {
 
 	// mu guards the fields that follow, and is held across each fork.
 	mu       sync.Mutex
-	waiting  map[int]waiter
-	orphans  int  // reaped processes nobody registered
-	stopping bool // Close was called: return at the next ECHILD or when wake is reaped
-	wake     int  // the pid Close started to wake the loop
+	waiting  map[int]chan<- Exit // buffered: each receives its child's exit exactly once
+	orphans  int                 // reaped processes nobody registered
+	stopping bool                // Close was called: return at the next ECHILD or when wake is reaped
+	wake     int                 // the pid Close started to wake the loop
 }
 
 // NewChildren starts the loop. A process may have only one.
 func NewChildren() *Children {
-	c := &Children{
-		forked:  make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		waiting: make(map[int]waiter),
-	}
+	c := &Children{forked: make(chan struct{}, 1), done: make(chan struct{}), waiting: make(map[int]chan<- Exit)}
 	go c.loop()
 	return c
 }
@@ -64,13 +60,6 @@ func NewChildren() *Children {
 // returned the child cannot be reaped: fork may still read what it needs of the child in /proc (a
 // zombie's too), or tell its pid to someone before the exit can be reported.
 func (c *Children) Start(fork func() (int, error)) (int, <-chan Exit, error) {
-	return c.StartNotify(fork, nil)
-}
-
-// StartNotify is Start, and also calls notify, if set, with the child's exit, on the loop's
-// goroutine just before the channel receives it: notify must return quickly and never wait for
-// anything that waits for an exit.
-func (c *Children) StartNotify(fork func() (int, error), notify func(Exit)) (int, <-chan Exit, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	pid, err := fork()
@@ -78,7 +67,7 @@ func (c *Children) StartNotify(fork func() (int, error), notify func(Exit)) (int
 		return 0, nil, err
 	}
 	ch := make(chan Exit, 1)
-	c.waiting[pid] = waiter{ch, notify}
+	c.waiting[pid] = ch
 	select {
 	case c.forked <- struct{}{}:
 	default:
@@ -86,15 +75,16 @@ func (c *Children) StartNotify(fork func() (int, error), notify func(Exit)) (int
 	return pid, ch, nil
 }
 
+// loop is the goroutine that waits (see Children).
 func (c *Children) loop() {
 	defer close(c.done)
 	for {
-		// Wait for an exit without reaping it (WNOWAIT), then reap under the lock: a child cannot be
-		// reaped, and its pid reused, while a fork's caller holds the lock (see Start).
-		err := waitAny(0)
-		switch err {
+		switch waitAny(0) {
+		case nil:
+			if c.reap() {
+				return
+			}
 		case syscall.EINTR:
-			continue
 		case syscall.ECHILD:
 			c.mu.Lock()
 			stop := c.stopping
@@ -103,13 +93,8 @@ func (c *Children) loop() {
 				return
 			}
 			<-c.forked
-			continue
-		case nil:
 		default:
 			return // EINVAL or EFAULT cannot happen with these arguments
-		}
-		if stop := c.reap(); stop {
-			return
 		}
 	}
 }
@@ -124,7 +109,7 @@ func (c *Children) reap() bool {
 		c.mu.Unlock()
 		return false
 	}
-	w, ok := c.waiting[pid]
+	ch, ok := c.waiting[pid]
 	delete(c.waiting, pid)
 	if !ok {
 		c.orphans++
@@ -132,18 +117,9 @@ func (c *Children) reap() bool {
 	stop := c.stopping && pid == c.wake
 	c.mu.Unlock()
 	if ok {
-		if w.notify != nil {
-			w.notify(Exit{Pid: pid, Status: ws})
-		}
-		w.ch <- Exit{Pid: pid, Status: ws}
+		ch <- Exit{Pid: pid, Status: ws}
 	}
 	return stop
-}
-
-// waiter is who a registered child's exit goes to.
-type waiter struct {
-	ch     chan<- Exit // buffered: receives the exit exactly once
-	notify func(Exit)  // called first, if set
 }
 
 // Registered returns the pids of the live children started through Start.
@@ -215,17 +191,14 @@ func Exited(pid int) bool {
 }
 
 // waitAny waits for any child to have exited, without reaping it.
-func waitAny(options int) error { return waitid(pAll, 0, options) }
-
-// waitid is waitid(idtype, id, &info, WEXITED|WNOWAIT|options) with the siginfo unread. Package
-// syscall has no Waitid.
-func waitid(idtype, id, options int) error {
-	_, err := waitidInfo(idtype, id, options)
+func waitAny(options int) error {
+	_, err := waitidInfo(pAll, 0, options)
 	return err
 }
 
-// waitidInfo is waitid with the siginfo's signal number: SIGCHLD when a child was found, 0 when
-// WNOHANG found none waitable (the kernel then clears the siginfo).
+// waitidInfo is waitid(idtype, id, &info, WEXITED|WNOWAIT|options) (package syscall has none),
+// returning the siginfo's signal number: SIGCHLD when a child was found, 0 when WNOHANG found none
+// waitable (the kernel then clears the siginfo).
 func waitidInfo(idtype, id, options int) (syscall.Signal, error) {
 	var info [128]byte // siginfo_t; si_signo is its first int
 	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, uintptr(idtype), uintptr(id), uintptr(unsafe.Pointer(&info)),

@@ -1,9 +1,7 @@
 // Package reap waits for a process's children: one wait4 loop that hands each exit to whoever started
-// that child and reaps every other one, and locked threads to fork from. The reaper package's server
-// and the guard's clean-up use it, and so does the init of a session's PID namespace
-// (internal/pidns), each in its own process; Claim keeps a process to one owner of its child table.
-// (A guard waits for its one child, the server, through os.Process: internal/guard; the loop starts
-// only once that wait is over.)
+// that child and reaps every other one, and locked threads to fork from. Claim keeps a process to
+// one owner of its child table (a guard waits for its one child, the server, through os.Process, and
+// starts the loop only once that wait is over).
 //
 // Lock order. The package has one lock, Children.mu, held across each fork: callers may hold their
 // own locks when they call Start (a Reaper holds its Session.mu), and the fork function Start runs

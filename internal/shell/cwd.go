@@ -26,10 +26,10 @@ func ReadCwd(f *os.File) (dir string, ok bool) {
 		return "", false
 	}
 	var tail cwdTail
-	full := false
+	total := 0
 	buf := make([]byte, 4096)
 	rc.Control(func(fd uintptr) {
-		for total := 0; ; {
+		for total <= maxCwdRead {
 			n, err := unix.Read(int(fd), buf)
 			if errors.Is(err, unix.EINTR) {
 				continue
@@ -38,13 +38,10 @@ func ReadCwd(f *os.File) (dir string, ok bool) {
 				return // EAGAIN: nothing more now; EOF; or an error no retry fixes
 			}
 			tail.Write(buf[:n])
-			if total += n; total > maxCwdRead {
-				full = true
-				return
-			}
+			total += n
 		}
 	})
-	if full {
+	if total > maxCwdRead {
 		return "", false
 	}
 	return tail.dir()
@@ -82,27 +79,13 @@ func (c *cwdTail) Write(b []byte) {
 	}
 }
 
-// dir returns the last complete record if it is a directory's path as pwd prints it, and nothing was
-// written after it.
+// dir returns the last complete record if nothing was written after it and it is a directory's path
+// as pwd prints it: an absolute path without NUL that fits in PATH_MAX, its one trailing newline
+// removed (a directory's name may end with newlines of its own).
 func (c *cwdTail) dir() (string, bool) {
-	if !c.ok || len(c.partial) > 0 || c.long {
-		return "", false
-	}
-	return parseCwd(c.last)
-}
-
-// lastCwd is ReadCwd's parsing of everything b holds (for tests and fuzzing).
-func lastCwd(b []byte) (string, bool) {
-	var c cwdTail
-	c.Write(b)
-	return c.dir()
-}
-
-// parseCwd returns the directory pwd printed in b: an absolute path without NUL that fits in
-// PATH_MAX, its one trailing newline removed (a directory's name may end with newlines of its own).
-func parseCwd(b []byte) (string, bool) {
-	b, ok := bytes.CutSuffix(b, []byte{'\n'})
-	if !ok || len(b) >= maxPath || bytes.IndexByte(b, 0) >= 0 || !filepath.IsAbs(string(b)) {
+	b, nl := bytes.CutSuffix(c.last, []byte{'\n'})
+	if !c.ok || len(c.partial) > 0 || c.long || !nl || len(b) >= maxPath || bytes.IndexByte(b, 0) >= 0 ||
+		!filepath.IsAbs(string(b)) {
 		return "", false
 	}
 	return string(b), true

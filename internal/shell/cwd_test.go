@@ -31,3 +31,10 @@ func FuzzLastCwd(f *testing.F) {
 		}
 	})
 }
+
+// lastCwd is ReadCwd's parsing of everything b holds.
+func lastCwd(b []byte) (string, bool) {
+	var c cwdTail
+	c.Write(b)
+	return c.dir()
+}

@@ -7,7 +7,6 @@
 // pipe, not a file: a file would have to live where the task may write (its user's), and whatever
 // reaper read or wrote there as root the task could replace with a link, a FIFO or a device. The pipe
 // is the child's descriptor CwdFD. Nothing waits on it: a process the command left behind may hold
-// the write end for good, so reaper reads only what is there when the shell has exited, without
-// blocking and at most maxCwdRead bytes, and keeps the last complete record (see cwdTail): what pwd
-// printed, ended by a NUL, which no path holds (a newline may be part of a directory's name).
+// the write end for good (see ReadCwd). A record ends with a NUL, which no path holds (a newline may
+// be part of a directory's name).
 package shell

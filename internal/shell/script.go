@@ -99,20 +99,14 @@ func Script(command string, cwd, dup, bash bool) string {
 		target = ">>/dev/fd/" + strconv.Itoa(CwdFD)
 	}
 	record := `{ pwd; printf "\0"; } 2>/dev/null ` + target
-	if !bash {
-		return `trap '` + record + `' EXIT; ` + command
+	var debug string
+	if bash && strings.Contains(command, "exec") {
+		debug = `trap '[[ $BASH_COMMAND == *exec* ]] && ` + record + ` || :' DEBUG; `
 	}
-	var b strings.Builder
-	if strings.Contains(command, "exec") {
-		b.WriteString(`trap '[[ $BASH_COMMAND == *exec* ]] && ` + record + ` || :' DEBUG; `)
+	if bash && strings.Contains(command, "trap") {
+		return debug + trapWrapper(record) + command
 	}
-	if strings.Contains(command, "trap") {
-		b.WriteString(trapWrapper(record))
-	} else {
-		b.WriteString(`trap '` + record + `' EXIT; `)
-	}
-	b.WriteString(command)
-	return b.String()
+	return debug + `trap '` + record + `' EXIT; ` + command
 }
 
 // trapWrapper defines __reaper_cwd, which records the directory and returns the status it was called

@@ -77,12 +77,14 @@ func (b Budget) Rest(used Spend) Spend {
 	return Spend{Chars: b.Chars - used.Chars, Cost: b.Max - used.Cost}
 }
 
-// fits reports whether a character of cost c fits beside used within left.
-func (b Budget) fits(used, left Spend, c int) bool {
-	if b.Chars > 0 && used.Chars+1 > left.Chars {
+// take adds a character of cost c to used if it fits within left, and reports whether it did.
+func (b Budget) take(used *Spend, left Spend, c int) bool {
+	if b.Chars > 0 && used.Chars+1 > left.Chars || b.costly() && used.Cost+c > left.Cost {
 		return false
 	}
-	return !b.costly() || used.Cost+c <= left.Cost
+	used.Chars++
+	used.Cost += c
+	return true
 }
 
 func (b Budget) price(r rune) int {
@@ -100,26 +102,21 @@ func (b Budget) Prefix(p []byte, left Spend) (n int, used Spend) {
 	}
 	for n < len(p) {
 		if c := p[n]; c < utf8.RuneSelf && (b.ASCII != nil || b.Cost == nil) {
-			// An ASCII character, priced without a call (the common case, in a loop of its own).
+			// An ASCII character, priced without a call (the common case).
 			cost := 0
 			if b.ASCII != nil {
 				cost = int(b.ASCII[c])
 			}
-			if !b.fits(used, left, cost) {
+			if !b.take(&used, left, cost) {
 				break
 			}
-			used.Chars++
-			used.Cost += cost
 			n++
 			continue
 		}
 		r, size := utf8.DecodeRune(p[n:])
-		c := b.price(r)
-		if !b.fits(used, left, c) {
+		if !b.take(&used, left, b.price(r)) {
 			break
 		}
-		used.Chars++
-		used.Cost += c
 		n += size
 	}
 	return n, used
@@ -133,12 +130,9 @@ func (b Budget) Suffix(p []byte, left Spend) (n int, used Spend) {
 	}
 	for n < len(p) {
 		r, size := utf8.DecodeLastRune(p[:len(p)-n])
-		c := b.price(r)
-		if !b.fits(used, left, c) {
+		if !b.take(&used, left, b.price(r)) {
 			break
 		}
-		used.Chars++
-		used.Cost += c
 		n += size
 	}
 	return n, used
@@ -187,9 +181,6 @@ func (b Budget) less(room Spend) Budget {
 
 // Measure returns what p takes of a budget, whole.
 func (b Budget) Measure(p []byte) Spend {
-	if !b.On() {
-		return Spend{Chars: utf8.RuneCount(p)}
-	}
 	_, used := b.Prefix(p, Spend{Chars: len(p), Cost: math.MaxInt})
 	return used
 }

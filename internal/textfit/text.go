@@ -16,6 +16,7 @@ type Ring struct {
 	n   int // valid bytes
 }
 
+// NewRing returns a Ring that keeps the last size bytes.
 func NewRing(size int) Ring { return Ring{buf: make([]byte, size)} }
 
 // Write appends p, dropping the oldest bytes beyond the capacity.
@@ -76,11 +77,7 @@ func CountChars(p []byte) int64 {
 // IncompleteSuffix returns the length of a UTF-8 sequence cut off at the end of b (0 to 3 bytes).
 func IncompleteSuffix(b []byte) int {
 	for i := 1; i <= 3 && i <= len(b); i++ {
-		c := b[len(b)-i]
-		if c < 0x80 {
-			return 0 // ASCII: nothing pending
-		}
-		if utf8.RuneStart(c) {
+		if utf8.RuneStart(b[len(b)-i]) { // ASCII too, which is a full rune
 			if !utf8.FullRune(b[len(b)-i:]) {
 				return i
 			}

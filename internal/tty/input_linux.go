@@ -75,12 +75,10 @@ func (in *Input) Write(p []byte, d time.Duration) (int, error) {
 func (in *Input) Close() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.closed || in.tty {
-		in.closed = true
-		return
+	if !in.closed && !in.tty {
+		in.w.Close()
 	}
 	in.closed = true
-	in.w.Close()
 }
 
 // Resize sets the terminal's size; the kernel sends its foreground process group SIGWINCH.
