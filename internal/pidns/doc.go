@@ -12,7 +12,9 @@
 //
 // An init costs its session about 1 MiB of private memory while the namespace lives (most of it the
 // Go runtime's floor; an idle bash holds 265 KiB: BenchmarkBaseline in test/e2e), and about 3 ms of
-// CPU to start; an idle one ends after Options.Idle.
+// CPU to start; an idle one ends after Options.Idle. A C init held 7-20 KiB but could not start
+// tasks where the namespace belongs to a user namespace, so it needed this one beside it: one init
+// that starts every task on every architecture was kept (BENCHMARKS.md, "Reading").
 //
 // A task cannot end its namespace by signalling its init: the init handles every signal whose default
 // would end it and does nothing with them, and the kernel drops a signal with the default action sent
