@@ -63,16 +63,6 @@ const (
 	PIDNamespaceOff
 )
 
-func (p PIDNamespace) String() string {
-	switch p {
-	case PIDNamespaceOn:
-		return "on"
-	case PIDNamespaceOff:
-		return "off"
-	}
-	return "auto"
-}
-
 // ParsePIDNamespace parses "auto", "on" or "off".
 func ParsePIDNamespace(s string) (PIDNamespace, error) {
 	switch s {

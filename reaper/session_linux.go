@@ -90,9 +90,6 @@ type Session struct {
 // ID returns the id the session was created with.
 func (s *Session) ID() string { return s.id }
 
-// Marker returns the REAPER_SESSION=... entry every process of the session inherits.
-func (s *Session) Marker() string { return s.marker }
-
 // Cwd returns the working directory the next command starts in.
 func (s *Session) Cwd() string {
 	s.mu.Lock()
