@@ -105,8 +105,8 @@ func (p *Pump) runIdle() {
 		case <-tick.C:
 		}
 		p.mu.Lock()
-		if !p.eof && !p.abortd {
-			p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
+		if !p.abortd {
+			p.drainLocked()
 		}
 		stop := p.eof || p.abortd
 		if stop {
@@ -172,10 +172,13 @@ func (p *Pump) readLocked(fd, budget int) bool {
 func (p *Pump) Drain() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.eof {
-		return
+	p.drainLocked()
+}
+
+func (p *Pump) drainLocked() {
+	if !p.eof {
+		p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
 	}
-	p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
 }
 
 // WaitEnd waits, at most d, for the pump to reach the end of its input.

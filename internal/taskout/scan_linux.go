@@ -135,7 +135,7 @@ func (o *Output) Grep(ctx context.Context, from *int64, partial bool, p *Pattern
 	budget = bounded(budget)
 	var off int64
 	v, err := o.viewWith(func() (int64, int) {
-		off = min(max(o.fromLocked(from), 0), o.total)
+		off = o.startLocked(from)
 		return off, -1
 	})
 	if err != nil {

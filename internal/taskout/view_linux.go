@@ -32,12 +32,10 @@ type view struct {
 	tailAt                 int64 // where the tail starts in the file; -1 while it is in memory
 	incomplete             int   // the bytes of a character the stream's end has only partly written
 
-	f   *os.File // the file, opened for this view; nil where the stream has no file
-	mem []byte   // where there is no file: the head from memAt on, copied
-	// memAt is where mem starts in the stream.
-	memAt int64
-	tail  []byte // while the tail is in memory: its bytes from tailMemAt on, copied
-	// tailMemAt is where tail starts in the stream.
+	f         *os.File // the file, opened for this view; nil where the stream has no file
+	mem       []byte   // where there is no file: the head from memAt on, copied
+	memAt     int64
+	tail      []byte // while the tail is in memory: its bytes from tailMemAt on, copied
 	tailMemAt int64
 }
 
@@ -77,12 +75,10 @@ func (o *Output) viewLocked(from int64, n int) *view {
 		v.mem = clone(o.mem[v.memAt:end(v.memAt, n, o.head)])
 	}
 	v.tailMemAt = max(from, v.tailStart)
-	if v.cut && v.tailAt < 0 {
-		if v.tailMemAt < v.total {
-			t := o.tail.View()
-			start := v.tailMemAt - v.tailStart
-			v.tail = clone(t[start:end(start, n, int64(len(t)))])
-		}
+	if v.cut && v.tailAt < 0 && v.tailMemAt < v.total {
+		t := o.tail.View()
+		start := v.tailMemAt - v.tailStart
+		v.tail = clone(t[start:end(start, n, int64(len(t)))])
 	}
 	return v
 }
