@@ -6,11 +6,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A session's working directory persists across its foreground commands through a pipe (see
-// internal/shell): the shell's EXIT trap writes the directory it leaves into it as it exits.
-
 // cwdPipe makes a foreground command's working-directory pipe, non-blocking: the read end reaper's,
-// the write end for the child (see shell.Script). Where the trap opens the write end again through
+// the write end for the child, whose shell's EXIT trap writes the directory it leaves (shell.Script). Where the trap opens the write end again through
 // /dev/fd (dash can name no descriptor above 9), the kernel checks that open against the pipe's
 // owner: with Options.User the pipe is given to that user.
 func (r *Reaper) cwdPipe() (rd, wr *os.File, err error) {

@@ -23,9 +23,7 @@ type InputOptions struct {
 	// Wait, if positive, is how long WriteInput then waits for the task to answer: it returns
 	// earlier once the task has ended, or once a process of it that took the input waits for input
 	// again (with no input written: once a process waits for input) and the task's output has not
-	// changed for settleQuiet since it was seen so: what a process wrote before it read again can
-	// still be on its way (a terminal's output goes through the kernel's flip buffer, then the
-	// output pump).
+	// changed for settleQuiet since (what it wrote before it read again can still be on its way).
 	Wait time.Duration
 }
 
@@ -89,10 +87,7 @@ type probe struct {
 func (s *Session) probe(t *task) probe {
 	p := probe{pids: s.processes(t), switches: make(map[int]uint64), taken: time.Now()}
 	w := proc.NewWalker()
-	for i, pid := range p.pids {
-		if i == maxInputCheck {
-			break
-		}
+	for _, pid := range p.pids[:min(len(p.pids), maxInputCheck)] {
 		if n, ok := w.Switches(pid); ok {
 			p.switches[pid] = n
 		}
@@ -162,10 +157,7 @@ func (s *Session) waitingForInput(w *proc.Walker, t *task, pids []int) []int {
 	}
 	fg := t.in.ForegroundGroup()
 	var out []int
-	for i, pid := range pids {
-		if i == maxInputCheck {
-			break
-		}
+	for _, pid := range pids[:min(len(pids), maxInputCheck)] {
 		if fg > 0 {
 			if st, ok := w.Stat(pid); !ok || st.Pgid != fg {
 				continue

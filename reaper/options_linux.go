@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -234,25 +235,14 @@ func (o Options) check() error {
 // limits resolves the options' zero values. It is the only place that does.
 func (o Options) limits() Limits {
 	l := Limits{
-		Grace: DefaultGrace, CloseTimeout: o.CloseTimeout, MaxTasks: o.MaxTasks, OutputBudget: o.OutputBudget,
-		Retention: o.Retention, BackgroundTimeout: o.BackgroundTimeout, AutoBackground: o.AutoBackground,
+		Grace: DefaultGrace, CloseTimeout: cmp.Or(o.CloseTimeout, DefaultCloseTimeout), MaxTasks: cmp.Or(o.MaxTasks, DefaultMaxTasks),
+		OutputBudget: cmp.Or(o.OutputBudget, DefaultOutputBudget), Retention: cmp.Or(o.Retention, DefaultRetention),
+		BackgroundTimeout: o.BackgroundTimeout, AutoBackground: o.AutoBackground,
 	}
 	if o.Grace != nil {
 		l.Grace = *o.Grace
 	}
-	if l.CloseTimeout == 0 {
-		l.CloseTimeout = DefaultCloseTimeout
-	}
-	if l.MaxTasks == 0 {
-		l.MaxTasks = DefaultMaxTasks
-	}
-	if l.OutputBudget == 0 {
-		l.OutputBudget = DefaultOutputBudget
-	}
 	l.OutputTail = min(taskout.MaxTail, l.OutputBudget/4)
-	if l.Retention == 0 {
-		l.Retention = DefaultRetention
-	}
 	return l
 }
 
