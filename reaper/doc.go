@@ -16,8 +16,8 @@
 // a leaf "supervisor" of it, as delegated supervisors do (see cgroup.Options.Delegated); never on the
 // machine's root cgroup. Each Reaper makes one slice for itself below the root; [Reaper.Close]
 // removes it, and the root too when no other Reaper uses it and it is the default one or this Reaper
-// made it. A root that was asked for and cannot be
-// used makes [New] fail, whatever the containment mode: only the default falls back.
+// made it. A root that was asked for and cannot be used makes [New] fail, whatever the containment
+// mode: only the default falls back.
 //
 // A [Session] runs tasks: foreground commands, which return as soon as the command's main process
 // has exited (never waiting for pipe EOF, which an escaped grandchild may hold forever), and
@@ -56,15 +56,12 @@
 // runs. One that also cleared its marker and lost its parent is the slice's session's; with PID
 // namespaces it still dies with the session that started it too, whose namespace it cannot leave.
 //
-// Tasks get no cgroup namespace of their own (CLONE_NEWCGROUP rooted at their leaf). Measured here
-// (2000 spawns of true into a leaf, three rounds), it costs nothing that shows (median 0.62-0.83 ms
-// either way), but it stops a process from moving itself out of its leaf only where cgroup2 is mounted
-// with nsdelegate (systemd hosts; not this machine, and nobody may remount to add it), and a root task
-// has other ways out (a cgroupfs mounted outside the namespace, killing the Reaper). Where clone3 is
-// refused it would be rooted at the Reaper's own cgroup, not the leaf. And it changes what a task
-// sees of its own cgroups: /proc/self/cgroup reads "/" for v2 and every v1 hierarchy, which misleads
-// what locates its limits through it (a JVM's container support, a nested reaper). The adoption check
-// catches every way out, with or without nsdelegate.
+// Tasks get no cgroup namespace of their own (CLONE_NEWCGROUP rooted at their leaf). It costs nothing
+// that shows, but it stops a process from moving itself out of its leaf only where cgroup2 is mounted
+// with nsdelegate, a root task has other ways out, and where clone3 is refused it would be rooted at
+// the Reaper's cgroup, not the leaf. And /proc/self/cgroup would read "/", which misleads what locates
+// its limits through it (a JVM's container support, a nested reaper). The adoption check catches
+// every way out, with or without nsdelegate.
 //
 // Every input is bounded: commands (MaxCommandBytes), descriptions (MaxDescriptionBytes), task ids;
 // a session keeps at most MaxTasks running and MaxTasks finished background tasks, its tasks' output
@@ -104,9 +101,8 @@
 // holds one over work that grows with the output). Methods whose name ends in Locked need
 // Session.mu held.
 //
-// The package is a library, which programs outside this module may import as mcpserver and job do:
-// its exported identifiers name its own types (or cgroup's), never an internal package's, converted
-// where they cross (test/layout holds it to that), so that its rooms can change without changing it.
+// The package is a library: its exported identifiers name its own types (or cgroup's), never an
+// internal package's, converted where they cross (test/layout holds it to that).
 //
 // The package is Linux-only; elsewhere it holds only Budget, which mcpserver names on every system.
 package reaper

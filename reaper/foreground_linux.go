@@ -78,9 +78,7 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (res
 	// processes behind or moved to the background: a command that ends sooner with nothing left costs no file write on the
 	// path its caller waits on (a record is a new file renamed into place: about a tenth of a call's
 	// CPU on ext4), and appears in the record at its next write.
-	recordTimer := time.NewTimer(recordDelay)
-	defer recordTimer.Stop()
-	recordC := recordTimer.C
+	recordC := time.After(recordDelay)
 	defer func() {
 		if recordC != nil && (res.Leftover > 0 || res.TaskID != "") { // processes left, or moved to the background
 			s.record()
@@ -88,14 +86,10 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (res
 	}()
 	var timeoutC, autoC, tickC <-chan time.Time
 	if opts.Timeout > 0 {
-		timer := time.NewTimer(opts.Timeout)
-		defer timer.Stop()
-		timeoutC = timer.C
+		timeoutC = time.After(opts.Timeout)
 	}
 	if d := s.r.lim.AutoBackground; d > 0 {
-		timer := time.NewTimer(d)
-		defer timer.Stop()
-		autoC = timer.C
+		autoC = time.After(d)
 	}
 	if opts.OnProgress != nil {
 		every := opts.ProgressInterval
@@ -144,11 +138,9 @@ func (s *Session) end(t *task, as Status) {
 	if t.stopping(as) {
 		s.killTask(context.Background(), t)
 	}
-	timer := time.NewTimer(s.r.lim.CloseTimeout)
-	defer timer.Stop()
 	select {
 	case <-t.done:
-	case <-timer.C:
+	case <-time.After(s.r.lim.CloseTimeout):
 	}
 }
 
@@ -233,11 +225,9 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (T
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
 	select {
 	case <-t.done:
-	case <-timer.C:
+	case <-time.After(timeout):
 	case <-ctx.Done():
 		return s.info(t), ctx.Err()
 	}
@@ -312,11 +302,9 @@ func (s *Session) Stop(ctx context.Context, id string) (TaskInfo, KillReport, er
 	// means the whole tree either way.
 	t.stopping(Killed)
 	rep, err := s.killTask(ctx, t)
-	timer := time.NewTimer(s.r.lim.CloseTimeout)
-	defer timer.Stop()
 	select {
 	case <-t.done:
-	case <-timer.C:
+	case <-time.After(s.r.lim.CloseTimeout):
 		return s.info(t), rep, fmt.Errorf("session %s: stop task %s: main process %d did not exit within %v",
 			s.id, id, t.pid, s.r.lim.CloseTimeout)
 	}

@@ -105,8 +105,7 @@ const (
 // settle waits, at most d, for a task to answer an input (see InputOptions.Wait); before is the
 // task's probe from before the input, wrote whether any was written.
 func (s *Session) settle(ctx context.Context, t *task, before probe, wrote bool, d time.Duration) error {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
+	deadline := time.After(d)
 	tick := time.NewTicker(settlePoll)
 	defer tick.Stop()
 	size, quiet := t.out.Size(), time.Now()
@@ -117,7 +116,7 @@ func (s *Session) settle(ctx context.Context, t *task, before probe, wrote bool,
 		select {
 		case <-t.done:
 			return nil
-		case <-deadline.C:
+		case <-deadline:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

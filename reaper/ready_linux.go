@@ -246,19 +246,17 @@ func (p *readyProc) send(script string) error {
 // session's wg counts it.
 func (rs *readyShell) life(p *readyProc) {
 	s := rs.s
-	idle := time.NewTimer(s.r.shellIdle)
 	var exit reap.Exit
 	exited, idled := false, false
 	select {
 	case <-p.claimed:
 	case <-p.dropped:
-	case <-idle.C:
+	case <-time.After(s.r.shellIdle):
 		idled = true
 	case exit = <-p.sp.exited:
 		exited = true
 	case <-s.abandon:
 	}
-	idle.Stop()
 	// Still the session's ready shell: nothing can take it from now on. Otherwise whoever took it
 	// out decides, at once (take writes the command first), whether it runs a command.
 	rs.mu.Lock()
@@ -321,11 +319,9 @@ func (rs *readyShell) drop(end time.Time, wait <-chan struct{}) {
 		return
 	}
 	p.t.kill() // at once, rather than when life has woken up to it
-	timer := time.NewTimer(max(time.Until(end), 0))
-	defer timer.Stop()
 	select {
 	case <-p.gone:
-	case <-timer.C:
+	case <-time.After(time.Until(end)):
 	case <-wait:
 	}
 }

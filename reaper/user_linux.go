@@ -70,14 +70,12 @@ func (r *Reaper) checkUser() error {
 	if sp.pidfd >= 0 {
 		unix.Close(sp.pidfd)
 	}
-	timer := time.NewTimer(r.lim.CloseTimeout)
-	defer timer.Stop()
 	select {
 	case st := <-sp.exited:
 		if st.Code() != 0 {
 			return fmt.Errorf("tasks running as user %s cannot run %s in %s (exit status %d)", r.opts.User, r.shell, r.workDir, st.Code())
 		}
-	case <-timer.C:
+	case <-time.After(r.lim.CloseTimeout):
 		return fmt.Errorf("tasks cannot run as user %s: the shell did not exit within %v", r.opts.User, r.lim.CloseTimeout)
 	}
 	return nil

@@ -183,11 +183,9 @@ func (p *Pump) drainLocked() {
 
 // WaitEnd waits, at most d, for the pump to reach the end of its input.
 func (p *Pump) WaitEnd(d time.Duration) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
 	select {
 	case <-p.done:
-	case <-timer.C:
+	case <-time.After(d):
 	}
 }
 
