@@ -213,20 +213,15 @@ func fileNotice(n int64, why string) string {
 	return fmt.Sprintf("\n[... %d bytes of output left out here: %s ...]\n", n, why)
 }
 
-// tailLength returns the tail's length, wherever it is.
-func (o *Output) tailLength() int64 {
-	if o.tailAt >= 0 {
-		return o.tailLen
-	}
-	return int64(o.tail.Len())
-}
-
 // tailStart returns where the tail starts in the stream (the stream's end while nothing is cut).
 func (o *Output) tailStart() int64 {
-	if o.cut == "" {
+	switch {
+	case o.cut == "":
 		return o.total
+	case o.tailAt >= 0:
+		return o.total - o.tailLen
 	}
-	return o.total - o.tailLength()
+	return o.total - int64(o.tail.Len())
 }
 
 // HasFile reports whether the output has a file, made and not yet removed.

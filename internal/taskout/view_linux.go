@@ -1,6 +1,7 @@
 package taskout
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -72,13 +73,13 @@ func (o *Output) viewLocked(from int64, n int) *view {
 	}
 	if o.file == nil && from < o.head {
 		v.memAt = max(from, 0)
-		v.mem = clone(o.mem[v.memAt:end(v.memAt, n, o.head)])
+		v.mem = bytes.Clone(o.mem[v.memAt:end(v.memAt, n, o.head)])
 	}
 	v.tailMemAt = max(from, v.tailStart)
 	if v.cut && v.tailAt < 0 && v.tailMemAt < v.total {
 		t := o.tail.View()
 		start := v.tailMemAt - v.tailStart
-		v.tail = clone(t[start:end(start, n, int64(len(t)))])
+		v.tail = bytes.Clone(t[start:end(start, n, int64(len(t)))])
 	}
 	return v
 }
@@ -90,8 +91,6 @@ func end(off int64, n int, limit int64) int64 {
 	}
 	return min(off+int64(n), limit)
 }
-
-func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 // close lets go of the view's descriptor.
 func (v *view) close() {
