@@ -80,11 +80,9 @@ type spawnSpec struct {
 	init *pidns.Init
 }
 
-// fds returns the child's descriptor table as this process's descriptors, from 0: stdin (/dev/null
-// if unset), stdout, stderr (stdout if unset), extra, a ready shell's command and gate at
-// shell.CommandFD and shell.GateFD, and the cwd pipe at shell.CwdFD, with -1 for the
-// descriptors the child gets closed. The standard and extra ones are made blocking (Fd), as a
-// program expects its standard files; the cwd pipe is not (see shell.Script).
+// fds returns the child's descriptor table as this process's descriptors, from 0, with -1 for those
+// the child gets closed. The standard and extra ones are made blocking (Fd), as a program expects;
+// the cwd pipe is not (see shell.Script).
 func (spec spawnSpec) fds(devnull *os.File) ([]int, error) {
 	stdin, stderr := spec.stdin, spec.stderr
 	if stdin == nil {
@@ -128,13 +126,10 @@ type spawned struct {
 	exited <-chan reap.Exit
 }
 
-// spawn starts a process in its own process group, registered with the child reaper. In cgroup
-// containment it is born in spec.leaf through clone3 with CLONE_INTO_CGROUP; where the host refuses
-// that (ENOSYS under a container's seccomp profile, EPERM), it is started through
-// cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command (or, for tasks that run
-// as Options.User, which may not join it, held until the Reaper has moved it: spawnHeld), and the
-// Reaper remembers to do so from then on. With Options.User the child runs as that user. With
-// spec.init the session's init starts it in the session's PID namespace (forkInit).
+// spawn starts a process in its own process group, registered with the child reaper, as Options.User
+// if set, through spec.init if set. In cgroup containment it is born in spec.leaf through clone3 with
+// CLONE_INTO_CGROUP; where the host refuses that (ENOSYS, EPERM), from then on it joins the leaf
+// before it runs the command (cgroup.Slice.JoinArgs), or is moved there while held (spawnHeld).
 func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 	if spec.init == nil {
 		r.direct.Store(true) // before the fork: its orphans come to the Reaper (see adopters)

@@ -10,17 +10,12 @@ import (
 	"github.com/cgreaper/reaper/internal/textfit"
 )
 
-// A view is what a read needs of an output, taken under the output's lock and read without it: no
-// read holds the lock over work that grows with the output, so the pump writes on meanwhile (the
-// task is never held up on a full pipe by a reader), and the output's end and the store's close never
-// wait for one.
-//
-// It holds the layout of the kept parts as it was, a descriptor of the file of its own (the output's
-// is closed when the output ends), and a copy of what of the range it was taken for is kept in
-// memory. The file's bytes a view reads stay as they were, with one exception: the output's end may
-// shorten the head to make room for the tail (see endLocked). It says so first (Output.epoch), and a
-// read of the head that sees it takes a new view and reads again (view.kept): that happens at most
-// once, as an output ends once.
+// A view is what a read needs of an output, taken under the output's lock and read without it, so
+// that the pump, the output's end and the store's close never wait for a reader. It holds the layout
+// of the kept parts as it was, a descriptor of the file of its own, and a copy of what of its range is
+// kept in memory. The file's bytes it reads stay as they were, but for one change: the output's end
+// may shorten the head (see endLocked). It says so first (Output.epoch), and a read of the head that
+// sees it reads again through a new view (view.kept), at most once, as an output ends once.
 type view struct {
 	o     *Output
 	epoch uint64 // o.epoch when the view was taken
