@@ -103,7 +103,7 @@ type StartOptions struct {
 	Description string
 	// Stdin keeps the task's standard input open, a pipe, for WriteInput.
 	Stdin bool
-	// TTY, if set, runs the task on a pseudo-terminal of this size (see term_linux.go): its standard
+	// TTY, if set, runs the task on a pseudo-terminal of this size (see input_linux.go): its standard
 	// input, output and error, and its controlling terminal; WriteInput types into it.
 	TTY *TermSize
 }
@@ -326,7 +326,7 @@ type taskIO struct {
 }
 
 // taskFiles makes t's output pipe, or its terminal (in the devpts instance of in, the session's
-// init, where it has one: see term_linux.go), and its input pipe if it has one, and t's pump.
+// init, where it has one: see input_linux.go), and its input pipe if it has one, and t's pump.
 func (r *Reaper) taskFiles(t *task, l launch, in *pidns.Init) (taskIO, error) {
 	io := taskIO{t: t}
 	var ours *os.File

@@ -61,7 +61,7 @@ func setNoNewPrivs() error {
 // checkUser runs the shell as the user in the working directory, to fail at start rather than at
 // every command: the Reaper may not switch users (not root), or the user may not enter the directory
 // or run the shell. Tasks need nothing else of the Reaper's: its state directory is its own, and no
-// task writes there (the working directory comes back through a pipe, see cwd_linux.go).
+// task writes there (the working directory comes back through a pipe, see cwdPipe).
 func (r *Reaper) checkUser() error {
 	sp, err := r.fork(spawnSpec{argv: []string{r.shell, "-c", ":"}, env: r.env, dir: r.workDir, stdout: r.devnull}, false)
 	if err != nil {
