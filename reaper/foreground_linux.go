@@ -75,9 +75,8 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (res
 		return Result{}, err
 	}
 	// The session's record (for `reaper ps`) lists the task once it has run for recordDelay, left
-	// processes behind or moved to the background: a command that ends sooner with nothing left costs no file write on the
-	// path its caller waits on (a record is a new file renamed into place: about a tenth of a call's
-	// CPU on ext4), and appears in the record at its next write.
+	// processes behind or moved to the background: a command that ends sooner with nothing left
+	// costs no file write on the path its caller waits on, and appears in the record at its next one.
 	recordC := time.After(recordDelay)
 	defer func() {
 		if recordC != nil && (res.Leftover > 0 || res.TaskID != "") { // processes left, or moved to the background
@@ -165,9 +164,8 @@ func (s *Session) promote(t *task) bool {
 func (s *Session) finalResult(t *task, notice string, budget Budget) Result {
 	res := s.result(t, notice, budget)
 	t.out.Discard()
-	// Ending the output may have moved its tail into the file, shortening the head (a process the
-	// command left may hold its output open, so the output need not have ended before): describe
-	// the file as it now stays.
+	// Ending the output may have moved its tail into the file, shortening the head: describe the
+	// file as it now stays.
 	res.File = FileInfo(t.out.File())
 	if t.pump != nil {
 		t.pump.Slow() // what leftover processes write is discarded: read it rarely (see pump)

@@ -40,8 +40,7 @@ func (s *Session) List() Listing {
 	sort.Slice(tasks, func(i, j int) bool { return tasks[i].started.Before(tasks[j].started) })
 
 	// In process containment one walk finds all of the session's processes, grouped by task. A
-	// ready shell may have been started during the walk (its id is set as starting before its fork,
-	// and becomes ready's): its ids are looked at again after the walk, so that it is no leftover.
+	// ready shell started during the walk is no leftover either: its ids are looked at again.
 	var byTask map[string][]int
 	if s.r.root == nil {
 		byTask = s.processesByTask(tasks)

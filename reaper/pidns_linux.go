@@ -434,20 +434,14 @@ func (r *Reaper) checkTmpDir(dir string) error {
 	return nil
 }
 
-// pidNamespaceDecided applies what the start-up probe decided to the Reaper (initPool.decided).
+// pidNamespaceDecided applies what the start-up probe decided to the Reaper (initPool.decided). Where
+// sessions get PID namespaces and the record was written before the answer, the record (for reaper
+// ps) is rewritten to say so, in the background (the Reaper's wg), not on the path of the first
+// command; a reader sees the old record or the new.
 func (r *Reaper) pidNamespaceDecided(info PIDNamespaceInfo) {
 	r.info.PIDNamespace = info
-	if info.On {
-		r.recordPIDNamespace()
-	}
-}
-
-// recordPIDNamespace notes in the instance's record (for reaper ps) that sessions get PID namespaces,
-// when the probe answered after the record was written; a reader sees the old record or the new. It
-// is rewritten in the background (the Reaper's wg), not on the path of the first command.
-func (r *Reaper) recordPIDNamespace() {
-	r.self.PIDNamespace = true
-	if r.dir == nil {
+	r.self.PIDNamespace = info.On
+	if !info.On || r.dir == nil {
 		return // not written yet: it is written with the answer
 	}
 	self := r.self
