@@ -162,7 +162,7 @@ func (rs *readyShell) start() (*readyProc, error) {
 	gate := os.NewFile(uintptr(pp[0]), "gate")
 	defer gate.Close() // the shell's end, which it has once started
 	p.gate = os.NewFile(uintptr(pp[1]), "gate")
-	l := launch{loader: &loaderFiles{command: p.command, gate: gate}}
+	l := launch{command: p.command, gate: gate}
 	if p.sp, _, err = s.launch(t, func(in *pidns.Init) (spawned, string, error) { return s.launchIn(in, t, "", l) }); err != nil {
 		p.command.Close()
 		p.gate.Close()

@@ -114,13 +114,10 @@ type launch struct {
 	background  bool
 	stdin       bool
 	tty         *TermSize
-	// loader, if set, starts the task as a ready shell (see ready_linux.go): its shell runs
-	// shell.Loader, with these as its command file and gate, instead of a command.
-	loader *loaderFiles
+	// command and gate, if set, start the task as a ready shell (see ready_linux.go): its shell runs
+	// shell.Loader, with its command file and the read end of its gate, instead of a command.
+	command, gate *os.File
 }
-
-// loaderFiles are a ready shell's command file and the read end of its gate.
-type loaderFiles struct{ command, gate *os.File }
 
 // start spawns command as a new task. The caller holds no lock.
 func (s *Session) start(command string, l launch) (*task, string, error) {
@@ -271,15 +268,15 @@ func (s *Session) launchIn(in *pidns.Init, t *task, command string, l launch) (s
 		leaf:   t.leaf,
 		tty:    l.tty != nil,
 	}
-	if l.loader != nil {
+	if l.command != nil {
 		spec.argv = []string{s.r.shell, "-c", shell.Loader}
-		spec.command, spec.gate = l.loader.command, l.loader.gate
+		spec.command, spec.gate = l.command, l.gate
 	} else {
 		spec.argv = []string{s.r.shell, "-c", shell.Script(command, cwdW != nil, s.r.dupCwd, s.r.bash)}
 	}
 	sp, err := s.r.spawn(spec)
 	var notice string
-	if err != nil && l.loader == nil && spec.dir != s.workDir && !enterableDir(err) {
+	if err != nil && l.command == nil && spec.dir != s.workDir && !enterableDir(err) {
 		// The directory is the tasks' to enter, with their credentials: reaper never looks at it
 		// itself, not even with stat (which would tell a task, as root, what exists where it cannot
 		// look). Where they cannot, the session goes back to where it started and says so.
