@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -30,13 +31,9 @@ func baseEnv(env []string) []string {
 	if env != nil {
 		return append([]string(nil), env...)
 	}
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "REAPER_") && !strings.HasPrefix(kv, "NOTIFY_SOCKET=") {
-			out = append(out, kv)
-		}
-	}
-	return out
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "REAPER_") || strings.HasPrefix(kv, "NOTIFY_SOCKET=")
+	})
 }
 
 // checkCommand refuses commands that cannot be run as one shell argument.
@@ -200,15 +197,12 @@ func (r *Reaper) forkHere(spec spawnSpec, fds []int, cg *os.File, cred *syscall.
 		attr.Files = append(attr.Files, uintptr(fd)) // -1: closed in the child
 	}
 	var start uint64
-	identify := func(pid int) {
-		// The child cannot be reaped while the lock is held, so its pid is still its own.
-		st, _ := proc.NewWalker().Stat(pid)
-		start = st.Start
-	}
 	pid, exited, err := r.kids.Start(func() (int, error) {
 		pid, err := r.forkExec(spec.argv, attr)
 		if err == nil {
-			identify(pid)
+			// The child cannot be reaped while the lock is held, so its pid is still its own.
+			st, _ := proc.NewWalker().Stat(pid)
+			start = st.Start
 		}
 		return pid, err
 	})

@@ -3,6 +3,7 @@ package reaper
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -37,12 +38,9 @@ func (u *User) credential() *syscall.Credential {
 
 // userEnv returns env with HOME, USER and LOGNAME set for u.
 func userEnv(env []string, u *User) []string {
-	out := make([]string, 0, len(env)+3)
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "USER=") && !strings.HasPrefix(kv, "LOGNAME=") {
-			out = append(out, kv)
-		}
-	}
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "USER=") || strings.HasPrefix(kv, "LOGNAME=")
+	})
 	return append(out, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
 }
 
