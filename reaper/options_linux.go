@@ -39,13 +39,10 @@ func (c Containment) String() string {
 
 // ParseContainment parses "auto", "cgroup" or "process".
 func ParseContainment(s string) (Containment, error) {
-	switch s {
-	case "auto", "":
-		return ContainAuto, nil
-	case "cgroup":
-		return ContainCgroup, nil
-	case "process":
-		return ContainProcess, nil
+	for c := range ContainProcess + 1 {
+		if s == c.String() || s == "" {
+			return c, nil
+		}
 	}
 	return 0, fmt.Errorf("unknown containment %q (want auto, cgroup or process)", s)
 }
