@@ -64,7 +64,7 @@ type Reaper struct {
 	adoptMu   sync.Mutex     // the escapee checks take turns (kill.Escapees.Turns)
 	spare     *spare.Reserve // descriptors in reserve for the kills (kill.Policy.Spare)
 	// nsLevel is the depth of this process's PID namespace below /proc's: a session's pid is a
-	// process's NSpid entry there (Session.SessionPid).
+	// process's NSpid entry there (Session.sessionPid).
 	nsLevel int
 	// stopWatch stops the watch for escapees (cgroup containment); Close closes it.
 	stopWatch chan struct{}
