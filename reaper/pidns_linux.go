@@ -92,14 +92,12 @@ type initPool struct {
 	log      *slog.Logger
 	kids     *reap.Children
 	mode     PIDNamespace
-	noUserNS bool          // tasks run as another user, whose ids a user namespace would not map
-	tmp      bool          // Options.PrivateTmp
-	timeout  time.Duration // an init's start and answers; its end
-	instance *cgroup.Slice // the Reaper's slice, where the inits' leaf is made; nil in process containment
-	noClone3 *atomic.Bool  // the Reaper's: clone3 into a cgroup is refused here
-	idle     time.Duration // pidns.Options.Idle: initIdle (tests shorten it before the first session)
-	// decided, if set, is called once with decide's answer, before wait returns.
-	decided func(PIDNamespaceInfo)
+	tmp      bool                   // Options.PrivateTmp
+	timeout  time.Duration          // an init's start and answers; its end
+	instance *cgroup.Slice          // the Reaper's slice, where the inits' leaf is made; nil in process containment
+	noClone3 *atomic.Bool           // the Reaper's: clone3 into a cgroup is refused here
+	idle     time.Duration          // pidns.Options.Idle: initIdle (tests shorten it before the first session)
+	decided  func(PIDNamespaceInfo) // called once with decide's answer, before wait returns
 
 	probe  chan probeResult // the start-up probe's answer, received once by decide
 	once   sync.Once        // wait's
@@ -122,10 +120,9 @@ type probeResult struct {
 // newInitPool starts the probe that decides whether and how sessions get PID namespaces, unless they
 // are off, and returns at once: the probe (an init's start) runs while the rest of the start-up does
 // (the state directory, the MCP server, the client's first request). wait waits for its answer.
-// With Options.User no user namespace is tried: its uids are not mapped there.
 func (r *Reaper) newInitPool() (*initPool, error) {
 	p := &initPool{
-		log: r.log, kids: r.kids, mode: r.opts.PIDNamespace, noUserNS: r.opts.User != nil, tmp: r.opts.PrivateTmp, timeout: r.lim.CloseTimeout,
+		log: r.log, kids: r.kids, mode: r.opts.PIDNamespace, tmp: r.opts.PrivateTmp, timeout: r.lim.CloseTimeout,
 		instance: r.instance, noClone3: &r.noClone3, idle: initIdle, decided: r.pidNamespaceDecided,
 		probe: make(chan probeResult, 1),
 	}
@@ -138,7 +135,7 @@ func (r *Reaper) newInitPool() (*initPool, error) {
 		return nil, err
 	}
 	opts := p.options(nil)
-	opts.NoUserNS = p.noUserNS
+	opts.NoUserNS = r.opts.User != nil // its ids would not be mapped
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -155,9 +152,7 @@ func (r *Reaper) newInitPool() (*initPool, error) {
 func (p *initPool) wait() error {
 	p.once.Do(func() {
 		p.err = p.decide()
-		if p.decided != nil {
-			p.decided(p.info)
-		}
+		p.decided(p.info)
 	})
 	return p.err
 }

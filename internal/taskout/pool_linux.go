@@ -2,12 +2,10 @@ package taskout
 
 import "sync/atomic"
 
-// A Pool is a disk budget that several stores share, beside each one's own: in reaper, the budget
-// of every session's output files together, so that many sessions, each within its own budget,
-// cannot fill the state directory (usually a tmpfs: memory) together. A store takes from its pool
-// what it writes and gives it back when a file is removed or the store closes; where the pool is
-// spent, the store makes room by removing its own finished files, and past that its outputs are cut
-// as at its own budget, saying which budget cut them.
+// A Pool is a disk budget that several stores share, beside each one's own (in reaper, every
+// session's output files together). A store takes from its pool what it writes and gives it back
+// when a file is removed or the store closes; where the pool is spent, the store makes room as at its
+// own budget, and its cuts say which budget made them.
 type Pool struct {
 	budget int64 // fixed at creation
 	used   atomic.Int64
