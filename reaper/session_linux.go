@@ -522,10 +522,11 @@ func (s *Session) watch(t *task, sp spawned) {
 		}
 	}
 	t.closeCwd()
+	var hits cgroup.Hits
 	if s.r.watchHits && t.leaf != nil {
-		t.setHits(s.taskHits(t))
+		hits = s.taskHits(t)
 	}
-	t.finish(code)
+	t.finish(code, hits)
 	info := t.info(0)
 	s.r.obs.TaskEnded(TaskEnd{
 		Status: info.Status, ExitCode: info.ExitCode, Background: info.Background, OOMKilled: info.OOMKilled,
