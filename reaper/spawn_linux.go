@@ -23,10 +23,8 @@ const (
 	EnvTask    = instance.EnvTask
 )
 
-// baseEnv returns env, or this process's environment without REAPER_* variables (configuration,
-// possibly a token, and the markers of an outer reaper that ours replace) and without NOTIFY_SOCKET
-// (systemd's readiness socket is reaper's: a command must not tell the service manager that reaper
-// is ready, stopping, or another process).
+// baseEnv returns a copy of env, or, where it is nil, the tasks' environment Options.Env describes
+// (an outer reaper's markers are REAPER_* variables too: ours replace them).
 func baseEnv(env []string) []string {
 	if env != nil {
 		return append([]string(nil), env...)
