@@ -219,9 +219,9 @@ func (r *Reaper) forkInit(spec spawnSpec, fds []int, cg *os.File, cred *syscall.
 }
 
 // cwdPipe makes a foreground command's working-directory pipe, non-blocking: the read end reaper's,
-// the write end for the child, whose shell's EXIT trap writes the directory it leaves (shell.Script). Where the trap opens the write end again through
-// /dev/fd (dash can name no descriptor above 9), the kernel checks that open against the pipe's
-// owner: with Options.User the pipe is given to that user.
+// the write end for the child, whose shell's EXIT trap writes the directory it leaves (shell.Script).
+// Where the trap opens the write end again through /dev/fd (dash can name no descriptor above 9), the
+// kernel checks that open against the pipe's owner: with Options.User the pipe is given to that user.
 func (r *Reaper) cwdPipe() (rd, wr *os.File, err error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
