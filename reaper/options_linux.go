@@ -221,9 +221,9 @@ func (o Options) check() error {
 // limits resolves the options' zero values. It is the only place that does.
 func (o Options) limits() Limits {
 	l := Limits{
-		Grace: DefaultGrace, CloseTimeout: cmp.Or(o.CloseTimeout, DefaultCloseTimeout),
-		MaxTasks: cmp.Or(o.MaxTasks, DefaultMaxTasks), OutputBudget: cmp.Or(o.OutputBudget, DefaultOutputBudget),
-		Retention: cmp.Or(o.Retention, DefaultRetention), BackgroundTimeout: o.BackgroundTimeout, AutoBackground: o.AutoBackground,
+		Grace: DefaultGrace, Retention: cmp.Or(o.Retention, DefaultRetention), AutoBackground: o.AutoBackground,
+		CloseTimeout: cmp.Or(o.CloseTimeout, DefaultCloseTimeout), MaxTasks: cmp.Or(o.MaxTasks, DefaultMaxTasks),
+		OutputBudget: cmp.Or(o.OutputBudget, DefaultOutputBudget), BackgroundTimeout: o.BackgroundTimeout,
 	}
 	if o.Grace != nil {
 		l.Grace = *o.Grace
