@@ -75,12 +75,9 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (res
 		return Result{}, err
 	}
 	// The session's record (for `reaper ps`) lists the task once it has run for recordDelay, left
-	// processes behind or moved to the background: a command that ends sooner with nothing left costs no file write on the
-	// path its caller waits on (a record is a new file renamed into place: about a tenth of a call's
-	// CPU on ext4), and appears in the record at its next write.
-	recordTimer := time.NewTimer(recordDelay)
-	defer recordTimer.Stop()
-	recordC := recordTimer.C
+	// processes behind or moved to the background: a command that ends sooner with nothing left
+	// costs no file write on the path its caller waits on, and appears in the record at its next one.
+	recordC := time.After(recordDelay)
 	defer func() {
 		if recordC != nil && (res.Leftover > 0 || res.TaskID != "") { // processes left, or moved to the background
 			s.record()
@@ -88,14 +85,10 @@ func (s *Session) Run(ctx context.Context, command string, opts RunOptions) (res
 	}()
 	var timeoutC, autoC, tickC <-chan time.Time
 	if opts.Timeout > 0 {
-		timer := time.NewTimer(opts.Timeout)
-		defer timer.Stop()
-		timeoutC = timer.C
+		timeoutC = time.After(opts.Timeout)
 	}
 	if d := s.r.lim.AutoBackground; d > 0 {
-		timer := time.NewTimer(d)
-		defer timer.Stop()
-		autoC = timer.C
+		autoC = time.After(d)
 	}
 	if opts.OnProgress != nil {
 		every := opts.ProgressInterval
@@ -144,11 +137,9 @@ func (s *Session) end(t *task, as Status) {
 	if t.stopping(as) {
 		s.killTask(context.Background(), t)
 	}
-	timer := time.NewTimer(s.r.lim.CloseTimeout)
-	defer timer.Stop()
 	select {
 	case <-t.done:
-	case <-timer.C:
+	case <-time.After(s.r.lim.CloseTimeout):
 	}
 }
 
@@ -173,9 +164,8 @@ func (s *Session) promote(t *task) bool {
 func (s *Session) finalResult(t *task, notice string, budget Budget) Result {
 	res := s.result(t, notice, budget)
 	t.out.Discard()
-	// Ending the output may have moved its tail into the file, shortening the head (a process the
-	// command left may hold its output open, so the output need not have ended before): describe
-	// the file as it now stays.
+	// Ending the output may have moved its tail into the file, shortening the head: describe the
+	// file as it now stays.
 	res.File = FileInfo(t.out.File())
 	if t.pump != nil {
 		t.pump.Slow() // what leftover processes write is discarded: read it rarely (see pump)
@@ -217,12 +207,7 @@ func (s *Session) result(t *task, notice string, budget Budget) Result {
 	return res
 }
 
-// Start runs command as a background task and returns at once.
-func (s *Session) Start(command, description string) (TaskInfo, error) {
-	return s.StartWith(command, StartOptions{Description: description})
-}
-
-// StartWith is Start with options: an open input, a terminal.
+// StartWith runs command as a background task and returns at once.
 func (s *Session) StartWith(command string, opts StartOptions) (TaskInfo, error) {
 	t, _, err := s.start(command, launch{description: opts.Description, background: true, stdin: opts.Stdin, tty: opts.TTY})
 	if err != nil {
@@ -238,11 +223,9 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (T
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
 	select {
 	case <-t.done:
-	case <-timer.C:
+	case <-time.After(timeout):
 	case <-ctx.Done():
 		return s.info(t), ctx.Err()
 	}
@@ -317,11 +300,9 @@ func (s *Session) Stop(ctx context.Context, id string) (TaskInfo, KillReport, er
 	// means the whole tree either way.
 	t.stopping(Killed)
 	rep, err := s.killTask(ctx, t)
-	timer := time.NewTimer(s.r.lim.CloseTimeout)
-	defer timer.Stop()
 	select {
 	case <-t.done:
-	case <-timer.C:
+	case <-time.After(s.r.lim.CloseTimeout):
 		return s.info(t), rep, fmt.Errorf("session %s: stop task %s: main process %d did not exit within %v",
 			s.id, id, t.pid, s.r.lim.CloseTimeout)
 	}

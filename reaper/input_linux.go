@@ -3,11 +3,57 @@ package reaper
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
+	"github.com/cgreaper/reaper/internal/pidns"
 	"github.com/cgreaper/reaper/internal/proc"
 	"github.com/cgreaper/reaper/internal/tty"
 )
+
+// A task may be started with its standard input open for Session.WriteInput: a pipe, or a
+// pseudo-terminal that is its standard input, output and error and its controlling terminal. Reaper
+// opens the terminal itself (internal/tty: /dev/ptmx, then the other side with TIOCGPTPEER, never by
+// a path) and keeps its master: the output is read from it by the same bounded pump as a pipe's, and
+// input is written with a deadline, so a task that stops reading holds up a write for that long at
+// most. The task starts in a session of its own with the terminal as its controlling one, its
+// process group its pid, so the kill policy reaches it as any task's; a hangup spares nothing.
+//
+// With a PID namespace the terminal is made in the devpts instance the init mounted for the session,
+// through its ptmx opened relative to the root the init handed over (tty.OpenIn): /dev/pts/N is then
+// the session's alone. Without, it comes from the host's /dev/ptmx, and a task of another session
+// running as the terminal's user can open it by its name (see docs/security.md).
+
+// TermSize is the size of a task's terminal, in characters.
+type TermSize struct {
+	Rows, Cols uint16
+}
+
+// The size of a terminal a caller does not size.
+const (
+	DefaultRows = tty.DefaultRows
+	DefaultCols = tty.DefaultCols
+)
+
+// MaxInputBytes bounds one write to a task's input.
+const MaxInputBytes = 64 << 10
+
+// openTerminal makes a task's terminal of size: in the devpts instance of in, the session's init, where
+// it has one, else the host's.
+func (r *Reaper) openTerminal(size TermSize, in *pidns.Init) (master, task *os.File, id proc.Input, err error) {
+	if in != nil && in.Devpts() != nil {
+		return tty.OpenIn(in.Devpts(), tty.Size(size), r.terminalOwner())
+	}
+	return tty.Open(tty.Size(size), r.terminalOwner())
+}
+
+// terminalOwner is the uid a task's terminal is given to (tty.Open): Options.User's, else -1, root's.
+func (r *Reaper) terminalOwner() int {
+	if u := r.opts.User; u != nil {
+		return int(u.Uid)
+	}
+	return -1
+}
 
 // InputOptions configures a write to a task's input. The zero value writes, leaves the input open
 // and returns at once.
@@ -23,9 +69,7 @@ type InputOptions struct {
 	// Wait, if positive, is how long WriteInput then waits for the task to answer: it returns
 	// earlier once the task has ended, or once a process of it that took the input waits for input
 	// again (with no input written: once a process waits for input) and the task's output has not
-	// changed for settleQuiet since it was seen so: what a process wrote before it read again can
-	// still be on its way (a terminal's output goes through the kernel's flip buffer, then the
-	// output pump).
+	// changed for settleQuiet since (what it wrote before it read again can still be on its way).
 	Wait time.Duration
 }
 
@@ -89,10 +133,7 @@ type probe struct {
 func (s *Session) probe(t *task) probe {
 	p := probe{pids: s.processes(t), switches: make(map[int]uint64), taken: time.Now()}
 	w := proc.NewWalker()
-	for i, pid := range p.pids {
-		if i == maxInputCheck {
-			break
-		}
+	for _, pid := range p.pids[:min(len(p.pids), maxInputCheck)] {
 		if n, ok := w.Switches(pid); ok {
 			p.switches[pid] = n
 		}
@@ -110,8 +151,7 @@ const (
 // settle waits, at most d, for a task to answer an input (see InputOptions.Wait); before is the
 // task's probe from before the input, wrote whether any was written.
 func (s *Session) settle(ctx context.Context, t *task, before probe, wrote bool, d time.Duration) error {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
+	deadline := time.After(d)
 	tick := time.NewTicker(settlePoll)
 	defer tick.Stop()
 	size, quiet := t.out.Size(), time.Now()
@@ -122,7 +162,7 @@ func (s *Session) settle(ctx context.Context, t *task, before probe, wrote bool,
 		select {
 		case <-t.done:
 			return nil
-		case <-deadline.C:
+		case <-deadline:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
@@ -162,10 +202,7 @@ func (s *Session) waitingForInput(w *proc.Walker, t *task, pids []int) []int {
 	}
 	fg := t.in.ForegroundGroup()
 	var out []int
-	for i, pid := range pids {
-		if i == maxInputCheck {
-			break
-		}
+	for _, pid := range pids[:min(len(pids), maxInputCheck)] {
 		if fg > 0 {
 			if st, ok := w.Stat(pid); !ok || st.Pgid != fg {
 				continue

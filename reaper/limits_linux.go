@@ -39,12 +39,10 @@ func without(l cgroup.Limits, controllers []string) cgroup.Limits {
 }
 
 // openRoot opens the slice root with the controllers that Options.SessionLimits need. Where the
-// default root cannot give everything asked for (a writable cgroup, the controllers of the limits),
-// the Reaper asks systemd for a delegated scope of its own first (see inScope) and opens the root
-// there. Only then does it settle for less: a controller the host does not offer is an error under
-// ContainCgroup, and costs its limit, with a warning, under ContainAuto; so does a root that cannot
-// be opened with the controllers (a host where they would have to be enabled on the machine's root
-// cgroup, say) but can without them.
+// default root cannot give everything asked for, the Reaper asks systemd for a delegated scope of its
+// own first (see inScope) and opens the root there. Only then does it settle for less: a controller
+// the host does not offer (or a root that opens only without it) is an error under ContainCgroup, and
+// costs its limit, with a warning, under ContainAuto.
 func (r *Reaper) openRoot() (*cgroup.Root, error) {
 	if root, err := r.tryRoot(true); err == nil {
 		return root, nil

@@ -23,7 +23,7 @@ type Leftover struct {
 	TaskID  string
 	Command string
 	// Pids are the processes as the session's commands see them: in its PID namespace, where it has
-	// one (see Session.SessionPid).
+	// one.
 	Pids []int
 }
 
@@ -40,8 +40,7 @@ func (s *Session) List() Listing {
 	sort.Slice(tasks, func(i, j int) bool { return tasks[i].started.Before(tasks[j].started) })
 
 	// In process containment one walk finds all of the session's processes, grouped by task. A
-	// ready shell may have been started during the walk (its id is set as starting before its fork,
-	// and becomes ready's): its ids are looked at again after the walk, so that it is no leftover.
+	// ready shell started during the walk is no leftover either: its ids are looked at again.
 	var byTask map[string][]int
 	if s.r.root == nil {
 		byTask = s.processesByTask(tasks)
@@ -74,13 +73,11 @@ func (s *Session) List() Listing {
 	return l
 }
 
-// SessionPid returns the pid the process host (its pid here) has where the session's commands run:
+// sessionPid returns the pid the process host (its pid here) has where the session's commands run:
 // in the session's PID namespace, where it has one (the one a level below this process's: /proc's
 // NSpid line lists a process's pid in each namespace from this one inward), else host itself. An
 // agent acts on the pids it is given with the session's own commands (kill, wait, ps): they must be
 // the session's.
-func (s *Session) SessionPid(host int) int { return s.sessionPid(proc.NewWalker(), host) }
-
 func (s *Session) sessionPid(w *proc.Walker, host int) int {
 	if ns := w.NSPids(host); len(ns) > s.r.nsLevel {
 		return ns[s.r.nsLevel]

@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -38,13 +39,10 @@ func (c Containment) String() string {
 
 // ParseContainment parses "auto", "cgroup" or "process".
 func ParseContainment(s string) (Containment, error) {
-	switch s {
-	case "auto", "":
-		return ContainAuto, nil
-	case "cgroup":
-		return ContainCgroup, nil
-	case "process":
-		return ContainProcess, nil
+	for c := range ContainProcess + 1 {
+		if s == c.String() || s == "" {
+			return c, nil
+		}
 	}
 	return 0, fmt.Errorf("unknown containment %q (want auto, cgroup or process)", s)
 }
@@ -62,16 +60,6 @@ const (
 	// PIDNamespaceOff runs tasks in this process's PID namespace.
 	PIDNamespaceOff
 )
-
-func (p PIDNamespace) String() string {
-	switch p {
-	case PIDNamespaceOn:
-		return "on"
-	case PIDNamespaceOff:
-		return "off"
-	}
-	return "auto"
-}
 
 // ParsePIDNamespace parses "auto", "on" or "off".
 func ParsePIDNamespace(s string) (PIDNamespace, error) {
@@ -100,13 +88,9 @@ const (
 // "reaper" of the process's own cgroup, bash (or sh), a 5 s grace period, 10 background tasks per
 // session, 64 MiB of output files per session. [Reaper.Limits] reports the values in effect.
 //
-// Every setting means one thing wherever it is given (a flag, these Options, [Limits]): a value is
-// the value, and zero is "none" or "off" wherever a setting can be off. A zero field means the
-// setting's default: for the settings whose default is off (BackgroundTimeout, AutoBackground) zero
-// is that; Grace, whose default is not off but which can be, is a pointer, nil meaning the default
-// and a pointer to zero SIGKILL at once. Settings that cannot be off (CloseTimeout, MaxTasks,
-// OutputBudget, Retention) have no zero of their own: zero is their default. A negative value means
-// nothing and New refuses it.
+// A zero field means the setting's default, which for BackgroundTimeout and AutoBackground is off.
+// Grace, whose default is not off but which can be, is a pointer: nil means the default and a pointer
+// to zero SIGKILL at once. A negative value means nothing and New refuses it.
 type Options struct {
 	// Containment chooses cgroup or process containment; zero means ContainAuto.
 	Containment Containment
@@ -122,11 +106,9 @@ type Options struct {
 	// PIDNamespace says whether each session's tasks run in a PID namespace of the session's own (see
 	// the package documentation); zero means PIDNamespaceAuto.
 	PIDNamespace PIDNamespace
-	// PrivateTmp gives each session a /tmp and a /dev/shm of its own, empty at its start (tmpfs
-	// mounts in its mount namespace, which its PID namespace's init makes): its tasks' files there
-	// are no other session's to read, and go with the session. It needs PID namespaces: New fails
-	// where they are off or cannot be made, and a session whose working directory is below /tmp or
-	// /dev/shm (which its tasks would not see) cannot be made. False means the host's, shared.
+	// PrivateTmp gives each session an empty /tmp and /dev/shm of its own (tmpfs mounts its init
+	// makes), which go with the session. It needs PID namespaces (New fails without), and a session's
+	// working directory may not be below /tmp or /dev/shm. False means the host's, shared.
 	PrivateTmp bool
 
 	// Grace is how long processes get between SIGTERM and the hard kill when a session closes or a
@@ -145,9 +127,7 @@ type Options struct {
 	// bash is missing.
 	Shell string
 	// NoReadyShell turns off the ready shell: by default, where the shell is bash, a session that has
-	// run two foreground commands keeps a bash started ahead for its next one, so that a command's
-	// start forks nothing (see ready_linux.go). It costs a bash process per active session, for
-	// 10 s at most after the session's last command.
+	// run two foreground commands keeps a bash started ahead for its next one (see ready_linux.go).
 	NoReadyShell bool
 	// Env is the environment of tasks, before the markers are added. Nil means this process's
 	// environment without its REAPER_* variables (which may hold secrets such as a token) and
@@ -156,13 +136,12 @@ type Options struct {
 	// WorkDir is a new session's working directory, relative to this process's; empty means this
 	// process's.
 	WorkDir string
-	// StateDir is where the Reaper makes its state directory (reaper-<instance>, holding its
-	// sessions' records and a record of the instance that a later Reaper reads to sweep up after this
-	// one if it dies). It is made (mode 0700) if missing, and must be this process's user's alone:
-	// owned by it, writable by nobody else, below directories only root or it can change (sticky
-	// ones excepted); New refuses it otherwise. Empty means /run/reaper as root, else
-	// $XDG_RUNTIME_DIR/reaper, else reaper-<uid> in the temporary directory or /dev/shm: the first of
-	// them that exists, or can be made. Reapers that share a slice root should share it.
+	// StateDir is where the Reaper makes its state directory (its sessions' records, and the record a
+	// later Reaper sweeps up after it by). It is made (mode 0700) if missing, and must be this
+	// process's user's alone: owned by it, writable by nobody else, below directories only root or it
+	// can change; New refuses it otherwise. Empty means /run/reaper as root, else
+	// $XDG_RUNTIME_DIR/reaper, else reaper-<uid> in the temporary directory or /dev/shm, the first that
+	// exists or can be made. Reapers that share a slice root should share it.
 	StateDir string
 	// Announce, if set, receives the Instance record as one line of JSON once the Reaper is set up:
 	// a guard process reads it to know what to clean up if this process dies (see internal/guard).
@@ -175,9 +154,7 @@ type Options struct {
 	// that the oldest are cleared. Zero means DefaultMaxTasks.
 	MaxTasks int
 	// OutputBudget is the disk space, in bytes, that the files holding a session's output may take
-	// together (see internal/taskout: what is removed or cut when they reach it). The state
-	// directory is usually a tmpfs, which is memory: every session may take this much. Zero means
-	// DefaultOutputBudget.
+	// together (see internal/taskout for what is removed or cut then). Zero means DefaultOutputBudget.
 	OutputBudget int64
 	// TotalOutputBudget is the disk space the output files of all sessions may take together, so
 	// that many sessions, each within OutputBudget, cannot fill the state directory together. Zero
@@ -244,25 +221,14 @@ func (o Options) check() error {
 // limits resolves the options' zero values. It is the only place that does.
 func (o Options) limits() Limits {
 	l := Limits{
-		Grace: DefaultGrace, CloseTimeout: o.CloseTimeout, MaxTasks: o.MaxTasks, OutputBudget: o.OutputBudget,
-		Retention: o.Retention, BackgroundTimeout: o.BackgroundTimeout, AutoBackground: o.AutoBackground,
+		Grace: DefaultGrace, Retention: cmp.Or(o.Retention, DefaultRetention), AutoBackground: o.AutoBackground,
+		CloseTimeout: cmp.Or(o.CloseTimeout, DefaultCloseTimeout), MaxTasks: cmp.Or(o.MaxTasks, DefaultMaxTasks),
+		OutputBudget: cmp.Or(o.OutputBudget, DefaultOutputBudget), BackgroundTimeout: o.BackgroundTimeout,
 	}
 	if o.Grace != nil {
 		l.Grace = *o.Grace
 	}
-	if l.CloseTimeout == 0 {
-		l.CloseTimeout = DefaultCloseTimeout
-	}
-	if l.MaxTasks == 0 {
-		l.MaxTasks = DefaultMaxTasks
-	}
-	if l.OutputBudget == 0 {
-		l.OutputBudget = DefaultOutputBudget
-	}
 	l.OutputTail = min(taskout.MaxTail, l.OutputBudget/4)
-	if l.Retention == 0 {
-		l.Retention = DefaultRetention
-	}
 	return l
 }
 

@@ -6,10 +6,6 @@ import (
 	"github.com/cgreaper/reaper/internal/taskout"
 )
 
-// A task's output is kept by internal/taskout: each session has a taskout.Store in its directory,
-// within Options.OutputBudget, and each task an Output fed by a Pump. What its reads return reaches
-// callers as the types below, converted here.
-
 // Chunk is a piece of a task's output, as Session.Output returns it.
 type Chunk struct {
 	// Text is the output between Offset and Next, as valid UTF-8: each run of invalid bytes became

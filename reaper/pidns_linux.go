@@ -22,33 +22,22 @@ import (
 
 // PID namespaces (the package documentation says what they promise). A session's init is started on
 // its first command from a thread that lives as long as the Reaper, with SIGKILL as its parent-death
-// signal: what reaper otherwise does only while it lives, the kernel then does without it, whatever
-// kills the Reaper. The init starts every task of the session and reports its exit.
+// signal, so that the kernel kills the namespace whatever kills the Reaper. The init starts every
+// task of the session and reports its exit. The Reaper's initPool decides once (the start-up probe)
+// whether and how sessions get namespaces, and starts inits; each session's sessionNS holds the init
+// its next task starts in and those that ended meanwhile, which its teardown takes. Neither holds
+// Session.mu: an init's start, and a spawn through it, run under spawnMu alone.
 //
-// Two types own this. The Reaper's initPool decides, once, whether and how sessions get namespaces
-// (the start-up probe), and starts inits: each session's first command starts its own (an init's
-// start, a few milliseconds, is nothing the design bends for). Each session's
-// sessionNS holds the init its next task starts in and those that ended while the session went on:
-// the session asks it for an init, and its teardown takes them all. Neither holds Session.mu: an
-// init's fork and hello, and a spawn through it, run under the session's spawnMu alone, so reads of
-// a session (its tasks, their output) never wait for them.
+// In cgroup containment the inits are born in a leaf "inits" of the Reaper's slice: the kill of the
+// Reaper's slice reaches them, and neither a session's limits nor its slice (which the teardown waits
+// to see empty) count them; at its pids.max a session would otherwise kill its own init.
 //
-// In cgroup containment the inits are born in a leaf of the Reaper's slice, "inits", beside the
-// sessions' slices: the kill of the Reaper's slice (its guard's, a sweep's) reaches them, and a
-// session's limits do not count its init (a session at its pids.max would otherwise stop the init's
-// runtime from making a thread, which kills it and the whole session; the memory of the init is the
-// Reaper's, as the server's is), nor does the session's slice, which the teardown's polite phase waits
-// to see empty, hold it.
+// An init whose namespace has been empty for initIdle is ended (pidns.Options.Idle), and the
+// session's next command starts a new one: an idle session holds no process of reaper's. A ready
+// shell holds that clock back, and the init ends with it when it ends unused (ready_linux.go).
 //
-// An init whose namespace has been empty for initIdle (no process of the session left) is ended by
-// the Reaper (pidns.Options.Idle), and the session's next command starts a new one: an idle session
-// then holds no process of reaper's. A session's processes never notice: the namespace they were in
-// was empty. A ready shell (ready_linux.go) is a process of the namespace that holds that clock back;
-// the init ends with it when it ends unused after the same period.
-//
-// Orphans of a session go to its init, not to the Reaper: the init is the walks' root (the Self of
-// their queries) for a session with a namespace, and the watch for escapees looks at the children of
-// every init too.
+// Orphans of a session go to its init, which is the walks' root (their Self) for a session with a
+// namespace; the watch for escapees looks at the children of every init too.
 
 // PIDNamespaceInfo says whether sessions get PID namespaces, how, and why.
 type PIDNamespaceInfo struct {
@@ -96,21 +85,19 @@ func (p PIDNamespaceInfo) String() string {
 const initIdle = 10 * time.Second
 
 // initPool is the Reaper's side of PID namespaces: the start-up probe and what it decided, the thread
-// inits are forked from, and the leaf they are born in (cgroup containment). Its methods are safe for concurrent use; those that start inits are called only
-// once wait has said that namespaces are on.
+// inits are forked from, and the leaf they are born in (cgroup containment). Its methods are safe for
+// concurrent use; those that start inits are called only once wait has said that namespaces are on.
 type initPool struct {
 	// The fields up to probe are fixed at creation.
 	log      *slog.Logger
 	kids     *reap.Children
 	mode     PIDNamespace
-	noUserNS bool          // tasks run as another user, whose ids a user namespace would not map
-	tmp      bool          // Options.PrivateTmp
-	timeout  time.Duration // an init's start and answers; its end
-	instance *cgroup.Slice // the Reaper's slice, where the inits' leaf is made; nil in process containment
-	noClone3 *atomic.Bool  // the Reaper's: clone3 into a cgroup is refused here
-	idle     time.Duration // pidns.Options.Idle: initIdle (tests shorten it before the first session)
-	// decided, if set, is called once with decide's answer, before wait returns.
-	decided func(PIDNamespaceInfo)
+	tmp      bool                   // Options.PrivateTmp
+	timeout  time.Duration          // an init's start and answers; its end
+	instance *cgroup.Slice          // the Reaper's slice, where the inits' leaf is made; nil in process containment
+	noClone3 *atomic.Bool           // the Reaper's: clone3 into a cgroup is refused here
+	idle     time.Duration          // pidns.Options.Idle: initIdle (tests shorten it before the first session)
+	decided  func(PIDNamespaceInfo) // called once with decide's answer, before wait returns
 
 	probe  chan probeResult // the start-up probe's answer, received once by decide
 	once   sync.Once        // wait's
@@ -133,10 +120,9 @@ type probeResult struct {
 // newInitPool starts the probe that decides whether and how sessions get PID namespaces, unless they
 // are off, and returns at once: the probe (an init's start) runs while the rest of the start-up does
 // (the state directory, the MCP server, the client's first request). wait waits for its answer.
-// With Options.User no user namespace is tried: its uids are not mapped there.
 func (r *Reaper) newInitPool() (*initPool, error) {
 	p := &initPool{
-		log: r.log, kids: r.kids, mode: r.opts.PIDNamespace, noUserNS: r.opts.User != nil, tmp: r.opts.PrivateTmp, timeout: r.lim.CloseTimeout,
+		log: r.log, kids: r.kids, mode: r.opts.PIDNamespace, tmp: r.opts.PrivateTmp, timeout: r.lim.CloseTimeout,
 		instance: r.instance, noClone3: &r.noClone3, idle: initIdle, decided: r.pidNamespaceDecided,
 		probe: make(chan probeResult, 1),
 	}
@@ -149,7 +135,7 @@ func (r *Reaper) newInitPool() (*initPool, error) {
 		return nil, err
 	}
 	opts := p.options(nil)
-	opts.NoUserNS = p.noUserNS
+	opts.NoUserNS = r.opts.User != nil // its ids would not be mapped
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -166,9 +152,7 @@ func (r *Reaper) newInitPool() (*initPool, error) {
 func (p *initPool) wait() error {
 	p.once.Do(func() {
 		p.err = p.decide()
-		if p.decided != nil {
-			p.decided(p.info)
-		}
+		p.decided(p.info)
 	})
 	return p.err
 }
@@ -183,9 +167,13 @@ func (p *initPool) decide() error {
 		p.info.Reason = "off was asked for"
 		return nil
 	}
+	defer func() {
+		if !p.info.On {
+			p.thread.Stop()
+			p.thread = nil
+		}
+	}()
 	if res.err != nil {
-		p.thread.Stop()
-		p.thread = nil
 		switch {
 		case p.mode == PIDNamespaceOn:
 			return fmt.Errorf("PID namespaces were asked for but cannot be made here: %w", res.err)
@@ -196,14 +184,9 @@ func (p *initPool) decide() error {
 		return nil
 	}
 	if !res.m.Proc && p.mode == PIDNamespaceAuto {
-		// Tasks in a namespace whose /proc is the host's would see pids that are not theirs: $$ and
-		// $! name other processes in /proc, and ps lists processes they cannot signal. That breaks
-		// scripts; only an explicit on accepts it. This is the case in a container whose /proc has
-		// masked paths (the kernel then refuses a new proc mount without CAP_SYS_ADMIN in the
-		// container's user namespace); the container's own PID namespace still dies with reaper there
-		// when reaper is its PID 1.
-		p.thread.Stop()
-		p.thread = nil
+		// Tasks in a namespace whose /proc is the host's would see pids that are not theirs ($$, $!,
+		// ps), which breaks scripts; only an explicit on accepts it. This is the case in a container
+		// whose /proc has masked paths (see docs/containment.md).
 		p.info.Reason = "a PID namespace could be made but not a /proc of its own (" + res.m.Note + "); --pid-namespace=on uses it anyway"
 		if p.tmp {
 			return errors.New("a private /tmp needs PID namespaces, which are off: " + p.info.Reason)
@@ -211,8 +194,6 @@ func (p *initPool) decide() error {
 		return nil
 	}
 	if p.tmp && !res.m.PrivateTmp {
-		p.thread.Stop()
-		p.thread = nil
 		return fmt.Errorf("a private /tmp cannot be made here: %s", res.m.Note)
 	}
 	p.info = PIDNamespaceInfo{On: true, UserNS: res.m.UserNS, Proc: res.m.Proc, Terminals: res.m.Devpts, PrivateTmp: res.m.PrivateTmp, Reason: res.m.Note}
@@ -448,22 +429,14 @@ func (r *Reaper) checkTmpDir(dir string) error {
 	return nil
 }
 
-// pidNamespaceDecided applies what the start-up probe decided to the Reaper (initPool.decided).
+// pidNamespaceDecided applies what the start-up probe decided to the Reaper (initPool.decided). Where
+// sessions get PID namespaces and the record was written before the answer, the record (for reaper
+// ps) is rewritten to say so, in the background (the Reaper's wg), not on the path of the first
+// command; a reader sees the old record or the new.
 func (r *Reaper) pidNamespaceDecided(info PIDNamespaceInfo) {
 	r.info.PIDNamespace = info
-	if info.On {
-		r.recordPIDNamespace()
-	}
-}
-
-// recordPIDNamespace notes in the instance's record that sessions get PID namespaces, when the probe
-// answered after the record was written (PIDNamespaceAuto); a reader sees the old record or the new.
-// The record says so for reaper ps alone: it is rewritten in the background (the Reaper's wg, which
-// Close waits for before it removes the state), not on the path of the first command, which waits
-// for the probe's answer.
-func (r *Reaper) recordPIDNamespace() {
-	r.self.PIDNamespace = true
-	if r.dir == nil {
+	r.self.PIDNamespace = info.On
+	if !info.On || r.dir == nil {
 		return // not written yet: it is written with the answer
 	}
 	self := r.self

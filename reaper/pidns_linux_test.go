@@ -409,7 +409,7 @@ func TestProbeAnswerRecorded(t *testing.T) {
 			if got := r.Instance().PIDNamespace; got != on {
 				t.Errorf("Instance says pid namespaces %v, Containment %v", got, on)
 			}
-			// The answer reaches the disk in the background (see recordPIDNamespace).
+			// The answer reaches the disk in the background (see pidNamespaceDecided).
 			testutil.Eventually(t, fmt.Sprintf("the record to say pid namespaces %v", on), func() bool {
 				b, err := os.ReadFile(filepath.Join(r.Instance().StateDir, "instance.json"))
 				return err == nil && strings.Contains(string(b), `"pid_namespace":true`) == on

@@ -15,35 +15,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A ready shell. Most of a short command's round trip is its shell's start: the fork, the exec of
-// bash, the dynamic loader and bash's own initialisation, about 0.9 ms of the 1.8 ms an `echo hi`
-// takes over MCP on a 2-core VM. So a session that has run two foreground commands keeps a bash
-// started ahead for its next one, from the end of the last (when the working directory it leaves is
-// known): born as that command's shell would be (the same program, user, environment and markers,
-// directory, leaf, PID namespace, output pipe and working-directory pipe, under a task id of its
-// own), but running the loader below, which waits for the command. Starting the command then writes
-// it and lets the shell go: nothing is forked on the path the caller waits on.
+// A ready shell. Most of a short command's round trip is its shell's start (the fork, the exec of
+// bash, the dynamic loader, bash's initialisation: about 0.9 ms of the 1.8 ms an `echo hi` takes over
+// MCP on a 2-core VM). So a session that has run two foreground commands keeps a bash started ahead
+// for its next one, from the end of the last: born as that command's shell would be (program, user,
+// environment and markers, directory, leaf, PID namespace, output and working-directory pipes; a
+// task id of its own), but running shell.Loader, which waits for the command. Starting the command
+// writes it and lets the shell go: nothing is forked on the path the caller waits on.
 //
-// The command reaches the shell as data (see shell.Loader): the loader waits until the gate (a pipe)
-// is closed, reads the script from a memory file, closes both, and evals the script with its own
-// variable unset. `bash -c script` and the ready shell's `eval "$script"` differ only in what names
-// the script's source: a syntax error reads "bash: eval: line 1:" instead of "bash: -c: line 1:",
-// and $BASH_EXECUTION_STRING and the shell's command line (ps) show the loader. The process tree is
-// the same (a foreground script starts with shell.Script's EXIT trap, which keeps bash from exec'ing
-// its last command either way), and so are $0, $$, $LINENO, error messages with their line numbers,
-// the exit status, exit, exec, traps and errexit (TestReadyShellRunsAsBashC compares them).
+// The loader waits until the gate (a pipe) is closed, reads the script from a memory file and evals
+// it. That differs from `bash -c script` only in what names the script's source (a syntax error reads
+// "bash: eval: line 1:", and $BASH_EXECUTION_STRING and ps show the loader); the process tree, $0,
+// $$, $LINENO, error messages, the exit status, exit, exec, traps and errexit are the same
+// (TestReadyShellRunsAsBashC compares them).
 //
-// The ready shell is left unused, and ends, where the next command is not a plain foreground one (a
-// background task, one with an input or a terminal), where the session's working directory is not
-// the one it started in, where it has died, where the session's PID namespace has ended, and where
-// nobody takes it within shellIdle. An unused shell is killed and reaped like any task, and its leaf
-// goes back to the session. The teardown kills it first, and waits for it before it looks whether
-// the session holds only its inits (0.3-0.4 ms of a session's close on the VM). It costs a bash
-// process per session that runs commands, for shellIdle at most after the session's last command; in
-// a PID namespace the init ends with an idle shell, where nothing else ran meanwhile (the shell held
-// the init's own idle clock back: see endIdleInitLocked).
-//
-// Only bash (Reaper.keepShell): the loader is bash's; other shells would run commands differently.
+// The shell is left unused, and ends, where the next command is not a plain foreground one, where the
+// session's working directory changed, where the shell or the session's PID namespace died, and after
+// shellIdle; it is killed and reaped like any task, and its leaf goes back to the session. The
+// teardown kills it first. In a PID namespace the init ends with an idle shell where nothing else ran
+// meanwhile (see life). Only bash (Reaper.keepShell): the loader is bash's.
 
 // readyShellIdle is how long a ready shell waits for a command before it is ended: as long as an
 // init lives on in an empty namespace (initIdle), the pause an agent's turn takes, most of the time.
@@ -58,12 +48,10 @@ const readyShellIdle = initIdle
 type readyShell struct {
 	s *Session // fixed at creation
 
-	// mu guards the fields that follow. A leaf: it is taken under spawnMu at most, no other lock is
-	// taken under it, and it is never held across a fork, an exec, a wait or a write to the shell.
-	mu sync.Mutex
-	// foreground counts the session's foreground commands started: from the second on, the
-	// session keeps a ready shell.
-	foreground int
+	// mu guards the fields that follow. A leaf, never held across a fork, an exec, a wait or a
+	// write to the shell.
+	mu         sync.Mutex
+	foreground int        // foreground commands started: from the second on, a ready shell is kept
 	cur        *readyProc // the shell started ahead, or nil
 	preparing  bool       // a goroutine is about to start one, or starting it
 	closed     bool       // the teardown let go of it: none is started any more
@@ -174,7 +162,7 @@ func (rs *readyShell) start() (*readyProc, error) {
 	gate := os.NewFile(uintptr(pp[0]), "gate")
 	defer gate.Close() // the shell's end, which it has once started
 	p.gate = os.NewFile(uintptr(pp[1]), "gate")
-	l := launch{loader: &loaderFiles{command: p.command, gate: gate}}
+	l := launch{command: p.command, gate: gate}
 	if p.sp, _, err = s.launch(t, func(in *pidns.Init) (spawned, string, error) { return s.launchIn(in, t, "", l) }); err != nil {
 		p.command.Close()
 		p.gate.Close()
@@ -183,13 +171,11 @@ func (rs *readyShell) start() (*readyProc, error) {
 	return p, nil
 }
 
-// take hands the ready shell command, as a foreground command's script (see shell.Script), and
-// returns the task it now runs, where it can: the session has one, the command is a plain foreground
-// one, cwd (the session's working directory) is the one the shell started in, the shell is alive and
-// so is the session's PID namespace. Otherwise it lets go of the shell (which ends) and reports false:
-// the caller starts a shell as it would have. listed is the task's command as it is listed; base is
-// what the session's slice counted of its limits' hits before the command (the task's base, see
-// hitsBase). spawnMu is held.
+// take hands the ready shell command (see shell.Script) and returns the task it now runs, where the
+// session has one, the command is a plain foreground one, cwd is the one the shell started in, and
+// the shell and the session's PID namespace are alive. Otherwise it lets go of the shell and reports
+// false: the caller starts a shell itself. listed is the command as listed; base is the slice's hits
+// before the command (see hitsBase). spawnMu is held.
 func (rs *readyShell) take(command, listed, cwd string, l launch, base cgroup.Hits) (*task, spawned, bool) {
 	if l.background || l.stdin || l.tty != nil {
 		return nil, spawned{}, false
@@ -260,19 +246,17 @@ func (p *readyProc) send(script string) error {
 // session's wg counts it.
 func (rs *readyShell) life(p *readyProc) {
 	s := rs.s
-	idle := time.NewTimer(s.r.shellIdle)
 	var exit reap.Exit
 	exited, idled := false, false
 	select {
 	case <-p.claimed:
 	case <-p.dropped:
-	case <-idle.C:
+	case <-time.After(s.r.shellIdle):
 		idled = true
 	case exit = <-p.sp.exited:
 		exited = true
 	case <-s.abandon:
 	}
-	idle.Stop()
 	// Still the session's ready shell: nothing can take it from now on. Otherwise whoever took it
 	// out decides, at once (take writes the command first), whether it runs a command.
 	rs.mu.Lock()
@@ -314,8 +298,7 @@ func (rs *readyShell) life(p *readyProc) {
 	s.releaseLeaf(p.t.leaf)
 	if in := s.ns.current(); idled && in != nil && s.quietSince(p.started) {
 		// Its namespace has been idle for the init's own idle period (shellIdle is initIdle), which
-		// the shell, a process of that namespace, held back; without this an idle session's init
-		// lived twice that after its last command.
+		// the shell, a process of that namespace, held back.
 		in.EndIdle() // refused while a task runs, or an orphan lives in the namespace
 	}
 }
@@ -336,11 +319,9 @@ func (rs *readyShell) drop(end time.Time, wait <-chan struct{}) {
 		return
 	}
 	p.t.kill() // at once, rather than when life has woken up to it
-	timer := time.NewTimer(max(time.Until(end), 0))
-	defer timer.Stop()
 	select {
 	case <-p.gone:
-	case <-timer.C:
+	case <-time.After(time.Until(end)):
 	case <-wait:
 	}
 }

@@ -64,7 +64,7 @@ type Reaper struct {
 	adoptMu   sync.Mutex     // the escapee checks take turns (kill.Escapees.Turns)
 	spare     *spare.Reserve // descriptors in reserve for the kills (kill.Policy.Spare)
 	// nsLevel is the depth of this process's PID namespace below /proc's: a session's pid is a
-	// process's NSpid entry there (Session.SessionPid).
+	// process's NSpid entry there (Session.sessionPid).
 	nsLevel int
 	// stopWatch stops the watch for escapees (cgroup containment); Close closes it.
 	stopWatch chan struct{}
@@ -252,16 +252,13 @@ func newReaper(opts Options) (*Reaper, error) {
 	return r, nil
 }
 
-// undoNew releases what a failed New had made: the forking threads, the child loop, /dev/null, the
-// instance's slice and its state directory. Nothing was started that uses them.
+// undoNew releases what a failed New had made; nothing was started that uses it.
 func (r *Reaper) undoNew() {
 	if r.forker != nil {
 		r.forker.Stop()
 	}
 	if r.pool != nil {
-		// The probe ends (its error, if any, is New's already), and its init, before the slice it
-		// is in is dropped.
-		r.pool.close()
+		r.pool.close() // the probe and its init end before the slice they are in is dropped
 	}
 	r.wg.Wait() // the record's rewrite with the probe's answer, before the state goes
 	if r.kids != nil {
@@ -340,8 +337,8 @@ func (r *Reaper) contain() error {
 	}
 	root, err := r.openRoot()
 	if err == nil {
-		// One slice per Reaper instance, named by pid and start time, so that Reapers sharing a
-		// root never touch each other's sessions, and a successor can tell a dead owner's slices.
+		// One slice per Reaper, named by pid and start time: Reapers sharing a root never touch
+		// each other's sessions, and a successor can tell a dead owner's slices.
 		if r.instance, err = root.Create(r.name); err != nil {
 			root.Release()
 		}
@@ -474,8 +471,7 @@ func (r *Reaper) Close(ctx context.Context) error {
 	r.pool.wait() // the probe ends before anything it could touch (the inits' thread, the record) is let go
 	close(r.stopWatch)
 	errs := []error{closeSessions(ctx, sessions)}
-	// Then whatever is still below this process (an escapee whose marker was scrubbed, in process
-	// containment) and in its slice: nothing may outlive the Reaper.
+	// Then whatever is still below this process and in its slice: nothing may outlive the Reaper.
 	errs = append(errs, r.killEverything(ctx, time.Now().Add(r.lim.CloseTimeout)))
 	r.wg.Wait()
 	r.pool.close() // the thread inits are forked from; every init is dead
@@ -491,14 +487,11 @@ func (r *Reaper) Close(ctx context.Context) error {
 	return r.closeErr
 }
 
-// Abandon is the last resort of a program that must exit now, its guard dead and its shutdown stuck
-// (or slower than it can wait for): it kills, at once and without a grace period, every process
-// below this one and everything in this Reaper's slice, waits for them to go as a hurried teardown
-// does (kill.HurryWait at most, the processes being SIGKILLed), and removes the slice and the state
-// directory, as Close does at its end; the guard is dead and removes nothing. What it cannot remove
-// waits for the next instance's sweep. It does not wait for sessions and may run while Close does,
-// or after it: it closes no descriptor that Close or a session may be using. The program is to exit
-// after it.
+// Abandon is the last resort of a program that must exit now, its guard dead and its shutdown stuck:
+// it SIGKILLs every process below this one and everything in this Reaper's slice, waits for them as a
+// hurried teardown does (kill.HurryWait at most), and removes the slice and the state directory; what
+// it cannot remove waits for the next instance's sweep. It may run while Close does, or after it: it
+// closes no descriptor that Close or a session may be using. The program is to exit after it.
 func (r *Reaper) Abandon() error {
 	hurried, hurry := context.WithCancel(context.Background())
 	hurry() // a last resort: no wait past kill.HurryWait

@@ -9,15 +9,9 @@ import (
 	"github.com/cgreaper/reaper/internal/systemd"
 )
 
-// A Reaper whose own cgroup it cannot take over moves into a cgroup systemd delegates to it: a
-// transient scope of its own, as `systemd-run --scope -p Delegate=yes` makes one. Where an MCP client
-// starts `reaper serve` over stdio, reaper shares the client's cgroup (no controller can be enabled
-// there while the client lives in it), or, started by a user from a login session, sits in the
-// session's scope, which is root's (nothing can be created there). Only the server moves: the guard
-// stays in its client's cgroup, so that whoever ends that cgroup still ends reaper (the guard dies,
-// and its server with it), and it cleans up after a server that died from there, through the slice
-// it was told of, as anywhere else. The scope holds the server and its sessions' processes, and
-// systemd removes it once they are all gone.
+// A Reaper whose own cgroup it cannot take over (its MCP client's, a login session's scope) moves
+// into a transient scope systemd delegates to it, as `systemd-run --scope -p Delegate=yes` makes one.
+// Only the server moves; its guard stays where it was (see docs/containment.md).
 
 // scopeMayHelp reports whether a scope of its own could give the Reaper what its default root
 // cannot: never where a root or mountpoint was asked for (the operator's choice), nor without

@@ -90,9 +90,6 @@ type Session struct {
 // ID returns the id the session was created with.
 func (s *Session) ID() string { return s.id }
 
-// Marker returns the REAPER_SESSION=... entry every process of the session inherits.
-func (s *Session) Marker() string { return s.marker }
-
 // Cwd returns the working directory the next command starts in.
 func (s *Session) Cwd() string {
 	s.mu.Lock()
@@ -106,7 +103,7 @@ type StartOptions struct {
 	Description string
 	// Stdin keeps the task's standard input open, a pipe, for WriteInput.
 	Stdin bool
-	// TTY, if set, runs the task on a pseudo-terminal of this size (see term_linux.go): its standard
+	// TTY, if set, runs the task on a pseudo-terminal of this size (see input_linux.go): its standard
 	// input, output and error, and its controlling terminal; WriteInput types into it.
 	TTY *TermSize
 }
@@ -117,13 +114,10 @@ type launch struct {
 	background  bool
 	stdin       bool
 	tty         *TermSize
-	// loader, if set, starts the task as a ready shell (see ready_linux.go): its shell runs
-	// shell.Loader, with these as its command file and gate, instead of a command.
-	loader *loaderFiles
+	// command and gate, if set, start the task as a ready shell (see ready_linux.go): its shell runs
+	// shell.Loader, with its command file and the read end of its gate, instead of a command.
+	command, gate *os.File
 }
-
-// loaderFiles are a ready shell's command file and the read end of its gate.
-type loaderFiles struct{ command, gate *os.File }
 
 // start spawns command as a new task. The caller holds no lock.
 func (s *Session) start(command string, l launch) (*task, string, error) {
@@ -215,9 +209,8 @@ func (s *Session) admit(background bool) error {
 	return nil
 }
 
-// launch starts t's process by start, which gets the session's init (nil without PID namespaces: see
-// sessionNS.use) and undoes what it did when it fails; meanwhile t is the task being started. start's
-// notice is passed on. spawnMu is held.
+// launch starts t's process by start, which gets the session's init (see sessionNS.use) and undoes
+// what it did when it fails; meanwhile t is the task being started. spawnMu is held.
 func (s *Session) launch(t *task, start func(in *pidns.Init) (spawned, string, error)) (sp spawned, notice string, err error) {
 	s.setStarting(t.id)
 	err = s.ns.use(func(in *pidns.Init) error {
@@ -240,10 +233,9 @@ func (s *Session) setStarting(id string) {
 	s.starting = id
 }
 
-// launchIn gives t its leaf (creating the session's slice on its first command), its output pipe or
-// terminal, its input and its process, started by in, the session's init (nil without namespaces).
-// On failure it undoes what it did. The notice, if any, says that the session's working directory
-// could not be entered (see enterableDir).
+// launchIn gives t its leaf, its output pipe or terminal, its input and its process, started by in,
+// the session's init (nil without namespaces), and undoes that on failure. The notice, if any, says
+// that the session's working directory could not be entered (see enterableDir).
 func (s *Session) launchIn(in *pidns.Init, t *task, command string, l launch) (spawned, string, error) {
 	if s.r.root != nil {
 		if err := s.place(t); err != nil {
@@ -276,20 +268,18 @@ func (s *Session) launchIn(in *pidns.Init, t *task, command string, l launch) (s
 		leaf:   t.leaf,
 		tty:    l.tty != nil,
 	}
-	if l.loader != nil {
+	if l.command != nil {
 		spec.argv = []string{s.r.shell, "-c", shell.Loader}
-		spec.command, spec.gate = l.loader.command, l.loader.gate
+		spec.command, spec.gate = l.command, l.gate
 	} else {
 		spec.argv = []string{s.r.shell, "-c", shell.Script(command, cwdW != nil, s.r.dupCwd, s.r.bash)}
 	}
 	sp, err := s.r.spawn(spec)
 	var notice string
-	if err != nil && l.loader == nil && spec.dir != s.workDir && !enterableDir(err) {
-		// The directory is the tasks' to enter, with their credentials: the child changes into it
-		// after it has taken them, and reaper never looks at it itself, not even with stat (which
-		// would tell a task, as root, what exists where it cannot look). Where it cannot, the
-		// session goes back to where it started and says so. (A ready shell just fails: the next
-		// command, which carries the notice, starts its own.)
+	if err != nil && l.command == nil && spec.dir != s.workDir && !enterableDir(err) {
+		// The directory is the tasks' to enter, with their credentials: reaper never looks at it
+		// itself, not even with stat (which would tell a task, as root, what exists where it cannot
+		// look). Where they cannot, the session goes back to where it started and says so.
 		notice = fmt.Sprintf("the working directory %s cannot be entered (%v); the session is back in %s, where it started", spec.dir, errnoOf(err), s.workDir)
 		s.mu.Lock()
 		s.cwd = s.workDir
@@ -306,9 +296,8 @@ func (s *Session) launchIn(in *pidns.Init, t *task, command string, l launch) (s
 	return sp, notice, nil
 }
 
-// enterableDir reports whether a failed spawn's error leaves the working directory above suspicion:
-// false for the errors of a chdir that failed (the directory is gone, or the tasks' user may not
-// enter it), which the spawn reports as its own.
+// enterableDir reports whether a failed spawn's error is not that of a failed chdir (the directory is
+// gone, or the tasks' user may not enter it).
 func enterableDir(err error) bool {
 	for _, e := range []syscall.Errno{syscall.ENOENT, syscall.EACCES, syscall.ENOTDIR, syscall.ELOOP, syscall.ENAMETOOLONG} {
 		if errors.Is(err, e) {
@@ -327,15 +316,14 @@ func errnoOf(err error) string {
 	return err.Error()
 }
 
-// taskIO are a task's standard files: the child's ends, which the spawn passes on, and reaper's,
-// which t keeps (its pump, its input).
+// taskIO are a task's standard files: the child's ends, and reaper's, which t keeps (pump, input).
 type taskIO struct {
 	stdin, stdout *os.File // the child's; stdin nil: /dev/null
 	t             *task
 }
 
 // taskFiles makes t's output pipe, or its terminal (in the devpts instance of in, the session's
-// init, where it has one: see term_linux.go), and its input pipe if it has one, and t's pump.
+// init, where it has one: see input_linux.go), and its input pipe if it has one, and t's pump.
 func (r *Reaper) taskFiles(t *task, l launch, in *pidns.Init) (taskIO, error) {
 	io := taskIO{t: t}
 	var ours *os.File
@@ -392,9 +380,8 @@ func (io taskIO) closeOurs() {
 	}
 }
 
-// place gives t a leaf of the session's slice, creating the slice (with the session limits) on the
-// session's first command. spawnMu is held (the slice is made under it); mu is not held while a
-// cgroup is made.
+// place gives t a leaf of the session's slice, creating the slice on the session's first command.
+// spawnMu is held; mu is not held while a cgroup is made.
 func (s *Session) place(t *task) error {
 	s.mu.Lock()
 	slice := s.slice
@@ -535,10 +522,11 @@ func (s *Session) watch(t *task, sp spawned) {
 		}
 	}
 	t.closeCwd()
+	var hits cgroup.Hits
 	if s.r.watchHits && t.leaf != nil {
-		t.setHits(s.taskHits(t))
+		hits = s.taskHits(t)
 	}
-	t.finish(code)
+	t.finish(code, hits)
 	info := t.info(0)
 	s.r.obs.TaskEnded(TaskEnd{
 		Status: info.Status, ExitCode: info.ExitCode, Background: info.Background, OOMKilled: info.OOMKilled,
@@ -645,11 +633,9 @@ func (s *Session) infoOf(w *proc.Walker, t *task, pids []int) TaskInfo {
 }
 
 // prune clears finished tasks that are no longer needed: background tasks whose output was read to
-// the end or that ended more than Retention ago, foreground ones at once. In cgroup containment a
-// task whose leaf still holds processes is kept, so that they stay visible (and the leaf is not
-// reused); in process containment telling that would take a walk of /proc, so the task goes and
-// its processes stay visible through List, which walks. The leaves are read, and those let go of
-// removed, without mu.
+// the end or that ended more than Retention ago, foreground ones at once. A task whose leaf still
+// holds processes is kept, so that they stay visible; in process containment the task goes and List's
+// walk shows its processes. The leaves are read, and those let go of removed, without mu.
 func (s *Session) prune() {
 	lr := leafRelease{empty: make(map[*task]bool)}
 	s.mu.Lock()
@@ -710,9 +696,8 @@ const maxRecent = 64
 const maxKnown = 4096
 
 // rememberProcs records processes seen in the session (process containment), so that Close's walk
-// starts from them even if they have cleared their marker since. When the record is full, processes
-// that have exited make room (looked at in /proc without mu); past that, the newest are not recorded
-// (the marker still finds them).
+// starts from them even if they have cleared their marker since. When the record is full, exited
+// processes make room (looked at without mu); past that, the newest are not recorded.
 func (s *Session) rememberProcs(ps []proc.Stat) {
 	if len(ps) == 0 {
 		return
@@ -763,19 +748,17 @@ func (s *Session) rememberLocked(t *task) {
 
 // Close ends the session: every process it started dies (see the package documentation), its slice
 // is removed, and starting tasks fails from then on. It is idempotent and safe to call concurrently;
-// every call returns the report of the one teardown. The first call runs the teardown and returns
-// when it is done, whatever ctx does (cancelling ctx cuts the grace period short). Later calls return
-// when the teardown is done, or when ctx is done first (the teardown goes on). Processes that outlive
-// the deadline are listed in the report and the error. The end is logged in one line, with the reason
-// "closed" (see CloseFor).
+// every call returns the report of the one teardown. The first call runs it and returns when it is
+// done (cancelling ctx cuts the grace period short); later calls return then, or when ctx is done
+// first. Processes that outlive the deadline are listed in the report and the error. The end is
+// logged with the reason "closed" (see CloseFor).
 func (s *Session) Close(ctx context.Context) (KillReport, error) {
 	return s.CloseFor(ctx, "closed")
 }
 
 // Killed returns a channel that is closed once a teardown (see Close) has killed every process of the
-// session and waited for them: they have exited, or those that did not by the deadline are in its
-// report. What is left of the teardown then is removing the session's cgroup and files, which a caller
-// answering for the end (an HTTP DELETE) need not wait for.
+// session and waited for them (or reported those that outlived the deadline). What is left then is
+// removing the session's cgroup and files, which a caller (an HTTP DELETE) need not wait for.
 func (s *Session) Killed() <-chan struct{} { return s.killed }
 
 // CloseFor is Close with the reason the session ends: a short fixed word such as "idle" or "delete",
@@ -806,15 +789,12 @@ func (s *Session) CloseFor(ctx context.Context, reason string) (KillReport, erro
 }
 
 // teardown is Close's work: the kill policy ends every process of the session, its inits and its
-// slice (kill.Policy.Terminate, with the session's scope as data, and Killed closed once the kills are
-// done), then the tasks' watchers and pumps are let go of and the files removed.
+// slice (kill.Policy.Terminate), then the tasks' watchers and pumps are let go of and the files go.
 func (s *Session) teardown(ctx context.Context) {
 	defer close(s.done)
 	start := time.Now()
-	// Every wait of the teardown for killed processes ends by then (see kill.Policy.Terminate).
-	waitEnd := start.Add(s.r.lim.Grace + s.r.lim.CloseTimeout)
-	// The start under way, if any, ends (its task is then in tasks, a ready shell in ready), and
-	// none follows: closing is set. Then the namespaces start no init any more.
+	waitEnd := start.Add(s.r.lim.Grace + s.r.lim.CloseTimeout) // of every wait for killed processes
+	// The start under way, if any, ends, and none follows: closing is set.
 	s.spawnMu.Lock()
 	//lint:ignore SA2001 the lock is taken only to wait for the start under way to end
 	s.spawnMu.Unlock()
@@ -858,10 +838,9 @@ func (s *Session) teardown(ctx context.Context) {
 	}
 }
 
-// scope is the scope of the session's teardown (kill.Scope), all of it data, as far as it is read
-// without mu: with a PID namespace the walks look below its current init cur (every process there is
-// the session's), and the teardown ends every init it had (inits); the escapee check looks under the
-// Reaper's adopters; Killed is closed once the kills are done, and the slice removed after.
+// scope is the scope of the session's teardown (kill.Scope), as far as it is read without mu: with a
+// PID namespace the walks look below its current init cur, and the teardown ends every init it had;
+// the escapee check looks under the Reaper's adopters.
 func (s *Session) scope(waitEnd time.Time, cur *pidns.Init, inits []*pidns.Init) kill.Scope {
 	sc := kill.Scope{Name: "session " + s.id, End: waitEnd, Inits: inits, Killed: s.killed, RemoveSlice: true,
 		Seeds: make(map[int]uint64)}
@@ -869,9 +848,7 @@ func (s *Session) scope(waitEnd time.Time, cur *pidns.Init, inits []*pidns.Init)
 		sc.Self, sc.Skip = cur.Pid(), cur.Registered()
 		sc.Seeds[sc.Self] = cur.StartTime()
 		sc.Known = map[int]bool{sc.Self: true}
-		// Every task of a session with namespaces was born in one (sessionNS.use): below its init,
-		// everything is the session's; no other init was left alive (sessionNS.initLocked).
-		sc.Namespaced = true
+		sc.Namespaced = true // every task was born in one (sessionNS.use)
 	} else {
 		sc.Self, sc.Skip = s.r.pid, s.r.kids.Registered()
 	}
@@ -881,9 +858,8 @@ func (s *Session) scope(waitEnd time.Time, cur *pidns.Init, inits []*pidns.Init)
 	return sc
 }
 
-// scopeLocked completes sc with what the session holds, and returns its tasks: every running task is
-// being killed, its main process pinned as its process group's leader, and seeds the walks with the
-// processes the session remembers; the slice is the session's.
+// scopeLocked completes sc with what the session holds (its slice, its running tasks' main processes
+// pinned, the processes it remembers), and returns its tasks.
 func (s *Session) scopeLocked(sc *kill.Scope) []*task {
 	tasks := make([]*task, 0, len(s.tasks))
 	sc.Slice = s.slice
@@ -899,9 +875,7 @@ func (s *Session) scopeLocked(sc *kill.Scope) []*task {
 		sc.Seeds[pid] = start
 	}
 	if s.ran {
-		// Only a session that started a task has processes that carry its marker: the walk for
-		// it is spared where none ran.
-		sc.Marker = s.marker
+		sc.Marker = s.marker // only then can a process carry it
 	}
 	// Escapees die by their session's end at the latest (see adopted_linux.go). Without a namespace
 	// every process of the session descends from the Reaper, the child subreaper, an adopter: what
@@ -917,8 +891,7 @@ func (s *Session) scopeLocked(sc *kill.Scope) []*task {
 // whatever will not exit is abandoned, and every output pump stops.
 func (s *Session) releaseTasks() {
 	close(s.abandon)
-	// Every pump still running, also those of tasks already cleared: a process that survived its
-	// kill (in D state) may hold a pipe open.
+	// Those of cleared tasks too: a process that survived its kill (in D state) may hold a pipe.
 	s.mu.Lock()
 	pumps := slices.Collect(maps.Keys(s.pumps))
 	s.mu.Unlock()

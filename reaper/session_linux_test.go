@@ -256,8 +256,8 @@ func TestMarkersAndIsolation(t *testing.T) {
 		t.Fatalf("output %q", res.Output)
 	}
 	f := strings.Fields(lines[0])
-	if len(f) != 2 || "REAPER_SESSION="+f[0] != s.Marker() || strings.Contains(f[0], s.ID()) || !strings.HasPrefix(f[1], "t-") {
-		t.Errorf("markers %q, want the session's marker (%s, without its id) and a task id", lines[0], s.Marker())
+	if len(f) != 2 || "REAPER_SESSION="+f[0] != s.marker || strings.Contains(f[0], s.ID()) || !strings.HasPrefix(f[1], "t-") {
+		t.Errorf("markers %q, want the session's marker (%s, without its id) and a task id", lines[0], s.marker)
 	}
 	if lines[1] != "2" {
 		t.Errorf("%s REAPER_ variables in the task's environment, want only the 2 markers", lines[1])

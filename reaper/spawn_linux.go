@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -22,21 +23,15 @@ const (
 	EnvTask    = instance.EnvTask
 )
 
-// baseEnv returns env, or this process's environment without REAPER_* variables (configuration,
-// possibly a token, and the markers of an outer reaper that ours replace) and without NOTIFY_SOCKET
-// (systemd's readiness socket is reaper's: a command must not tell the service manager that reaper
-// is ready, stopping, or another process).
+// baseEnv returns a copy of env, or, where it is nil, the tasks' environment Options.Env describes
+// (an outer reaper's markers are REAPER_* variables too: ours replace them).
 func baseEnv(env []string) []string {
 	if env != nil {
 		return append([]string(nil), env...)
 	}
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "REAPER_") && !strings.HasPrefix(kv, "NOTIFY_SOCKET=") {
-			out = append(out, kv)
-		}
-	}
-	return out
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "REAPER_") || strings.HasPrefix(kv, "NOTIFY_SOCKET=")
+	})
 }
 
 // checkCommand refuses commands that cannot be run as one shell argument.
@@ -80,11 +75,9 @@ type spawnSpec struct {
 	init *pidns.Init
 }
 
-// fds returns the child's descriptor table as this process's descriptors, from 0: stdin (/dev/null
-// if unset), stdout, stderr (stdout if unset), extra, a ready shell's command and gate at
-// shell.CommandFD and shell.GateFD, and the cwd pipe at shell.CwdFD, with -1 for the
-// descriptors the child gets closed. The standard and extra ones are made blocking (Fd), as a
-// program expects its standard files; the cwd pipe is not (see shell.Script).
+// fds returns the child's descriptor table as this process's descriptors, from 0, with -1 for those
+// the child gets closed. The standard and extra ones are made blocking (Fd), as a program expects;
+// the cwd pipe is not (see shell.Script).
 func (spec spawnSpec) fds(devnull *os.File) ([]int, error) {
 	stdin, stderr := spec.stdin, spec.stderr
 	if stdin == nil {
@@ -128,13 +121,10 @@ type spawned struct {
 	exited <-chan reap.Exit
 }
 
-// spawn starts a process in its own process group, registered with the child reaper. In cgroup
-// containment it is born in spec.leaf through clone3 with CLONE_INTO_CGROUP; where the host refuses
-// that (ENOSYS under a container's seccomp profile, EPERM), it is started through
-// cgroup.Slice.JoinArgs instead, joining the leaf before it runs the command (or, for tasks that run
-// as Options.User, which may not join it, held until the Reaper has moved it: spawnHeld), and the
-// Reaper remembers to do so from then on. With Options.User the child runs as that user. With
-// spec.init the session's init starts it in the session's PID namespace (forkInit).
+// spawn starts a process in its own process group, registered with the child reaper, as Options.User
+// if set, through spec.init if set. In cgroup containment it is born in spec.leaf through clone3 with
+// CLONE_INTO_CGROUP; where the host refuses that (ENOSYS, EPERM), from then on it joins the leaf
+// before it runs the command (cgroup.Slice.JoinArgs), or is moved there while held (spawnHeld).
 func (r *Reaper) spawn(spec spawnSpec) (spawned, error) {
 	if spec.init == nil {
 		r.direct.Store(true) // before the fork: its orphans come to the Reaper (see adopters)
@@ -205,15 +195,12 @@ func (r *Reaper) forkHere(spec spawnSpec, fds []int, cg *os.File, cred *syscall.
 		attr.Files = append(attr.Files, uintptr(fd)) // -1: closed in the child
 	}
 	var start uint64
-	identify := func(pid int) {
-		// The child cannot be reaped while the lock is held, so its pid is still its own.
-		st, _ := proc.NewWalker().Stat(pid)
-		start = st.Start
-	}
 	pid, exited, err := r.kids.Start(func() (int, error) {
 		pid, err := r.forkExec(spec.argv, attr)
 		if err == nil {
-			identify(pid)
+			// The child cannot be reaped while the lock is held, so its pid is still its own.
+			st, _ := proc.NewWalker().Stat(pid)
+			start = st.Start
 		}
 		return pid, err
 	})
@@ -229,4 +216,23 @@ func (r *Reaper) forkInit(spec spawnSpec, fds []int, cg *os.File, cred *syscall.
 		Credential: cred, Cgroup: cg,
 	})
 	return spawned{pid: t.Pid, start: t.Start, pidfd: t.PidFD, exited: t.Exited}, err
+}
+
+// cwdPipe makes a foreground command's working-directory pipe, non-blocking: the read end reaper's,
+// the write end for the child, whose shell's EXIT trap writes the directory it leaves (shell.Script).
+// Where the trap opens the write end again through /dev/fd (dash can name no descriptor above 9), the
+// kernel checks that open against the pipe's owner: with Options.User the pipe is given to that user.
+func (r *Reaper) cwdPipe() (rd, wr *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, nil, err
+	}
+	if u := r.opts.User; u != nil {
+		if err := unix.Fchown(p[1], int(u.Uid), int(u.Gid)); err != nil {
+			unix.Close(p[0])
+			unix.Close(p[1])
+			return nil, nil, err
+		}
+	}
+	return os.NewFile(uintptr(p[0]), "cwd"), os.NewFile(uintptr(p[1]), "cwd"), nil
 }

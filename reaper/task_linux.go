@@ -115,13 +115,6 @@ func (t *task) closeCwd() {
 	}
 }
 
-// setHits records the limits hit while the task ran.
-func (t *task) setHits(h cgroup.Hits) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.hits = h
-}
-
 // newID returns prefix and 16 random hex digits: unguessable, so an id cannot be used to reach a task
 // that was not handed to the caller.
 func newID(prefix string) string {
@@ -179,10 +172,10 @@ func (t *task) exited() {
 	t.main = proc.NewHandle(t.main.Stat, -1)
 }
 
-// finish records the main process's end and closes done.
-func (t *task) finish(code int) {
+// finish records the main process's end, and the limits hit while the task ran, and closes done.
+func (t *task) finish(code int, hits cgroup.Hits) {
 	t.mu.Lock()
-	t.exitCode = code
+	t.exitCode, t.hits = code, hits
 	t.ended = time.Now()
 	switch {
 	case t.stopAs != "":

@@ -8,11 +8,6 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 )
 
-// What sessions use and the limits they hit, as their slices count them (cgroup containment; in
-// process containment nothing counts them). A session's figures only grow while it lives (see
-// usage); once it has ended, its CPU time and hits are added to the Reaper's ended totals in the
-// same step that drops it from the live sessions, so that the totals Usage reports never go back.
-
 // Usage is what the live sessions hold at one moment, and what every session used so far.
 type Usage struct {
 	// Sessions is the number of live sessions (those that ran a task or may still run one).
@@ -82,10 +77,9 @@ func (s *Session) currentSlice() *cgroup.Slice {
 }
 
 // usage returns what the session's slice counts, and whether anything counts it (false in process
-// containment). The counters (CPU time, peak memory, hits) are the most read so far, so that they
-// never go back (a leaf removed on a kernel that counted refused forks in it takes its count along);
-// once the teardown has read the slice for the last time (endUsage), that reading is the answer. A
-// session that has not made its slice yet used nothing.
+// containment). The counters are the most read so far, so that they never go back (a removed leaf
+// takes its count of refused forks along); after the teardown's last reading (endUsage), that
+// reading is the answer.
 func (s *Session) usage() (cgroup.Stats, bool) {
 	if s.r.root == nil {
 		return cgroup.Stats{}, false
@@ -105,9 +99,8 @@ func (s *Session) usage() (cgroup.Stats, bool) {
 	return s.seen, true
 }
 
-// endUsage takes the teardown's last reading of the session's slice, made once its processes were
-// dead and before it was removed (kill.Report.Usage; nil where there was none): from then on, usage
-// answers with it, or with the last reading before where there was none.
+// endUsage takes the teardown's last reading of the session's slice (kill.Report.Usage; nil where
+// there was none): from then on, usage answers with it, or with the last reading before.
 func (s *Session) endUsage(final *cgroup.Stats) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

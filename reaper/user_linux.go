@@ -3,6 +3,7 @@ package reaper
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -37,24 +38,17 @@ func (u *User) credential() *syscall.Credential {
 
 // userEnv returns env with HOME, USER and LOGNAME set for u.
 func userEnv(env []string, u *User) []string {
-	out := make([]string, 0, len(env)+3)
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "USER=") && !strings.HasPrefix(kv, "LOGNAME=") {
-			out = append(out, kv)
-		}
-	}
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "USER=") || strings.HasPrefix(kv, "LOGNAME=")
+	})
 	return append(out, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
 }
 
 // setNoNewPrivs sets no_new_privs on the thread tasks that run as another user are forked from (a
-// reap.Forker's), so that every task inherits it and gains no privilege through execve (a
-// setuid binary, file capabilities, an LSM transition). no_new_privs belongs to a thread, not a
-// process, and a child inherits the flag of the thread that forked it: set by prctl in an arbitrary
-// goroutine, it reached the tasks only when the runtime happened to fork from that thread (a task read
-// NoNewPrivs 0 in /proc/self/status). Go's SysProcAttr has no field for it. It is safe for the Reaper:
-// the flag is inherited only downwards, from this thread, and affects nothing but execve's granting of
-// privileges, which the Reaper never needs; setuid() by the still-privileged child before it executes
-// the task is unaffected.
+// reap.Forker's), so that every task inherits it and gains no privilege through execve (a setuid
+// binary, file capabilities, an LSM transition). The flag is a thread's, and a child inherits that of
+// the thread that forked it: set from an arbitrary goroutine it would miss tasks (SysProcAttr has no
+// field for it). It affects nothing the Reaper needs, and not the child's setuid() before its exec.
 func setNoNewPrivs() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs for tasks that run as another user: %w", err)
@@ -65,7 +59,7 @@ func setNoNewPrivs() error {
 // checkUser runs the shell as the user in the working directory, to fail at start rather than at
 // every command: the Reaper may not switch users (not root), or the user may not enter the directory
 // or run the shell. Tasks need nothing else of the Reaper's: its state directory is its own, and no
-// task writes there (the working directory comes back through a pipe, see cwd_linux.go).
+// task writes there (the working directory comes back through a pipe, see cwdPipe).
 func (r *Reaper) checkUser() error {
 	sp, err := r.fork(spawnSpec{argv: []string{r.shell, "-c", ":"}, env: r.env, dir: r.workDir, stdout: r.devnull}, false)
 	if err != nil {
@@ -74,24 +68,20 @@ func (r *Reaper) checkUser() error {
 	if sp.pidfd >= 0 {
 		unix.Close(sp.pidfd)
 	}
-	timer := time.NewTimer(r.lim.CloseTimeout)
-	defer timer.Stop()
 	select {
 	case st := <-sp.exited:
 		if st.Code() != 0 {
 			return fmt.Errorf("tasks running as user %s cannot run %s in %s (exit status %d)", r.opts.User, r.shell, r.workDir, st.Code())
 		}
-	case <-timer.C:
+	case <-time.After(r.lim.CloseTimeout):
 		return fmt.Errorf("tasks cannot run as user %s: the shell did not exit within %v", r.opts.User, r.lim.CloseTimeout)
 	}
 	return nil
 }
 
 // holdArgs returns an argv that waits, before it runs argv, until the descriptor 3 it inherits (a
-// pipe) reaches its end. It is the fallback for tasks that run as another user where clone3 into a
-// cgroup is refused: the user may not write cgroup.procs, so the task cannot join its leaf itself
-// (cgroup.Slice.JoinArgs); the Reaper moves it while it waits, before it has run anything of the
-// task, and then closes the pipe.
+// pipe) reaches its end: where clone3 into a cgroup is refused, a task that runs as another user may
+// not join its leaf itself (cgroup.Slice.JoinArgs), so the Reaper moves it while it waits.
 func holdArgs(argv []string) []string {
 	const script = `read _ <&3; exec 3<&-; exec "$@"`
 	return append([]string{"/bin/sh", "-c", script, "reaper-hold"}, argv...)

@@ -7,11 +7,9 @@
 // a terminal's master into an Output until its end. Nothing here knows processes or sessions: the
 // caller says when a stream ends ([Output.End]) and when the store closes ([Store.Close]).
 //
-// Reads ([Output.Read], [Output.All], [Output.Grep], [Output.Tail]) are bounded before and while
-// they run, and hold no lock over work that grows with the output: each takes a view of the output
-// under its lock and reads and searches through it without (view_linux.go). A grep's pattern is
-// checked before it runs ([Compile]); a line read stops at the store's time and work limits, when
-// its call's context is done and when the store closes (scan_linux.go, limit_linux.go).
+// Reads ([Output.Read], [Output.All], [Output.Grep], [Output.Tail]) are bounded, and hold no lock
+// over work that grows with the output: each reads through a view taken under the output's lock
+// (view_linux.go). Line reads are bounded as scan_linux.go says.
 //
 // Lock order. Each mutex guards the fields that follow it. Where two are held at once they are taken
 // in this order, never the other way:

@@ -10,13 +10,12 @@ import (
 // Bounds of one line read (Grep, Tail) by default; Options may set others.
 const (
 	// DefaultScanWork is the work one read may do, in bytes searched times the pattern's cost (see
-	// Compile; a read without a pattern costs 1 a byte): 64 MiB with a pattern of cost 32, such as
-	// `(?i)error|warn|fail` (17), which takes about 2 s of CPU here. It decides how far a read
-	// reaches, the same on a loaded machine as on a quiet one, and bounds its CPU: at most about 12 s
-	// with the costliest patterns (up to about 6 ns per unit, BenchmarkPatternCost).
+	// Compile; 1 a byte without a pattern): 64 MiB with a pattern of cost 32. It decides how far a
+	// read reaches, the same on a loaded machine as on a quiet one, and bounds its CPU (about 12 s
+	// with the costliest patterns, BenchmarkPatternCost).
 	DefaultScanWork = 1 << 31
 	// DefaultScanTime is how long one read may search: the backstop where the machine is so loaded
-	// that the work takes longer (that grep took 6 to 8 s at a load of 15 to 20 on two cores).
+	// that the work takes longer.
 	DefaultScanTime = 30 * time.Second
 )
 

@@ -11,15 +11,13 @@ import (
 	"github.com/cgreaper/reaper/internal/textfit"
 )
 
-// Output is a task's combined stdout and stderr: the whole stream in the task's file (see
-// Store), up to the store's disk budget; once a write does not fit (or the file cannot be
-// written), the stream's most recent bytes in memory, which go into the file once the output ends.
-// Offsets are positions in the whole stream, so a reader that falls behind learns exactly how much
-// it missed. Nothing here splits on lines: a 10 MB line is just bytes.
+// Output is a task's combined stdout and stderr: the whole stream in the task's file (see Store), up
+// to the store's disk budget; past that, its most recent bytes in memory, which go into the file once
+// the output ends. Offsets are positions in the whole stream, so a reader that falls behind learns
+// exactly how much it missed. Nothing here splits on lines.
 //
-// The stream's kept parts are its head, [0, head), in the file (or in memory where there is no
-// file), and, once cut, its tail, its last bytes, in a ring or, once the output ended, in the file
-// after a line that says what was left out between them.
+// The kept parts are the head, [0, head), in the file (or in memory where there is none), and, once
+// cut, the tail, in a ring or, once the output ended, in the file after a line for the gap.
 type Output struct {
 	// The fields up to epoch are fixed at creation.
 	store *Store
@@ -213,20 +211,15 @@ func fileNotice(n int64, why string) string {
 	return fmt.Sprintf("\n[... %d bytes of output left out here: %s ...]\n", n, why)
 }
 
-// tailLength returns the tail's length, wherever it is.
-func (o *Output) tailLength() int64 {
-	if o.tailAt >= 0 {
-		return o.tailLen
-	}
-	return int64(o.tail.Len())
-}
-
 // tailStart returns where the tail starts in the stream (the stream's end while nothing is cut).
 func (o *Output) tailStart() int64 {
-	if o.cut == "" {
+	switch {
+	case o.cut == "":
 		return o.total
+	case o.tailAt >= 0:
+		return o.total - o.tailLen
 	}
-	return o.total - o.tailLength()
+	return o.total - int64(o.tail.Len())
 }
 
 // HasFile reports whether the output has a file, made and not yet removed.

@@ -7,23 +7,17 @@ import (
 	"regexp/syntax"
 )
 
-// A pattern's cost is checked before it runs. Go's regular expressions (RE2) match in time linear in
-// the text, but the constant grows with the pattern: each byte of text may step every instruction of
-// the compiled program once (a Thompson NFA, or the bounded backtracker, which visits each pair of
-// instruction and position once). A 4 KB pattern of nested optional repetitions compiles to over a
-// million instructions and took about 12.8 ms per byte of text. So a pattern is bounded twice: by its
-// length, and by its program's cost: its instructions, a character class of k ranges counted 1 +
-// log2(k)/4 times (it is matched by a binary search over its ranges). Measured in CPU time here
-// (BenchmarkPatternCost), patterns built to be slow cost 2.8 to 5.9 ns per byte of text and
-// unit of cost, and what agents write less (`(?i)error|warn|fail`: about 2; a literal word, found by
-// an index scan: 0.05).
+// A pattern's cost is checked before it runs. RE2 matches in time linear in the text, but each byte
+// may step every instruction of the compiled program once, and a 4 KB pattern of nested optional
+// repetitions compiles to over a million instructions. So a pattern is bounded by its length and by
+// its program's cost: its instructions, a character class of k ranges counted 1 + log2(k)/4 times
+// (a binary search over its ranges). Patterns built to be slow cost 2.8 to 5.9 ns per byte of text
+// and unit of cost (BenchmarkPatternCost).
 const (
 	// MaxPatternBytes bounds a pattern's length.
 	MaxPatternBytes = 4096
 	// MaxPatternCost bounds a pattern's cost (see above): a line of maxLine bytes, whose match
-	// cannot be stopped midway, then takes at most about 64 Ki × 1000 × 6 ns, 0.4 s of CPU,
-	// while the patterns agents write cost far less (`(?i)error|warn|fail`: 17; an IPv4 address:
-	// 63; fifty words in an alternation: 259).
+	// cannot be stopped midway, then takes at most about 0.4 s of CPU (`(?i)error|warn|fail` costs 17).
 	MaxPatternCost = 1000
 )
 
@@ -32,12 +26,6 @@ type Pattern struct {
 	re   *regexp.Regexp
 	cost int64 // the program's cost (see above)
 }
-
-// String returns the pattern's source.
-func (p *Pattern) String() string { return p.re.String() }
-
-// Cost returns the pattern's cost: the work of searching one byte of text with it.
-func (p *Pattern) Cost() int64 { return p.cost }
 
 // Compile checks a grep pattern (RE2 syntax, as Go's regexp takes it) and its cost, and compiles it.
 // Its errors say what to change.

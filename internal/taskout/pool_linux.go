@@ -1,19 +1,14 @@
 package taskout
 
-import "sync"
+import "sync/atomic"
 
-// A Pool is a disk budget that several stores share, beside each one's own: in reaper, the budget
-// of every session's output files together, so that many sessions, each within its own budget,
-// cannot fill the state directory (usually a tmpfs: memory) together. A store takes from its pool
-// what it writes and gives it back when a file is removed or the store closes; where the pool is
-// spent, the store makes room by removing its own finished files, and past that its outputs are cut
-// as at its own budget, saying which budget cut them.
+// A Pool is a disk budget that several stores share, beside each one's own (in reaper, every
+// session's output files together). A store takes from its pool what it writes and gives it back
+// when a file is removed or the store closes; where the pool is spent, the store makes room as at its
+// own budget, and its cuts say which budget made them.
 type Pool struct {
 	budget int64 // fixed at creation
-
-	// mu guards used; a leaf, taken under Store.mu.
-	mu   sync.Mutex
-	used int64
+	used   atomic.Int64
 }
 
 // NewPool returns a pool of budget bytes.
@@ -23,24 +18,18 @@ func NewPool(budget int64) *Pool { return &Pool{budget: budget} }
 func (p *Pool) Budget() int64 { return p.budget }
 
 // Used returns the bytes the pool's stores hold now.
-func (p *Pool) Used() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.used
-}
+func (p *Pool) Used() int64 { return p.used.Load() }
 
 // take grants up to n bytes and returns how many.
 func (p *Pool) take(n int64) int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	k := max(min(n, p.budget-p.used), 0)
-	p.used += k
-	return k
+	for {
+		used := p.used.Load()
+		k := max(min(n, p.budget-used), 0)
+		if p.used.CompareAndSwap(used, used+k) {
+			return k
+		}
+	}
 }
 
 // give returns n bytes.
-func (p *Pool) give(n int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.used -= n
-}
+func (p *Pool) give(n int64) { p.used.Add(-n) }

@@ -10,24 +10,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Pump copies a task's output pipe (or its terminal's master) into its Output until EOF. It is how a
-// foreground command returns as soon as its main process exits without losing output and without
-// waiting for EOF: after the exit, Drain takes everything already in the pipe (all the main process
-// wrote) on the caller's goroutine; processes the command left behind may keep the pipe open and
-// write on, into the Output. No read of the Output holds up its writes (see view).
+// Pump copies a task's output pipe (or its terminal's master) into its Output until EOF. After the
+// main process's exit, Drain takes everything already in the pipe on the caller's goroutine, so a
+// foreground command returns without waiting for EOF; processes it left behind may write on.
 //
 // The pipe is non-blocking. The pump's goroutine waits for it in the runtime's poller and reads under
-// mu; Drain reads under the same mu until EAGAIN, so the two never interleave and nothing is read
-// twice or lost.
+// mu; Drain reads under the same mu until EAGAIN, so nothing is read twice or lost.
 //
-// Once nobody will read the output (a foreground command has returned its result), Slow makes the pump
-// empty the pipe only every idlePeriod, discarding, instead of whenever there is something to read: a
-// leftover writer such as `yes &` kept reaper at 70% of a core reading as fast as it wrote, and now
-// costs ten wake-ups a second. The pipe stays open (a dev server started with `server &` would die of
-// SIGPIPE at its next log line) and keeps being emptied (or the writer would block for good); a chatty
-// writer is held up by a full pipe for at most one period, so it writes at most a pipe's capacity
-// (64 KiB by default) per period. A slowed pump reads with a small buffer, and a stopped one holds
-// none: an idle session keeps its last task, and with it the task's pump, until its next command.
+// Once nobody will read the output, Slow makes the pump empty the pipe only every idlePeriod,
+// discarding, so that a leftover writer such as `yes &` costs ten wake-ups a second rather than a
+// core. The pipe stays open (a `server &` would die of SIGPIPE) and emptied, so a chatty writer is
+// held up for at most one period; a slowed pump reads with a small buffer, and a stopped one holds none.
 type Pump struct {
 	f    *os.File
 	rc   syscall.RawConn
@@ -105,8 +98,8 @@ func (p *Pump) runIdle() {
 		case <-tick.C:
 		}
 		p.mu.Lock()
-		if !p.eof && !p.abortd {
-			p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
+		if !p.abortd {
+			p.drainLocked()
 		}
 		stop := p.eof || p.abortd
 		if stop {
@@ -172,19 +165,20 @@ func (p *Pump) readLocked(fd, budget int) bool {
 func (p *Pump) Drain() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.eof {
-		return
+	p.drainLocked()
+}
+
+func (p *Pump) drainLocked() {
+	if !p.eof {
+		p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
 	}
-	p.rc.Control(func(fd uintptr) { p.readLocked(int(fd), pipeSize(int(fd))) })
 }
 
 // WaitEnd waits, at most d, for the pump to reach the end of its input.
 func (p *Pump) WaitEnd(d time.Duration) {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
 	select {
 	case <-p.done:
-	case <-timer.C:
+	case <-time.After(d):
 	}
 }
 

@@ -27,7 +27,7 @@ func (o *Output) Read(from *int64, partial bool, budget Budget) (Chunk, error) {
 	budget = bounded(budget)
 	var off int64
 	v, err := o.viewWith(func() (int64, int) {
-		off = min(max(o.fromLocked(from), 0), o.total)
+		off = o.startLocked(from)
 		return off, budget.Window()
 	})
 	if err != nil {
@@ -41,12 +41,13 @@ func (o *Output) Read(from *int64, partial bool, budget Budget) (Chunk, error) {
 	return c, err
 }
 
-// fromLocked returns *off, or the incremental cursor where off is nil.
-func (o *Output) fromLocked(off *int64) int64 {
-	if off != nil {
-		return *off
+// startLocked returns *from, or the incremental cursor where from is nil, clamped to the stream.
+func (o *Output) startLocked(from *int64) int64 {
+	off := o.next
+	if from != nil {
+		off = *from
 	}
-	return o.next
+	return min(max(off, 0), o.total)
 }
 
 // setCursor moves the incremental cursor to p.

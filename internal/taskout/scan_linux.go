@@ -8,19 +8,13 @@ import (
 	"github.com/cgreaper/reaper/internal/textfit"
 )
 
-// Line reads: Grep (the lines a pattern matches) and Tail (the last lines). Their work is bounded
-// before and while they run:
-//   - a read searches at most MaxScan bytes of output, a piece of scanPiece bytes at a time, through
-//     a view: no lock is held while it searches, so the pump, the output's end and the store's close
-//     never wait for it;
+// Line reads: Grep (the lines a pattern matches) and Tail (the last lines). Their work is bounded:
+//   - a read searches at most MaxScan bytes of output, scanPiece bytes at a time, through a view;
 //   - a line longer than maxLine bytes is taken in pieces of maxLine bytes, each a line of its own,
-//     and a pattern's cost is checked before it runs (Compile): one line's match, which cannot be
-//     stopped midway, is bounded;
-//   - between lines a limiter stops the search at the store's time and work limits (a stop: what
-//     was searched is returned, with where to continue), when the call's context is done and when
-//     the store closes (an error);
-//   - what a read holds is bounded: its view's copy of the tail in memory (MaxTail at most), a
-//     piece, a line, and the lines it returns, within its budget (16 MiB at most).
+//     and a pattern's cost is checked before it runs (Compile), so one line's match is bounded;
+//   - between lines a limiter stops the search (see limiter);
+//   - what a read holds is bounded: its view's copy of the tail (MaxTail at most), a piece, a line,
+//     and the lines it returns, within its budget (16 MiB at most).
 const (
 	// MaxScan bounds the bytes of output one line read searches.
 	MaxScan   = 64 << 20
@@ -135,7 +129,7 @@ func (o *Output) Grep(ctx context.Context, from *int64, partial bool, p *Pattern
 	budget = bounded(budget)
 	var off int64
 	v, err := o.viewWith(func() (int64, int) {
-		off = min(max(o.fromLocked(from), 0), o.total)
+		off = o.startLocked(from)
 		return off, -1
 	})
 	if err != nil {

@@ -297,3 +297,9 @@ func TestTruncatedFile(t *testing.T) {
 		t.Fatalf("reads of a truncated file did not return within %v", patience)
 	}
 }
+
+// String returns the pattern's source.
+func (p *Pattern) String() string { return p.re.String() }
+
+// Cost returns the pattern's cost: the work of searching one byte of text with it.
+func (p *Pattern) Cost() int64 { return p.cost }

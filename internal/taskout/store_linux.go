@@ -11,24 +11,18 @@ import (
 	"github.com/cgreaper/reaper/internal/safefs"
 )
 
-// A store keeps the whole output of each task, foreground and background, in a file of its own in
-// its directory (in reaper, the session's: "<task id>.out", reaper's state, root's, mode 0700,
-// whatever user the tasks run as, which no task can write, so that nothing a task does steers what
-// is written or read there; see docs/security.md). A file is made on a task's first output (a command
-// that prints nothing has none), written through the descriptor it was made with (never reopened for
-// writing), and read through descriptors opened for each read with safefs's checks. The files go with
-// the directory when its owner removes it.
+// A store keeps the whole output of each task in a file of its own in its directory (in reaper, the
+// session's, root's alone, which no task can write; see docs/security.md). A file is made on a task's
+// first output, written through the descriptor it was made with, and read through descriptors opened
+// for each read with safefs's checks.
 //
-// The files share one disk budget (Options.Budget): the state directory is usually a tmpfs, which is
-// memory. A write that would exceed it first removes the files of finished tasks, oldest first (their
-// results have been returned: what they said about the file no longer holds, and a read says so);
-// when the files of tasks still being written fill the budget alone, the task whose write does not
-// fit is cut: its file keeps what it has (the head), its most recent output is kept in memory (the
-// tail, up to Options.Tail bytes), and once the task's output ends, the file gets a line that says how
-// much was left out, then that tail, room made for both within the budget by removing finished files
-// or, failing that, the end of its own head. A write to the file that fails (a full disk) cuts the
-// same way. Nothing of this fails a task or loses its exit status: a task whose file cannot even be
-// made keeps its head and tail in memory instead, as its result says.
+// The files share one disk budget (Options.Budget; the state directory is usually a tmpfs). A write
+// that would exceed it first removes the files of finished tasks, oldest first; when the files of
+// running tasks fill it alone, the task whose write does not fit is cut: its file keeps its head, its
+// most recent output (the tail, up to Options.Tail bytes) is kept in memory, and once its output ends
+// the file gets a line that says how much was left out, then the tail, room made by removing finished
+// files or the end of its own head. A failed write (a full disk) cuts the same way. Nothing of this
+// fails a task: one whose file cannot be made keeps its head and tail in memory.
 
 // DefaultBudget is the disk space a store's files may take by default.
 const DefaultBudget = 64 << 20

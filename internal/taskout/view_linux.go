@@ -1,6 +1,7 @@
 package taskout
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,17 +10,12 @@ import (
 	"github.com/cgreaper/reaper/internal/textfit"
 )
 
-// A view is what a read needs of an output, taken under the output's lock and read without it: no
-// read holds the lock over work that grows with the output, so the pump writes on meanwhile (the
-// task is never held up on a full pipe by a reader), and the output's end and the store's close never
-// wait for one.
-//
-// It holds the layout of the kept parts as it was, a descriptor of the file of its own (the output's
-// is closed when the output ends), and a copy of what of the range it was taken for is kept in
-// memory. The file's bytes a view reads stay as they were, with one exception: the output's end may
-// shorten the head to make room for the tail (see endLocked). It says so first (Output.epoch), and a
-// read of the head that sees it takes a new view and reads again (view.kept): that happens at most
-// once, as an output ends once.
+// A view is what a read needs of an output, taken under the output's lock and read without it, so
+// that the pump, the output's end and the store's close never wait for a reader. It holds the layout
+// of the kept parts as it was, a descriptor of the file of its own, and a copy of what of its range is
+// kept in memory. The file's bytes it reads stay as they were, but for one change: the output's end
+// may shorten the head (see endLocked). It says so first (Output.epoch), and a read of the head that
+// sees it reads again through a new view (view.kept), at most once, as an output ends once.
 type view struct {
 	o     *Output
 	epoch uint64 // o.epoch when the view was taken
@@ -32,12 +28,10 @@ type view struct {
 	tailAt                 int64 // where the tail starts in the file; -1 while it is in memory
 	incomplete             int   // the bytes of a character the stream's end has only partly written
 
-	f   *os.File // the file, opened for this view; nil where the stream has no file
-	mem []byte   // where there is no file: the head from memAt on, copied
-	// memAt is where mem starts in the stream.
-	memAt int64
-	tail  []byte // while the tail is in memory: its bytes from tailMemAt on, copied
-	// tailMemAt is where tail starts in the stream.
+	f         *os.File // the file, opened for this view; nil where the stream has no file
+	mem       []byte   // where there is no file: the head from memAt on, copied
+	memAt     int64
+	tail      []byte // while the tail is in memory: its bytes from tailMemAt on, copied
 	tailMemAt int64
 }
 
@@ -74,15 +68,13 @@ func (o *Output) viewLocked(from int64, n int) *view {
 	}
 	if o.file == nil && from < o.head {
 		v.memAt = max(from, 0)
-		v.mem = clone(o.mem[v.memAt:end(v.memAt, n, o.head)])
+		v.mem = bytes.Clone(o.mem[v.memAt:end(v.memAt, n, o.head)])
 	}
 	v.tailMemAt = max(from, v.tailStart)
-	if v.cut && v.tailAt < 0 {
-		if v.tailMemAt < v.total {
-			t := o.tail.View()
-			start := v.tailMemAt - v.tailStart
-			v.tail = clone(t[start:end(start, n, int64(len(t)))])
-		}
+	if v.cut && v.tailAt < 0 && v.tailMemAt < v.total {
+		t := o.tail.View()
+		start := v.tailMemAt - v.tailStart
+		v.tail = bytes.Clone(t[start:end(start, n, int64(len(t)))])
 	}
 	return v
 }
@@ -94,8 +86,6 @@ func end(off int64, n int, limit int64) int64 {
 	}
 	return min(off+int64(n), limit)
 }
-
-func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 // close lets go of the view's descriptor.
 func (v *view) close() {
