@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/cgroup"
-
+	"github.com/cgreaper/reaper/internal/instance"
 	"github.com/cgreaper/reaper/internal/sweep"
 	"github.com/cgreaper/reaper/reaper"
 )
@@ -32,7 +32,7 @@ func sweepCommand(args []string, getenv func(string) string, stdout, stderr io.W
 	fs := w.flagSet("sweep", "auto or cgroup: look for slices and state directories; process: state directories only", "print the report as JSON")
 	fs.BoolVar(&dryRun, "dry-run", false, "list what would be killed and removed, and do neither")
 	return look(fs, &w, sweepUsage, args, getenv, stdout, stderr, func(noCgroup bool) (sweep.Report, error) {
-		return sweep.Run(sweep.Options{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, DryRun: dryRun, NoCgroup: noCgroup})
+		return sweep.Run(sweep.Options{Where: instance.Where{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, NoCgroup: noCgroup}, DryRun: dryRun})
 	}, func(rep sweep.Report) { printSweep(stdout, rep, dryRun) })
 }
 

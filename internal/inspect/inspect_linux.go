@@ -3,7 +3,6 @@ package inspect
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -18,16 +17,7 @@ import (
 
 // Options configures Run. The zero value looks where a Reaper with zero Options keeps its
 // instances.
-type Options struct {
-	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist or
-	// cannot be used, only state directories and /proc are looked at.
-	Cgroup cgroup.Options
-	// StateDir is where instances keep their state directories; empty means
-	// instance.DefaultStateDir().
-	StateDir string
-	// NoCgroup looks at state directories and /proc only.
-	NoCgroup bool
-}
+type Options = instance.Where
 
 // Inspection is what Run found: every instance under the root or in the state directory, alive or
 // dead, with its sessions, their tasks and their live processes.
@@ -170,24 +160,17 @@ func Run(opts Options) (Inspection, error) {
 		opts.StateDir = instance.DefaultStateDir()
 	}
 	in := Inspection{StateDir: opts.StateDir, Instances: []InstanceView{}}
-	var errs []error
-	var root *cgroup.Root
-	if !opts.NoCgroup {
-		if r, err := cgroup.LookupRoot(opts.Cgroup); err == nil {
-			root, in.Root = r, r.Path()
-		}
+	l, err := opts.Look(nil)
+	if l.State != nil {
+		defer l.State.Close()
 	}
-	state, err := instance.LookStateDir(opts.StateDir)
-	errs = append(errs, err)
-	if state != nil {
-		defer state.Close()
+	if l.Root != nil {
+		in.Root = l.Root.Path()
 	}
-	found, ignored, err := instance.Find(root, state, nil)
-	errs = append(errs, err)
-	in.Ignored = ignored
+	in.Ignored = l.Ignored
 	w := proc.NewWalker()
-	byName := make(map[string]*InstanceView, len(found))
-	for name, f := range found {
+	byName := make(map[string]*InstanceView, len(l.Found))
+	for name, f := range l.Found {
 		iv := &InstanceView{Record: instance.Record{Name: name}, slice: f.Slice}
 		if f.HasRecord {
 			iv.Record = f.Record
@@ -198,7 +181,7 @@ func Run(opts Options) (Inspection, error) {
 			iv.Slice = f.Slice.Path()
 		}
 		if f.StateDir != "" {
-			iv.dir, _ = state.OpenDir(instance.DirName(name))
+			iv.dir, _ = l.State.OpenDir(instance.DirName(name))
 		}
 		iv.inspect(w)
 		byName[name] = iv
@@ -212,7 +195,7 @@ func Run(opts Options) (Inspection, error) {
 		slices.SortFunc(iv.Sessions, func(a, b SessionView) int { return cmp.Compare(sessionSeq(a.Name), sessionSeq(b.Name)) })
 		in.Instances = append(in.Instances, *iv)
 	}
-	return in, errors.Join(errs...)
+	return in, err
 }
 
 // inspect fills in the instance's liveness, its sessions (from its state directory and its slice)

@@ -23,6 +23,38 @@ type Found struct {
 	HasRecord bool
 }
 
+// Where says where a process that only looks (reaper ps, a sweep) finds instances. The zero value
+// looks where a Reaper with zero Options keeps them.
+type Where struct {
+	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist
+	// or cannot be used, only state directories (and /proc) are looked at.
+	Cgroup cgroup.Options
+	// StateDir is where instances keep their state directories; empty means DefaultStateDir().
+	StateDir string
+	// NoCgroup looks at state directories (and /proc) only.
+	NoCgroup bool
+}
+
+// Looked is what Where.Look opened and found.
+type Looked struct {
+	Root    *cgroup.Root // the root looked under; nil when none was
+	State   *safefs.Dir  // the state directory, open; nil when there is none
+	Found   map[string]*Found
+	Ignored []Ignored
+}
+
+// Look opens the root and the state directory that w names (LookStateDir) and finds the instances
+// there (Find, with want). The caller closes l.State.
+func (w Where) Look(want func(name string) bool) (l Looked, err error) {
+	if !w.NoCgroup {
+		l.Root, _ = cgroup.LookupRoot(w.Cgroup)
+	}
+	l.State, err = LookStateDir(w.StateDir)
+	var ferr error
+	l.Found, l.Ignored, ferr = Find(l.Root, l.State, want)
+	return l, errors.Join(err, ferr)
+}
+
 // Ignored is something Find found and left alone, and why.
 type Ignored struct {
 	Path   string `json:"path"`

@@ -143,7 +143,7 @@ type TaskView struct {
 	Leaf        string    `json:"leaf,omitempty"`
 }
 
-// cleanPath reports whether p is empty or a clean absolute path of at most maxPath bytes.
+// cleanPath reports whether p is empty or a clean absolute path shorter than maxPath.
 func cleanPath(p string) bool {
 	return p == "" || len(p) < maxPath && filepath.IsAbs(p) && filepath.Clean(p) == p
 }

@@ -193,16 +193,15 @@ func Create(base *safefs.Dir, in *Record) (*safefs.Dir, error) {
 	}
 	in.StateDir = base.Join(name)
 	dir, err := base.OpenDir(name)
-	if err == nil {
-		b, _ := json.Marshal(in)
-		if err = dir.WriteFile(RecordFile, append(b, '\n')); err != nil {
-			dir.Close()
-		}
+	if err != nil {
+		err = fmt.Errorf("state directory: %w", err)
+	} else if err = Rewrite(dir, *in); err != nil {
+		dir.Close()
 	}
 	if err != nil {
 		base.RemoveAll(name)
 		in.StateDir = ""
-		return nil, fmt.Errorf("state directory: %w", err)
+		return nil, err
 	}
 	return dir, nil
 }
@@ -251,7 +250,7 @@ func parseInstance(b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("instance %s records pid %d and start %d", in.Name, in.Pid, in.Start)
 	case in.Containment != ContainCgroup && in.Containment != ContainProcess:
 		return Record{}, fmt.Errorf("instance %s: unknown containment %q", in.Name, in.Containment)
-	case in.Slice != "" && (!filepath.IsAbs(in.Slice) || filepath.Clean(in.Slice) != in.Slice || len(in.Slice) > maxPath):
+	case !cleanPath(in.Slice):
 		return Record{}, fmt.Errorf("instance %s: slice %q is not a clean absolute path", in.Name, in.Slice)
 	case len(in.StateDir) > maxPath:
 		return Record{}, fmt.Errorf("instance %s: state directory path too long", in.Name)
@@ -262,7 +261,7 @@ func parseInstance(b []byte) (Record, error) {
 		in.RootMade = nil // as the record is written
 	}
 	for _, d := range in.RootMade {
-		if !filepath.IsAbs(d) || filepath.Clean(d) != d || len(d) > maxPath {
+		if d == "" || !cleanPath(d) {
 			return Record{}, fmt.Errorf("instance %s: a cgroup made for its root, %q, is not a clean absolute path", in.Name, d)
 		}
 	}

@@ -20,14 +20,7 @@ import (
 // Options configures Run. The zero value looks where a Reaper with zero Options keeps its
 // instances, and kills what it finds.
 type Options struct {
-	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist or
-	// cannot be used, only state directories are looked at.
-	Cgroup cgroup.Options
-	// StateDir is where instances keep their state directories; empty means
-	// instance.DefaultStateDir().
-	StateDir string
-	// NoCgroup looks at state directories only (for instances in process containment).
-	NoCgroup bool
+	instance.Where
 	// DryRun lists what would be killed and removed, and does neither.
 	DryRun bool
 	// Skip names an instance to leave alone whatever its state: the caller's own.
@@ -83,9 +76,6 @@ func Run(opts Options) (Report, error) {
 	if opts.CloseTimeout < 0 {
 		return Report{}, errors.New("sweep: Options.CloseTimeout is negative (zero means the default)")
 	}
-	if opts.StateDir == "" {
-		opts.StateDir = instance.DefaultStateDir()
-	}
 	if opts.CloseTimeout == 0 {
 		opts.CloseTimeout = kill.DefaultTimeout
 	}
@@ -95,7 +85,8 @@ func Run(opts Options) (Report, error) {
 	sw := &sweeper{opts: opts, w: proc.NewWalker(), k: kill.Policy{Log: opts.Logger, Timeout: opts.CloseTimeout}}
 	defer sw.close()
 	var rep Report
-	dead, errs := sw.find(&rep)
+	dead, err := sw.find(&rep)
+	errs := []error{err}
 	for _, ig := range rep.Ignored {
 		opts.Logger.Warn("sweep: left alone", "path", ig.Path, "reason", ig.Reason)
 	}
@@ -151,19 +142,8 @@ func (sw *sweeper) close() {
 
 // find collects the instances under the root and in the state directory (instance.Find), sorts the
 // live from the dead, and leaves out the caller's own.
-func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, []error) {
-	var errs []error
-	var root *cgroup.Root
-	if !sw.opts.NoCgroup {
-		if r, err := cgroup.LookupRoot(sw.opts.Cgroup); err == nil {
-			root = r
-		}
-	}
-	sw.root = root
-	state, err := instance.LookStateDir(sw.opts.StateDir)
-	errs = append(errs, err)
-	sw.state = state
-	found, ignored, err := instance.Find(root, state, func(name string) bool {
+func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, error) {
+	l, err := sw.opts.Look(func(name string) bool {
 		if name == sw.opts.Skip {
 			return false
 		}
@@ -173,10 +153,9 @@ func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, []error) {
 		}
 		return true
 	})
-	errs = append(errs, err)
-	rep.Ignored = ignored
-	dead := make(map[string]*DeadInstance, len(found))
-	for name, f := range found {
+	sw.root, sw.state, rep.Ignored = l.Root, l.State, l.Ignored
+	dead := make(map[string]*DeadInstance, len(l.Found))
+	for name, f := range l.Found {
 		d := &DeadInstance{Name: name, StateDir: f.StateDir, slice: f.Slice, rootMade: f.Record.RootMade}
 		if f.Slice != nil {
 			d.Slice = f.Slice.Path()
@@ -184,7 +163,7 @@ func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, []error) {
 		dead[name] = d
 	}
 	slices.Sort(rep.Live)
-	return dead, errs
+	return dead, err
 }
 
 // killSlice kills (or, in a dry run, lists) what is in a dead instance's slice.
