@@ -125,7 +125,7 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	if err := parseFlags(fs, normalizeHTTPFlag(args), false, getenv); err != nil {
 		return c, err
 	}
-	c.tokenOnCommandLine = tokenInArgs(args)
+	_, c.tokenOnCommandLine = argValue(args, "token")
 	if c.http == "true" { // REAPER_HTTP=true, or the flag's bare form after normalising
 		c.http = defaultHTTPAddr
 	}
@@ -353,19 +353,4 @@ func endpointURL(asked string, got net.Addr) string {
 		port = p
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/mcp"
-}
-
-// tokenInArgs reports whether args give --token (in any of the flag package's spellings), as opposed
-// to REAPER_TOKEN in the environment.
-func tokenInArgs(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if strings.HasPrefix(a, "-") && name == "token" {
-			return true
-		}
-	}
-	return false
 }

@@ -32,33 +32,32 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 }
 
 // earlyLogger is the logger for a process that logs before it parses its flags (a guard, a server
-// watching signals from its first instruction): --log-format and --log-level found in args (before
-// a "--"), else in the environment. Settings it cannot use give the default, a text logger at info:
-// the flag parser reports them.
+// watching signals from its first instruction): --log-format and --log-level found in args, else in
+// the environment. Settings it cannot use give the default, a text logger at info: the flag parser
+// reports them.
 func earlyLogger(w io.Writer, args []string, getenv func(string) string) *slog.Logger {
-	format, level := getenv("REAPER_LOG_FORMAT"), getenv("REAPER_LOG_LEVEL")
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			break
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || name != "log-format" && name != "log-level" {
-			continue
-		}
-		if !hasValue && i+1 < len(args) {
-			i++
-			value = args[i]
-		}
-		if name == "log-format" {
-			format = value
-		} else {
-			level = value
-		}
-	}
-	log, err := newLogger(w, cmp.Or(format, "text"), cmp.Or(level, "info"))
+	format, _ := argValue(args, "log-format")
+	level, _ := argValue(args, "log-level")
+	log, err := newLogger(w, cmp.Or(format, getenv("REAPER_LOG_FORMAT"), "text"), cmp.Or(level, getenv("REAPER_LOG_LEVEL"), "info"))
 	if err != nil {
 		log, _ = newLogger(w, "text", "info")
 	}
 	return log
+}
+
+// argValue returns the value that args give the flag name before a "--" (the last one, as --name=v
+// or --name v, with one dash or two), and whether they give it.
+func argValue(args []string, name string) (value string, given bool) {
+	for i := 0; i < len(args) && args[i] != "--"; i++ {
+		n, v, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || n != name {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			i++
+			v = args[i]
+		}
+		value, given = v, true
+	}
+	return value, given
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -19,19 +18,10 @@ import (
 )
 
 // cleanUp is a guard's work once its server has ended without a clean end: it kills the processes
-// in the instance's slice, which the server announced, and every descendant of this process; then it
-// removes the slice and the instance's state directory. It adds what it killed and what failed to
-// res. It runs this process's wait loop meanwhile (reap.Claim), which reaps what the kills end among
-// this process's children.
+// in the announced slice and every descendant of this process, then removes the slice and the
+// instance's state directory, adding to res what it killed and what failed. It runs this process's
+// wait loop meanwhile (reap.Claim), which reaps what the kills end among its children.
 func cleanUp(opts Options, res *Result) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	timeout := opts.CloseTimeout
-	if timeout <= 0 {
-		timeout = kill.DefaultTimeout
-	}
 	children, err := reap.Claim(func() (*reap.Children, error) { return reap.NewChildren(), nil })
 	if err != nil {
 		res.Err = errors.Join(res.Err, err)
@@ -39,7 +29,7 @@ func cleanUp(opts Options, res *Result) {
 	}
 	defer reap.Release()
 	defer children.Close([]string{"/bin/sh", "-c", ":"})
-	k := kill.Policy{Log: log, Timeout: timeout}
+	k := kill.Policy{Log: opts.Logger, Timeout: opts.CloseTimeout}
 	errs := []error{res.Err}
 	var slice *cgroup.Slice
 	if res.Instance.Slice != "" {

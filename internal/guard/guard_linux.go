@@ -20,21 +20,18 @@ import (
 )
 
 // The environment of a guarded server: the guard's pid, and the descriptor on which the server
-// announces its record (reaper's Options.Announce) and, at its end, Clean (see LinkFrom). They start
-// with REAPER_, so tasks never inherit them.
+// announces its record and, at its end, Clean (see LinkFrom). Tasks never inherit REAPER_ variables.
 const (
 	EnvPid = "REAPER_GUARD_PID"
 	EnvFD  = "REAPER_GUARD_FD"
 )
 
-// Signal is the signal a guarded server receives when its guard dies (its parent-death signal). The
-// server tells it apart from an ordinary SIGTERM because its parent is no longer the guard (see
-// Link.Gone).
+// Signal is a guarded server's parent-death signal, told apart from an ordinary SIGTERM by Link.Gone.
 const Signal = syscall.SIGTERM
 
 // Clean is the last line a server writes on its announcement descriptor when it has ended every
-// session and removed everything its instance made: its guard then has nothing to clean up. It is
-// not JSON, so no reader takes it for a record.
+// session and removed everything its instance made. It is not JSON, so no reader takes it for a
+// record.
 const Clean = "clean"
 
 // Options configures Run.
@@ -48,12 +45,10 @@ type Options struct {
 	// process's.
 	Env []string
 	// Setsid starts the server in a session of its own, so that a signal to the guard's process
-	// group (a terminal's Ctrl-C, a CI runner killing a job's group) does not reach it: the guard
-	// forwards what it receives, and if the guard is killed the server learns it from Signal.
-	Setsid bool
-	// Setpgid starts the server in a process group of its own but in the guard's session, for a
-	// server whose job needs the session's terminal (reaper run): a signal to the guard's group
-	// spares it all the same.
+	// group (a terminal's Ctrl-C, a CI runner killing a job's group) reaches it only as the guard
+	// forwards it. Setpgid starts it in a process group of its own in the guard's session, for a
+	// server whose job needs the session's terminal (reaper run).
+	Setsid  bool
 	Setpgid bool
 	// Signals are forwarded to the server until it has ended. Run also asks for SIGPIPE, which it
 	// does not forward: a write of the guard's own to a closed pipe must not end it.
@@ -91,10 +86,9 @@ type Result struct {
 
 // Run is a guard's life: it makes this process a child subreaper, starts the server as its child,
 // forwards Options.Signals to it until it has ended, and then, unless the server ended cleanly and
-// left nothing here, kills and removes what the server left (see cleanUp). It returns the error
-// that kept the server from starting, or how the server ended. It runs this process's wait loop
-// while it cleans up (reap.Claim), and leaves the signals asked for: call it once, as a guard's
-// life, where nothing else waits for children.
+// left nothing here, kills and removes what the server left. It returns the error that kept the
+// server from starting, or how the server ended. It leaves the signals asked for and runs this
+// process's wait loop while it cleans up: call it once, where nothing else waits for children.
 func Run(opts Options) (Result, error) {
 	if len(opts.Argv) == 0 {
 		return Result{}, errors.New("guard: no server command line")
@@ -106,10 +100,8 @@ func Run(opts Options) (Result, error) {
 	// process: the thread that forks the server stays this goroutine's until the server is reaped.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	// Asked for before the server starts: a signal that comes meanwhile is forwarded once it has.
-	// They stay asked for when Run returns, and are dropped then: the guard exits after it, and a
-	// signal must not end it halfway through its last words, nor SIGPIPE a log line to a closed
-	// stderr.
+	// Asked for before the server starts, so that a signal meanwhile is forwarded once it has; and
+	// never stopped, so that none ends the guard halfway through its last words.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, append([]os.Signal{syscall.SIGPIPE}, opts.Signals...)...)
 	p, announcements, err := start(opts)
@@ -197,21 +189,14 @@ func stdFile(f *os.File) *os.File {
 	return f
 }
 
-// maxAnnounced bounds what the guard keeps of the announcements: a record is a few hundred bytes.
-const maxAnnounced = 1 << 20
-
-// announceWait bounds the read of the announcements once the server has exited. The pipe's write
-// end was the server's alone (close-on-exec there), so the read ends at once; if something holds it
-// all the same, what the server wrote is read and the rest not waited for.
-const announceWait = time.Second
-
-// readAnnouncements reads what the server wrote on the pipe r, which the server, having exited, no
-// longer holds, closes r, and returns its lines. The server writes a few hundred bytes, which the pipe
-// holds without blocking it until they are read here.
+// readAnnouncements reads the lines the server, having exited, wrote on the pipe r (a few hundred
+// bytes, which the pipe held), and closes r. The pipe's write end was the server's alone, so the read
+// ends at once; if something holds it all the same, the read gives up after a second. At most 1 MiB
+// is kept.
 func readAnnouncements(r *os.File) []string {
 	defer r.Close()
-	r.SetReadDeadline(time.Now().Add(announceWait))
-	b, _ := io.ReadAll(io.LimitReader(r, maxAnnounced))
+	r.SetReadDeadline(time.Now().Add(time.Second))
+	b, _ := io.ReadAll(io.LimitReader(r, 1<<20))
 	return strings.FieldsFunc(string(b), func(c rune) bool { return c == '\n' })
 }
 
