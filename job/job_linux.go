@@ -41,15 +41,12 @@ type Config struct {
 	// Timeout ends the whole job (SIGTERM, the grace period, the kill) after this long; zero means no
 	// limit.
 	Timeout time.Duration
-	// Guard is this process's guard (reaper run's server is guarded; cmd/reaper passes its link to
-	// it): the job is killed at once if the guard dies, the job takes the terminal's foreground only
-	// from the guard's group, and a clean end is the guard's to know. Nil is a job without a guard,
-	// which takes the foreground only from this process's group.
+	// Guard is this process's guard: the job is killed at once if the guard dies, takes the
+	// terminal's foreground only from the guard's group, and a clean end is told to it. Nil is no
+	// guard, and the foreground is taken only from this process's group.
 	Guard Guard
-	// Signals delivers the signals this process receives: ForwardedSignals are passed on to the
-	// job's process group, and after INT or TERM (or another shutdown signal, passed on as TERM) the
-	// job has the grace period before everything is killed; a second one kills at once. Ignored
-	// reports those to drop (the caller's own: SIGPIPE and such).
+	// Signals delivers the signals this process receives (see wait). Ignored reports those to drop
+	// (the caller's own: SIGPIPE and such).
 	Signals <-chan os.Signal
 	Ignored func(os.Signal) bool
 	// FailOnLeftovers makes a command that succeeded but left processes running exit
@@ -57,13 +54,11 @@ type Config struct {
 	FailOnLeftovers bool
 	// Verbose says on Stderr how processes are contained.
 	Verbose bool
-	// Stderr receives reaper run's own messages; Log what the Reaper does (nil discards).
-	Stderr io.Writer
-	Log    *slog.Logger
+	Stderr  io.Writer    // reaper run's own messages
+	Log     *slog.Logger // what the Reaper does; nil discards
 }
 
-// Guard is what a job needs of the process that guards it (cmd/reaper's guard, whose link it passes
-// in).
+// Guard is what a job needs of the process that guards it (internal/guard's Link).
 type Guard interface {
 	// Group returns the guard's process group, -1 where it cannot be read.
 	Group() int
@@ -71,8 +66,7 @@ type Guard interface {
 	Gone() bool
 	// WaitGone blocks until the guard has died or ctx is done, and reports whether it died.
 	WaitGone(ctx context.Context) bool
-	// Clean tells the guard, as the last word, that the job's Reaper has closed cleanly: the guard
-	// has nothing to clean up.
+	// Clean tells the guard, as the last word, that the job's Reaper has closed cleanly.
 	Clean() error
 }
 
@@ -95,9 +89,8 @@ type Report struct {
 }
 
 // Run runs the job to its end in a session of a new Reaper, tears down whatever it left, and reports
-// how it went; Report.ExitStatus is the status reaper run exits with. The command's standard input,
-// output and error are this process's; on a terminal whose foreground is the guard's group it runs
-// in the foreground, and gets the terminal back at the end.
+// how it went. The command's standard files are this process's; on a terminal whose foreground is
+// the guard's group it runs in the foreground, and the terminal is given back at the end.
 func Run(c Config) Report {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -106,13 +99,10 @@ func Run(c Config) Report {
 		c.Guard = guard.Link{} // no guard: this process stands in for it, and never goes
 	}
 	j := &run{c: c, start: time.Now(), rep: Report{Command: c.Argv}}
-	if code := j.setUp(); code != 0 {
-		j.rep.ExitStatus = code
+	if j.rep.ExitStatus = j.setUp(); j.rep.ExitStatus != 0 {
 		return j.rep
 	}
-	code := j.wait()
-	j.rep.ExitStatus = code
-	if code == 0 && len(j.rep.Leftovers) > 0 && c.FailOnLeftovers {
+	if j.rep.ExitStatus = j.wait(); j.rep.ExitStatus == 0 && len(j.rep.Leftovers) > 0 && c.FailOnLeftovers {
 		j.rep.ExitStatus = ExitLeftovers
 	}
 	j.finish()
@@ -144,10 +134,10 @@ func (j *run) setUp() int {
 		return ExitFailed
 	}
 	j.r = r
-	j.rep.Containment = r.Containment().Mode.String()
-	j.rep.PIDNS = r.Containment().PIDNamespace.On
+	ci := r.Containment()
+	j.rep.Containment, j.rep.PIDNS = ci.Mode.String(), ci.PIDNamespace.On
 	if j.c.Verbose {
-		fmt.Fprintf(j.c.Stderr, "reaper run: containment %s; pid namespace %s\n", r.Containment(), r.Containment().PIDNamespace)
+		fmt.Fprintf(j.c.Stderr, "reaper run: containment %s; pid namespace %s\n", ci, ci.PIDNamespace)
 	}
 	wd, _ := os.Getwd()
 	j.s, err = r.NewSession("run", reaper.SessionOptions{WorkDir: wd})
@@ -183,10 +173,11 @@ func (j *run) execFailed(err error) int {
 	return ExitFailed
 }
 
-// wait runs the job to its end and tears the session down, and returns the job's exit status. Signals
-// are forwarded to the job; after INT or TERM (or another shutdown signal, forwarded as TERM) the job
-// has the grace period to exit before everything is killed; a second one kills at once, and so does
-// the guard's death. Config.Timeout ends the job with the grace period.
+// wait runs the job to its end and tears the session down, and returns the job's exit status.
+// ForwardedSignals are passed on to the job's process group; after INT or TERM (or another shutdown
+// signal, passed on as TERM) the job has the grace period to exit before everything is killed; a
+// second one kills at once, and so does the guard's death. Config.Timeout ends the job with the
+// grace period.
 func (j *run) wait() int {
 	done := make(chan int, 1)
 	waitCtx, stopWaiting := context.WithCancel(context.Background())

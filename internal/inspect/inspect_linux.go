@@ -22,14 +22,10 @@ type Options = instance.Where
 // Inspection is what Run found: every instance under the root or in the state directory, alive or
 // dead, with its sessions, their tasks and their live processes.
 type Inspection struct {
-	// Root is the slice root looked under; empty when none was.
-	Root string `json:"root,omitempty"`
-	// StateDir is the state directory looked in.
-	StateDir  string         `json:"state_dir"`
-	Instances []InstanceView `json:"instances"`
-	// Ignored are what was found and not shown because it is not what reaper makes, or cannot be
-	// checked (see instance.Find).
-	Ignored []instance.Ignored `json:"ignored,omitempty"`
+	Root      string             `json:"root,omitempty"` // the slice root looked under; empty when none was
+	StateDir  string             `json:"state_dir"`      // the state directory looked in
+	Instances []InstanceView     `json:"instances"`
+	Ignored   []instance.Ignored `json:"ignored,omitempty"` // what was found and not shown (see instance.Find)
 }
 
 // InstanceView is one instance as Run found it.
@@ -153,8 +149,7 @@ type ProcessView struct {
 // processes. It reads cgroupfs, /proc and the instances' state directories only, never asks an
 // instance anything, and changes nothing: it works while an instance is stopped or wedged. The scan
 // for markers reads the environment of every process this user may read. What it finds on disk is
-// checked as the sweep checks it (instance.Find); what fails is listed in Ignored, not shown as an
-// instance's.
+// checked as the sweep checks it (instance.Find).
 func Run(opts Options) (Inspection, error) {
 	if opts.StateDir == "" {
 		opts.StateDir = instance.DefaultStateDir()

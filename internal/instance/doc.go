@@ -10,10 +10,6 @@
 // shown (Find), and nothing is killed or removed that is not a dead instance's by its name, its place
 // and its process's start time (see docs/security.md).
 //
-// Three programs read what an instance leaves, and none asks the instance anything: its guard
-// (internal/guard), which learns the record from its server; the sweep after dead instances
-// (internal/sweep); and `reaper ps` (internal/inspect). The Reaper writes the records.
-//
 // The package holds no lock of its own.
 //
 // The package is Linux-only; elsewhere it holds only this documentation.

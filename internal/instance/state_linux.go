@@ -19,27 +19,20 @@ import (
 // Record describes one instance (a Reaper): what it records in its state directory when it starts,
 // for its guard, for a later instance that sweeps up after it if it dies, and for listings.
 type Record struct {
-	// Name is "r<pid>-<start time>" (see Name): the instance's slice and state directory are named
-	// after it, and its tasks' markers start with it.
-	Name string `json:"name"`
-	// Pid and Start identify the process that runs the instance.
+	// Name is "r<pid>-<start time>" (see Name), after the process that runs the instance.
+	Name  string `json:"name"`
 	Pid   int    `json:"pid"`
 	Start uint64 `json:"start"`
-	// Slice is the instance's cgroup, under which every session's slice lives; empty in process
-	// containment.
+	// Slice is the instance's cgroup, the parent of its sessions'; empty in process containment.
 	Slice string `json:"slice,omitempty"`
 	// RootMade are the cgroups the instance made for the root its slice is below (the root and the
 	// parents that were missing; cgroup.Root.Made), top first: a sweep after its death removes
 	// those that are empty (cgroup.Root.RemoveMade).
-	RootMade []string `json:"root_made,omitempty"`
-	// StateDir is the instance's state directory (its sessions' small files).
-	StateDir string `json:"state_dir"`
-	// Containment is "cgroup" or "process" (reaper.Containment's String).
-	Containment string `json:"containment"`
-	// PIDNamespace reports whether each session has a PID namespace of its own.
-	PIDNamespace bool `json:"pid_namespace,omitempty"`
-	// Started is when the instance started.
-	Started time.Time `json:"started"`
+	RootMade     []string  `json:"root_made,omitempty"`
+	StateDir     string    `json:"state_dir"`               // the instance's state directory
+	Containment  string    `json:"containment"`             // ContainCgroup or ContainProcess
+	PIDNamespace bool      `json:"pid_namespace,omitempty"` // each session has a PID namespace of its own
+	Started      time.Time `json:"started"`
 }
 
 // The containment modes a Record names.
@@ -102,8 +95,8 @@ func Alive(w *proc.Walker, name string) bool {
 		return false
 	}
 	st, ok := w.Stat(pid)
-	// A process killed, whose threads are still exiting, is dead already: it runs nothing of its
-	// own any more, and nothing comes after it to sweep up what it left.
+	// A process killed, whose threads are still exiting, is dead already: nothing comes after it to
+	// sweep up what it left.
 	return ok && st.Start == start && !st.Dead() && !w.Doomed(st)
 }
 
@@ -165,8 +158,8 @@ func OpenStateDir(dir string) (*safefs.Dir, error) {
 	return nil, fmt.Errorf("no usable state directory (give --state-dir): %w", errors.Join(errs...))
 }
 
-// LookStateDir opens the directory OpenStateDir would use, for a process that only looks (ps,
-// sweep): dir, or the default that exists. It returns nil, nil where there is none.
+// LookStateDir opens the directory OpenStateDir would use, for a process that only looks: dir, or
+// the default that exists. It returns nil, nil where there is none.
 func LookStateDir(dir string) (*safefs.Dir, error) {
 	if dir == "" {
 		dir = DefaultStateDir()
@@ -233,10 +226,9 @@ func ReadRecord(dir *safefs.Dir, name string) (Record, error) {
 	return in, nil
 }
 
-// parseInstance decodes a Record and checks that it is one reaper could have written: a
-// valid instance name that agrees with its pid and start time, a known containment mode, and a slice
-// that is empty or a clean absolute path. A record is data, not authority: what it names is checked
-// again before anything is done to it.
+// parseInstance decodes a Record and checks that it is one reaper could have written: a valid
+// instance name that agrees with its pid and start time, a known containment mode, and clean
+// absolute paths. A record is data, not authority: what it names is checked again before use.
 func parseInstance(b []byte) (Record, error) {
 	var in Record
 	if err := json.Unmarshal(b, &in); err != nil {

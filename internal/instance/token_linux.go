@@ -8,21 +8,17 @@ import (
 	"strings"
 )
 
-// An HTTP listener runs commands for no client without a credential unless the operator says so by
-// name. Where no token is configured, reaper keeps one of its own in its state directory, which only
-// reaper's user can read: made on first use, kept across restarts (so that clients configured with it
-// go on working), shared by the instances that share the directory.
-
 // TokenFile is the file in the state directory that holds reaper's own token.
 const TokenFile = "token"
 
 // maxStateToken bounds the token file as read: a token and its newline.
 const maxStateToken = 4 << 10
 
-// StateToken returns reaper's own bearer token and the path of the file that holds it, in the state
-// directory stateDir ("" for the default), making both if the file is missing or does not hold a
-// token. The file is reaper's user's, mode 0600, replaced (never written through) when made; where
-// two instances make it at once, both use what the file holds once they are done.
+// StateToken returns reaper's own bearer token, for an HTTP listener with no token configured, and
+// the path of the file that holds it in the state directory stateDir ("" for the default): made on
+// first use (or when it does not hold a token), kept across restarts, and shared by the instances
+// that share the directory. The file is reaper's user's, mode 0600, replaced (never written through)
+// when made; where two instances make it at once, both use what the file holds once they are done.
 func StateToken(stateDir string) (token, path string, err error) {
 	d, err := OpenStateDir(stateDir)
 	if err != nil {
