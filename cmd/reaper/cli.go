@@ -171,19 +171,12 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 // wrap breaks s into lines of at most width bytes at spaces (a longer word stays whole).
 func wrap(s string, width int) []string {
 	var lines []string
-	line := ""
 	for _, word := range strings.Fields(s) {
-		if line != "" && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = ""
+		if n := len(lines); n > 0 && len(lines[n-1])+1+len(word) <= width {
+			lines[n-1] += " " + word
+		} else {
+			lines = append(lines, word)
 		}
-		if line != "" {
-			line += " "
-		}
-		line += word
-	}
-	if line != "" {
-		lines = append(lines, line)
 	}
 	return lines
 }

@@ -237,21 +237,10 @@ func oneLine(s string, n int) string {
 // formatting and bidirectional controls, bytes that are not UTF-8) is written as a Go escape (\x1b,
 // \u202e), so the text stays readable.
 func printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || !unicode.IsPrint(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
 	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
+	for i, r := range s {
 		switch {
-		case r == utf8.RuneError && size <= 1:
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], string(utf8.RuneError)): // not UTF-8
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case unicode.IsPrint(r):
 			b.WriteRune(r)
@@ -260,7 +249,6 @@ func printable(s string) string {
 		default:
 			fmt.Fprintf(&b, `\u%04x`, r)
 		}
-		i += size
 	}
 	return b.String()
 }

@@ -73,14 +73,14 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		return status
 	}
 	sig.onSignal(srv.Hurry)
-	<-sig.asked // every shutdown signal is handled before the first request is
-	// Deferred after sig.stop, so it runs first: stop cancels hurry, which arms the watchdog.
-	defer sig.watchdog(r, log)()
-	defer startMemoryReturner().Stop()
+	<-sig.asked                  // every shutdown signal is handled before the first request is
+	defer sig.watchdog(r, log)() // before sig.stop, which cancels hurry, which arms the watchdog
+	stopMemory, memoryDone := make(chan struct{}), make(chan struct{})
+	go returnMemory(stopMemory, memoryDone)
+	defer func() { close(stopMemory); <-memoryDone }()
 	if ln == nil {
-		// The start-up line and /readyz wait for the probe of PID namespaces (Containment does), the
-		// client's handshake does not: the probe runs while the client's first requests are answered,
-		// and only the session's first command waits for it.
+		// The start-up line and /readyz wait for the probe of PID namespaces (Containment does); the
+		// client's first requests do not.
 		started := make(chan struct{})
 		go func() {
 			defer close(started)
@@ -113,9 +113,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 			log.Warn("the guard will clean up after all", "error", err)
 		}
 	}
-	// Every session has ended and the Reaper is closed: what the deferred calls stop dies with the
-	// process.
-	return exit.now(status)
+	return exit.now(status) // what the deferred calls stop dies with the process
 }
 
 // listen checks the HTTP address, refuses one that is not loopback without authentication
@@ -151,9 +149,8 @@ func listen(c serveConfig, a httpAuth, stderr io.Writer) (net.Listener, int) {
 }
 
 // newServer creates the Reaper and the MCP server on top of it, then reads (or makes) reaper's own
-// token if a is to use it: once the Reaper runs, its state directory made and checked, so that a
-// start that fails leaves nothing new behind. The Reaper announces itself to the guard, if there is
-// one.
+// token if a is to use it: once the Reaper has made and checked its state directory, so that a
+// start that fails leaves nothing new behind.
 func newServer(c serveConfig, a *httpAuth, link guard.Link, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
 	opts := c.options(link, log)
 	if c.user != "" {
@@ -171,15 +168,13 @@ func newServer(c serveConfig, a *httpAuth, link guard.Link, log *slog.Logger, o 
 		return nil, nil, err
 	}
 	srv, err := mcpserver.New(mcpserver.Options{
-		Reaper:        r,
-		IdleTimeout:   c.idleTimeout,
-		KeepAlive:     c.keepalive,
-		MaxWorkspaces: c.maxWS,
-		MaxOutput:     c.maxOutput,
-		MaxCallBytes:  int(c.maxCallSize),
-		MaxSessions:   c.maxSessions,
-		// Where there is one identity, it may hold every session; otherwise a quarter of them, so
-		// that one identity cannot take them all.
+		Reaper:                 r,
+		IdleTimeout:            c.idleTimeout,
+		KeepAlive:              c.keepalive,
+		MaxWorkspaces:          c.maxWS,
+		MaxOutput:              c.maxOutput,
+		MaxCallBytes:           int(c.maxCallSize),
+		MaxSessions:            c.maxSessions,
 		MaxSessionsPerIdentity: a.perIdentity(c.maxSessionsPerID, c.maxSessions),
 		Version:                versionString(),
 		Logger:                 log,
@@ -203,10 +198,9 @@ func newServer(c serveConfig, a *httpAuth, link guard.Link, log *slog.Logger, o 
 func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, a httpAuth, c serveConfig, o *ops, log *slog.Logger) int {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Tokens: a.tokens, Unauthenticated: c.insecureNoAuth}))
-	// Headers, bodies and idle keep-alive connections are bounded before any check sees a request:
-	// clients that pool connections and never close them (or vanish without a FIN), or send a body
-	// that never ends, must not pile connections up. Connections are counted, in all, per peer
-	// before they authenticate and per identity after, so that nobody can take every descriptor.
+	// Headers, bodies and idle connections are bounded before any check sees a request, and
+	// connections are counted in all, per peer before they authenticate and per identity after, so
+	// that nobody can take every descriptor.
 	hs := httpguard.NewServer(mux, httpguard.Options{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 	ln = httpguard.Limit(ln, httpguard.ConnLimits{
 		Total: c.maxConns, PerPeer: c.maxConnsPerPeer, // Unauthenticated: a quarter of Total
@@ -255,8 +249,7 @@ func shutdown(sig *signals, srv *mcpserver.Server, r *reaper.Reaper, log *slog.L
 }
 
 // startAttrs are what the start-up line says of containment, limits, the admin endpoint, and where
-// the instance keeps its state: the command that lists its sessions and processes, whose flags
-// `reaper sweep` takes too (an operator of a service finds them in its log).
+// the instance keeps its state: the command that lists its sessions and processes.
 func startAttrs(r *reaper.Reaper, o *ops) []any {
 	ci := r.Containment()
 	self := r.Instance()
@@ -350,7 +343,6 @@ func (a httpAuth) warning() string {
 // perIdentity is the share of a cap of all that one identity may hold: flag if set, else every one
 // where a has at most one identity (stdio's one client, reaper's own token, or tokens of one name), a
 // quarter of them (at least one) where there are more (with --insecure-no-auth, each peer is one).
-// It counts the tokens already read, never the file again.
 func (a httpAuth) perIdentity(flag, all int) int {
 	if flag > 0 {
 		return flag
