@@ -11,17 +11,14 @@ import (
 )
 
 // The command line of every subcommand, as GNU programs have it: --name=value or --name value (Go's
-// -name is taken too), flags before operands, "--" ending the flags; --help prints the help to
-// standard output and exits 0; a command line the command cannot take is said on standard error,
-// once, with the synopsis, and exits with the command's usage status (2; 125 for reaper run, as GNU
-// timeout and env). Every flag can be set from the environment as REAPER_<NAME>, and the help names
-// the variable beside the flag.
+// -name is taken too), flags before operands, "--" ending the flags. Every flag can be set from the
+// environment as REAPER_<NAME>.
 
 // badUsage is the exit status of a command line a command cannot take.
 const badUsage = 2
 
 // newFlagSet returns the flag set of the subcommand name. It only holds the flags: parseFlags parses,
-// and parsed prints the help and the errors.
+// and parsed prints.
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -80,6 +77,10 @@ func setFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 				value = "true"
 			}
 		case !hasValue:
+			if b, ok := f.Value.(interface{ Bare() string }); ok && (len(args) == 0 || strings.HasPrefix(args[0], "-")) {
+				value = b.Bare() // a flag that may stand alone
+				break
+			}
 			if len(args) == 0 {
 				return nil, fmt.Errorf("--%s needs a value", name)
 			}
@@ -101,8 +102,8 @@ func isBoolFlag(f *flag.Flag) bool {
 	return ok && b.IsBoolFlag()
 }
 
-// invalidValue says why value does not fit f: the flag package's own errors for its built-in types
-// say only "parse error" or "value out of range", so those get what the flag wants instead.
+// invalidValue says why value does not fit f: for the flag package's built-in types, whose errors
+// say only "parse error" or "value out of range", what the flag wants.
 func invalidValue(f *flag.Flag, value string, err error) error {
 	want := ""
 	if g, ok := f.Value.(flag.Getter); ok {
@@ -145,8 +146,8 @@ func setFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	return envErr
 }
 
-// printFlags writes the help of fs's flags, in the order of their names: each as --name and the kind
-// of value it takes, then what it does, its default and its environment variable.
+// printFlags writes the help of fs's flags: each as --name and the kind of value it takes, then what
+// it does, its default and its environment variable.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
@@ -184,7 +185,7 @@ func wrap(s string, width int) []string {
 // parsed reports the outcome of parsing a command line, given the command's usage text (its synopsis
 // line first), and returns the exit status to end with, or -1 to go on. For help: the usage and the
 // flags on stdout, and 0. For a command line the command cannot take: the error on stderr, once,
-// naming the command, then the synopsis and where the help is, and bad (the command's usage status).
+// with the synopsis, and bad (the command's usage status: 2, or 125 for reaper run as GNU timeout).
 func parsed(command, usage string, err error, stdout, stderr io.Writer, bad int) int {
 	var help *helpRequest
 	switch {

@@ -39,8 +39,8 @@ type serveConfig struct {
 	outTotal    byteSize
 	maxWS       int
 	user        string
-	// tokenOnCommandLine is set when --token was given as an argument, not from the environment.
-	tokenOnCommandLine bool
+
+	tokenOnCommandLine bool // --token was given as an argument, not from the environment
 	insecureNoAuth     bool
 
 	maxSessions      int
@@ -90,7 +90,7 @@ Flags:
 func parseServe(args []string, getenv func(string) string) (serveConfig, error) {
 	var c serveConfig
 	fs := c.flagSet("serve", "session", getenv)
-	fs.StringVar(&c.http, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
+	fs.Var((*httpAddr)(&c.http), "http", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request (default: reaper's own, kept in the file \""+instance.TokenFile+"\" of the state directory, made on first use)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve HTTP clients without a token, on a loopback address only: every local user and every task can then run commands as the tasks' user (each client is known by its peer: its uid on loopback)")
@@ -122,11 +122,11 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	fs.Int64Var(&c.pidsMax, "pids-max", 0, "limit each session to this many processes and threads (pids.max; 0: none); a command's result says when its forks were refused")
 	fs.Var(&c.cpuMax, "cpu-max", "limit each session to this many `CPUs` of time (cpu.max with a 100 ms period: 1.5 is one and a half; 0: none); a command's result says when it was held back")
 
-	if err := parseFlags(fs, normalizeHTTPFlag(args), false, getenv); err != nil {
+	if err := parseFlags(fs, args, false, getenv); err != nil {
 		return c, err
 	}
 	_, c.tokenOnCommandLine = argValue(args, "token")
-	if c.http == "true" { // REAPER_HTTP=true, or the flag's bare form after normalising
+	if c.http == "true" { // REAPER_HTTP=true
 		c.http = defaultHTTPAddr
 	}
 	switch {
@@ -167,7 +167,7 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 const minOutputBudget = 64 << 10
 
 // contained is what serve and run share of their configuration: how and where what they start is
-// contained. Each command defines --grace and --cgroup-root itself, in its own words.
+// contained. Each command defines --grace and --cgroup-root itself.
 type contained struct {
 	runtimeDir  string // $XDG_RUNTIME_DIR (see reaper.Options.RuntimeDir)
 	grace       time.Duration
@@ -178,9 +178,8 @@ type contained struct {
 	stateDir    string
 }
 
-// flagSet returns the flag set of the command name with --containment, --pid-namespace,
-// --private-tmp and --state-dir, which serve and run share; what names what gets a slice, a PID
-// namespace and a /tmp (a session, the job).
+// flagSet returns the flag set of the command name with the flags serve and run share; what names
+// what gets a slice, a PID namespace and a /tmp (a session, the job).
 func (c *contained) flagSet(name, what string, getenv func(string) string) *flag.FlagSet {
 	c.runtimeDir = getenv("XDG_RUNTIME_DIR")
 	fs := newFlagSet(name)
@@ -201,9 +200,8 @@ func (c *contained) check() error {
 }
 
 // options returns the reaper.Options the flags set, for a Reaper that logs to log and is guarded
-// through link, if it is: the guard shares the Reaper's cgroup and moves with it into a leaf (a
-// companion), and the Reaper announces its instance to it, on a pipe kept open for the last word
-// (see guard.Link.Clean). The flags must have been checked.
+// through link, if it is: the guard is a companion of the Reaper's cgroup, and the Reaper announces
+// its instance to it. The flags must have been checked.
 func (c *contained) options(link guard.Link, log *slog.Logger) reaper.Options {
 	containment, _ := reaper.ParseContainment(c.containment)
 	pidNS, _ := reaper.ParsePIDNamespace(c.pidNS)
@@ -247,31 +245,15 @@ func stateDirFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "state-dir", "", "`directory` for instances' state, which only reaper's user may write (it is refused otherwise); made with mode 0700 if missing (default: /run/reaper for root, $XDG_RUNTIME_DIR/reaper for others, else reaper-<uid> in the temporary directory or /dev/shm); instances that share a cgroup root should share it, so that one sweeps up after another that died")
 }
 
-// normalizeHTTPFlag lets --http take its address as the next argument or stand alone: "--http ADDR"
-// becomes "--http=ADDR", and a bare "--http" (last, or followed by another flag) the default address.
-func normalizeHTTPFlag(args []string) []string {
-	out := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		if a == "--http" || a == "-http" {
-			if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				out = append(out, "--http="+args[i+1])
-				i++
-			} else {
-				out = append(out, "--http="+defaultHTTPAddr)
-			}
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
-}
+// httpAddr is --http's value, which may stand alone (last, or before another flag): then it is
+// defaultHTTPAddr.
+type httpAddr string
 
-// maxTokenFile bounds a token file as read: a regular file, opened without blocking (see
-// safefs.ReadConfig).
+func (a *httpAddr) String() string     { return string(*a) }
+func (a *httpAddr) Set(s string) error { *a = httpAddr(s); return nil }
+func (a *httpAddr) Bare() string       { return defaultHTTPAddr }
+
+// maxTokenFile bounds a token file as read (see safefs.ReadConfig).
 const maxTokenFile = 1 << 20
 
 // tokens collects the bearer tokens from --token and --token-file, keyed to their identities.
@@ -335,9 +317,8 @@ func isLoopback(addr string) (bool, error) {
 	return len(ips) > 0, nil
 }
 
-// endpointURL is the MCP endpoint as the operator asked for it: the host of --http as given (0.0.0.0
-// stays 0.0.0.0, a name stays a name, where the listener would say [::]; no host, every address, is
-// 0.0.0.0), with the port the listener got (for port 0).
+// endpointURL is the MCP endpoint as the operator asked for it: the host of --http as given (a name
+// stays a name; no host is 0.0.0.0), with the port the listener got (for port 0).
 func endpointURL(asked string, got net.Addr) string {
 	host, _, err := net.SplitHostPort(asked)
 	if err != nil {

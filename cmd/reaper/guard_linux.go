@@ -15,17 +15,14 @@ type guardSpec struct {
 	// crashed, if non-zero, is the exit status when the server dies of a signal (reaper run: the
 	// job's own status is unknown then); otherwise 128+n for signal n.
 	crashed int
-	// exit, if set, ends the process once it has cleaned up after the server (see exitFunc).
-	exit exitFunc
+	exit    exitFunc
 }
 
-// runGuard is a guard's life (reaper serve, reaper run, as a user or a client starts them, once
-// their command line is checked): it starts the server, this program again with the same arguments,
-// forwards every signal that would end it (and reaper run's job's) to the server, cleans up whatever
-// the server left (see guard.Run), logs what it did in the format the command's --log-format and
-// --log-level (or REAPER_LOG_*) ask for, and exits with the server's status. reaper serve's server
-// gets a session of its own; reaper run's a process group of its own in the guard's session, as its
-// job may need the session's terminal.
+// runGuard is a guard's life (reaper serve, reaper run, once their command line is checked): it
+// starts the server, this program again with the same arguments, forwards every signal that would
+// end it (and reaper run's job's) to it, cleans up whatever the server left (see guard.Run), logs
+// what it did, and exits with the server's status. reaper run's server gets a process group of its
+// own in the guard's session, as its job may need the session's terminal; reaper serve's a session.
 func runGuard(spec guardSpec, args []string, getenv func(string) string, stderr io.Writer) int {
 	log := earlyLogger(stderr, args, getenv).With("guard", os.Getpid())
 	opts := guard.Options{

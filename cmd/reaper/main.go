@@ -13,8 +13,7 @@ import (
 	"slices"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise the module version
-// or VCS revision recorded by the Go toolchain is used (see versionString).
+// version is set at build time with -ldflags "-X main.version=v1.2.3" (see versionString).
 var version = ""
 
 const usage = `reaper: a cgroup-based process reaper that speaks MCP

@@ -8,11 +8,8 @@ import (
 	"github.com/cgreaper/reaper/reaper"
 )
 
-// The adapters from the Reaper's and the MCP server's Observer events to the metrics, which know
-// neither: they live here, above all three.
-
 // newMetrics makes the metrics, with every task status shown from the start; what a scrape cannot
-// collect goes to log (nil: nowhere).
+// collect goes to log.
 func newMetrics(version string, log *slog.Logger) *metrics.Metrics {
 	statuses := []string{string(reaper.Completed), string(reaper.Failed), string(reaper.Killed), string(reaper.TimedOut)}
 	return metrics.New(metrics.Options{Version: version, TaskStatuses: statuses, Logger: log})

@@ -19,7 +19,7 @@ import (
 type ops struct {
 	admin   *admin.Server
 	metrics *metrics.Metrics
-	url     string // the admin endpoint, for the log
+	url     string
 }
 
 // startOps checks --admin (loopback unless there is an admin token), opens its listener and starts
@@ -72,8 +72,7 @@ func (o *ops) mcpObserver() mcpserver.Observer {
 	return mcpMetrics{o.metrics}
 }
 
-// ready records the containment as a metric, reads usage at each scrape, and makes /readyz answer
-// ready with the containment mode and why, and warning first if there is one.
+// ready starts the metrics of r and makes /readyz answer ready, with warning first if there is one.
 func (o *ops) ready(r *reaper.Reaper, warning string) {
 	if o.admin == nil {
 		return
@@ -93,8 +92,7 @@ func (o *ops) connectionRefused(limit string) {
 	}
 }
 
-// readyText is /readyz's body: the containment mode and whether sessions get PID namespaces, why, and
-// the per-session limits in effect.
+// readyText is /readyz's body: the containment, PID namespaces, why, and the per-session limits.
 func readyText(ci reaper.ContainmentInfo) string {
 	s := "containment " + ci.String() + "; pid namespace " + ci.PIDNamespace.String()
 	if l := limitsText(ci.Limits); l != "" {
@@ -128,7 +126,7 @@ func (o *ops) stopping() {
 	}
 }
 
-// close stops the admin endpoint, letting a request under way finish (a scrape). It is idempotent.
+// close stops the admin endpoint, letting a request under way finish. It is idempotent.
 func (o *ops) close() {
 	if o.admin != nil {
 		o.admin.Close()

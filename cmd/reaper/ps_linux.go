@@ -40,8 +40,7 @@ func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int
 	}, func(in inspect.Inspection) { printPs(stdout, in) })
 }
 
-// where is where ps and sweep look for instances, and how they print what they find: their common
-// flags.
+// where is the flags ps and sweep share: where they look for instances, and how they print.
 type where struct {
 	cgroupRoot, stateDir, containment string
 	asJSON                            bool
@@ -59,8 +58,8 @@ func (w *where) flagSet(name, containment, asJSON string) *flag.FlagSet {
 }
 
 // look parses the command line of ps or sweep (fs, with w's flags), runs find (noCgroup for
-// --containment process), prints its report as JSON or with text, and returns the exit status: 1
-// when find failed, which is said on stderr after what it found.
+// --containment process), prints its report as JSON or with text, and returns the exit status: 1,
+// said on stderr after what it found, when find failed.
 func look[R any](fs *flag.FlagSet, w *where, usage string, args []string, getenv func(string) string, stdout, stderr io.Writer, find func(noCgroup bool) (R, error), text func(R)) int {
 	err := parseFlags(fs, args, false, getenv)
 	var mode reaper.Containment
@@ -231,11 +230,10 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-// printable makes s safe to print to a terminal: what a process, a task or a record chose (a command
-// line, a cgroup's name) must not move the cursor, retitle the window, reorder or hide text, or run a
-// terminal's escape sequences. Every character that is not printable (control characters, C1 codes,
-// formatting and bidirectional controls, bytes that are not UTF-8) is written as a Go escape (\x1b,
-// \u202e), so the text stays readable.
+// printable makes s safe to print to a terminal: what a process, a task or a record chose must not
+// move the cursor, retitle the window, reorder or hide text. Every character that is not printable
+// (control characters, C1 codes, formatting and bidirectional controls, bytes that are not UTF-8)
+// is written as a Go escape (\x1b, \u202e).
 func printable(s string) string {
 	var b strings.Builder
 	for i, r := range s {

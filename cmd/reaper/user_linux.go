@@ -64,8 +64,8 @@ func lookupUser(spec string) (*reaper.User, error) {
 }
 
 // tokenWarnings says what exposes the bearer tokens to other local processes, tasks included: a
-// token on the command line (every process can read /proc/<pid>/cmdline, and the guard starts the
-// server with the same arguments, so it is in both), and a token file that others may read.
+// token on the command line (in /proc/<pid>/cmdline of the guard and the server), and a token file
+// that others may read.
 func tokenWarnings(c serveConfig) []string {
 	var warn []string
 	if c.tokenOnCommandLine {
