@@ -46,11 +46,9 @@ type signals struct {
 	hurry       context.Context
 	cancelHurry context.CancelFunc
 	ch          chan os.Signal
-	asked       chan struct{} // closed once every handled signal is asked for (see watchSignals)
-	done        chan struct{} // closed when the signal watcher has returned
-	watching    context.Context
+	asked       chan struct{}      // closed once every handled signal is asked for (see watchSignals)
 	stopWatch   context.CancelFunc // ends the guard watcher; only stop calls it
-	watched     chan struct{}      // closed when the guard watcher has returned
+	wg          sync.WaitGroup     // the signal watcher and the guard watcher
 
 	// mu guards the field that follows.
 	mu       sync.Mutex
@@ -63,20 +61,21 @@ type signals struct {
 // waits on; until then a shutdown signal ends the server by its default action, and the guard
 // cleans up after it.
 func watchSignals(log *slog.Logger, link guard.Link) *signals {
-	s := &signals{log: log, guard: link, ch: make(chan os.Signal, 8), asked: make(chan struct{}), done: make(chan struct{}),
-		watched: make(chan struct{}), guardGone: make(chan struct{})}
+	s := &signals{log: log, guard: link, ch: make(chan os.Signal, 8), asked: make(chan struct{}), guardGone: make(chan struct{})}
 	s.serving, s.stopServing = context.WithCancel(context.Background())
 	s.hurry, s.cancelHurry = context.WithCancel(context.Background())
-	s.watching, s.stopWatch = context.WithCancel(context.Background())
+	watching, stopWatch := context.WithCancel(context.Background())
+	s.stopWatch = stopWatch
 	signal.Notify(s.ch, syscall.SIGPIPE)
 	go func() {
 		defer close(s.asked)
 		signal.Notify(s.ch, handledSignals()...)
 	}()
+	s.wg.Add(2)
 	go s.watch(log, link)
 	go func() {
-		defer close(s.watched)
-		if link.WaitGone(s.watching) {
+		defer s.wg.Done()
+		if link.WaitGone(watching) {
 			s.guardDied()
 		}
 	}()
@@ -110,7 +109,7 @@ func (s *signals) hurryUnderWay() {
 }
 
 func (s *signals) watch(log *slog.Logger, link guard.Link) {
-	defer close(s.done)
+	defer s.wg.Done()
 	first := true
 	for {
 		var sig os.Signal
@@ -209,6 +208,5 @@ func (s *signals) stop() {
 	s.stopServing()
 	s.cancelHurry()
 	s.stopWatch()
-	<-s.done
-	<-s.watched
+	s.wg.Wait()
 }
