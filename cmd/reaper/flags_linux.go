@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
+	"golang.org/x/sys/unix"
 )
 
 // defaultHTTPAddr is where --http listens when it is given without an address.
@@ -334,4 +336,99 @@ func endpointURL(asked string, got net.Addr) string {
 		port = p
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/mcp"
+}
+
+// The defaults of the counts that are sized for the machine: what each costs is what there is of it.
+
+// defaultMaxSessions is one session per 64 MiB of the machine's memory, between 8 and 1024: a session
+// holds its init, its tasks' output files (on a tmpfs state directory, memory) and its tasks.
+func defaultMaxSessions() int {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 64
+	}
+	n := int(uint64(si.Totalram) * uint64(si.Unit) / (64 << 20))
+	return min(max(n, 8), 1024)
+}
+
+// defaultMaxConns is a quarter of the descriptors the process may open (Go raises the soft limit to
+// the hard one at start), at most 4096: the rest stay for sessions' teardowns, tasks' pipes and
+// terminals, cgroup files and /proc.
+func defaultMaxConns() int {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil || rl.Cur == unix.RLIM_INFINITY {
+		return 1024
+	}
+	return int(min(max(rl.Cur/4, 16), 4096))
+}
+
+// byteSize is a flag value in bytes: a number with an optional unit K, M, G or T (powers of 1024;
+// "Ki", "KiB" and "KB" mean the same, as in systemd's MemoryMax=). Zero means no limit.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	if b == nil || *b == 0 {
+		return "0"
+	}
+	return byteText(int64(*b))
+}
+
+func (b *byteSize) Set(s string) error {
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+// parseBytes parses "512M", "2G", "64Mi", "1073741824".
+func parseBytes(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	shift := 0
+	if n := len(t); n > 0 {
+		if i := strings.IndexByte("KMGT", t[n-1]); i >= 0 {
+			shift = 10 * (i + 1)
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("%q is not a size (bytes, or a number with K, M, G or T)", s)
+	}
+	v *= float64(int64(1) << shift)
+	if v > math.MaxInt64/2 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(v), nil
+}
+
+// cpus is the --cpu-max flag: CPUs as a decimal number (1.5 is one and a half CPUs' time per period).
+type cpus float64
+
+func (c *cpus) String() string {
+	if c == nil {
+		return "0"
+	}
+	return strconv.FormatFloat(float64(*c), 'g', -1, 64)
+}
+
+func (c *cpus) Set(s string) error {
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) || v > 0 && v < 0.01 {
+		return fmt.Errorf("%q is not a number of CPUs (0, or 0.01 and more; 1.5 means one and a half)", s)
+	}
+	*c = cpus(v)
+	return nil
+}
+
+// byteText writes n bytes as --output-budget reads them.
+func byteText(n int64) string {
+	for i, unit := range []string{"G", "M", "K"} {
+		if shift := 30 - 10*i; n != 0 && n%(1<<shift) == 0 {
+			return strconv.FormatInt(n>>shift, 10) + unit
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"slices"
 )
 
@@ -92,4 +93,61 @@ func help(args []string, getenv func(string) string, stdin io.Reader, stdout, st
 	}
 	fmt.Fprintf(stderr, "reaper help: unexpected argument %q\nUsage: reaper help [COMMAND]\n", args[len(args)-1])
 	return badUsage
+}
+
+// exitFunc ends the process with a command's status once the command's work is done, skipping the
+// tidying only an in-process caller needs (signal.Stop, the joins of the signal and guard watchers),
+// which a stdio client would wait for twice at every close. main passes os.Exit; a test passes nil,
+// and the command returns.
+type exitFunc func(code int)
+
+// now exits with code if e is set; otherwise it returns code.
+func (e exitFunc) now(code int) int {
+	if e != nil {
+		e(code)
+	}
+	return code
+}
+
+// versionString is what `reaper version` prints and the first log line carries.
+func versionString() string {
+	bi, _ := debug.ReadBuildInfo()
+	return describeVersion(version, bi)
+}
+
+// describeVersion returns set when it is not empty (a release build's -ldflags "-X main.version=…").
+// Otherwise it reads what the Go toolchain recorded in bi, followed by the Go version:
+//   - the module version: v1.2.3 for `go install github.com/cgreaper/reaper/cmd/reaper@v1.2.3`, or a
+//     pseudo-version holding the commit for a build in a VCS checkout (Go 1.24 and later);
+//   - "devel-" and the first 12 digits of the VCS revision when the module version is "(devel)" but a
+//     revision was stamped (older toolchains), with "-dirty" for a modified tree;
+//   - "(devel)" when nothing is known (a build with -buildvcs=false);
+//
+// and "(unknown)" when bi is nil (a binary built without module support).
+func describeVersion(set string, bi *debug.BuildInfo) string {
+	if set != "" {
+		return set
+	}
+	if bi == nil {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "(devel)"
+		var rev, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value[:min(12, len(s.Value))]
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "-dirty"
+				}
+			}
+		}
+		if rev != "" {
+			v = "devel-" + rev + dirty
+		}
+	}
+	return v + " " + bi.GoVersion
 }
