@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"slices"
 	"syscall"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/reaper"
+	"golang.org/x/sys/unix"
 )
 
 // Exit statuses of the job's own making; the rest are the command's (128+n for a death by signal n),
@@ -297,4 +299,35 @@ func (j *run) finish() {
 		j.c.Log.Warn("the guard will clean up after all", "error", err)
 	}
 	j.rep.Duration = time.Since(j.start).Seconds()
+}
+
+// terminal is a terminal the job was given the foreground of, and the process group to give it back
+// to.
+type terminal struct {
+	fd   int
+	pgrp int
+}
+
+// foregroundTerminal returns the terminal on f, if f is one whose foreground process group is pgrp
+// (the group reaper run was started in): the job may then take the foreground, as a shell's job does.
+// It reports false where f is no terminal, or reaper runs in the background of one.
+func foregroundTerminal(f *os.File, pgrp int) (terminal, bool) {
+	fd := int(f.Fd())
+	fg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	if err != nil || fg != pgrp {
+		return terminal{}, false
+	}
+	return terminal{fd: fd, pgrp: pgrp}, true
+}
+
+// restore gives the terminal's foreground back to the process group that had it. This process is in
+// a background group of the terminal then, so the kernel would stop it with SIGTTOU, and with tostop
+// for a write to it too: restore ignores SIGTTOU first, for the rest of the process's life (it is about
+// to exit).
+func (t terminal) restore() error {
+	signal.Ignore(syscall.SIGTTOU)
+	if err := unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.pgrp); err != nil && !errors.Is(err, unix.ENOTTY) {
+		return fmt.Errorf("give the terminal back to process group %d: %w", t.pgrp, err)
+	}
+	return nil
 }
