@@ -59,21 +59,18 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 	if status != 0 {
 		return status
 	}
+	if ln != nil {
+		defer ln.Close() // for a start that fails; serveHTTP closes it otherwise
+	}
 	o, status := startOps(c, log, stderr)
 	defer o.close()
-	var r *reaper.Reaper
-	var srv *mcpserver.Server
-	if status == 0 {
-		if r, srv, err = newServer(c, &a, link, log, o); err != nil {
-			fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-			status = 1
-		}
-	}
 	if status != 0 {
-		if ln != nil {
-			ln.Close()
-		}
 		return status
+	}
+	r, srv, err := newServer(c, &a, link, log, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+		return 1
 	}
 	sig.onSignal(srv.Hurry)
 	<-sig.asked                  // every shutdown signal is handled before the first request is
@@ -88,7 +85,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 		go func() {
 			defer close(started)
 			o.ready(r, "")
-			log.Info("reaper serving MCP over stdio", append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)
+			log.Info("reaper serving MCP over stdio", startAttrs(c, r, o)...)
 		}()
 		notify(log, "READY=1")
 		err := srv.Run(sig.serving, srv.StdioTransport(stdin, stdout))
@@ -104,8 +101,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 			level = slog.LevelWarn // said first, where an operator looks
 		}
 		log.Log(context.Background(), level, "reaper serving MCP over Streamable HTTP", append([]any{"url", endpointURL(c.http, ln.Addr()),
-			"auth", a.text(), "idle_timeout", c.idleTimeout.String()},
-			append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)...)
+			"auth", a.text(), "idle_timeout", c.idleTimeout.String()}, startAttrs(c, r, o)...)...)
 		status = serveHTTP(sig, srv, ln, a, c, o, log)
 	}
 	o.stopping()
@@ -251,9 +247,10 @@ func shutdown(sig *signals, srv *mcpserver.Server, r *reaper.Reaper, log *slog.L
 	return status, err == nil
 }
 
-// startAttrs are what the start-up line says of containment, limits, the admin endpoint, and where
-// the instance keeps its state: the command that lists its sessions and processes.
-func startAttrs(r *reaper.Reaper, o *ops) []any {
+// startAttrs are what the start-up line says of containment, limits, the admin endpoint, where the
+// instance keeps its state (the command that lists its sessions and processes), whose user tasks run
+// as, and reaper's version.
+func startAttrs(c serveConfig, r *reaper.Reaper, o *ops) []any {
 	ci := r.Containment()
 	self := r.Instance()
 	attrs := []any{"containment", ci.String(), "pid_namespace", ci.PIDNamespace.String(),
@@ -264,7 +261,11 @@ func startAttrs(r *reaper.Reaper, o *ops) []any {
 	if o.url != "" {
 		attrs = append(attrs, "admin", o.url)
 	}
-	return attrs
+	runAs := c.user
+	if runAs == "" {
+		runAs = fmt.Sprintf("reaper's own user (uid %d; --user runs them as another)", os.Geteuid())
+	}
+	return append(attrs, "tasks_run_as", runAs, "version", versionString())
 }
 
 // psCommand is the `reaper ps` command line that looks where the instance self keeps its state and
@@ -426,12 +427,4 @@ func tokenWarnings(c serveConfig) []string {
 		}
 	}
 	return warn
-}
-
-// tasksRunAs says, for the first log line, whose user tasks run as.
-func tasksRunAs(c serveConfig) string {
-	if c.user == "" {
-		return fmt.Sprintf("reaper's own user (uid %d; --user runs them as another)", os.Geteuid())
-	}
-	return c.user
 }
