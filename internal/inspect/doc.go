@@ -3,7 +3,7 @@
 // state directories.
 //
 // It asks no instance anything and changes nothing, so it works while an instance is stopped or
-// wedged. What it reads is data: the instances come from instance.Find, checked as the sweep checks
+// wedged. What it reads is data: the instances come from instance.Where.Look, checked as the sweep checks
 // them, and a session's record is only shown, never acted on.
 //
 // The package holds no lock of its own.

@@ -25,7 +25,7 @@ type Inspection struct {
 	Root      string             `json:"root,omitempty"` // the slice root looked under; empty when none was
 	StateDir  string             `json:"state_dir"`      // the state directory looked in
 	Instances []InstanceView     `json:"instances"`
-	Ignored   []instance.Ignored `json:"ignored,omitempty"` // what was found and not shown (see instance.Find)
+	Ignored   []instance.Ignored `json:"ignored,omitempty"` // what was found and not shown (see instance.Where.Look)
 }
 
 // InstanceView is one instance as Run found it.
@@ -149,7 +149,7 @@ type ProcessView struct {
 // processes. It reads cgroupfs, /proc and the instances' state directories only, never asks an
 // instance anything, and changes nothing: it works while an instance is stopped or wedged. The scan
 // for markers reads the environment of every process this user may read. What it finds on disk is
-// checked as the sweep checks it (instance.Find).
+// checked as the sweep checks it (instance.Where.Look).
 func Run(opts Options) (Inspection, error) {
 	if opts.StateDir == "" {
 		opts.StateDir = instance.DefaultStateDir()

@@ -10,7 +10,7 @@ import (
 	"github.com/cgreaper/reaper/internal/safefs"
 )
 
-// Found is an instance whose slice or state directory Find found.
+// Found is an instance whose slice or state directory Look found.
 type Found struct {
 	Name string
 	// Slice is its slice directly below the root, checked (cgroup.Root.Open); nil when there is none.
@@ -38,38 +38,33 @@ type Where struct {
 // Looked is what Where.Look opened and found.
 type Looked struct {
 	Root    *cgroup.Root // the root looked under; nil when none was
-	State   *safefs.Dir  // the state directory, open; nil when there is none
+	State   *safefs.Dir  // the state directory, open (LookStateDir); nil when there is none
 	Found   map[string]*Found
 	Ignored []Ignored
 }
 
-// Look opens the root and the state directory that w names (LookStateDir) and finds the instances
-// there (Find, with want). The caller closes l.State.
-func (w Where) Look(want func(name string) bool) (l Looked, err error) {
-	if !w.NoCgroup {
-		l.Root, _ = cgroup.LookupRoot(w.Cgroup)
-	}
-	l.State, err = LookStateDir(w.StateDir)
-	var ferr error
-	l.Found, l.Ignored, ferr = Find(l.Root, l.State, want)
-	return l, errors.Join(err, ferr)
-}
-
-// Ignored is something Find found and left alone, and why.
+// Ignored is something Look found and left alone, and why.
 type Ignored struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"`
 }
 
-// Find finds the instances whose slices sit directly below root and whose state directories are in
-// state (either may be nil: nothing is looked for there), and for which want reports true (nil: all);
-// want is asked once per name. What it finds is data, not authority: a slice is taken only if it sits
-// directly below the root under an instance's name and passes cgroup.Root.Open; a state directory
-// only if it is this user's (safefs), named after an instance, in a state directory that is this
-// user's alone; a record only if it holds, and what it says of a slice elsewhere than below root is
-// reported, not used. What is not taken is listed as Ignored: what reaper does not make, or cannot
-// be checked. The error says what could not be listed.
-func Find(root *cgroup.Root, state *safefs.Dir, want func(name string) bool) (map[string]*Found, []Ignored, error) {
+// Look opens the root and the state directory that w names, and finds the instances whose slices
+// sit directly below the root and whose state directories are in the state directory, and for
+// which want reports true (nil: all); want is asked once per name. The caller closes l.State. What it
+// finds is data, not authority: a slice is taken only if it sits directly below the root under an
+// instance's name and passes cgroup.Root.Open; a state directory only if it is this user's (safefs),
+// named after an instance, in a state directory that is this user's alone; a record only if it
+// holds, and what it says of a slice elsewhere than below root is reported, not used. What is not
+// taken is listed as Ignored: what reaper does not make, or cannot be checked. The error says what
+// could not be listed.
+func (w Where) Look(want func(name string) bool) (Looked, error) {
+	var root *cgroup.Root
+	if !w.NoCgroup {
+		root, _ = cgroup.LookupRoot(w.Cgroup)
+	}
+	state, err := LookStateDir(w.StateDir)
+	errs := []error{err}
 	found := make(map[string]*Found)
 	asked := make(map[string]bool)
 	get := func(name string) *Found {
@@ -82,7 +77,6 @@ func Find(root *cgroup.Root, state *safefs.Dir, want func(name string) bool) (ma
 		return found[name]
 	}
 	var ignored []Ignored
-	var errs []error
 	if root != nil {
 		names, err := root.Slices()
 		errs = append(errs, err)
@@ -143,5 +137,5 @@ func Find(root *cgroup.Root, state *safefs.Dir, want func(name string) bool) (ma
 			f.Record, f.HasRecord = rec, true
 		}
 	}
-	return found, ignored, errors.Join(errs...)
+	return Looked{Root: root, State: state, Found: found, Ignored: ignored}, errors.Join(errs...)
 }

@@ -35,7 +35,7 @@ type Options struct {
 type Report struct {
 	Dead []DeadInstance `json:"dead"` // the instances whose process is gone, and what they left
 	Live []string       `json:"live"` // the instances found running and left alone
-	// Ignored are what was found and not acted on, and why (see instance.Find).
+	// Ignored are what was found and not acted on, and why (see instance.Where.Look).
 	Ignored []instance.Ignored `json:"ignored,omitempty"`
 }
 
@@ -114,7 +114,7 @@ type sweeper struct {
 	root  *cgroup.Root // the root looked under, when there is one
 }
 
-// find collects the instances under the root and in the state directory (instance.Find), sorts the
+// find collects the instances under the root and in the state directory (instance.Where.Look), sorts the
 // live from the dead, and leaves out the caller's own.
 func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, error) {
 	l, err := sw.opts.Look(func(name string) bool {
