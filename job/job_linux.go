@@ -219,7 +219,6 @@ func (j *run) wait() int {
 			j.closeSession(hurry)
 			return code
 		case <-timeout:
-			timeout = nil
 			fmt.Fprintf(j.c.Stderr, "reaper run: timed out after %v\n", j.c.Timeout)
 			j.rep.TimedOut = true
 			j.rep.Leftovers = j.othersThanCommand()

@@ -49,15 +49,12 @@ type Ignored struct {
 	Reason string `json:"reason"`
 }
 
-// Look opens the root and the state directory that w names, and finds the instances whose slices
-// sit directly below the root and whose state directories are in the state directory, and for
-// which want reports true (nil: all); want is asked once per name. The caller closes l.State. What it
-// finds is data, not authority: a slice is taken only if it sits directly below the root under an
-// instance's name and passes cgroup.Root.Open; a state directory only if it is this user's (safefs),
-// named after an instance, in a state directory that is this user's alone; a record only if it
-// holds, and what it says of a slice elsewhere than below root is reported, not used. What is not
-// taken is listed as Ignored: what reaper does not make, or cannot be checked. The error says what
-// could not be listed.
+// Look opens the root and the state directory that w names, and finds there the instances for which
+// want reports true (nil: all; asked once per name). The caller closes Looked.State. A slice is
+// taken only if it sits directly below the root under an instance's name and passes
+// cgroup.Root.Open; a state directory only if it is named after an instance and passes safefs; a
+// record only if it holds, and a slice it names elsewhere than below the root is reported, not used.
+// What is not taken is listed as Ignored. The error says what could not be listed.
 func (w Where) Look(want func(name string) bool) (Looked, error) {
 	var root *cgroup.Root
 	if !w.NoCgroup {
