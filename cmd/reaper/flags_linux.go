@@ -329,12 +329,7 @@ func endpointURL(asked string, got net.Addr) string {
 	if host == "" {
 		host = "0.0.0.0"
 	}
-	port := ""
-	if tcp, ok := got.(*net.TCPAddr); ok {
-		port = strconv.Itoa(tcp.Port)
-	} else if _, p, err := net.SplitHostPort(got.String()); err == nil {
-		port = p
-	}
+	_, port, _ := net.SplitHostPort(got.String())
 	return "http://" + net.JoinHostPort(host, port) + "/mcp"
 }
 

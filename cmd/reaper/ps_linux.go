@@ -92,8 +92,6 @@ func printPs(w io.Writer, in inspect.Inspection) {
 			where = in.Root + " and " + where
 		}
 		fmt.Fprintf(w, "no reaper instances in %s\n", printable(where))
-		printIgnored(w, in.Ignored)
-		return
 	}
 	for _, iv := range in.Instances {
 		state := "dead: its leftovers are for reaper sweep"

@@ -94,7 +94,11 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 			log.Error("stdio session ended with an error", "error", err)
 		}
 	} else {
-		o.ready(r, a.warning())
+		warning := ""
+		if a.insecure {
+			warning = "WARNING: no authentication (--insecure-no-auth): every local user and every task can run commands"
+		}
+		o.ready(r, warning)
 		notify(log, "READY=1")
 		level := slog.LevelInfo
 		if c.insecureNoAuth {
@@ -334,14 +338,6 @@ func (a httpAuth) text() string {
 // identities counts the identities tokens stand for.
 func identities(tokens map[string]string) int {
 	return len(slices.Compact(slices.Sorted(maps.Values(tokens))))
-}
-
-// warning is what /readyz adds to its explanation; empty unless clients need no token.
-func (a httpAuth) warning() string {
-	if a.insecure {
-		return "WARNING: no authentication (--insecure-no-auth): every local user and every task can run commands"
-	}
-	return ""
 }
 
 // perIdentity is the share of a cap of all that one identity may hold: flag if set, else every one
