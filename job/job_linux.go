@@ -40,8 +40,7 @@ type Config struct {
 	// Options configures the Reaper the job's session runs in; its Grace is also the time the job
 	// gets after a forwarded INT or TERM. Its Announce is the guard's, if there is one.
 	Options reaper.Options
-	// Timeout ends the whole job (SIGTERM, the grace period, the kill) after this long; zero means no
-	// limit.
+	// Timeout ends the whole job (SIGTERM, grace, kill) after this long; zero means no limit.
 	Timeout time.Duration
 	// Guard is this process's guard: the job is killed at once if the guard dies, takes the
 	// terminal's foreground only from the guard's group, and a clean end is told to it. Nil is no
@@ -51,8 +50,7 @@ type Config struct {
 	// (the caller's own: SIGPIPE and such).
 	Signals <-chan os.Signal
 	Ignored func(os.Signal) bool
-	// FailOnLeftovers makes a command that succeeded but left processes running exit
-	// ExitLeftovers.
+	// FailOnLeftovers makes a command that succeeded but left processes running exit ExitLeftovers.
 	FailOnLeftovers bool
 	// Verbose says on Stderr how processes are contained.
 	Verbose bool
