@@ -33,12 +33,12 @@ Flags:
 `
 
 // ps runs the ps command and returns the process's exit status.
-func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func ps(args []string, e env) int {
 	var w where
 	fs := w.flagSet("ps", "auto or cgroup: look at slices, state directories and /proc; process: state directories and /proc only", "print the listing as JSON")
-	return look(fs, &w, psUsage, args, getenv, stdout, stderr, func(noCgroup bool) (inspect.Inspection, error) {
+	return look(fs, &w, psUsage, args, e, func(noCgroup bool) (inspect.Inspection, error) {
 		return inspect.Run(inspect.Options{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, NoCgroup: noCgroup})
-	}, func(in inspect.Inspection) { printPs(stdout, in) })
+	}, func(in inspect.Inspection) { printPs(e.stdout, in) })
 }
 
 // where is the flags ps and sweep share: where they look for instances, and how they print.
@@ -61,23 +61,23 @@ func (w *where) flagSet(name, containment, asJSON string) *flag.FlagSet {
 // look parses the command line of ps or sweep (fs, with w's flags), runs find (noCgroup for
 // --containment process), prints its report as JSON or with text, and returns the exit status: 1,
 // said on stderr after what it found, when find failed.
-func look[R any](fs *flag.FlagSet, w *where, usage string, args []string, getenv func(string) string, stdout, stderr io.Writer, find func(noCgroup bool) (R, error), text func(R)) int {
-	err := parseFlags(fs, args, false, getenv)
+func look[R any](fs *flag.FlagSet, w *where, usage string, args []string, e env, find func(noCgroup bool) (R, error), text func(R)) int {
+	err := parseFlags(fs, args, false, e.getenv)
 	var mode reaper.Containment
 	if err == nil {
 		mode, err = reaper.ParseContainment(w.containment)
 	}
-	if code := parsed(fs.Name(), usage, err, stdout, stderr, badUsage); code >= 0 {
+	if code := parsed(fs.Name(), usage, err, e.stdout, e.stderr, badUsage); code >= 0 {
 		return code
 	}
 	rep, err := find(mode == reaper.ContainProcess)
 	if w.asJSON {
-		writeJSON(stdout, rep)
+		writeJSON(e.stdout, rep)
 	} else {
 		text(rep)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper %s: %v\n", fs.Name(), err)
+		fmt.Fprintf(e.stderr, "reaper %s: %v\n", fs.Name(), err)
 		return 1
 	}
 	return 0
@@ -264,14 +264,14 @@ Flags:
 `
 
 // sweepCommand runs the sweep command and returns the process's exit status.
-func sweepCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func sweepCommand(args []string, e env) int {
 	var w where
 	var dryRun bool
 	fs := w.flagSet("sweep", "auto or cgroup: look for slices and state directories; process: state directories only", "print the report as JSON")
 	fs.BoolVar(&dryRun, "dry-run", false, "list what would be killed and removed, and do neither")
-	return look(fs, &w, sweepUsage, args, getenv, stdout, stderr, func(noCgroup bool) (sweep.Report, error) {
+	return look(fs, &w, sweepUsage, args, e, func(noCgroup bool) (sweep.Report, error) {
 		return sweep.Run(sweep.Options{Where: instance.Where{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, NoCgroup: noCgroup}, DryRun: dryRun})
-	}, func(rep sweep.Report) { printSweep(stdout, rep, dryRun) })
+	}, func(rep sweep.Report) { printSweep(e.stdout, rep, dryRun) })
 }
 
 func printSweep(w io.Writer, rep sweep.Report, dryRun bool) {

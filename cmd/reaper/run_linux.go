@@ -81,22 +81,22 @@ func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 // runCommand runs the run command and returns the process's exit status. Started by a user, it is
 // the guard (see runGuard) once its command line is checked; started by the guard, it is the server
 // that runs the job (package job).
-func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer, exit exitFunc) int {
-	c, err := parseRun(args, getenv)
-	if code := parsed("run", runUsage, err, stdout, stderr, job.ExitFailed); code >= 0 {
+func runCommand(args []string, e env) int {
+	c, err := parseRun(args, e.getenv)
+	if code := parsed("run", runUsage, err, e.stdout, e.stderr, job.ExitFailed); code >= 0 {
 		return code
 	}
-	if !guard.Guarded(getenv) {
-		return runGuard(guardSpec{command: "run", crashed: job.ExitFailed, exit: exit}, args, getenv, stderr)
+	if !guard.Guarded(e.getenv) {
+		return runGuard(guardSpec{command: "run", crashed: job.ExitFailed, exit: e.exit}, args, e.getenv, e.stderr)
 	}
-	link, err := guard.LinkFrom(getenv)
+	link, err := guard.LinkFrom(e.getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper run: %v\n", err)
+		fmt.Fprintf(e.stderr, "reaper run: %v\n", err)
 		return job.ExitFailed
 	}
 	log := slog.New(slog.DiscardHandler)
 	if c.verbose {
-		log = slog.New(slog.NewTextHandler(stderr, nil))
+		log = slog.New(slog.NewTextHandler(e.stderr, nil))
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, handledSignals(job.ForwardedSignals...)...)
@@ -109,14 +109,14 @@ func runCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 		Ignored:         isIgnored,
 		FailOnLeftovers: c.failOnLeftovers,
 		Verbose:         c.verbose,
-		Stderr:          stderr,
+		Stderr:          e.stderr,
 		Log:             log,
 	})
 	if n := len(rep.Leftovers); n > 0 && !c.quiet {
-		fmt.Fprintf(stderr, "reaper run: killed %s%s\n", count(n, "leftover process", "leftover processes"), procList(rep.Leftovers))
+		fmt.Fprintf(e.stderr, "reaper run: killed %s%s\n", count(n, "leftover process", "leftover processes"), procList(rep.Leftovers))
 	}
-	writeReport(c.report, rep, stderr)
-	exit.now(rep.ExitStatus)
+	writeReport(c.report, rep, e.stderr)
+	e.exit.now(rep.ExitStatus)
 	signal.Stop(sigs)
 	return rep.ExitStatus
 }

@@ -27,49 +27,49 @@ import (
 
 // serve runs the serve command and returns the process's exit status. Started by a user, it is the
 // guard (see runGuard) once its command line is checked; started by the guard, it is the server.
-func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, exit exitFunc) int {
-	if !guard.Guarded(getenv) {
-		_, err := parseServe(args, getenv)
-		if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
+func serve(args []string, e env) int {
+	if !guard.Guarded(e.getenv) {
+		_, err := parseServe(args, e.getenv)
+		if code := parsed("serve", serveUsage, err, e.stdout, e.stderr, badUsage); code >= 0 {
 			return code
 		}
-		return runGuard(guardSpec{command: "serve", exit: exit}, args, getenv, stderr)
+		return runGuard(guardSpec{command: "serve", exit: e.exit}, args, e.getenv, e.stderr)
 	}
-	log := earlyLogger(stderr, args, getenv)
-	link, err := guard.LinkFrom(getenv)
+	log := earlyLogger(e.stderr, args, e.getenv)
+	link, err := guard.LinkFrom(e.getenv)
 	sig := watchSignals(log, link)
 	defer sig.stop()
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+		fmt.Fprintf(e.stderr, "reaper serve: %v\n", err)
 		return 1
 	}
-	c, err := parseServe(args, getenv)
-	if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
+	c, err := parseServe(args, e.getenv)
+	if code := parsed("serve", serveUsage, err, e.stdout, e.stderr, badUsage); code >= 0 {
 		return code
 	}
 	a, err := c.auth()
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+		fmt.Fprintf(e.stderr, "reaper serve: %v\n", err)
 		return 2
 	}
 	for _, w := range tokenWarnings(c) {
 		log.Warn(w)
 	}
-	ln, status := listen(c, a, stderr)
+	ln, status := listen(c, a, e.stderr)
 	if status != 0 {
 		return status
 	}
 	if ln != nil {
 		defer ln.Close() // for a start that fails; serveHTTP closes it otherwise
 	}
-	o, status := startOps(c, log, stderr)
+	o, status := startOps(c, log, e.stderr)
 	defer o.close()
 	if status != 0 {
 		return status
 	}
 	r, srv, err := newServer(c, &a, link, log, o)
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+		fmt.Fprintf(e.stderr, "reaper serve: %v\n", err)
 		return 1
 	}
 	sig.onSignal(srv.Hurry)
@@ -88,7 +88,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 			log.Info("reaper serving MCP over stdio", startAttrs(c, r, o)...)
 		}()
 		notify(log, "READY=1")
-		err := srv.Run(sig.serving, srv.StdioTransport(stdin, stdout))
+		err := srv.Run(sig.serving, srv.StdioTransport(e.stdin, e.stdout))
 		<-started
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 			log.Error("stdio session ended with an error", "error", err)
@@ -116,7 +116,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 			log.Warn("the guard will clean up after all", "error", err)
 		}
 	}
-	return exit.now(status) // what the deferred calls stop dies with the process
+	return e.exit.now(status) // what the deferred calls stop dies with the process
 }
 
 // listen checks the HTTP address, refuses one that is not loopback without authentication
