@@ -36,9 +36,7 @@ Flags:
 func ps(args []string, e env) int {
 	var w where
 	fs := w.flagSet("ps", "auto or cgroup: look at slices, state directories and /proc; process: state directories and /proc only", "print the listing as JSON")
-	return look(fs, &w, psUsage, args, e, func(noCgroup bool) (inspect.Inspection, error) {
-		return inspect.Run(inspect.Options{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, NoCgroup: noCgroup})
-	}, func(in inspect.Inspection) { printPs(e.stdout, in) })
+	return look(fs, &w, psUsage, args, e, inspect.Run, func(in inspect.Inspection) { printPs(e.stdout, in) })
 }
 
 // where is the flags ps and sweep share: where they look for instances, and how they print.
@@ -58,10 +56,10 @@ func (w *where) flagSet(name, containment, asJSON string) *flag.FlagSet {
 	return fs
 }
 
-// look parses the command line of ps or sweep (fs, with w's flags), runs find (noCgroup for
-// --containment process), prints its report as JSON or with text, and returns the exit status: 1,
-// said on stderr after what it found, when find failed.
-func look[R any](fs *flag.FlagSet, w *where, usage string, args []string, e env, find func(noCgroup bool) (R, error), text func(R)) int {
+// look parses the command line of ps or sweep (fs, with w's flags), runs find where they say,
+// prints its report as JSON or with text, and returns the exit status: 1, said on stderr after what
+// it found, when find failed.
+func look[R any](fs *flag.FlagSet, w *where, usage string, args []string, e env, find func(instance.Where) (R, error), text func(R)) int {
 	err := parseFlags(fs, args, false, e.getenv)
 	var mode reaper.Containment
 	if err == nil {
@@ -70,7 +68,7 @@ func look[R any](fs *flag.FlagSet, w *where, usage string, args []string, e env,
 	if code := parsed(fs.Name(), usage, err, e.stdout, e.stderr, badUsage); code >= 0 {
 		return code
 	}
-	rep, err := find(mode == reaper.ContainProcess)
+	rep, err := find(instance.Where{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, NoCgroup: mode == reaper.ContainProcess})
 	if w.asJSON {
 		writeJSON(e.stdout, rep)
 	} else {
@@ -269,8 +267,8 @@ func sweepCommand(args []string, e env) int {
 	var dryRun bool
 	fs := w.flagSet("sweep", "auto or cgroup: look for slices and state directories; process: state directories only", "print the report as JSON")
 	fs.BoolVar(&dryRun, "dry-run", false, "list what would be killed and removed, and do neither")
-	return look(fs, &w, sweepUsage, args, e, func(noCgroup bool) (sweep.Report, error) {
-		return sweep.Run(sweep.Options{Where: instance.Where{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, NoCgroup: noCgroup}, DryRun: dryRun})
+	return look(fs, &w, sweepUsage, args, e, func(at instance.Where) (sweep.Report, error) {
+		return sweep.Run(sweep.Options{Where: at, DryRun: dryRun})
 	}, func(rep sweep.Report) { printSweep(e.stdout, rep, dryRun) })
 }
 
