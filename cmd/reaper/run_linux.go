@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -115,22 +114,16 @@ func runCommand(args []string, e env) int {
 	if n := len(rep.Leftovers); n > 0 && !c.quiet {
 		fmt.Fprintf(e.stderr, "reaper run: killed %s%s\n", count(n, "leftover process", "leftover processes"), procList(rep.Leftovers))
 	}
-	writeReport(c.report, rep, e.stderr)
+	if c.report != "" {
+		var b bytes.Buffer
+		writeJSON(&b, rep)
+		// The report's directory may be the job's (a CI workspace): a link or a FIFO the job put at
+		// the name is replaced, never written through.
+		if err := safefs.ReplaceFile(c.report, b.Bytes(), 0o644); err != nil {
+			fmt.Fprintf(e.stderr, "reaper run: --report: %v\n", err)
+		}
+	}
 	e.exit.now(rep.ExitStatus)
 	signal.Stop(sigs)
 	return rep.ExitStatus
-}
-
-// writeReport writes the --report file, if one was asked for.
-func writeReport(path string, rep job.Report, stderr io.Writer) {
-	if path == "" {
-		return
-	}
-	var b bytes.Buffer
-	writeJSON(&b, rep)
-	// The report's directory may be the job's (a CI workspace): a link or a FIFO the job put at the
-	// name is replaced, never written through.
-	if err := safefs.ReplaceFile(path, b.Bytes(), 0o644); err != nil {
-		fmt.Fprintf(stderr, "reaper run: --report: %v\n", err)
-	}
 }
