@@ -86,7 +86,7 @@ func runCommand(args []string, e env) int {
 		return code
 	}
 	if !guard.Guarded(e.getenv) {
-		return runGuard(guardSpec{command: "run", crashed: job.ExitFailed, exit: e.exit}, args, e.getenv, e.stderr)
+		return runGuard("run", job.ExitFailed, args, e)
 	}
 	link, err := guard.LinkFrom(e.getenv)
 	if err != nil {

@@ -33,7 +33,7 @@ func serve(args []string, e env) int {
 		if code := parsed("serve", serveUsage, err, e.stdout, e.stderr, badUsage); code >= 0 {
 			return code
 		}
-		return runGuard(guardSpec{command: "serve", exit: e.exit}, args, e.getenv, e.stderr)
+		return runGuard("serve", 0, args, e)
 	}
 	log := earlyLogger(e.stderr, args, e.getenv)
 	link, err := guard.LinkFrom(e.getenv)

@@ -123,7 +123,6 @@ func (s *signals) watch(log *slog.Logger, link guard.Link) {
 			if sig != syscall.SIGPIPE {
 				log.Info("signal ignored", "signal", sig.String())
 			}
-			continue
 		case sig == guard.Signal && link.Gone():
 			s.guardDied()
 		case first:
