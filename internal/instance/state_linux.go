@@ -69,17 +69,10 @@ func FromDirName(dir string) (string, bool) {
 // ParseName returns the pid and start time in an instance's name, or ok false for a name no
 // instance has: only the exact form Name gives ("r12-34", no sign, no leading zero).
 func ParseName(name string) (pid int, start uint64, ok bool) {
-	rest, ok := strings.CutPrefix(name, "r")
-	if !ok {
-		return 0, 0, false
-	}
-	p, s, ok := strings.Cut(rest, "-")
-	if !ok {
-		return 0, 0, false
-	}
+	p, s, ok := strings.Cut(strings.TrimPrefix(name, "r"), "-")
 	pid, err1 := strconv.Atoi(p)
 	start, err2 := strconv.ParseUint(s, 10, 64)
-	if err1 != nil || err2 != nil || pid <= 0 || pid > maxPid || Name(pid, start) != name {
+	if !ok || err1 != nil || err2 != nil || pid <= 0 || pid > maxPid || Name(pid, start) != name {
 		return 0, 0, false
 	}
 	return pid, start, true
