@@ -204,25 +204,21 @@ func (sw *sweeper) killMarked(dead map[string]*DeadInstance) error {
 			return true
 		})
 	}
-	note := func(ps []proc.Proc) {
-		for _, q := range ps {
-			d := owner[q.Pid]
-			if d != nil && !slices.ContainsFunc(d.Processes, func(o proc.Proc) bool { return o.Pid == q.Pid }) {
-				d.Processes = append(d.Processes, q)
-			}
-		}
-	}
-	if sw.opts.DryRun {
+	var ended []proc.Proc // killed, or in a dry run those that would be
+	switch {
+	case sw.opts.DryRun:
 		for _, p := range found {
-			note([]proc.Proc{proc.Describe(p.Pid)})
+			ended = append(ended, proc.Describe(p.Pid))
 		}
-		return nil
+	case len(found) > 0:
+		ended, _, err = sw.k.Processes(context.Background(), found, time.Now().Add(sw.opts.CloseTimeout))
 	}
-	if len(found) == 0 {
-		return nil
+	for _, q := range ended {
+		d := owner[q.Pid]
+		if d != nil && !slices.ContainsFunc(d.Processes, func(o proc.Proc) bool { return o.Pid == q.Pid }) {
+			d.Processes = append(d.Processes, q)
+		}
 	}
-	killed, _, err := sw.k.Processes(context.Background(), found, time.Now().Add(sw.opts.CloseTimeout))
-	note(killed)
 	return err
 }
 
