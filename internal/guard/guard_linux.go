@@ -45,11 +45,8 @@ type Options struct {
 	// Argv is the server's command line: usually this program with its arguments. Argv[0] is shown
 	// in listings; the program run is Path. Required.
 	Argv []string
-	// Path is the program to run; empty means this program (see Executable).
-	Path string
-	// Env is the server's environment, to which EnvPid and EnvFD are added. Nil means this
-	// process's.
-	Env []string
+	Path string   // the program to run; empty means this program (see Executable)
+	Env  []string // the server's environment, to which EnvPid and EnvFD are added; nil means this process's
 	// Setsid starts the server in a session of its own, so that a signal to the guard's process
 	// group (a terminal's Ctrl-C, a CI runner killing a job's group) reaches it only as the guard
 	// forwards it. Setpgid starts it in a process group of its own in the guard's session, for a
@@ -59,31 +56,24 @@ type Options struct {
 	// Signals are forwarded to the server until it has ended. Run also asks for SIGPIPE, which it
 	// does not forward: a write of the guard's own to a closed pipe must not end it.
 	Signals []os.Signal
-	// CloseTimeout bounds each wait for killed processes to disappear; zero means
-	// kill.DefaultTimeout.
+	// CloseTimeout bounds each wait for killed processes to disappear; zero means kill.DefaultTimeout.
 	CloseTimeout time.Duration
-	// Logger receives what the kill policy does. Nil discards.
-	Logger *slog.Logger
+	Logger       *slog.Logger // what the kill policy does; nil discards
 }
 
 // Result is how the server ended and what the guard cleaned up after it.
 type Result struct {
-	// Pid is the server's pid (reaped: it may name another process by now).
-	Pid int
-	// Code is the server's exit status, or 128+n if it died of signal n.
-	Code int
-	// Signal is the signal the server died of, or 0.
-	Signal syscall.Signal
+	Pid    int            // the server's pid (reaped: it may name another process by now)
+	Code   int            // the server's exit status, or 128+n if it died of signal n
+	Signal syscall.Signal // the signal the server died of, or 0
 	// Clean reports that the server exited by itself after announcing Clean, and nothing came to the
 	// guard: nothing was cleaned up.
 	Clean bool
 	// Announced are the lines the server wrote on its announcement descriptor, in order, Clean
 	// included.
 	Announced []string
-	// Instance is the last record the server announced (empty if it died before it could).
-	Instance instance.Record
-	// Killed are the processes the server left running, which the guard killed.
-	Killed []proc.Proc
+	Instance  instance.Record // the last record the server announced (empty if it died before it could)
+	Killed    []proc.Proc     // the processes the server left running, which the guard killed
 	// Forwarded says why a signal could not be forwarded to the server (the first such failure).
 	Forwarded error
 	// Err says why the server could not be waited for, or what could not be cleaned up.
