@@ -14,9 +14,8 @@ import (
 type Found struct {
 	Name string
 	// Slice is its slice directly below the root, checked (cgroup.Root.Open); nil when there is none.
-	Slice *cgroup.Slice
-	// StateDir is the path of its state directory; empty when there is none.
-	StateDir string
+	Slice    *cgroup.Slice
+	StateDir string // the path of its state directory; empty when there is none
 	// Record is what its state directory records of it, when HasRecord: a record that holds (see
 	// ReadRecord). What it names is data: Slice and StateDir are what was found, not what it says.
 	Record    Record

@@ -21,14 +21,11 @@ import (
 // instances, and kills what it finds.
 type Options struct {
 	instance.Where
-	// DryRun lists what would be killed and removed, and does neither.
-	DryRun bool
-	// Skip names an instance to leave alone whatever its state: the caller's own.
-	Skip string
+	DryRun bool   // list what would be killed and removed, and do neither
+	Skip   string // an instance to leave alone whatever its state: the caller's own
 	// CloseTimeout bounds the wait for killed processes to disappear; zero means kill.DefaultTimeout.
 	CloseTimeout time.Duration
-	// Logger receives failures to signal. Nil discards.
-	Logger *slog.Logger
+	Logger       *slog.Logger // failures to signal; nil discards
 }
 
 // Report says what Run found and did.

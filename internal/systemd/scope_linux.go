@@ -21,17 +21,13 @@ const DefaultTimeout = 15 * time.Second
 
 // Options says what scope to ask for.
 type Options struct {
-	// Name is the unit's name, ending in ".scope"; it must be new.
-	Name string
-	// Description is the unit's description, as `systemctl status` shows it.
-	Description string
-	// Pids are the processes to move into the scope, by their pids in this process's PID namespace.
-	Pids []int
+	Name        string // the unit's name, ending in ".scope"; it must be new
+	Description string // the unit's description, as `systemctl status` shows it
+	Pids        []int  // the processes to move into the scope, by their pids in this PID namespace
 	// RuntimeDir is the user's runtime directory, whose "bus" is where a user manager answers.
 	// Empty means /run/user/UID. Not used for root, which asks the system manager.
 	RuntimeDir string
-	// Timeout bounds the request; zero means DefaultTimeout.
-	Timeout time.Duration
+	Timeout    time.Duration // bounds the request; zero means DefaultTimeout
 }
 
 // Scope is a scope systemd started.
