@@ -52,10 +52,9 @@ type Config struct {
 	Ignored func(os.Signal) bool
 	// FailOnLeftovers makes a command that succeeded but left processes running exit ExitLeftovers.
 	FailOnLeftovers bool
-	// Verbose says on Stderr how processes are contained.
-	Verbose bool
-	Stderr  io.Writer    // reaper run's own messages
-	Log     *slog.Logger // what the Reaper does; nil discards
+	Verbose         bool         // say on Stderr how processes are contained
+	Stderr          io.Writer    // reaper run's own messages
+	Log             *slog.Logger // what the Reaper does; nil discards
 }
 
 // Guard is what a job needs of the process that guards it (internal/guard's Link).

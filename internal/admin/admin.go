@@ -31,11 +31,9 @@ import (
 // Options configures a Server. The zero value serves /healthz and /readyz, and /metrics as 404.
 type Options struct {
 	// Token, if set, must come as "Authorization: Bearer <Token>" on every /metrics request.
-	Token string
-	// Metrics serves /metrics; nil answers 404.
-	Metrics http.Handler
-	// Logger receives the HTTP server's own errors. Nil discards.
-	Logger *slog.Logger
+	Token   string
+	Metrics http.Handler // serves /metrics; nil answers 404
+	Logger  *slog.Logger // the HTTP server's own errors; nil discards
 }
 
 // Server is the admin endpoint. Its readiness starts false ("starting"). It is safe for concurrent

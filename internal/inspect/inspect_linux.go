@@ -131,15 +131,12 @@ func usageView(st cgroup.Stats) *UsageView {
 
 // ProcessView is one live process of a session.
 type ProcessView struct {
-	Pid     int    `json:"pid"`
-	Command string `json:"command"`
-	// State is as in /proc/<pid>/stat ("S", "R", "D", "T", "Z").
-	State string `json:"state"`
-	// Cgroup is its cgroup as /proc/<pid>/cgroup shows it.
-	Cgroup string  `json:"cgroup"`
-	Age    float64 `json:"age_seconds"`
-	// Task is the task it belongs to, when known (its leaf or its REAPER_TASK marker).
-	Task string `json:"task,omitempty"`
+	Pid     int     `json:"pid"`
+	Command string  `json:"command"`
+	State   string  `json:"state"`  // as in /proc/<pid>/stat ("S", "R", "D", "T", "Z")
+	Cgroup  string  `json:"cgroup"` // as /proc/<pid>/cgroup shows it
+	Age     float64 `json:"age_seconds"`
+	Task    string  `json:"task,omitempty"` // the task it belongs to, when known (its leaf or its marker)
 	// Outside reports a process of a cgroup-contained session found outside the session's slice
 	// (by its marker): an escapee, which the session's end kills too.
 	Outside bool `json:"outside_slice,omitempty"`
