@@ -1,13 +1,9 @@
 // Package job runs `reaper run`'s job: one command in a session of its own Reaper, its signals, its
 // terminal and its timeout, until it and everything it left are gone.
 //
-// It sits above package reaper, beside mcpserver: both are front ends of a Reaper, one for a command
-// line, the other for MCP clients. cmd/reaper reads the flags and the environment, delivers the
-// signals, writes the report and exits; Run does the rest: the command runs in the foreground of the
-// terminal it was started from (taking it from the guard's process group and giving it back), signals
-// are passed on to its process group, INT and TERM start the grace period and a second one or the
-// guard's death ends everything at once, and when the command exits, what it left is named and
-// killed.
+// It is a front end of a Reaper for a command line, as mcpserver is for MCP clients. cmd/reaper reads
+// the flags and the environment, delivers the signals, writes the report and exits; Run does the
+// rest (docs/run.md says how the job sees its terminal and its signals).
 //
 // The package holds no lock; Run's goroutines end before it returns.
 //

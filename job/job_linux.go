@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"slices"
 	"syscall"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/guard"
 	"github.com/cgreaper/reaper/reaper"
+	"golang.org/x/sys/unix"
 )
 
 // Exit statuses of the job's own making; the rest are the command's (128+n for a death by signal n),
@@ -38,32 +40,24 @@ type Config struct {
 	// Options configures the Reaper the job's session runs in; its Grace is also the time the job
 	// gets after a forwarded INT or TERM. Its Announce is the guard's, if there is one.
 	Options reaper.Options
-	// Timeout ends the whole job (SIGTERM, the grace period, the kill) after this long; zero means no
-	// limit.
+	// Timeout ends the whole job (SIGTERM, grace, kill) after this long; zero means no limit.
 	Timeout time.Duration
-	// Guard is this process's guard (reaper run's server is guarded; cmd/reaper passes its link to
-	// it): the job is killed at once if the guard dies, the job takes the terminal's foreground only
-	// from the guard's group, and a clean end is the guard's to know. Nil is a job without a guard,
-	// which takes the foreground only from this process's group.
+	// Guard is this process's guard: the job is killed at once if the guard dies, takes the
+	// terminal's foreground only from the guard's group, and a clean end is told to it. Nil is no
+	// guard, and the foreground is taken only from this process's group.
 	Guard Guard
-	// Signals delivers the signals this process receives: ForwardedSignals are passed on to the
-	// job's process group, and after INT or TERM (or another shutdown signal, passed on as TERM) the
-	// job has the grace period before everything is killed; a second one kills at once. Ignored
-	// reports those to drop (the caller's own: SIGPIPE and such).
+	// Signals delivers the signals this process receives (see wait). Ignored reports those to drop
+	// (the caller's own: SIGPIPE and such).
 	Signals <-chan os.Signal
 	Ignored func(os.Signal) bool
-	// FailOnLeftovers makes a command that succeeded but left processes running exit
-	// ExitLeftovers.
+	// FailOnLeftovers makes a command that succeeded but left processes running exit ExitLeftovers.
 	FailOnLeftovers bool
-	// Verbose says on Stderr how processes are contained.
-	Verbose bool
-	// Stderr receives reaper run's own messages; Log what the Reaper does (nil discards).
-	Stderr io.Writer
-	Log    *slog.Logger
+	Verbose         bool         // say on Stderr how processes are contained
+	Stderr          io.Writer    // reaper run's own messages
+	Log             *slog.Logger // what the Reaper does; nil discards
 }
 
-// Guard is what a job needs of the process that guards it (cmd/reaper's guard, whose link it passes
-// in).
+// Guard is what a job needs of the process that guards it (internal/guard's Link).
 type Guard interface {
 	// Group returns the guard's process group, -1 where it cannot be read.
 	Group() int
@@ -71,8 +65,7 @@ type Guard interface {
 	Gone() bool
 	// WaitGone blocks until the guard has died or ctx is done, and reports whether it died.
 	WaitGone(ctx context.Context) bool
-	// Clean tells the guard, as the last word, that the job's Reaper has closed cleanly: the guard
-	// has nothing to clean up.
+	// Clean tells the guard, as the last word, that the job's Reaper has closed cleanly.
 	Clean() error
 }
 
@@ -95,9 +88,8 @@ type Report struct {
 }
 
 // Run runs the job to its end in a session of a new Reaper, tears down whatever it left, and reports
-// how it went; Report.ExitStatus is the status reaper run exits with. The command's standard input,
-// output and error are this process's; on a terminal whose foreground is the guard's group it runs
-// in the foreground, and gets the terminal back at the end.
+// how it went. The command's standard files are this process's; on a terminal whose foreground is
+// the guard's group it runs in the foreground, and the terminal is given back at the end.
 func Run(c Config) Report {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -106,13 +98,10 @@ func Run(c Config) Report {
 		c.Guard = guard.Link{} // no guard: this process stands in for it, and never goes
 	}
 	j := &run{c: c, start: time.Now(), rep: Report{Command: c.Argv}}
-	if code := j.setUp(); code != 0 {
-		j.rep.ExitStatus = code
+	if j.rep.ExitStatus = j.setUp(); j.rep.ExitStatus != 0 {
 		return j.rep
 	}
-	code := j.wait()
-	j.rep.ExitStatus = code
-	if code == 0 && len(j.rep.Leftovers) > 0 && c.FailOnLeftovers {
+	if j.rep.ExitStatus = j.wait(); j.rep.ExitStatus == 0 && len(j.rep.Leftovers) > 0 && c.FailOnLeftovers {
 		j.rep.ExitStatus = ExitLeftovers
 	}
 	j.finish()
@@ -144,10 +133,10 @@ func (j *run) setUp() int {
 		return ExitFailed
 	}
 	j.r = r
-	j.rep.Containment = r.Containment().Mode.String()
-	j.rep.PIDNS = r.Containment().PIDNamespace.On
+	ci := r.Containment()
+	j.rep.Containment, j.rep.PIDNS = ci.Mode.String(), ci.PIDNamespace.On
 	if j.c.Verbose {
-		fmt.Fprintf(j.c.Stderr, "reaper run: containment %s; pid namespace %s\n", r.Containment(), r.Containment().PIDNamespace)
+		fmt.Fprintf(j.c.Stderr, "reaper run: containment %s; pid namespace %s\n", ci, ci.PIDNamespace)
 	}
 	wd, _ := os.Getwd()
 	j.s, err = r.NewSession("run", reaper.SessionOptions{WorkDir: wd})
@@ -183,10 +172,11 @@ func (j *run) execFailed(err error) int {
 	return ExitFailed
 }
 
-// wait runs the job to its end and tears the session down, and returns the job's exit status. Signals
-// are forwarded to the job; after INT or TERM (or another shutdown signal, forwarded as TERM) the job
-// has the grace period to exit before everything is killed; a second one kills at once, and so does
-// the guard's death. Config.Timeout ends the job with the grace period.
+// wait runs the job to its end and tears the session down, and returns the job's exit status.
+// ForwardedSignals are passed on to the job's process group; after INT or TERM (or another shutdown
+// signal, passed on as TERM) the job has the grace period to exit before everything is killed; a
+// second one kills at once, and so does the guard's death. Config.Timeout ends the job with the
+// grace period.
 func (j *run) wait() int {
 	done := make(chan int, 1)
 	waitCtx, stopWaiting := context.WithCancel(context.Background())
@@ -226,7 +216,6 @@ func (j *run) wait() int {
 			j.closeSession(hurry)
 			return code
 		case <-timeout:
-			timeout = nil
 			fmt.Fprintf(j.c.Stderr, "reaper run: timed out after %v\n", j.c.Timeout)
 			j.rep.TimedOut = true
 			j.rep.Leftovers = j.othersThanCommand()
@@ -306,4 +295,35 @@ func (j *run) finish() {
 		j.c.Log.Warn("the guard will clean up after all", "error", err)
 	}
 	j.rep.Duration = time.Since(j.start).Seconds()
+}
+
+// terminal is a terminal the job was given the foreground of, and the process group to give it back
+// to.
+type terminal struct {
+	fd   int
+	pgrp int
+}
+
+// foregroundTerminal returns the terminal on f, if f is one whose foreground process group is pgrp
+// (the group reaper run was started in): the job may then take the foreground, as a shell's job does.
+// It reports false where f is no terminal, or reaper runs in the background of one.
+func foregroundTerminal(f *os.File, pgrp int) (terminal, bool) {
+	fd := int(f.Fd())
+	fg, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	if err != nil || fg != pgrp {
+		return terminal{}, false
+	}
+	return terminal{fd: fd, pgrp: pgrp}, true
+}
+
+// restore gives the terminal's foreground back to the process group that had it. This process is in
+// a background group of the terminal then, so the kernel would stop it with SIGTTOU, and with tostop
+// for a write to it too: restore ignores SIGTTOU first, for the rest of the process's life (it is about
+// to exit).
+func (t terminal) restore() error {
+	signal.Ignore(syscall.SIGTTOU)
+	if err := unix.IoctlSetPointerInt(t.fd, unix.TIOCSPGRP, t.pgrp); err != nil && !errors.Is(err, unix.ENOTTY) {
+		return fmt.Errorf("give the terminal back to process group %d: %w", t.pgrp, err)
+	}
+	return nil
 }

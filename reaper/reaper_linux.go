@@ -295,7 +295,8 @@ func (r *Reaper) drop() error {
 // sweep cleans up after instances that died without doing it themselves, and logs what it found.
 func (r *Reaper) sweep() {
 	defer r.wg.Done()
-	opts := sweep.Options{Cgroup: r.opts.Cgroup, StateDir: r.state.Path(), Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log, NoCgroup: r.root == nil}
+	opts := sweep.Options{Where: instance.Where{Cgroup: r.opts.Cgroup, StateDir: r.state.Path(), NoCgroup: r.root == nil},
+		Skip: r.name, CloseTimeout: r.lim.CloseTimeout, Logger: r.log}
 	if r.root != nil {
 		opts.Cgroup.Root = r.root.Path()
 	}

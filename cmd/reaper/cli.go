@@ -1,27 +1,26 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 )
 
 // The command line of every subcommand, as GNU programs have it: --name=value or --name value (Go's
-// -name is taken too), flags before operands, "--" ending the flags; --help prints the help to
-// standard output and exits 0; a command line the command cannot take is said on standard error,
-// once, with the synopsis, and exits with the command's usage status (2; 125 for reaper run, as GNU
-// timeout and env). Every flag can be set from the environment as REAPER_<NAME>, and the help names
-// the variable beside the flag.
+// -name is taken too), flags before operands, "--" ending the flags. Every flag can be set from the
+// environment as REAPER_<NAME>.
 
 // badUsage is the exit status of a command line a command cannot take.
 const badUsage = 2
 
 // newFlagSet returns the flag set of the subcommand name. It only holds the flags: parseFlags parses,
-// and parsed prints the help and the errors.
+// and parsed prints.
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -80,6 +79,10 @@ func setFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 				value = "true"
 			}
 		case !hasValue:
+			if b, ok := f.Value.(interface{ Bare() string }); ok && (len(args) == 0 || strings.HasPrefix(args[0], "-")) {
+				value = b.Bare() // a flag that may stand alone
+				break
+			}
 			if len(args) == 0 {
 				return nil, fmt.Errorf("--%s needs a value", name)
 			}
@@ -101,8 +104,8 @@ func isBoolFlag(f *flag.Flag) bool {
 	return ok && b.IsBoolFlag()
 }
 
-// invalidValue says why value does not fit f: the flag package's own errors for its built-in types
-// say only "parse error" or "value out of range", so those get what the flag wants instead.
+// invalidValue says why value does not fit f: for the flag package's built-in types, whose errors
+// say only "parse error" or "value out of range", what the flag wants.
 func invalidValue(f *flag.Flag, value string, err error) error {
 	want := ""
 	if g, ok := f.Value.(flag.Getter); ok {
@@ -145,8 +148,8 @@ func setFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	return envErr
 }
 
-// printFlags writes the help of fs's flags, in the order of their names: each as --name and the kind
-// of value it takes, then what it does, its default and its environment variable.
+// printFlags writes the help of fs's flags: each as --name and the kind of value it takes, then what
+// it does, its default and its environment variable.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, usage := flag.UnquoteUsage(f)
@@ -171,19 +174,12 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 // wrap breaks s into lines of at most width bytes at spaces (a longer word stays whole).
 func wrap(s string, width int) []string {
 	var lines []string
-	line := ""
 	for _, word := range strings.Fields(s) {
-		if line != "" && len(line)+1+len(word) > width {
-			lines = append(lines, line)
-			line = ""
+		if n := len(lines); n > 0 && len(lines[n-1])+1+len(word) <= width {
+			lines[n-1] += " " + word
+		} else {
+			lines = append(lines, word)
 		}
-		if line != "" {
-			line += " "
-		}
-		line += word
-	}
-	if line != "" {
-		lines = append(lines, line)
 	}
 	return lines
 }
@@ -191,7 +187,7 @@ func wrap(s string, width int) []string {
 // parsed reports the outcome of parsing a command line, given the command's usage text (its synopsis
 // line first), and returns the exit status to end with, or -1 to go on. For help: the usage and the
 // flags on stdout, and 0. For a command line the command cannot take: the error on stderr, once,
-// naming the command, then the synopsis and where the help is, and bad (the command's usage status).
+// with the synopsis, and bad (the command's usage status: 2, or 125 for reaper run as GNU timeout).
 func parsed(command, usage string, err error, stdout, stderr io.Writer, bad int) int {
 	var help *helpRequest
 	switch {
@@ -205,4 +201,58 @@ func parsed(command, usage string, err error, stdout, stderr io.Writer, bad int)
 	synopsis, _, _ := strings.Cut(usage, "\n")
 	fmt.Fprintf(stderr, "reaper %s: %v\n%s\nRun 'reaper %s --help' for more information.\n", command, err, synopsis, command)
 	return bad
+}
+
+// Log settings, shared by every command that logs: --log-format and --log-level, or REAPER_LOG_FORMAT
+// and REAPER_LOG_LEVEL.
+const (
+	logFormatUsage = "log `format`: text (key=value) or json (one JSON object a line)"
+	logLevelUsage  = "least `level` logged: debug, info, warn or error"
+)
+
+// newLogger makes the logger that format and level ask for, writing to w.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// earlyLogger is the logger for a process that logs before it parses its flags (a guard, a server
+// watching signals from its first instruction): --log-format and --log-level found in args, else in
+// the environment. Settings it cannot use give the default, a text logger at info: the flag parser
+// reports them.
+func earlyLogger(w io.Writer, args []string, getenv func(string) string) *slog.Logger {
+	format, _ := argValue(args, "log-format")
+	level, _ := argValue(args, "log-level")
+	log, err := newLogger(w, cmp.Or(format, getenv("REAPER_LOG_FORMAT"), "text"), cmp.Or(level, getenv("REAPER_LOG_LEVEL"), "info"))
+	if err != nil {
+		log, _ = newLogger(w, "text", "info")
+	}
+	return log
+}
+
+// argValue returns the value that args give the flag name before a "--" (the last one, as --name=v
+// or --name v, with one dash or two), and whether they give it.
+func argValue(args []string, name string) (value string, given bool) {
+	for i := 0; i < len(args) && args[i] != "--"; i++ {
+		n, v, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "-") || n != name {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			i++
+			v = args[i]
+		}
+		value, given = v, true
+	}
+	return value, given
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/cgreaper/reaper/internal/safefs"
 	"github.com/cgreaper/reaper/mcpserver"
 	"github.com/cgreaper/reaper/reaper"
+	"golang.org/x/sys/unix"
 )
 
 // defaultHTTPAddr is where --http listens when it is given without an address.
@@ -39,8 +41,8 @@ type serveConfig struct {
 	outTotal    byteSize
 	maxWS       int
 	user        string
-	// tokenOnCommandLine is set when --token was given as an argument, not from the environment.
-	tokenOnCommandLine bool
+
+	tokenOnCommandLine bool // --token was given as an argument, not from the environment
 	insecureNoAuth     bool
 
 	maxSessions      int
@@ -90,7 +92,7 @@ Flags:
 func parseServe(args []string, getenv func(string) string) (serveConfig, error) {
 	var c serveConfig
 	fs := c.flagSet("serve", "session", getenv)
-	fs.StringVar(&c.http, "http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
+	fs.Var((*httpAddr)(&c.http), "http", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (--http alone: "+defaultHTTPAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` required on every HTTP request (default: reaper's own, kept in the file \""+instance.TokenFile+"\" of the state directory, made on first use)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "read bearer tokens from `file`: one per line, as \"token\" or \"identity token\"; # starts a comment")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve HTTP clients without a token, on a loopback address only: every local user and every task can then run commands as the tasks' user (each client is known by its peer: its uid on loopback)")
@@ -122,11 +124,11 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 	fs.Int64Var(&c.pidsMax, "pids-max", 0, "limit each session to this many processes and threads (pids.max; 0: none); a command's result says when its forks were refused")
 	fs.Var(&c.cpuMax, "cpu-max", "limit each session to this many `CPUs` of time (cpu.max with a 100 ms period: 1.5 is one and a half; 0: none); a command's result says when it was held back")
 
-	if err := parseFlags(fs, normalizeHTTPFlag(args), false, getenv); err != nil {
+	if err := parseFlags(fs, args, false, getenv); err != nil {
 		return c, err
 	}
-	c.tokenOnCommandLine = tokenInArgs(args)
-	if c.http == "true" { // REAPER_HTTP=true, or the flag's bare form after normalising
+	_, c.tokenOnCommandLine = argValue(args, "token")
+	if c.http == "true" { // REAPER_HTTP=true
 		c.http = defaultHTTPAddr
 	}
 	switch {
@@ -167,7 +169,7 @@ func parseServe(args []string, getenv func(string) string) (serveConfig, error) 
 const minOutputBudget = 64 << 10
 
 // contained is what serve and run share of their configuration: how and where what they start is
-// contained. Each command defines --grace and --cgroup-root itself, in its own words.
+// contained. Each command defines --grace and --cgroup-root itself.
 type contained struct {
 	runtimeDir  string // $XDG_RUNTIME_DIR (see reaper.Options.RuntimeDir)
 	grace       time.Duration
@@ -178,9 +180,8 @@ type contained struct {
 	stateDir    string
 }
 
-// flagSet returns the flag set of the command name with --containment, --pid-namespace,
-// --private-tmp and --state-dir, which serve and run share; what names what gets a slice, a PID
-// namespace and a /tmp (a session, the job).
+// flagSet returns the flag set of the command name with the flags serve and run share; what names
+// what gets a slice, a PID namespace and a /tmp (a session, the job).
 func (c *contained) flagSet(name, what string, getenv func(string) string) *flag.FlagSet {
 	c.runtimeDir = getenv("XDG_RUNTIME_DIR")
 	fs := newFlagSet(name)
@@ -201,9 +202,8 @@ func (c *contained) check() error {
 }
 
 // options returns the reaper.Options the flags set, for a Reaper that logs to log and is guarded
-// through link, if it is: the guard shares the Reaper's cgroup and moves with it into a leaf (a
-// companion), and the Reaper announces its instance to it, on a pipe kept open for the last word
-// (see guard.Link.Clean). The flags must have been checked.
+// through link, if it is: the guard is a companion of the Reaper's cgroup, and the Reaper announces
+// its instance to it. The flags must have been checked.
 func (c *contained) options(link guard.Link, log *slog.Logger) reaper.Options {
 	containment, _ := reaper.ParseContainment(c.containment)
 	pidNS, _ := reaper.ParsePIDNamespace(c.pidNS)
@@ -247,31 +247,15 @@ func stateDirFlag(fs *flag.FlagSet, p *string) {
 	fs.StringVar(p, "state-dir", "", "`directory` for instances' state, which only reaper's user may write (it is refused otherwise); made with mode 0700 if missing (default: /run/reaper for root, $XDG_RUNTIME_DIR/reaper for others, else reaper-<uid> in the temporary directory or /dev/shm); instances that share a cgroup root should share it, so that one sweeps up after another that died")
 }
 
-// normalizeHTTPFlag lets --http take its address as the next argument or stand alone: "--http ADDR"
-// becomes "--http=ADDR", and a bare "--http" (last, or followed by another flag) the default address.
-func normalizeHTTPFlag(args []string) []string {
-	out := make([]string, 0, len(args))
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		if a == "--http" || a == "-http" {
-			if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-				out = append(out, "--http="+args[i+1])
-				i++
-			} else {
-				out = append(out, "--http="+defaultHTTPAddr)
-			}
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
-}
+// httpAddr is --http's value, which may stand alone (last, or before another flag): then it is
+// defaultHTTPAddr.
+type httpAddr string
 
-// maxTokenFile bounds a token file as read: a regular file, opened without blocking (see
-// safefs.ReadConfig).
+func (a *httpAddr) String() string     { return string(*a) }
+func (a *httpAddr) Set(s string) error { *a = httpAddr(s); return nil }
+func (a *httpAddr) Bare() string       { return defaultHTTPAddr }
+
+// maxTokenFile bounds a token file as read (see safefs.ReadConfig).
 const maxTokenFile = 1 << 20
 
 // tokens collects the bearer tokens from --token and --token-file, keyed to their identities.
@@ -335,9 +319,8 @@ func isLoopback(addr string) (bool, error) {
 	return len(ips) > 0, nil
 }
 
-// endpointURL is the MCP endpoint as the operator asked for it: the host of --http as given (0.0.0.0
-// stays 0.0.0.0, a name stays a name, where the listener would say [::]; no host, every address, is
-// 0.0.0.0), with the port the listener got (for port 0).
+// endpointURL is the MCP endpoint as the operator asked for it: the host of --http as given (a name
+// stays a name; no host is 0.0.0.0), with the port the listener got (for port 0).
 func endpointURL(asked string, got net.Addr) string {
 	host, _, err := net.SplitHostPort(asked)
 	if err != nil {
@@ -346,26 +329,101 @@ func endpointURL(asked string, got net.Addr) string {
 	if host == "" {
 		host = "0.0.0.0"
 	}
-	port := ""
-	if tcp, ok := got.(*net.TCPAddr); ok {
-		port = strconv.Itoa(tcp.Port)
-	} else if _, p, err := net.SplitHostPort(got.String()); err == nil {
-		port = p
-	}
+	_, port, _ := net.SplitHostPort(got.String())
 	return "http://" + net.JoinHostPort(host, port) + "/mcp"
 }
 
-// tokenInArgs reports whether args give --token (in any of the flag package's spellings), as opposed
-// to REAPER_TOKEN in the environment.
-func tokenInArgs(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if strings.HasPrefix(a, "-") && name == "token" {
-			return true
+// The defaults of the counts that are sized for the machine: what each costs is what there is of it.
+
+// defaultMaxSessions is one session per 64 MiB of the machine's memory, between 8 and 1024: a session
+// holds its init, its tasks' output files (on a tmpfs state directory, memory) and its tasks.
+func defaultMaxSessions() int {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 64
+	}
+	n := int(uint64(si.Totalram) * uint64(si.Unit) / (64 << 20))
+	return min(max(n, 8), 1024)
+}
+
+// defaultMaxConns is a quarter of the descriptors the process may open (Go raises the soft limit to
+// the hard one at start), at most 4096: the rest stay for sessions' teardowns, tasks' pipes and
+// terminals, cgroup files and /proc.
+func defaultMaxConns() int {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil || rl.Cur == unix.RLIM_INFINITY {
+		return 1024
+	}
+	return int(min(max(rl.Cur/4, 16), 4096))
+}
+
+// byteSize is a flag value in bytes: a number with an optional unit K, M, G or T (powers of 1024;
+// "Ki", "KiB" and "KB" mean the same, as in systemd's MemoryMax=). Zero means no limit.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	if b == nil || *b == 0 {
+		return "0"
+	}
+	return byteText(int64(*b))
+}
+
+func (b *byteSize) Set(s string) error {
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+// parseBytes parses "512M", "2G", "64Mi", "1073741824".
+func parseBytes(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
+	shift := 0
+	if n := len(t); n > 0 {
+		if i := strings.IndexByte("KMGT", t[n-1]); i >= 0 {
+			shift = 10 * (i + 1)
+			t = t[:n-1]
 		}
 	}
-	return false
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, fmt.Errorf("%q is not a size (bytes, or a number with K, M, G or T)", s)
+	}
+	v *= float64(int64(1) << shift)
+	if v > math.MaxInt64/2 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(v), nil
+}
+
+// cpus is the --cpu-max flag: CPUs as a decimal number (1.5 is one and a half CPUs' time per period).
+type cpus float64
+
+func (c *cpus) String() string {
+	if c == nil {
+		return "0"
+	}
+	return strconv.FormatFloat(float64(*c), 'g', -1, 64)
+}
+
+func (c *cpus) Set(s string) error {
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) || v > 0 && v < 0.01 {
+		return fmt.Errorf("%q is not a number of CPUs (0, or 0.01 and more; 1.5 means one and a half)", s)
+	}
+	*c = cpus(v)
+	return nil
+}
+
+// byteText writes n bytes as --output-budget reads them.
+func byteText(n int64) string {
+	for i, unit := range []string{"G", "M", "K"} {
+		if shift := 30 - 10*i; n != 0 && n%(1<<shift) == 0 {
+			return strconv.FormatInt(n>>shift, 10) + unit
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }

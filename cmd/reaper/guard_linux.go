@@ -2,38 +2,27 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"slices"
 
 	"github.com/cgreaper/reaper/internal/guard"
 )
 
-// guardSpec says how a command runs under its guard.
-type guardSpec struct {
-	command string
-	// crashed, if non-zero, is the exit status when the server dies of a signal (reaper run: the
-	// job's own status is unknown then); otherwise 128+n for signal n.
-	crashed int
-	// exit, if set, ends the process once it has cleaned up after the server (see exitFunc).
-	exit exitFunc
-}
-
-// runGuard is a guard's life (reaper serve, reaper run, as a user or a client starts them, once
-// their command line is checked): it starts the server, this program again with the same arguments,
-// forwards every signal that would end it (and reaper run's job's) to the server, cleans up whatever
-// the server left (see guard.Run), logs what it did in the format the command's --log-format and
-// --log-level (or REAPER_LOG_*) ask for, and exits with the server's status. reaper serve's server
-// gets a session of its own; reaper run's a process group of its own in the guard's session, as its
-// job may need the session's terminal.
-func runGuard(spec guardSpec, args []string, getenv func(string) string, stderr io.Writer) int {
-	log := earlyLogger(stderr, args, getenv).With("guard", os.Getpid())
+// runGuard is a guard's life (reaper serve, reaper run, once their command line is checked): it
+// starts the server, this program again with the same arguments, forwards every signal that would
+// end it (and reaper run's job's) to it, cleans up whatever the server left (see guard.Run), logs
+// what it did, and exits with the server's status; with crashed, if non-zero, when the server died
+// of a signal (reaper run: the job's own status is unknown then). reaper run's server gets a process
+// group of its own in the guard's session, as its job may need the session's terminal; reaper
+// serve's a session.
+func runGuard(command string, crashed int, args []string, e env) int {
+	log := earlyLogger(e.stderr, args, e.getenv).With("guard", os.Getpid())
 	opts := guard.Options{
-		Argv:    append([]string{os.Args[0], spec.command}, args...),
+		Argv:    append([]string{os.Args[0], command}, args...),
 		Signals: slices.Concat(shutdownSignals, ignoredSignals),
 		Logger:  log,
 	}
-	if spec.command == "run" {
+	if command == "run" {
 		opts.Setpgid = true
 		opts.Signals = append(opts.Signals, runSignals...)
 	} else {
@@ -41,7 +30,7 @@ func runGuard(spec guardSpec, args []string, getenv func(string) string, stderr 
 	}
 	res, err := guard.Run(opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper %s: %v\n", spec.command, err)
+		fmt.Fprintf(e.stderr, "reaper %s: %v\n", command, err)
 		return 1
 	}
 	if res.Forwarded != nil {
@@ -64,8 +53,8 @@ func runGuard(spec guardSpec, args []string, getenv func(string) string, stderr 
 		log.Warn("the server ended without cleaning up; the guard did", attrs...)
 	}
 	code := res.Code
-	if res.Signal != 0 && spec.crashed != 0 {
-		code = spec.crashed
+	if res.Signal != 0 && crashed != 0 {
+		code = crashed
 	}
-	return spec.exit.now(code)
+	return e.exit.now(code)
 }

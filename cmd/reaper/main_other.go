@@ -2,34 +2,20 @@
 
 package main
 
-import (
-	"fmt"
-	"io"
-)
+import "fmt"
 
-// serve is Linux-only: reaper's guarantee rests on cgroups, pidfds, the child subreaper and /proc.
-func serve(_ []string, _ func(string) string, _ io.Reader, _, stderr io.Writer, _ exitFunc) int {
-	fmt.Fprintln(stderr, "reaper serve: reaper runs only on Linux")
-	return 1
+// linuxOnly refuses a command elsewhere than on Linux: reaper's guarantee rests on cgroups, pidfds,
+// the child subreaper and /proc.
+func linuxOnly(command string, e env, code int) int {
+	fmt.Fprintf(e.stderr, "reaper %s: reaper runs only on Linux\n", command)
+	return code
 }
 
-func sweepCommand(_ []string, _ func(string) string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "reaper sweep: reaper runs only on Linux")
-	return 1
-}
+func serve(_ []string, e env) int        { return linuxOnly("serve", e, 1) }
+func sweepCommand(_ []string, e env) int { return linuxOnly("sweep", e, 1) }
+func ps(_ []string, e env) int           { return linuxOnly("ps", e, 1) }
+func runCommand(_ []string, e env) int   { return linuxOnly("run", e, 125) }
 
-func ps(_ []string, _ func(string) string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "reaper ps: reaper runs only on Linux")
-	return 1
-}
-
-func runCommand(_ []string, _ func(string) string, _, stderr io.Writer, _ exitFunc) int {
-	fmt.Fprintln(stderr, "reaper run: reaper runs only on Linux")
-	return 125
-}
-
-// closeInherited is Linux-only, as every command that starts a process is.
+// closeInherited and initIfAsked do nothing: every command that starts a process is Linux-only.
 func closeInherited() {}
-
-// initIfAsked does nothing: PID namespaces are Linux's.
-func initIfAsked() {}
+func initIfAsked()    {}

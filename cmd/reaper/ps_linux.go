@@ -13,6 +13,7 @@ import (
 	"github.com/cgreaper/reaper/cgroup"
 	"github.com/cgreaper/reaper/internal/inspect"
 	"github.com/cgreaper/reaper/internal/instance"
+	"github.com/cgreaper/reaper/internal/sweep"
 	"github.com/cgreaper/reaper/reaper"
 )
 
@@ -32,16 +33,13 @@ Flags:
 `
 
 // ps runs the ps command and returns the process's exit status.
-func ps(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func ps(args []string, e env) int {
 	var w where
 	fs := w.flagSet("ps", "auto or cgroup: look at slices, state directories and /proc; process: state directories and /proc only", "print the listing as JSON")
-	return look(fs, &w, psUsage, args, getenv, stdout, stderr, func(noCgroup bool) (inspect.Inspection, error) {
-		return inspect.Run(inspect.Options{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, NoCgroup: noCgroup})
-	}, func(in inspect.Inspection) { printPs(stdout, in) })
+	return look(fs, &w, psUsage, args, e, inspect.Run, func(in inspect.Inspection) { printPs(e.stdout, in) })
 }
 
-// where is where ps and sweep look for instances, and how they print what they find: their common
-// flags.
+// where is the flags ps and sweep share: where they look for instances, and how they print.
 type where struct {
 	cgroupRoot, stateDir, containment string
 	asJSON                            bool
@@ -58,26 +56,26 @@ func (w *where) flagSet(name, containment, asJSON string) *flag.FlagSet {
 	return fs
 }
 
-// look parses the command line of ps or sweep (fs, with w's flags), runs find (noCgroup for
-// --containment process), prints its report as JSON or with text, and returns the exit status: 1
-// when find failed, which is said on stderr after what it found.
-func look[R any](fs *flag.FlagSet, w *where, usage string, args []string, getenv func(string) string, stdout, stderr io.Writer, find func(noCgroup bool) (R, error), text func(R)) int {
-	err := parseFlags(fs, args, false, getenv)
+// look parses the command line of ps or sweep (fs, with w's flags), runs find where they say,
+// prints its report as JSON or with text, and returns the exit status: 1, said on stderr after what
+// it found, when find failed.
+func look[R any](fs *flag.FlagSet, w *where, usage string, args []string, e env, find func(instance.Where) (R, error), text func(R)) int {
+	err := parseFlags(fs, args, false, e.getenv)
 	var mode reaper.Containment
 	if err == nil {
 		mode, err = reaper.ParseContainment(w.containment)
 	}
-	if code := parsed(fs.Name(), usage, err, stdout, stderr, badUsage); code >= 0 {
+	if code := parsed(fs.Name(), usage, err, e.stdout, e.stderr, badUsage); code >= 0 {
 		return code
 	}
-	rep, err := find(mode == reaper.ContainProcess)
+	rep, err := find(instance.Where{Cgroup: cgroup.Options{Root: w.cgroupRoot}, StateDir: w.stateDir, NoCgroup: mode == reaper.ContainProcess})
 	if w.asJSON {
-		writeJSON(stdout, rep)
+		writeJSON(e.stdout, rep)
 	} else {
 		text(rep)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper %s: %v\n", fs.Name(), err)
+		fmt.Fprintf(e.stderr, "reaper %s: %v\n", fs.Name(), err)
 		return 1
 	}
 	return 0
@@ -92,8 +90,6 @@ func printPs(w io.Writer, in inspect.Inspection) {
 			where = in.Root + " and " + where
 		}
 		fmt.Fprintf(w, "no reaper instances in %s\n", printable(where))
-		printIgnored(w, in.Ignored)
-		return
 	}
 	for _, iv := range in.Instances {
 		state := "dead: its leftovers are for reaper sweep"
@@ -231,27 +227,15 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-// printable makes s safe to print to a terminal: what a process, a task or a record chose (a command
-// line, a cgroup's name) must not move the cursor, retitle the window, reorder or hide text, or run a
-// terminal's escape sequences. Every character that is not printable (control characters, C1 codes,
-// formatting and bidirectional controls, bytes that are not UTF-8) is written as a Go escape (\x1b,
-// \u202e), so the text stays readable.
+// printable makes s safe to print to a terminal: what a process, a task or a record chose must not
+// move the cursor, retitle the window, reorder or hide text. Every character that is not printable
+// (control characters, C1 codes, formatting and bidirectional controls, bytes that are not UTF-8)
+// is written as a Go escape (\x1b, \u202e).
 func printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || !unicode.IsPrint(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
 	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
+	for i, r := range s {
 		switch {
-		case r == utf8.RuneError && size <= 1:
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], string(utf8.RuneError)): // not UTF-8
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case unicode.IsPrint(r):
 			b.WriteRune(r)
@@ -260,7 +244,83 @@ func printable(s string) string {
 		default:
 			fmt.Fprintf(&b, `\u%04x`, r)
 		}
-		i += size
 	}
 	return b.String()
+}
+
+const sweepUsage = `Usage: reaper sweep [flags]
+
+Finds the reaper instances whose process has died (SIGKILL, an OOM kill, a crash, a machine that killed
+a whole process group) and kills and removes what they left: their slices, the processes that carry
+their marker, their state directories. Live instances are never touched. Every reaper does this when it
+starts; this command does it on demand. It looks where "reaper serve" with the same flags (and from the
+same cgroup) keeps its instances.
+
+Every flag can also be set from the environment as REAPER_<NAME>.
+
+Flags:
+`
+
+// sweepCommand runs the sweep command and returns the process's exit status.
+func sweepCommand(args []string, e env) int {
+	var w where
+	var dryRun bool
+	fs := w.flagSet("sweep", "auto or cgroup: look for slices and state directories; process: state directories only", "print the report as JSON")
+	fs.BoolVar(&dryRun, "dry-run", false, "list what would be killed and removed, and do neither")
+	return look(fs, &w, sweepUsage, args, e, func(at instance.Where) (sweep.Report, error) {
+		return sweep.Run(sweep.Options{Where: at, DryRun: dryRun})
+	}, func(rep sweep.Report) { printSweep(e.stdout, rep, dryRun) })
+}
+
+func printSweep(w io.Writer, rep sweep.Report, dryRun bool) {
+	kill, remove := "killed", "removed"
+	if dryRun {
+		kill, remove = "would kill", "would remove"
+	}
+	for _, d := range rep.Dead {
+		ps := make([]reaper.Proc, len(d.Processes))
+		for i, p := range d.Processes {
+			ps[i] = reaper.Proc(p) // the same description as reaper run's leftovers
+		}
+		fmt.Fprintf(w, "dead instance %s: %s %s%s\n", printable(d.Name), kill, count(len(ps), "process", "processes"), procList(ps))
+		for _, p := range []string{d.Slice, d.StateDir} {
+			if p != "" && (dryRun || d.Removed) {
+				fmt.Fprintf(w, "  %s %s\n", remove, printable(p))
+			}
+		}
+		if d.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", printable(d.Error))
+		}
+	}
+	for _, name := range rep.Live {
+		fmt.Fprintf(w, "live instance %s: left alone\n", printable(name))
+	}
+	printIgnored(w, rep.Ignored)
+	if len(rep.Dead) == 0 {
+		fmt.Fprintln(w, "no dead instances")
+	}
+}
+
+// count says n things: "1 process", "2 processes", "0 processes".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// procList names processes as "sleep (pid 812, 41s)", after a colon.
+func procList(ps []reaper.Proc) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		pid := fmt.Sprintf("pid %d", p.Pid)
+		if p.SessionPid > 0 { // the job's pid for it first: what its own commands printed
+			pid = fmt.Sprintf("pid %d, host pid %d", p.SessionPid, p.Pid)
+		}
+		names[i] = fmt.Sprintf("%s (%s, %v)", printable(p.Comm), pid, p.Age.Round(time.Second))
+	}
+	return ": " + strings.Join(names, ", ")
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -81,22 +80,22 @@ func parseRun(args []string, getenv func(string) string) (runConfig, error) {
 // runCommand runs the run command and returns the process's exit status. Started by a user, it is
 // the guard (see runGuard) once its command line is checked; started by the guard, it is the server
 // that runs the job (package job).
-func runCommand(args []string, getenv func(string) string, stdout, stderr io.Writer, exit exitFunc) int {
-	c, err := parseRun(args, getenv)
-	if code := parsed("run", runUsage, err, stdout, stderr, job.ExitFailed); code >= 0 {
+func runCommand(args []string, e env) int {
+	c, err := parseRun(args, e.getenv)
+	if code := parsed("run", runUsage, err, e.stdout, e.stderr, job.ExitFailed); code >= 0 {
 		return code
 	}
-	if !guard.Guarded(getenv) {
-		return runGuard(guardSpec{command: "run", crashed: job.ExitFailed, exit: exit}, args, getenv, stderr)
+	if !guard.Guarded(e.getenv) {
+		return runGuard("run", job.ExitFailed, args, e)
 	}
-	link, err := guard.LinkFrom(getenv)
+	link, err := guard.LinkFrom(e.getenv)
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper run: %v\n", err)
+		fmt.Fprintf(e.stderr, "reaper run: %v\n", err)
 		return job.ExitFailed
 	}
 	log := slog.New(slog.DiscardHandler)
 	if c.verbose {
-		log = slog.New(slog.NewTextHandler(stderr, nil))
+		log = slog.New(slog.NewTextHandler(e.stderr, nil))
 	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, handledSignals(job.ForwardedSignals...)...)
@@ -109,28 +108,22 @@ func runCommand(args []string, getenv func(string) string, stdout, stderr io.Wri
 		Ignored:         isIgnored,
 		FailOnLeftovers: c.failOnLeftovers,
 		Verbose:         c.verbose,
-		Stderr:          stderr,
+		Stderr:          e.stderr,
 		Log:             log,
 	})
 	if n := len(rep.Leftovers); n > 0 && !c.quiet {
-		fmt.Fprintf(stderr, "reaper run: killed %s%s\n", count(n, "leftover process", "leftover processes"), procList(rep.Leftovers))
+		fmt.Fprintf(e.stderr, "reaper run: killed %s%s\n", count(n, "leftover process", "leftover processes"), procList(rep.Leftovers))
 	}
-	writeReport(c.report, rep, stderr)
-	exit.now(rep.ExitStatus)
+	if c.report != "" {
+		var b bytes.Buffer
+		writeJSON(&b, rep)
+		// The report's directory may be the job's (a CI workspace): a link or a FIFO the job put at
+		// the name is replaced, never written through.
+		if err := safefs.ReplaceFile(c.report, b.Bytes(), 0o644); err != nil {
+			fmt.Fprintf(e.stderr, "reaper run: --report: %v\n", err)
+		}
+	}
+	e.exit.now(rep.ExitStatus)
 	signal.Stop(sigs)
 	return rep.ExitStatus
-}
-
-// writeReport writes the --report file, if one was asked for.
-func writeReport(path string, rep job.Report, stderr io.Writer) {
-	if path == "" {
-		return
-	}
-	var b bytes.Buffer
-	writeJSON(&b, rep)
-	// The report's directory may be the job's (a CI workspace): a link or a FIFO the job put at the
-	// name is replaced, never written through.
-	if err := safefs.ReplaceFile(path, b.Bytes(), 0o644); err != nil {
-		fmt.Fprintf(stderr, "reaper run: --report: %v\n", err)
-	}
 }

@@ -9,8 +9,11 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,85 +27,85 @@ import (
 
 // serve runs the serve command and returns the process's exit status. Started by a user, it is the
 // guard (see runGuard) once its command line is checked; started by the guard, it is the server.
-func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, exit exitFunc) int {
-	if !guard.Guarded(getenv) {
-		_, err := parseServe(args, getenv)
-		if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
+func serve(args []string, e env) int {
+	if !guard.Guarded(e.getenv) {
+		_, err := parseServe(args, e.getenv)
+		if code := parsed("serve", serveUsage, err, e.stdout, e.stderr, badUsage); code >= 0 {
 			return code
 		}
-		return runGuard(guardSpec{command: "serve", exit: exit}, args, getenv, stderr)
+		return runGuard("serve", 0, args, e)
 	}
-	log := earlyLogger(stderr, args, getenv)
-	link, err := guard.LinkFrom(getenv)
+	log := earlyLogger(e.stderr, args, e.getenv)
+	link, err := guard.LinkFrom(e.getenv)
 	sig := watchSignals(log, link)
 	defer sig.stop()
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+		fmt.Fprintf(e.stderr, "reaper serve: %v\n", err)
 		return 1
 	}
-	c, err := parseServe(args, getenv)
-	if code := parsed("serve", serveUsage, err, stdout, stderr, badUsage); code >= 0 {
+	c, err := parseServe(args, e.getenv)
+	if code := parsed("serve", serveUsage, err, e.stdout, e.stderr, badUsage); code >= 0 {
 		return code
 	}
 	a, err := c.auth()
 	if err != nil {
-		fmt.Fprintf(stderr, "reaper serve: %v\n", err)
+		fmt.Fprintf(e.stderr, "reaper serve: %v\n", err)
 		return 2
 	}
 	for _, w := range tokenWarnings(c) {
 		log.Warn(w)
 	}
-	ln, status := listen(c, a, stderr)
+	ln, status := listen(c, a, e.stderr)
 	if status != 0 {
 		return status
 	}
-	o, status := startOps(c, log, stderr)
+	if ln != nil {
+		defer ln.Close() // for a start that fails; serveHTTP closes it otherwise
+	}
+	o, status := startOps(c, log, e.stderr)
 	defer o.close()
-	var r *reaper.Reaper
-	var srv *mcpserver.Server
-	if status == 0 {
-		if r, srv, err = newServer(c, &a, link, log, o); err != nil {
-			fmt.Fprintf(stderr, "reaper serve: %v\n", err)
-			status = 1
-		}
-	}
 	if status != 0 {
-		if ln != nil {
-			ln.Close()
-		}
 		return status
+	}
+	r, srv, err := newServer(c, &a, link, log, o)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "reaper serve: %v\n", err)
+		return 1
 	}
 	sig.onSignal(srv.Hurry)
-	<-sig.asked // every shutdown signal is handled before the first request is
-	// Deferred after sig.stop, so it runs first: stop cancels hurry, which arms the watchdog.
-	defer sig.watchdog(r, log)()
-	defer startMemoryReturner().Stop()
+	<-sig.asked                  // every shutdown signal is handled before the first request is
+	defer sig.watchdog(r, log)() // before sig.stop, which cancels hurry, which arms the watchdog
+	stopMemory, memoryDone := make(chan struct{}), make(chan struct{})
+	go returnMemory(stopMemory, memoryDone)
+	defer func() { close(stopMemory); <-memoryDone }()
 	if ln == nil {
-		// The start-up line and /readyz wait for the probe of PID namespaces (Containment does), the
-		// client's handshake does not: the probe runs while the client's first requests are answered,
-		// and only the session's first command waits for it.
+		// The start-up line and /readyz wait for the probe of PID namespaces (Containment does); the
+		// client's first requests do not.
 		started := make(chan struct{})
 		go func() {
 			defer close(started)
 			o.ready(r, "")
-			log.Info("reaper serving MCP over stdio", append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)
+			log.Info("reaper serving MCP over stdio", startAttrs(c, r, o)...)
 		}()
 		notify(log, "READY=1")
-		err := srv.Run(sig.serving, srv.StdioTransport(stdin, stdout))
+		err := srv.Run(sig.serving, srv.StdioTransport(e.stdin, e.stdout))
 		<-started
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 			log.Error("stdio session ended with an error", "error", err)
 		}
 	} else {
-		o.ready(r, a.warning())
+		warning := ""
+		if a.insecure {
+			warning = "WARNING: no authentication (--insecure-no-auth): every local user and every task can run commands"
+		}
+		o.ready(r, warning)
 		notify(log, "READY=1")
 		level := slog.LevelInfo
 		if c.insecureNoAuth {
 			level = slog.LevelWarn // said first, where an operator looks
 		}
 		log.Log(context.Background(), level, "reaper serving MCP over Streamable HTTP", append([]any{"url", endpointURL(c.http, ln.Addr()),
-			"auth", a.text(), "idle_timeout", c.idleTimeout.String()},
-			append(startAttrs(r, o), "tasks_run_as", tasksRunAs(c), "version", versionString())...)...)
+			"auth", a.text(), "idle_timeout", c.idleTimeout.String()}, startAttrs(c, r, o)...)...)
 		status = serveHTTP(sig, srv, ln, a, c, o, log)
 	}
 	o.stopping()
@@ -113,9 +116,7 @@ func serve(args []string, getenv func(string) string, stdin io.Reader, stdout, s
 			log.Warn("the guard will clean up after all", "error", err)
 		}
 	}
-	// Every session has ended and the Reaper is closed: what the deferred calls stop dies with the
-	// process.
-	return exit.now(status)
+	return e.exit.now(status) // what the deferred calls stop dies with the process
 }
 
 // listen checks the HTTP address, refuses one that is not loopback without authentication
@@ -151,9 +152,8 @@ func listen(c serveConfig, a httpAuth, stderr io.Writer) (net.Listener, int) {
 }
 
 // newServer creates the Reaper and the MCP server on top of it, then reads (or makes) reaper's own
-// token if a is to use it: once the Reaper runs, its state directory made and checked, so that a
-// start that fails leaves nothing new behind. The Reaper announces itself to the guard, if there is
-// one.
+// token if a is to use it: once the Reaper has made and checked its state directory, so that a
+// start that fails leaves nothing new behind.
 func newServer(c serveConfig, a *httpAuth, link guard.Link, log *slog.Logger, o *ops) (*reaper.Reaper, *mcpserver.Server, error) {
 	opts := c.options(link, log)
 	if c.user != "" {
@@ -171,15 +171,13 @@ func newServer(c serveConfig, a *httpAuth, link guard.Link, log *slog.Logger, o 
 		return nil, nil, err
 	}
 	srv, err := mcpserver.New(mcpserver.Options{
-		Reaper:        r,
-		IdleTimeout:   c.idleTimeout,
-		KeepAlive:     c.keepalive,
-		MaxWorkspaces: c.maxWS,
-		MaxOutput:     c.maxOutput,
-		MaxCallBytes:  int(c.maxCallSize),
-		MaxSessions:   c.maxSessions,
-		// Where there is one identity, it may hold every session; otherwise a quarter of them, so
-		// that one identity cannot take them all.
+		Reaper:                 r,
+		IdleTimeout:            c.idleTimeout,
+		KeepAlive:              c.keepalive,
+		MaxWorkspaces:          c.maxWS,
+		MaxOutput:              c.maxOutput,
+		MaxCallBytes:           int(c.maxCallSize),
+		MaxSessions:            c.maxSessions,
 		MaxSessionsPerIdentity: a.perIdentity(c.maxSessionsPerID, c.maxSessions),
 		Version:                versionString(),
 		Logger:                 log,
@@ -203,10 +201,9 @@ func newServer(c serveConfig, a *httpAuth, link guard.Link, log *slog.Logger, o 
 func serveHTTP(sig *signals, srv *mcpserver.Server, ln net.Listener, a httpAuth, c serveConfig, o *ops, log *slog.Logger) int {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.HTTPHandler(mcpserver.HTTPOptions{Tokens: a.tokens, Unauthenticated: c.insecureNoAuth}))
-	// Headers, bodies and idle keep-alive connections are bounded before any check sees a request:
-	// clients that pool connections and never close them (or vanish without a FIN), or send a body
-	// that never ends, must not pile connections up. Connections are counted, in all, per peer
-	// before they authenticate and per identity after, so that nobody can take every descriptor.
+	// Headers, bodies and idle connections are bounded before any check sees a request, and
+	// connections are counted in all, per peer before they authenticate and per identity after, so
+	// that nobody can take every descriptor.
 	hs := httpguard.NewServer(mux, httpguard.Options{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)})
 	ln = httpguard.Limit(ln, httpguard.ConnLimits{
 		Total: c.maxConns, PerPeer: c.maxConnsPerPeer, // Unauthenticated: a quarter of Total
@@ -254,10 +251,10 @@ func shutdown(sig *signals, srv *mcpserver.Server, r *reaper.Reaper, log *slog.L
 	return status, err == nil
 }
 
-// startAttrs are what the start-up line says of containment, limits, the admin endpoint, and where
-// the instance keeps its state: the command that lists its sessions and processes, whose flags
-// `reaper sweep` takes too (an operator of a service finds them in its log).
-func startAttrs(r *reaper.Reaper, o *ops) []any {
+// startAttrs are what the start-up line says of containment, limits, the admin endpoint, where the
+// instance keeps its state (the command that lists its sessions and processes), whose user tasks run
+// as, and reaper's version.
+func startAttrs(c serveConfig, r *reaper.Reaper, o *ops) []any {
 	ci := r.Containment()
 	self := r.Instance()
 	attrs := []any{"containment", ci.String(), "pid_namespace", ci.PIDNamespace.String(),
@@ -268,7 +265,11 @@ func startAttrs(r *reaper.Reaper, o *ops) []any {
 	if o.url != "" {
 		attrs = append(attrs, "admin", o.url)
 	}
-	return attrs
+	runAs := c.user
+	if runAs == "" {
+		runAs = fmt.Sprintf("reaper's own user (uid %d; --user runs them as another)", os.Geteuid())
+	}
+	return append(attrs, "tasks_run_as", runAs, "version", versionString())
 }
 
 // psCommand is the `reaper ps` command line that looks where the instance self keeps its state and
@@ -339,18 +340,9 @@ func identities(tokens map[string]string) int {
 	return len(slices.Compact(slices.Sorted(maps.Values(tokens))))
 }
 
-// warning is what /readyz adds to its explanation; empty unless clients need no token.
-func (a httpAuth) warning() string {
-	if a.insecure {
-		return "WARNING: no authentication (--insecure-no-auth): every local user and every task can run commands"
-	}
-	return ""
-}
-
 // perIdentity is the share of a cap of all that one identity may hold: flag if set, else every one
 // where a has at most one identity (stdio's one client, reaper's own token, or tokens of one name), a
 // quarter of them (at least one) where there are more (with --insecure-no-auth, each peer is one).
-// It counts the tokens already read, never the file again.
 func (a httpAuth) perIdentity(flag, all int) int {
 	if flag > 0 {
 		return flag
@@ -359,4 +351,76 @@ func (a httpAuth) perIdentity(flag, all int) int {
 		return all
 	}
 	return max(all/4, 1)
+}
+
+// lookupUser resolves --user USER[:GROUP]: a name or a numeric id, and optionally a group by name or
+// id, which becomes the primary group instead of the user's. The supplementary groups are the user's
+// (from the group database). A numeric user without an account runs with HOME=/ and no supplementary
+// groups. os/user reads /etc/passwd and /etc/group itself in a static build, so accounts from NSS
+// modules (LDAP, sssd) are not found by name there: give their ids.
+func lookupUser(spec string) (*reaper.User, error) {
+	name, group, hasGroup := strings.Cut(spec, ":")
+	if name == "" || hasGroup && group == "" {
+		return nil, fmt.Errorf("--user %q: want USER or USER:GROUP", spec)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		if id, perr := strconv.ParseUint(name, 10, 32); perr == nil {
+			if u, err = user.LookupId(name); err != nil {
+				// An id without an account.
+				u = &user.User{Uid: name, Gid: name, Username: strconv.FormatUint(id, 10), HomeDir: "/"}
+			}
+		}
+	}
+	if err != nil && u == nil {
+		return nil, fmt.Errorf("--user %q: %w", spec, err)
+	}
+	out := &reaper.User{Name: u.Username, Home: u.HomeDir}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("--user %q: uid %q or gid %q is not a number", spec, u.Uid, u.Gid)
+	}
+	out.Uid, out.Gid = uint32(uid), uint32(gid)
+	if ids, err := u.GroupIds(); err == nil {
+		for _, g := range ids {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+				out.Groups = append(out.Groups, uint32(n))
+			}
+		}
+	}
+	if hasGroup {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			if _, perr := strconv.ParseUint(group, 10, 32); perr != nil {
+				return nil, fmt.Errorf("--user %q: %w", spec, err)
+			}
+			g = &user.Group{Gid: group}
+		}
+		n, _ := strconv.ParseUint(g.Gid, 10, 32)
+		out.Gid = uint32(n)
+	}
+	if out.Home == "" {
+		out.Home = "/"
+	}
+	return out, nil
+}
+
+// tokenWarnings says what exposes the bearer tokens to other local processes, tasks included: a
+// token on the command line (in /proc/<pid>/cmdline of the guard and the server), and a token file
+// that others may read.
+func tokenWarnings(c serveConfig) []string {
+	var warn []string
+	if c.tokenOnCommandLine {
+		warn = append(warn, "--token on the command line can be read by every local process, tasks included, in /proc/<pid>/cmdline of reaper and of its guard: set REAPER_TOKEN in reaper's environment or use --token-file with a file only reaper can read")
+	}
+	for _, file := range []string{c.tokenFile, c.adminTokenFile} {
+		if file == "" {
+			continue
+		}
+		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			warn = append(warn, fmt.Sprintf("the token file %s can be read by other users (mode %04o): make it readable by reaper only (chmod 600)", file, fi.Mode().Perm()))
+		}
+	}
+	return warn
 }

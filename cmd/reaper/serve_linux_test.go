@@ -13,17 +13,25 @@ import (
 	"github.com/cgreaper/reaper/reaper"
 )
 
-func TestNormalizeHTTPFlag(t *testing.T) {
-	for _, tc := range []struct{ in, want []string }{
-		{[]string{"--http"}, []string{"--http=" + defaultHTTPAddr}},
-		{[]string{"--http", "0.0.0.0:9000", "--grace", "1s"}, []string{"--http=0.0.0.0:9000", "--grace", "1s"}},
-		{[]string{"--http", "--grace", "1s"}, []string{"--http=" + defaultHTTPAddr, "--grace", "1s"}},
-		{[]string{"-http=:1"}, []string{"-http=:1"}},
-		{[]string{"--", "--http"}, []string{"--", "--http"}},
+// TestHTTPFlag: --http takes its address as the next argument, or stands alone for the default one.
+func TestHTTPFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in    []string
+		http  string
+		grace time.Duration
+	}{
+		{[]string{"--http"}, defaultHTTPAddr, reaper.DefaultGrace},
+		{[]string{"--http", "0.0.0.0:9000", "--grace", "1s"}, "0.0.0.0:9000", time.Second},
+		{[]string{"--http", "--grace", "1s"}, defaultHTTPAddr, time.Second},
+		{[]string{"-http=:1"}, ":1", reaper.DefaultGrace},
 	} {
-		if got := normalizeHTTPFlag(tc.in); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("normalizeHTTPFlag(%q) = %q, want %q", tc.in, got, tc.want)
+		c, err := parseServe(tc.in, func(string) string { return "" })
+		if err != nil || c.http != tc.http || c.grace != tc.grace {
+			t.Errorf("parseServe(%q): --http %q, --grace %v, %v; want %q, %v", tc.in, c.http, c.grace, err, tc.http, tc.grace)
 		}
+	}
+	if _, err := parseServe([]string{"--", "--http"}, func(string) string { return "" }); err == nil {
+		t.Error(`parseServe("--", "--http") took the operand "--http" for the flag`)
 	}
 }
 

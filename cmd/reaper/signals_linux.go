@@ -22,13 +22,10 @@ var shutdownSignals = []os.Signal{
 	syscall.SIGABRT, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGSEGV, syscall.SIGSYS, syscall.SIGTRAP,
 }
 
-// ignoredSignals would end reaper by their default action, and mean nothing to it. SIGPIPE above all:
-// a write to a closed stdout or stderr then fails with EPIPE instead of killing the program (a closed
-// stdout over stdio ends the session as a closed connection does); and SIGSTKFLT, which Go's runtime
-// takes for a crash. Handled, not ignored: a handled signal is reset to its default in the programs
-// reaper starts, so tasks see SIGPIPE as usual. USR1, USR2, ALRM, VTALRM, IO and XFSZ mean nothing to
-// reaper serve either, and are not asked for: Go's runtime catches and drops them unless a program
-// asks for them.
+// ignoredSignals would end reaper by their default action, and mean nothing to it: SIGPIPE above all
+// (a write to a closed stdout or stderr then fails with EPIPE instead), and SIGSTKFLT, which Go's
+// runtime takes for a crash. Handled, not ignored, so that tasks get them reset to their default.
+// Go's runtime drops USR1, USR2, ALRM, VTALRM, IO and XFSZ by itself unless a program asks for them.
 var ignoredSignals = []os.Signal{syscall.SIGPIPE, syscall.SIGSTKFLT}
 
 // runSignals are the signals beyond shutdownSignals that reaper run's guard forwards to its server,
@@ -36,26 +33,22 @@ var ignoredSignals = []os.Signal{syscall.SIGPIPE, syscall.SIGSTKFLT}
 var runSignals = []os.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH}
 
 // signals turns shutdown signals into two contexts: the first signal cancels serving (sessions are
-// torn down gracefully) and cuts short the teardowns already under way (a stdio session whose client
-// closed it, a DELETE); a second one cancels hurry, which cuts every grace period short. When the
-// guard dies, both are cancelled at once: reaper must be gone within a second. The guard is watched
-// until stop, whatever the signals did: the guard's death still ends a shutdown that a second signal
-// hurried.
+// torn down gracefully) and cuts short the teardowns already under way; a second one cancels hurry,
+// which cuts every grace period short. When the guard dies, both are cancelled at once. The guard is
+// watched until stop, whatever the signals did.
 type signals struct {
 	log         *slog.Logger
 	guard       guard.Link
-	died        sync.Once     // guardDied runs once
+	died        sync.Once
 	guardGone   chan struct{} // closed when the guard has died
 	serving     context.Context
 	stopServing context.CancelFunc
 	hurry       context.Context
 	cancelHurry context.CancelFunc
 	ch          chan os.Signal
-	asked       chan struct{} // closed once every handled signal is asked for (see watchSignals)
-	done        chan struct{} // closed when the signal watcher has returned
-	watching    context.Context
+	asked       chan struct{}      // closed once every handled signal is asked for (see watchSignals)
 	stopWatch   context.CancelFunc // ends the guard watcher; only stop calls it
-	watched     chan struct{}      // closed when the guard watcher has returned
+	wg          sync.WaitGroup     // the signal watcher and the guard watcher
 
 	// mu guards the field that follows.
 	mu       sync.Mutex
@@ -64,32 +57,32 @@ type signals struct {
 
 // watchSignals starts watching every signal that would end reaper by default. Call it first thing:
 // until then a log line written to a closed stderr kills the program. SIGPIPE is asked for before
-// it returns, the others by a goroutine while the start-up goes on: each signal asked for costs a
-// round trip to the runtime's signal-mask thread, 0.3-0.6 ms for all of them on the path a stdio
-// client waits on. Until the goroutine is done, a shutdown signal ends the server by its default
-// action, as it would have a moment earlier, before main ran, and the guard cleans up after it.
+// it returns, the others by a goroutine while the start-up goes on, off the path a stdio client
+// waits on; until then a shutdown signal ends the server by its default action, and the guard
+// cleans up after it.
 func watchSignals(log *slog.Logger, link guard.Link) *signals {
-	s := &signals{log: log, guard: link, ch: make(chan os.Signal, 8), asked: make(chan struct{}), done: make(chan struct{}),
-		watched: make(chan struct{}), guardGone: make(chan struct{})}
+	s := &signals{log: log, guard: link, ch: make(chan os.Signal, 8), asked: make(chan struct{}), guardGone: make(chan struct{})}
 	s.serving, s.stopServing = context.WithCancel(context.Background())
 	s.hurry, s.cancelHurry = context.WithCancel(context.Background())
-	s.watching, s.stopWatch = context.WithCancel(context.Background())
+	watching, stopWatch := context.WithCancel(context.Background())
+	s.stopWatch = stopWatch
 	signal.Notify(s.ch, syscall.SIGPIPE)
 	go func() {
 		defer close(s.asked)
 		signal.Notify(s.ch, handledSignals()...)
 	}()
+	s.wg.Add(2)
 	go s.watch(log, link)
 	go func() {
-		defer close(s.watched)
-		if link.WaitGone(s.watching) {
+		defer s.wg.Done()
+		if link.WaitGone(watching) {
 			s.guardDied()
 		}
 	}()
 	return s
 }
 
-// guardDied ends everything at once: reaper must be gone within a second of its guard.
+// guardDied ends everything at once.
 func (s *signals) guardDied() {
 	s.died.Do(func() {
 		s.log.Warn("the guard died: killing every session's processes now", "guard", s.guard.Pid)
@@ -116,7 +109,7 @@ func (s *signals) hurryUnderWay() {
 }
 
 func (s *signals) watch(log *slog.Logger, link guard.Link) {
-	defer close(s.done)
+	defer s.wg.Done()
 	first := true
 	for {
 		var sig os.Signal
@@ -130,7 +123,6 @@ func (s *signals) watch(log *slog.Logger, link guard.Link) {
 			if sig != syscall.SIGPIPE {
 				log.Info("signal ignored", "signal", sig.String())
 			}
-			continue
 		case sig == guard.Signal && link.Gone():
 			s.guardDied()
 		case first:
@@ -155,20 +147,18 @@ func handledSignals(extra ...os.Signal) []os.Signal {
 	return slices.Concat(extra, shutdownSignals, ignoredSignals)
 }
 
-// lastResort bounds the shutdown after the guard died: if the server is still there by then (a
-// teardown is stuck, or slow on a loaded machine), it kills everything below it, removes its slice
-// and its state directory (the dead guard cannot), and exits.
-const lastResort = 3 * time.Second
-
-// hurriedLastResort bounds the shutdown after a second signal (or the guard's death, which hurries
-// too) in the same way: a hurried shutdown takes milliseconds to a second, and whatever holds it
-// longer (a teardown that is stuck) must not keep every other session's processes alive.
-const hurriedLastResort = 5 * time.Second
+// lastResort bounds the shutdown after the guard died, and hurriedLastResort after a second signal
+// (a hurried shutdown takes milliseconds to a second): past them the server kills everything below
+// it, removes its slice and its state directory (the dead guard cannot), and exits, so that a stuck
+// teardown does not keep every other session's processes alive.
+const (
+	lastResort        = 3 * time.Second
+	hurriedLastResort = 5 * time.Second
+)
 
 // watchdog starts the last resort for r and returns the function that stops it, which must run
-// before stop (which cancels hurry). It is armed by the
-// hurry (a second signal, or the guard's death) and fires hurriedLastResort after it, or lastResort
-// after the guard's death if that comes first.
+// before stop (which cancels hurry). It is armed by the hurry and fires hurriedLastResort after it,
+// or lastResort after the guard's death if that comes first.
 func (s *signals) watchdog(r *reaper.Reaper, log *slog.Logger) (stop func()) {
 	finished := make(chan struct{})
 	done := make(chan struct{})
@@ -217,6 +207,5 @@ func (s *signals) stop() {
 	s.stopServing()
 	s.cancelHurry()
 	s.stopWatch()
-	<-s.done
-	<-s.watched
+	s.wg.Wait()
 }

@@ -2,13 +2,12 @@
 // metrics (/metrics), on a listener of its own, apart from MCP, so that probes and scrapers need no
 // MCP credential.
 //
-// /healthz answers anyone: it tells only that reaper runs. /readyz answers anyone with its status
-// code (for probes); why, and how reaper contains processes, it tells requests that reached a
-// loopback address or carry the admin token. /metrics requires the admin bearer token when one is
-// set ([Options.Token]); the caller decides where the endpoint may listen without one (reaper:
-// loopback only). Every request is bounded in time and size before it is answered
-// (httpguard.NewServer), a loopback listener answers only loopback Host names (DNS rebinding), and
-// cross-origin browser requests are refused.
+// /healthz answers anyone. /readyz answers anyone with its status code (for probes), and says why
+// only to requests that reached a loopback address or carry the admin token. /metrics requires the
+// admin bearer token when one is set ([Options.Token]); the caller decides where the endpoint may
+// listen without one. Every request is bounded in time and size (httpguard.NewServer), a loopback
+// listener answers only loopback Host names (DNS rebinding), and cross-origin browser requests are
+// refused.
 //
 // Lock order. The package has one lock, Server.mu, a leaf held for the readiness fields only.
 package admin
@@ -32,18 +31,15 @@ import (
 // Options configures a Server. The zero value serves /healthz and /readyz, and /metrics as 404.
 type Options struct {
 	// Token, if set, must come as "Authorization: Bearer <Token>" on every /metrics request.
-	Token string
-	// Metrics serves /metrics; nil answers 404.
-	Metrics http.Handler
-	// Logger receives the HTTP server's own errors. Nil discards.
-	Logger *slog.Logger
+	Token   string
+	Metrics http.Handler // serves /metrics; nil answers 404
+	Logger  *slog.Logger // the HTTP server's own errors; nil discards
 }
 
 // Server is the admin endpoint. Its readiness starts false ("starting"). It is safe for concurrent
 // use.
 type Server struct {
-	// The fields up to mu are fixed at creation.
-	opts  Options
+	opts  Options  // this and the fields up to mu are fixed at creation
 	token [32]byte // SHA-256 of the token, compared in constant time
 	hs    *http.Server
 	wg    sync.WaitGroup // the serving goroutine

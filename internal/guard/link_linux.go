@@ -13,14 +13,10 @@ import (
 
 // Link is what a guarded server knows of its guard. Its zero value is a server without a guard.
 type Link struct {
-	// Pid is the guard's pid; zero when the server is not guarded.
-	Pid int
-	// Announce is where the server announces its record (reaper's Options.Announce).
-	Announce *os.File
-	// start is the guard's start time, which tells it apart from a process that reused its pid.
-	start uint64
-	// guard is the guard, pinned by a pidfd (where the kernel has them) for WaitGone.
-	guard proc.Handle
+	Pid      int         // the guard's pid; zero when the server is not guarded
+	Announce *os.File    // where the server announces its record (reaper's Options.Announce)
+	start    uint64      // the guard's start time, which tells it apart from a process that reused its pid
+	guard    proc.Handle // the guard, pinned by a pidfd (where the kernel has them) for WaitGone
 }
 
 // Guarded reports whether this process is a guarded server: its environment (getenv) names a guard.
@@ -70,11 +66,9 @@ func (l Link) Clean() error {
 }
 
 // WaitGone blocks until the guard has died or ctx is done, and reports whether the guard died. It
-// sleeps in poll(2) on a pidfd of the guard, which becomes readable once the whole guard process has
-// exited: this, not the parent-death signal, is how a server knows for sure. (The kernel sends the
-// parent-death signal when the guard's thread that forked the server exits, while other guard threads
-// may live on a moment and become the server's parent; two such signals may also merge into one.)
-// Where pidfds are unavailable it looks every 10 ms. A server that is not guarded waits for ctx.
+// polls a pidfd of the guard, readable once the whole guard process has exited: unlike the
+// parent-death signal (sent when the forking thread exits, and two may merge), it is sure. Where
+// pidfds are unavailable it looks every 10 ms. A server that is not guarded waits for ctx.
 func (l Link) WaitGone(ctx context.Context) bool {
 	if l.Pid == 0 {
 		<-ctx.Done()
@@ -82,8 +76,7 @@ func (l Link) WaitGone(ctx context.Context) bool {
 	}
 	w := proc.NewWalker()
 	h := l.guard
-	if !h.HasFD() {
-		// Without a pidfd WaitGone looks in /proc: the guard's pid with its start time.
+	if !h.HasFD() { // look in /proc for the guard's pid with its start time
 		h = proc.NewHandle(proc.Stat{Pid: l.Pid, Start: l.start}, -1)
 	}
 	for ctx.Err() == nil {

@@ -3,7 +3,6 @@ package inspect
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -18,28 +17,15 @@ import (
 
 // Options configures Run. The zero value looks where a Reaper with zero Options keeps its
 // instances.
-type Options struct {
-	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist or
-	// cannot be used, only state directories and /proc are looked at.
-	Cgroup cgroup.Options
-	// StateDir is where instances keep their state directories; empty means
-	// instance.DefaultStateDir().
-	StateDir string
-	// NoCgroup looks at state directories and /proc only.
-	NoCgroup bool
-}
+type Options = instance.Where
 
 // Inspection is what Run found: every instance under the root or in the state directory, alive or
 // dead, with its sessions, their tasks and their live processes.
 type Inspection struct {
-	// Root is the slice root looked under; empty when none was.
-	Root string `json:"root,omitempty"`
-	// StateDir is the state directory looked in.
-	StateDir  string         `json:"state_dir"`
-	Instances []InstanceView `json:"instances"`
-	// Ignored are what was found and not shown because it is not what reaper makes, or cannot be
-	// checked (see instance.Find).
-	Ignored []instance.Ignored `json:"ignored,omitempty"`
+	Root      string             `json:"root,omitempty"` // the slice root looked under; empty when none was
+	StateDir  string             `json:"state_dir"`      // the state directory looked in
+	Instances []InstanceView     `json:"instances"`
+	Ignored   []instance.Ignored `json:"ignored,omitempty"` // what was found and not shown (see instance.Where.Look)
 }
 
 // InstanceView is one instance as Run found it.
@@ -145,15 +131,12 @@ func usageView(st cgroup.Stats) *UsageView {
 
 // ProcessView is one live process of a session.
 type ProcessView struct {
-	Pid     int    `json:"pid"`
-	Command string `json:"command"`
-	// State is as in /proc/<pid>/stat ("S", "R", "D", "T", "Z").
-	State string `json:"state"`
-	// Cgroup is its cgroup as /proc/<pid>/cgroup shows it.
-	Cgroup string  `json:"cgroup"`
-	Age    float64 `json:"age_seconds"`
-	// Task is the task it belongs to, when known (its leaf or its REAPER_TASK marker).
-	Task string `json:"task,omitempty"`
+	Pid     int     `json:"pid"`
+	Command string  `json:"command"`
+	State   string  `json:"state"`  // as in /proc/<pid>/stat ("S", "R", "D", "T", "Z")
+	Cgroup  string  `json:"cgroup"` // as /proc/<pid>/cgroup shows it
+	Age     float64 `json:"age_seconds"`
+	Task    string  `json:"task,omitempty"` // the task it belongs to, when known (its leaf or its marker)
 	// Outside reports a process of a cgroup-contained session found outside the session's slice
 	// (by its marker): an escapee, which the session's end kills too.
 	Outside bool `json:"outside_slice,omitempty"`
@@ -163,31 +146,23 @@ type ProcessView struct {
 // processes. It reads cgroupfs, /proc and the instances' state directories only, never asks an
 // instance anything, and changes nothing: it works while an instance is stopped or wedged. The scan
 // for markers reads the environment of every process this user may read. What it finds on disk is
-// checked as the sweep checks it (instance.Find); what fails is listed in Ignored, not shown as an
-// instance's.
+// checked as the sweep checks it (instance.Where.Look).
 func Run(opts Options) (Inspection, error) {
 	if opts.StateDir == "" {
 		opts.StateDir = instance.DefaultStateDir()
 	}
 	in := Inspection{StateDir: opts.StateDir, Instances: []InstanceView{}}
-	var errs []error
-	var root *cgroup.Root
-	if !opts.NoCgroup {
-		if r, err := cgroup.LookupRoot(opts.Cgroup); err == nil {
-			root, in.Root = r, r.Path()
-		}
+	l, err := opts.Look(nil)
+	if l.State != nil {
+		defer l.State.Close()
 	}
-	state, err := instance.LookStateDir(opts.StateDir)
-	errs = append(errs, err)
-	if state != nil {
-		defer state.Close()
+	if l.Root != nil {
+		in.Root = l.Root.Path()
 	}
-	found, ignored, err := instance.Find(root, state, nil)
-	errs = append(errs, err)
-	in.Ignored = ignored
+	in.Ignored = l.Ignored
 	w := proc.NewWalker()
-	byName := make(map[string]*InstanceView, len(found))
-	for name, f := range found {
+	byName := make(map[string]*InstanceView, len(l.Found))
+	for name, f := range l.Found {
 		iv := &InstanceView{Record: instance.Record{Name: name}, slice: f.Slice}
 		if f.HasRecord {
 			iv.Record = f.Record
@@ -198,7 +173,7 @@ func Run(opts Options) (Inspection, error) {
 			iv.Slice = f.Slice.Path()
 		}
 		if f.StateDir != "" {
-			iv.dir, _ = state.OpenDir(instance.DirName(name))
+			iv.dir, _ = l.State.OpenDir(instance.DirName(name))
 		}
 		iv.inspect(w)
 		byName[name] = iv
@@ -212,7 +187,7 @@ func Run(opts Options) (Inspection, error) {
 		slices.SortFunc(iv.Sessions, func(a, b SessionView) int { return cmp.Compare(sessionSeq(a.Name), sessionSeq(b.Name)) })
 		in.Instances = append(in.Instances, *iv)
 	}
-	return in, errors.Join(errs...)
+	return in, err
 }
 
 // inspect fills in the instance's liveness, its sessions (from its state directory and its slice)

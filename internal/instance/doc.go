@@ -7,12 +7,8 @@
 // directory it keeps a Record of itself and, per session, a SessionRecord of its tasks. What another
 // process finds there, in cgroupfs and in /proc is data, never authority: a name is parsed exactly,
 // a record is read only as a bounded regular file of this user's and checked before it is used or
-// shown (Find), and nothing is killed or removed that is not a dead instance's by its name, its place
+// shown (Look), and nothing is killed or removed that is not a dead instance's by its name, its place
 // and its process's start time (see docs/security.md).
-//
-// Three programs read what an instance leaves, and none asks the instance anything: its guard
-// (internal/guard), which learns the record from its server; the sweep after dead instances
-// (internal/sweep); and `reaper ps` (internal/inspect). The Reaper writes the records.
 //
 // The package holds no lock of its own.
 //

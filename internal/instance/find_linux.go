@@ -10,34 +10,57 @@ import (
 	"github.com/cgreaper/reaper/internal/safefs"
 )
 
-// Found is an instance whose slice or state directory Find found.
+// Found is an instance whose slice or state directory Look found.
 type Found struct {
 	Name string
 	// Slice is its slice directly below the root, checked (cgroup.Root.Open); nil when there is none.
-	Slice *cgroup.Slice
-	// StateDir is the path of its state directory; empty when there is none.
-	StateDir string
+	Slice    *cgroup.Slice
+	StateDir string // the path of its state directory; empty when there is none
 	// Record is what its state directory records of it, when HasRecord: a record that holds (see
 	// ReadRecord). What it names is data: Slice and StateDir are what was found, not what it says.
 	Record    Record
 	HasRecord bool
 }
 
-// Ignored is something Find found and left alone, and why.
+// Where says where a process that only looks (reaper ps, a sweep) finds instances. The zero value
+// looks where a Reaper with zero Options keeps them.
+type Where struct {
+	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist
+	// or cannot be used, only state directories (and /proc) are looked at.
+	Cgroup cgroup.Options
+	// StateDir is where instances keep their state directories; empty means DefaultStateDir().
+	StateDir string
+	// NoCgroup looks at state directories (and /proc) only.
+	NoCgroup bool
+}
+
+// Looked is what Where.Look opened and found.
+type Looked struct {
+	Root    *cgroup.Root // the root looked under; nil when none was
+	State   *safefs.Dir  // the state directory, open (LookStateDir); nil when there is none
+	Found   map[string]*Found
+	Ignored []Ignored
+}
+
+// Ignored is something Look found and left alone, and why.
 type Ignored struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"`
 }
 
-// Find finds the instances whose slices sit directly below root and whose state directories are in
-// state (either may be nil: nothing is looked for there), and for which want reports true (nil: all);
-// want is asked once per name. What it finds is data, not authority: a slice is taken only if it sits
-// directly below the root under an instance's name and passes cgroup.Root.Open; a state directory
-// only if it is this user's (safefs), named after an instance, in a state directory that is this
-// user's alone; a record only if it holds, and what it says of a slice elsewhere than below root is
-// reported, not used. What is not taken is listed as Ignored: what reaper does not make, or cannot
-// be checked. The error says what could not be listed.
-func Find(root *cgroup.Root, state *safefs.Dir, want func(name string) bool) (map[string]*Found, []Ignored, error) {
+// Look opens the root and the state directory that w names, and finds there the instances for which
+// want reports true (nil: all; asked once per name). The caller closes Looked.State. A slice is
+// taken only if it sits directly below the root under an instance's name and passes
+// cgroup.Root.Open; a state directory only if it is named after an instance and passes safefs; a
+// record only if it holds, and a slice it names elsewhere than below the root is reported, not used.
+// What is not taken is listed as Ignored. The error says what could not be listed.
+func (w Where) Look(want func(name string) bool) (Looked, error) {
+	var root *cgroup.Root
+	if !w.NoCgroup {
+		root, _ = cgroup.LookupRoot(w.Cgroup)
+	}
+	state, err := LookStateDir(w.StateDir)
+	errs := []error{err}
 	found := make(map[string]*Found)
 	asked := make(map[string]bool)
 	get := func(name string) *Found {
@@ -50,7 +73,6 @@ func Find(root *cgroup.Root, state *safefs.Dir, want func(name string) bool) (ma
 		return found[name]
 	}
 	var ignored []Ignored
-	var errs []error
 	if root != nil {
 		names, err := root.Slices()
 		errs = append(errs, err)
@@ -111,5 +133,5 @@ func Find(root *cgroup.Root, state *safefs.Dir, want func(name string) bool) (ma
 			f.Record, f.HasRecord = rec, true
 		}
 	}
-	return found, ignored, errors.Join(errs...)
+	return Looked{Root: root, State: state, Found: found, Ignored: ignored}, errors.Join(errs...)
 }

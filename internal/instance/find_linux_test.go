@@ -11,7 +11,7 @@ import (
 	"github.com/cgreaper/reaper/internal/safefs"
 )
 
-// TestFind: in a state directory, Find takes an instance's directory with its record, takes one
+// TestFind: in a state directory, Look takes an instance's directory with its record, takes one
 // whose record does not hold without the record, reports what is not an instance's and a slice a
 // record names elsewhere, and asks want once per name.
 func TestFind(t *testing.T) {
@@ -46,13 +46,15 @@ func TestFind(t *testing.T) {
 		t.Fatal(err)
 	}
 	var asked []string
-	found, ignored, err := Find(nil, state, func(name string) bool {
+	l, err := Where{StateDir: state.Path(), NoCgroup: true}.Look(func(name string) bool {
 		asked = append(asked, name)
 		return name != "r15-1"
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer l.State.Close()
+	found, ignored := l.Found, l.Ignored
 	slices.Sort(asked)
 	if want := []string{"r11-1", "r12-1", "r13-1", "r15-1"}; !slices.Equal(asked, want) {
 		t.Errorf("want was asked for %v; want each name once: %v", asked, want)

@@ -53,19 +53,17 @@ const sessionFile = "session.json"
 // MaxRecordedCommand bounds a command as a session's record keeps it.
 const MaxRecordedCommand = 256
 
-// Bounds of what a session's record may hold as read, beyond MaxRecordedCommand: what a session keeps
-// of a command, a description and a task id at most (the reaper package's maxListedCommand,
-// MaxDescriptionBytes and maxTaskIDBytes).
+// Bounds of a session's record as read: what a session keeps of a command, a description and a
+// task id at most (package reaper's maxListedCommand, MaxDescriptionBytes and maxTaskIDBytes).
 const (
 	maxRecordCommand     = 1 << 10
 	maxRecordDescription = 1 << 10
 	maxRecordTaskID      = 64
 )
 
-// SessionRecord is what a session keeps on disk for `reaper ps`, which reads it without asking the
-// instance (that may be wedged or stopped): the session's names and its tasks. It is small, readable
-// by its owner only, and holds no environment and no MCP session id (the id a session has is already
-// the non-secret name mcpserver gives it); a command, cut to MaxRecordedCommand bytes, is what
+// SessionRecord is what a session keeps on disk for `reaper ps`: the session's names and its tasks.
+// It is readable by its owner only, and holds no environment and no MCP session id (its id is the
+// non-secret name mcpserver gives it); a command, cut to MaxRecordedCommand bytes, is what
 // /proc/<pid>/cmdline shows anyway while it runs.
 type SessionRecord struct {
 	ID      string     `json:"id"`
@@ -105,8 +103,7 @@ func ReadSessionRecord(dir *safefs.Dir) (SessionRecord, error) {
 }
 
 // parseSessionRecord decodes a session's record and checks that it is one a session could have
-// written: a session name ("s-<n>"), an id of printable ASCII, and paths that are clean and absolute.
-// It is only ever shown (reaper ps), never acted on.
+// written: a session name, an id of printable ASCII, and paths that are clean and absolute.
 func parseSessionRecord(b []byte) (SessionRecord, error) {
 	var rec SessionRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
@@ -143,7 +140,7 @@ type TaskView struct {
 	Leaf        string    `json:"leaf,omitempty"`
 }
 
-// cleanPath reports whether p is empty or a clean absolute path of at most maxPath bytes.
+// cleanPath reports whether p is empty or a clean absolute path shorter than maxPath.
 func cleanPath(p string) bool {
 	return p == "" || len(p) < maxPath && filepath.IsAbs(p) && filepath.Clean(p) == p
 }

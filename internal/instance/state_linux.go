@@ -1,6 +1,7 @@
 package instance
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,27 +20,20 @@ import (
 // Record describes one instance (a Reaper): what it records in its state directory when it starts,
 // for its guard, for a later instance that sweeps up after it if it dies, and for listings.
 type Record struct {
-	// Name is "r<pid>-<start time>" (see Name): the instance's slice and state directory are named
-	// after it, and its tasks' markers start with it.
-	Name string `json:"name"`
-	// Pid and Start identify the process that runs the instance.
+	// Name is "r<pid>-<start time>" (see Name), after the process that runs the instance.
+	Name  string `json:"name"`
 	Pid   int    `json:"pid"`
 	Start uint64 `json:"start"`
-	// Slice is the instance's cgroup, under which every session's slice lives; empty in process
-	// containment.
+	// Slice is the instance's cgroup, the parent of its sessions'; empty in process containment.
 	Slice string `json:"slice,omitempty"`
 	// RootMade are the cgroups the instance made for the root its slice is below (the root and the
 	// parents that were missing; cgroup.Root.Made), top first: a sweep after its death removes
 	// those that are empty (cgroup.Root.RemoveMade).
-	RootMade []string `json:"root_made,omitempty"`
-	// StateDir is the instance's state directory (its sessions' small files).
-	StateDir string `json:"state_dir"`
-	// Containment is "cgroup" or "process" (reaper.Containment's String).
-	Containment string `json:"containment"`
-	// PIDNamespace reports whether each session has a PID namespace of its own.
-	PIDNamespace bool `json:"pid_namespace,omitempty"`
-	// Started is when the instance started.
-	Started time.Time `json:"started"`
+	RootMade     []string  `json:"root_made,omitempty"`
+	StateDir     string    `json:"state_dir"`               // the instance's state directory
+	Containment  string    `json:"containment"`             // ContainCgroup or ContainProcess
+	PIDNamespace bool      `json:"pid_namespace,omitempty"` // each session has a PID namespace of its own
+	Started      time.Time `json:"started"`
 }
 
 // The containment modes a Record names.
@@ -75,17 +69,10 @@ func FromDirName(dir string) (string, bool) {
 // ParseName returns the pid and start time in an instance's name, or ok false for a name no
 // instance has: only the exact form Name gives ("r12-34", no sign, no leading zero).
 func ParseName(name string) (pid int, start uint64, ok bool) {
-	rest, ok := strings.CutPrefix(name, "r")
-	if !ok {
-		return 0, 0, false
-	}
-	p, s, ok := strings.Cut(rest, "-")
-	if !ok {
-		return 0, 0, false
-	}
+	p, s, ok := strings.Cut(strings.TrimPrefix(name, "r"), "-")
 	pid, err1 := strconv.Atoi(p)
 	start, err2 := strconv.ParseUint(s, 10, 64)
-	if err1 != nil || err2 != nil || pid <= 0 || pid > maxPid || Name(pid, start) != name {
+	if !ok || err1 != nil || err2 != nil || pid <= 0 || pid > maxPid || Name(pid, start) != name {
 		return 0, 0, false
 	}
 	return pid, start, true
@@ -102,8 +89,8 @@ func Alive(w *proc.Walker, name string) bool {
 		return false
 	}
 	st, ok := w.Stat(pid)
-	// A process killed, whose threads are still exiting, is dead already: it runs nothing of its
-	// own any more, and nothing comes after it to sweep up what it left.
+	// A process killed, whose threads are still exiting, is dead already: nothing comes after it to
+	// sweep up what it left.
 	return ok && st.Start == start && !st.Dead() && !w.Doomed(st)
 }
 
@@ -165,8 +152,8 @@ func OpenStateDir(dir string) (*safefs.Dir, error) {
 	return nil, fmt.Errorf("no usable state directory (give --state-dir): %w", errors.Join(errs...))
 }
 
-// LookStateDir opens the directory OpenStateDir would use, for a process that only looks (ps,
-// sweep): dir, or the default that exists. It returns nil, nil where there is none.
+// LookStateDir opens the directory OpenStateDir would use, for a process that only looks: dir, or
+// the default that exists. It returns nil, nil where there is none.
 func LookStateDir(dir string) (*safefs.Dir, error) {
 	if dir == "" {
 		dir = DefaultStateDir()
@@ -193,16 +180,15 @@ func Create(base *safefs.Dir, in *Record) (*safefs.Dir, error) {
 	}
 	in.StateDir = base.Join(name)
 	dir, err := base.OpenDir(name)
-	if err == nil {
-		b, _ := json.Marshal(in)
-		if err = dir.WriteFile(RecordFile, append(b, '\n')); err != nil {
-			dir.Close()
-		}
+	if err != nil {
+		err = fmt.Errorf("state directory: %w", err)
+	} else if err = Rewrite(dir, *in); err != nil {
+		dir.Close()
 	}
 	if err != nil {
 		base.RemoveAll(name)
 		in.StateDir = ""
-		return nil, fmt.Errorf("state directory: %w", err)
+		return nil, err
 	}
 	return dir, nil
 }
@@ -234,10 +220,9 @@ func ReadRecord(dir *safefs.Dir, name string) (Record, error) {
 	return in, nil
 }
 
-// parseInstance decodes a Record and checks that it is one reaper could have written: a
-// valid instance name that agrees with its pid and start time, a known containment mode, and a slice
-// that is empty or a clean absolute path. A record is data, not authority: what it names is checked
-// again before anything is done to it.
+// parseInstance decodes a Record and checks that it is one reaper could have written: a valid
+// instance name that agrees with its pid and start time, a known containment mode, and clean
+// absolute paths. A record is data, not authority: what it names is checked again before use.
 func parseInstance(b []byte) (Record, error) {
 	var in Record
 	if err := json.Unmarshal(b, &in); err != nil {
@@ -251,7 +236,7 @@ func parseInstance(b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("instance %s records pid %d and start %d", in.Name, in.Pid, in.Start)
 	case in.Containment != ContainCgroup && in.Containment != ContainProcess:
 		return Record{}, fmt.Errorf("instance %s: unknown containment %q", in.Name, in.Containment)
-	case in.Slice != "" && (!filepath.IsAbs(in.Slice) || filepath.Clean(in.Slice) != in.Slice || len(in.Slice) > maxPath):
+	case !cleanPath(in.Slice):
 		return Record{}, fmt.Errorf("instance %s: slice %q is not a clean absolute path", in.Name, in.Slice)
 	case len(in.StateDir) > maxPath:
 		return Record{}, fmt.Errorf("instance %s: state directory path too long", in.Name)
@@ -262,7 +247,7 @@ func parseInstance(b []byte) (Record, error) {
 		in.RootMade = nil // as the record is written
 	}
 	for _, d := range in.RootMade {
-		if !filepath.IsAbs(d) || filepath.Clean(d) != d || len(d) > maxPath {
+		if d == "" || !cleanPath(d) {
 			return Record{}, fmt.Errorf("instance %s: a cgroup made for its root, %q, is not a clean absolute path", in.Name, d)
 		}
 	}
@@ -275,3 +260,58 @@ const maxRootMade = maxPath / 2
 
 // maxPath is the longest path the kernel resolves (PATH_MAX, its terminating NUL included).
 const maxPath = unix.PathMax
+
+// TokenFile is the file in the state directory that holds reaper's own token.
+const TokenFile = "token"
+
+// maxStateToken bounds the token file as read: a token and its newline.
+const maxStateToken = 4 << 10
+
+// StateToken returns reaper's own bearer token, for an HTTP listener with no token configured, and
+// the path of the file that holds it in the state directory stateDir ("" for the default): made on
+// first use (or when it does not hold a token), kept across restarts, and shared by the instances
+// that share the directory. The file is reaper's user's, mode 0600, replaced (never written through)
+// when made; where two instances make it at once, both use what the file holds once they are done.
+func StateToken(stateDir string) (token, path string, err error) {
+	d, err := OpenStateDir(stateDir)
+	if err != nil {
+		return "", "", err
+	}
+	defer d.Close()
+	path = d.Join(TokenFile)
+	b, err := d.ReadFile(TokenFile, maxStateToken)
+	if err == nil {
+		if tok, ok := parseStateToken(b); ok {
+			return tok, path, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", path, fmt.Errorf("token file: %w", err)
+	}
+	// 130 random bits, in base32 (rand.Text): letters and digits only, safe in any header or shell.
+	if err := d.WriteFile(TokenFile, []byte(rand.Text()+"\n")); err != nil {
+		return "", path, fmt.Errorf("token file: %w", err)
+	}
+	if b, err = d.ReadFile(TokenFile, maxStateToken); err != nil {
+		return "", path, fmt.Errorf("token file: %w", err)
+	}
+	tok, ok := parseStateToken(b)
+	if !ok {
+		return "", path, fmt.Errorf("token file %s: does not hold a token after it was written", path)
+	}
+	return tok, path, nil
+}
+
+// parseStateToken returns the token a token file holds: its first line, which must be at least 16
+// printable ASCII characters without spaces.
+func parseStateToken(b []byte) (string, bool) {
+	line, _, _ := strings.Cut(string(b), "\n")
+	if len(line) < 16 {
+		return "", false
+	}
+	for _, c := range []byte(line) {
+		if c <= ' ' || c >= 0x7f {
+			return "", false
+		}
+	}
+	return line, true
+}

@@ -20,34 +20,19 @@ import (
 // Options configures Run. The zero value looks where a Reaper with zero Options keeps its
 // instances, and kills what it finds.
 type Options struct {
-	// Cgroup names the slice root to look under (see reaper's Options.Cgroup). Where it does not exist or
-	// cannot be used, only state directories are looked at.
-	Cgroup cgroup.Options
-	// StateDir is where instances keep their state directories; empty means
-	// instance.DefaultStateDir().
-	StateDir string
-	// NoCgroup looks at state directories only (for instances in process containment).
-	NoCgroup bool
-	// DryRun lists what would be killed and removed, and does neither.
-	DryRun bool
-	// Skip names an instance to leave alone whatever its state: the caller's own.
-	Skip string
+	instance.Where
+	DryRun bool   // list what would be killed and removed, and do neither
+	Skip   string // an instance to leave alone whatever its state: the caller's own
 	// CloseTimeout bounds the wait for killed processes to disappear; zero means kill.DefaultTimeout.
 	CloseTimeout time.Duration
-	// Logger receives failures to signal. Nil discards.
-	Logger *slog.Logger
+	Logger       *slog.Logger // failures to signal; nil discards
 }
 
 // Report says what Run found and did.
 type Report struct {
-	// Dead are the instances whose process is gone, and what they left.
-	Dead []DeadInstance `json:"dead"`
-	// Live are the instances found running and left alone.
-	Live []string `json:"live"`
-	// Ignored are what was found and not acted on because it is not what reaper makes, and why: a
-	// cgroup below the root or an entry in the state directory that is not an instance's, a record
-	// that does not hold, a slice that is a mount point or holds the caller's cgroup, a slice that a
-	// record names elsewhere than below the root.
+	Dead []DeadInstance `json:"dead"` // the instances whose process is gone, and what they left
+	Live []string       `json:"live"` // the instances found running and left alone
+	// Ignored are what was found and not acted on, and why (see instance.Where.Look).
 	Ignored []instance.Ignored `json:"ignored,omitempty"`
 }
 
@@ -58,33 +43,24 @@ type DeadInstance struct {
 	Slice    string `json:"slice,omitempty"`
 	StateDir string `json:"state_dir,omitempty"`
 	// Processes are the processes of its sessions that were still running: in its slice, or
-	// anywhere with its marker in their environment. They were killed unless the sweep was a dry
-	// run.
+	// anywhere with its marker. They were killed unless the sweep was a dry run.
 	Processes []proc.Proc `json:"processes"`
-	// Removed reports whether its slice and state directory were removed.
-	Removed bool `json:"removed"`
-	// Error says what could not be done.
-	Error string `json:"error,omitempty"`
+	Removed   bool        `json:"removed"`         // its slice and state directory were removed
+	Error     string      `json:"error,omitempty"` // what could not be done
 
 	slice    *cgroup.Slice // its slice, checked (cgroup.Root.Open); nil when there is none to act on
 	rootMade []string      // what its record says it made for the root (see cgroup.Root.RemoveMade)
 }
 
-// Run finds the instances whose process has died (by SIGKILL, an OOM kill, a crash, a machine that
-// killed a whole process group) and kills and removes what they left: their slices under the root,
-// the processes that carry their marker anywhere (process containment leaves no slice; escapees leave
-// it), and their state directories. It never touches an instance that is alive: an instance is named
-// by its process's pid and start time, so a pid that was reused does not pass for it, and a slice
-// holding processes of another pid namespace is left alone. Several instances may sweep at once.
-//
-// The marker scan reads the environment of every process on the machine, and runs only when there is
-// a dead instance.
+// Run finds the instances whose process has died and kills and removes what they left: their slices
+// under the root, the processes that carry their marker anywhere, and their state directories. It
+// never touches an instance that is alive: an instance is named by its process's pid and start time,
+// so a reused pid does not pass for it, and a slice holding processes of another pid namespace is
+// left alone. Several instances may sweep at once. The marker scan, which reads the environment of
+// every process on the machine, runs only when there is a dead instance.
 func Run(opts Options) (Report, error) {
 	if opts.CloseTimeout < 0 {
 		return Report{}, errors.New("sweep: Options.CloseTimeout is negative (zero means the default)")
-	}
-	if opts.StateDir == "" {
-		opts.StateDir = instance.DefaultStateDir()
 	}
 	if opts.CloseTimeout == 0 {
 		opts.CloseTimeout = kill.DefaultTimeout
@@ -93,46 +69,38 @@ func Run(opts Options) (Report, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	sw := &sweeper{opts: opts, w: proc.NewWalker(), k: kill.Policy{Log: opts.Logger, Timeout: opts.CloseTimeout}}
-	defer sw.close()
 	var rep Report
-	dead, errs := sw.find(&rep)
+	dead, err := sw.find(&rep)
+	if sw.state != nil {
+		defer sw.state.Close()
+	}
+	errs := []error{err}
 	for _, ig := range rep.Ignored {
 		opts.Logger.Warn("sweep: left alone", "path", ig.Path, "reason", ig.Reason)
 	}
 	if len(dead) == 0 {
-		return rep, errors.Join(errs...)
+		return rep, err
 	}
-	for _, name := range slices.Sorted(maps.Keys(dead)) {
+	names := slices.Sorted(maps.Keys(dead))
+	for _, name := range names {
 		errs = append(errs, sw.killSlice(dead[name]))
 	}
 	errs = append(errs, sw.killMarked(dead))
-	for _, name := range slices.Sorted(maps.Keys(dead)) {
+	for _, name := range names {
 		d := dead[name]
 		if !opts.DryRun {
 			sw.remove(d)
 		}
 		rep.Dead = append(rep.Dead, *d)
 	}
-	if !opts.DryRun {
-		errs = append(errs, sw.removeRoot(dead))
-	}
-	return rep, errors.Join(errs...)
-}
-
-// removeRoot removes what the dead instances made for the root, now that their slices are gone: the
-// root and the parents they made, as long as nothing else uses them (a live instance's slice keeps
-// the root, as does a slice that could not be removed).
-func (sw *sweeper) removeRoot(dead map[string]*DeadInstance) error {
-	if sw.root == nil {
-		return nil
-	}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(dead)) {
-		if d := dead[name]; d.Removed {
+	// Once every slice is gone: what the removed instances made for the root, as long as nothing
+	// else uses it (a live instance's slice, or one that could not be removed).
+	for _, name := range names {
+		if d := dead[name]; d.Removed && sw.root != nil {
 			errs = append(errs, sw.root.RemoveMade(d.rootMade))
 		}
 	}
-	return errors.Join(errs...)
+	return rep, errors.Join(errs...)
 }
 
 type sweeper struct {
@@ -143,27 +111,10 @@ type sweeper struct {
 	root  *cgroup.Root // the root looked under, when there is one
 }
 
-func (sw *sweeper) close() {
-	if sw.state != nil {
-		sw.state.Close()
-	}
-}
-
-// find collects the instances under the root and in the state directory (instance.Find), sorts the
+// find collects the instances under the root and in the state directory (instance.Where.Look), sorts the
 // live from the dead, and leaves out the caller's own.
-func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, []error) {
-	var errs []error
-	var root *cgroup.Root
-	if !sw.opts.NoCgroup {
-		if r, err := cgroup.LookupRoot(sw.opts.Cgroup); err == nil {
-			root = r
-		}
-	}
-	sw.root = root
-	state, err := instance.LookStateDir(sw.opts.StateDir)
-	errs = append(errs, err)
-	sw.state = state
-	found, ignored, err := instance.Find(root, state, func(name string) bool {
+func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, error) {
+	l, err := sw.opts.Look(func(name string) bool {
 		if name == sw.opts.Skip {
 			return false
 		}
@@ -173,10 +124,9 @@ func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, []error) {
 		}
 		return true
 	})
-	errs = append(errs, err)
-	rep.Ignored = ignored
-	dead := make(map[string]*DeadInstance, len(found))
-	for name, f := range found {
+	sw.root, sw.state, rep.Ignored = l.Root, l.State, l.Ignored
+	dead := make(map[string]*DeadInstance, len(l.Found))
+	for name, f := range l.Found {
 		d := &DeadInstance{Name: name, StateDir: f.StateDir, slice: f.Slice, rootMade: f.Record.RootMade}
 		if f.Slice != nil {
 			d.Slice = f.Slice.Path()
@@ -184,7 +134,7 @@ func (sw *sweeper) find(rep *Report) (map[string]*DeadInstance, []error) {
 		dead[name] = d
 	}
 	slices.Sort(rep.Live)
-	return dead, errs
+	return dead, err
 }
 
 // killSlice kills (or, in a dry run, lists) what is in a dead instance's slice.
@@ -198,16 +148,14 @@ func (sw *sweeper) killSlice(d *DeadInstance) error {
 		d.Error = err.Error()
 		return err
 	}
-	if populated, _ := s.Populated(); populated && len(pids) == 0 {
-		// Processes of another pid namespace: an instance there may be alive.
+	if populated, _ := s.Populated(); populated && len(pids) == 0 { // an instance there may be alive
 		d.Error = "holds processes of another pid namespace; left alone"
 		d.Slice, d.slice = "", nil
 		return nil
 	}
 	for _, p := range pids {
-		// A process the kernel is ending (killed with the instance's PID namespaces, say) stays in
-		// cgroup.procs until it leaves the cgroup inside its exit: it no longer runs, and is not
-		// listed as left running.
+		// A process the kernel is ending stays in cgroup.procs until it leaves the cgroup inside its
+		// exit: it no longer runs, and is not listed as left running.
 		if st, ok := sw.w.Stat(p); ok && !st.Dead() {
 			d.Processes = append(d.Processes, proc.Describe(p))
 		}
@@ -253,25 +201,21 @@ func (sw *sweeper) killMarked(dead map[string]*DeadInstance) error {
 			return true
 		})
 	}
-	note := func(ps []proc.Proc) {
-		for _, q := range ps {
-			d := owner[q.Pid]
-			if d != nil && !slices.ContainsFunc(d.Processes, func(o proc.Proc) bool { return o.Pid == q.Pid }) {
-				d.Processes = append(d.Processes, q)
-			}
-		}
-	}
-	if sw.opts.DryRun {
+	var ended []proc.Proc // killed, or in a dry run those that would be
+	switch {
+	case sw.opts.DryRun:
 		for _, p := range found {
-			note([]proc.Proc{proc.Describe(p.Pid)})
+			ended = append(ended, proc.Describe(p.Pid))
 		}
-		return nil
+	case len(found) > 0:
+		ended, _, err = sw.k.Processes(context.Background(), found, time.Now().Add(sw.opts.CloseTimeout))
 	}
-	if len(found) == 0 {
-		return nil
+	for _, q := range ended {
+		d := owner[q.Pid]
+		if d != nil && !slices.ContainsFunc(d.Processes, func(o proc.Proc) bool { return o.Pid == q.Pid }) {
+			d.Processes = append(d.Processes, q)
+		}
 	}
-	killed, _, err := sw.k.Processes(context.Background(), found, time.Now().Add(sw.opts.CloseTimeout))
-	note(killed)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package systemd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,27 +21,20 @@ const DefaultTimeout = 15 * time.Second
 
 // Options says what scope to ask for.
 type Options struct {
-	// Name is the unit's name, ending in ".scope"; it must be new.
-	Name string
-	// Description is the unit's description, as `systemctl status` shows it.
-	Description string
-	// Pids are the processes to move into the scope, by their pids in this process's PID namespace.
-	Pids []int
+	Name        string // the unit's name, ending in ".scope"; it must be new
+	Description string // the unit's description, as `systemctl status` shows it
+	Pids        []int  // the processes to move into the scope, by their pids in this PID namespace
 	// RuntimeDir is the user's runtime directory, whose "bus" is where a user manager answers.
 	// Empty means /run/user/UID. Not used for root, which asks the system manager.
 	RuntimeDir string
-	// Timeout bounds the request; zero means DefaultTimeout.
-	Timeout time.Duration
+	Timeout    time.Duration // bounds the request; zero means DefaultTimeout
 }
 
 // Scope is a scope systemd started.
 type Scope struct {
-	// Unit is the scope's unit name.
-	Unit string
-	// Manager names the manager that started it: "system manager" or "user manager".
-	Manager string
-	// ControlGroup is the scope's cgroup, as systemd names it: relative to the cgroup2 mount's top.
-	ControlGroup string
+	Unit         string // the scope's unit name
+	Manager      string // the manager that started it: "system manager" or "user manager"
+	ControlGroup string // the scope's cgroup, relative to the cgroup2 mount's top
 }
 
 // ErrNoManager is returned (wrapped, with the reason) when no systemd manager answers: systemd is
@@ -75,10 +69,7 @@ func Start(ctx context.Context, opts Options) (Scope, error) {
 	if len(opts.Pids) == 0 {
 		return sc, errors.New("a scope needs a process to hold")
 	}
-	timeout := opts.Timeout
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
+	timeout := cmp.Or(opts.Timeout, DefaultTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel() // closes the connections (see dial) if Close did not
 	conn, err := sd.NewConnection(func() (*dbus.Conn, error) { return m.dial(ctx) })
@@ -114,19 +105,16 @@ func Start(ctx context.Context, opts Options) (Scope, error) {
 	if err != nil {
 		return sc, fmt.Errorf("systemd's %s: the cgroup of %s: %w", m.name, opts.Name, err)
 	}
-	if cg, ok := p.Value.Value().(string); ok {
-		sc.ControlGroup = cg
-	}
-	if sc.ControlGroup == "" {
+	if sc.ControlGroup, _ = p.Value.Value().(string); sc.ControlGroup == "" {
 		return sc, fmt.Errorf("systemd's %s: %s has no cgroup", m.name, opts.Name)
 	}
 	return sc, nil
 }
 
 // dial connects to the manager and authenticates as this process's user; ctx bounds the
-// connection's life. It refuses a manager that would take this process's pids for other
-// processes: on the private socket the peer must be PID 1 of this PID namespace (the system
-// manager always is PID 1), on a bus the bus daemon must see this process under its own pid.
+// connection's life. It refuses a manager that would take this process's pids for other processes:
+// on the private socket the peer must be PID 1 of this PID namespace (as the system manager is), on
+// a bus the bus daemon must see this process under its own pid.
 func (m manager) dial(ctx context.Context) (*dbus.Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", m.path)
@@ -145,25 +133,20 @@ func (m manager) dial(ctx context.Context) (*dbus.Conn, error) {
 		uc.Close()
 		return nil, err
 	}
-	if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Geteuid()))}); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	if !m.bus {
-		return conn, nil
-	}
-	if err := conn.Hello(); err != nil {
-		conn.Close()
-		return nil, err
+	err = conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Geteuid()))})
+	if err == nil && m.bus {
+		err = conn.Hello()
 	}
 	var pid uint32
-	if err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetConnectionUnixProcessID", 0, conn.Names()[0]).Store(&pid); err != nil {
+	if err == nil && m.bus {
+		err = conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetConnectionUnixProcessID", 0, conn.Names()[0]).Store(&pid)
+		if err == nil && int(pid) != os.Getpid() {
+			err = fmt.Errorf("the bus at %s sees this process (pid %d) as pid %d: another PID namespace's", m.path, os.Getpid(), pid)
+		}
+	}
+	if err != nil {
 		conn.Close()
 		return nil, err
-	}
-	if int(pid) != os.Getpid() {
-		conn.Close()
-		return nil, fmt.Errorf("the bus at %s sees this process (pid %d) as pid %d: another PID namespace's", m.path, os.Getpid(), pid)
 	}
 	return conn, nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/cgreaper/reaper/internal/pidns"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,5 +26,13 @@ func closeInherited() {
 		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
 			unix.CloseOnExec(fd)
 		}
+	}
+}
+
+// initIfAsked makes this process the init of a session's PID namespace, and exits with its status,
+// when a reaper server started the program as one (see pidns.RunInit).
+func initIfAsked() {
+	if pidns.IsInit(os.Args) {
+		os.Exit(pidns.RunInit())
 	}
 }
