@@ -51,6 +51,15 @@ func shorten(s string, n int) string {
 // whose output files share the session's OutputBudget. A task whose leaf still holds processes stays
 // (see prune, whose lr it adds to).
 func (s *Session) pruneFinishedLocked(lr *leafRelease) {
+	for _, t := range s.overCapLocked() {
+		if s.releaseLeafLocked(t, lr) {
+			s.clearLocked(t)
+		}
+	}
+}
+
+// overCapLocked returns the finished background tasks past MaxTasks, the oldest first.
+func (s *Session) overCapLocked() []*task {
 	var finished []*task
 	for _, t := range s.tasks {
 		t.mu.Lock()
@@ -60,14 +69,10 @@ func (s *Session) pruneFinishedLocked(lr *leafRelease) {
 		t.mu.Unlock()
 	}
 	if len(finished) <= s.r.lim.MaxTasks {
-		return
+		return nil
 	}
 	slices.SortFunc(finished, func(a, b *task) int { return a.endedAt().Compare(b.endedAt()) })
-	for _, t := range finished[:len(finished)-s.r.lim.MaxTasks] {
-		if s.releaseLeafLocked(t, lr) {
-			s.clearLocked(t)
-		}
-	}
+	return finished[:len(finished)-s.r.lim.MaxTasks]
 }
 
 func (t *task) endedAt() time.Time {

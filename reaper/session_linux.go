@@ -639,22 +639,21 @@ func (s *Session) infoOf(w *proc.Walker, t *task, pids []int) TaskInfo {
 func (s *Session) prune() {
 	lr := leafRelease{empty: make(map[*task]bool)}
 	s.mu.Lock()
-	var ended []*task
+	// Only the leaves of tasks that may go are read: those of the finished tasks a session keeps
+	// would be read at every call otherwise.
+	goes := s.overCapLocked()
 	for _, t := range s.tasks {
-		if t.leaf != nil && t.currentStatus().Terminal() {
-			ended = append(ended, t)
+		if t.leaf != nil && (s.prunable(t) || slices.Contains(goes, t)) {
+			lr.empty[t] = false
 		}
 	}
 	s.mu.Unlock()
-	for _, t := range ended {
+	for t := range lr.empty {
 		lr.empty[t] = emptyLeaf(t.leaf)
 	}
 	s.mu.Lock()
 	for _, t := range s.tasks {
-		t.mu.Lock()
-		done := t.status.Terminal() && (!t.background || t.readToEnd || time.Since(t.ended) > s.r.lim.Retention)
-		t.mu.Unlock()
-		if !done || !s.releaseLeafLocked(t, &lr) {
+		if !s.prunable(t) || !s.releaseLeafLocked(t, &lr) {
 			continue
 		}
 		if t.leaf == nil && !t.background {
@@ -665,6 +664,14 @@ func (s *Session) prune() {
 	s.pruneFinishedLocked(&lr)
 	s.mu.Unlock()
 	s.removeLeaves(lr.remove)
+}
+
+// prunable reports whether t finished and is no longer needed: a foreground task, or a background
+// one whose output was read to the end or that ended more than Retention ago. It takes t.mu.
+func (s *Session) prunable(t *task) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status.Terminal() && (!t.background || t.readToEnd || time.Since(t.ended) > s.r.lim.Retention)
 }
 
 // leafRelease is what prune found of the leaves of ended tasks before it took mu (empty: no process
