@@ -131,7 +131,7 @@ func TestKillThousandProcesses(t *testing.T) {
 // cgroup.kill, and Thaw on a gone slice is not an error.
 func TestFreezeAndThaw(t *testing.T) {
 	r := testRoot(t)
-	if r.Info().Kill < KillFreeze {
+	if r.Info().Kill > KillFreeze { // weaker than the freezer: a smaller method is a stronger one
 		t.Skipf("skipped: this kernel has no cgroup v2 freezer (%v)", r.Info().Kill)
 	}
 	s, err := r.Create("frozen")
