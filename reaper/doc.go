@@ -77,8 +77,9 @@
 // holds one over work that grows with the output). Methods whose name ends in Locked need
 // Session.mu held.
 //
-// The package is a library: its exported identifiers name its own types (or cgroup's), never an
-// internal package's, converted where they cross (test/layout holds it to that).
+// The package is a library, which programs outside this module may import as mcpserver and job do:
+// its exported identifiers name its own types (or cgroup's), never an internal package's, converted
+// where they cross (test/layout holds it to that).
 //
 // The package is Linux-only; elsewhere it holds only Budget, which mcpserver names on every system.
 package reaper

@@ -207,6 +207,12 @@ func (s *Session) result(t *task, notice string, budget Budget) Result {
 	return res
 }
 
+// Start runs command as a background task with description and returns at once: StartWith with
+// only a description.
+func (s *Session) Start(command, description string) (TaskInfo, error) {
+	return s.StartWith(command, StartOptions{Description: description})
+}
+
 // StartWith runs command as a background task and returns at once.
 func (s *Session) StartWith(command string, opts StartOptions) (TaskInfo, error) {
 	t, _, err := s.start(command, launch{description: opts.Description, background: true, stdin: opts.Stdin, tty: opts.TTY})

@@ -158,19 +158,3 @@ func jsonish(r rune) int {
 	}
 	return utf8.RuneLen(r)
 }
-
-// Start runs command as a background task with description (StartWith, for tests).
-func (s *Session) Start(command, description string) (TaskInfo, error) {
-	return s.StartWith(command, StartOptions{Description: description})
-}
-
-// String names the setting as ParsePIDNamespace reads it (for benchmark names).
-func (p PIDNamespace) String() string {
-	switch p {
-	case PIDNamespaceOn:
-		return "on"
-	case PIDNamespaceOff:
-		return "off"
-	}
-	return "auto"
-}

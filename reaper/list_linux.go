@@ -73,11 +73,13 @@ func (s *Session) List() Listing {
 	return l
 }
 
-// sessionPid returns the pid the process host (its pid here) has where the session's commands run:
+// SessionPid returns the pid the process host (its pid here) has where the session's commands run:
 // in the session's PID namespace, where it has one (the one a level below this process's: /proc's
 // NSpid line lists a process's pid in each namespace from this one inward), else host itself. An
 // agent acts on the pids it is given with the session's own commands (kill, wait, ps): they must be
 // the session's.
+func (s *Session) SessionPid(host int) int { return s.sessionPid(proc.NewWalker(), host) }
+
 func (s *Session) sessionPid(w *proc.Walker, host int) int {
 	if ns := w.NSPids(host); len(ns) > s.r.nsLevel {
 		return ns[s.r.nsLevel]

@@ -61,6 +61,17 @@ const (
 	PIDNamespaceOff
 )
 
+// String names the setting as ParsePIDNamespace reads it.
+func (p PIDNamespace) String() string {
+	switch p {
+	case PIDNamespaceOn:
+		return "on"
+	case PIDNamespaceOff:
+		return "off"
+	}
+	return "auto"
+}
+
 // ParsePIDNamespace parses "auto", "on" or "off".
 func ParsePIDNamespace(s string) (PIDNamespace, error) {
 	switch s {
