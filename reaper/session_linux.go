@@ -90,6 +90,9 @@ type Session struct {
 // ID returns the id the session was created with.
 func (s *Session) ID() string { return s.id }
 
+// Marker returns the REAPER_SESSION=... entry every process of the session inherits.
+func (s *Session) Marker() string { return s.marker }
+
 // Cwd returns the working directory the next command starts in.
 func (s *Session) Cwd() string {
 	s.mu.Lock()
@@ -640,7 +643,8 @@ func (s *Session) prune() {
 	lr := leafRelease{empty: make(map[*task]bool)}
 	s.mu.Lock()
 	// Only the leaves of tasks that may go are read: those of the finished tasks a session keeps
-	// would be read at every call otherwise.
+	// would be read at every call otherwise. A task that becomes one between the two looks (it
+	// ends, is read to its end, or is pushed past the cap) goes at the next prune.
 	goes := s.overCapLocked()
 	for _, t := range s.tasks {
 		if t.leaf != nil && (s.prunable(t) || slices.Contains(goes, t)) {
