@@ -184,17 +184,26 @@ func subtree(r Reserve, dir string) ([]string, error) {
 }
 
 // idsRecursive lists the ids in file (cgroup.procs or cgroup.threads) of dir and its descendants. A
-// directory that vanishes while it is read contributes nothing.
+// directory that vanishes while it is read contributes nothing. Each cgroup's file is read before
+// its children are listed: a process that moves into a child made after that listing has been
+// counted already, in its parent.
 func idsRecursive(r Reserve, dir, file string) ([]int, error) {
-	dirs, err := subtree(r, dir)
 	var ids []int
-	for _, d := range dirs {
-		var rerr error
-		if ids, rerr = readPids(r, filepath.Join(d, file), ids); rerr != nil {
-			return ids, rerr
+	dirs := []string{dir}
+	for i := 0; i < len(dirs); i++ {
+		var err error
+		if ids, err = readPids(r, filepath.Join(dirs[i], file), ids); err != nil {
+			return ids, err
+		}
+		children, err := childDirs(r, dirs[i])
+		if err != nil {
+			return ids, err
+		}
+		for _, c := range children {
+			dirs = append(dirs, filepath.Join(dirs[i], c))
 		}
 	}
-	return ids, err
+	return ids, nil
 }
 
 // Add moves the process pid into the slice. It is for a process that cannot be started in the slice
