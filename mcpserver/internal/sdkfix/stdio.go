@@ -155,7 +155,12 @@ func (l *serialWriter) Write(p []byte) (int, error) {
 // giveUp makes every write fail from now on, the one under way included. It is idempotent.
 func (l *serialWriter) giveUp() { l.once.Do(func() { close(l.gone) }) }
 
-func (*serialWriter) Close() error { return nil }
+// Close ends the goroutine that writes; the SDK calls it once the connection is closed, after
+// which nothing it writes would be read. The file below is the caller's and stays open.
+func (l *serialWriter) Close() error {
+	l.giveUp()
+	return nil
+}
 
 // ErrorLine returns a JSON-RPC error response to the request with id (as it stands in its text),
 // with its newline; nil for a message without an id (a notification), which gets no answer.
