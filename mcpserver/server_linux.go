@@ -209,7 +209,7 @@ func (s *Server) taskEnded(st *session, ti reaper.TaskInfo) {
 // waits for every goroutine the Server started. It is idempotent.
 func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
-	s.closing = true
+	s.closing = true // no session starts now, so every one is in all
 	all := make([]*session, 0, len(s.sessions))
 	for _, st := range s.sessions {
 		all = append(all, st)

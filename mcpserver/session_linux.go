@@ -171,6 +171,7 @@ func (s *Server) open(ctx context.Context, st *session) error {
 			s.mu.Unlock()
 			return nil
 		case stateEnding, stateGone:
+			// Refused: a call let in now would start a reaper session inside an MCP session that ends.
 			why := st.reason.describe(s.opts.IdleTimeout)
 			s.mu.Unlock()
 			return fmt.Errorf("this session has ended (%s); connect again for a new one", why)
@@ -234,7 +235,7 @@ func (s *Server) create(st *session) error {
 // teardown. Cancelling ctx cuts the grace period short.
 func (s *Server) end(ctx context.Context, st *session, reason endReason) error {
 	s.mu.Lock()
-	for st.state == stateOpening {
+	for st.state == stateOpening { // Reaper.NewSession does not block: opened closes soon
 		opened := st.opened
 		s.mu.Unlock()
 		<-opened

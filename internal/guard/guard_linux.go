@@ -97,7 +97,8 @@ func Run(opts Options) (Result, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	// Asked for before the server starts, so that a signal meanwhile is forwarded once it has; and
-	// never stopped, so that none ends the guard halfway through its last words.
+	// never stopped, so that none ends the guard halfway through its last words, nor SIGPIPE a log
+	// line to a closed stderr.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, append([]os.Signal{syscall.SIGPIPE}, opts.Signals...)...)
 	p, announcements, err := start(opts)
