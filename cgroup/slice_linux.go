@@ -134,7 +134,7 @@ func (s *Slice) Threads() ([]int, error) {
 // releasing exited processes) is retried a bounded number of times, for up to about two seconds. A
 // slice that is already gone is not an error.
 func (s *Slice) Remove() error {
-	dirs, err := subtree(s.spare, s.path)
+	dirs, err := subtree(s.spare, s.path, nil)
 	if err != nil {
 		return err
 	}
@@ -167,11 +167,17 @@ func rmdirRetry(r Reserve, dir string) error {
 	return fmt.Errorf("remove cgroup %s: still busy after retries: %w", dir, err)
 }
 
-// subtree lists dir and every cgroup below it, parents before children; where a listing fails, what
-// it listed so far and the error.
-func subtree(r Reserve, dir string) ([]string, error) {
+// subtree lists dir and every cgroup below it, parents before children, calling visit (where not
+// nil) on each before its children are listed; where a listing or visit fails, what it listed so far
+// and the error.
+func subtree(r Reserve, dir string, visit func(string) error) ([]string, error) {
 	dirs := []string{dir}
 	for i := 0; i < len(dirs); i++ {
+		if visit != nil {
+			if err := visit(dirs[i]); err != nil {
+				return dirs, err
+			}
+		}
 		children, err := childDirs(r, dirs[i])
 		if err != nil {
 			return dirs, err
@@ -189,21 +195,11 @@ func subtree(r Reserve, dir string) ([]string, error) {
 // counted already, in its parent.
 func idsRecursive(r Reserve, dir, file string) ([]int, error) {
 	var ids []int
-	dirs := []string{dir}
-	for i := 0; i < len(dirs); i++ {
-		var err error
-		if ids, err = readPids(r, filepath.Join(dirs[i], file), ids); err != nil {
-			return ids, err
-		}
-		children, err := childDirs(r, dirs[i])
-		if err != nil {
-			return ids, err
-		}
-		for _, c := range children {
-			dirs = append(dirs, filepath.Join(dirs[i], c))
-		}
-	}
-	return ids, nil
+	_, err := subtree(r, dir, func(d string) (err error) {
+		ids, err = readPids(r, filepath.Join(d, file), ids)
+		return err
+	})
+	return ids, err
 }
 
 // Add moves the process pid into the slice. It is for a process that cannot be started in the slice
