@@ -135,8 +135,13 @@ func TestReportsWhatRemains(t *testing.T) {
 		}
 		break
 	}
-	// They were killed; let them finish dying before the Reaper's own close, whose deadline is 1ns too.
+	// They were killed; let them finish dying, and leave the Reaper's slice, before the Reaper's own
+	// close, whose deadline is 1ns too (it once found 3 still in a leaf under load, and failed).
 	testutil.Eventually(t, "the remaining processes to die", func() bool { return len(descendants(t)) == 0 })
+	testutil.Eventually(t, "the Reaper's slice to empty", func() bool {
+		pids, err := r.instance.Pids()
+		return err == nil && len(pids) == 0
+	})
 }
 
 // TestKilledBeforeRemoval: Killed is open while the session lives, and closed once its processes

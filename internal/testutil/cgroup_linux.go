@@ -12,9 +12,9 @@ import (
 )
 
 // CgroupRoot returns a unique, not yet created directory directly below the cgroup2 mountpoint, for a
-// test's cgroup root, and removes it at cleanup; it skips the test where cgroup containment is
-// impossible (not root, no cgroup2 mount, a read-only one). Whatever the test makes below it must be
-// gone by then. It finds the mount in /proc/self/mountinfo itself: package cgroup's own tests use
+// test's cgroup root, and removes it at cleanup (RemoveCgroup); it skips the test where cgroup
+// containment is impossible (not root, no cgroup2 mount, a read-only one). Whatever the test makes
+// below it must be gone by then: what is not fails the test, and is removed all the same. It finds the mount in /proc/self/mountinfo itself: package cgroup's own tests use
 // this package.
 func CgroupRoot(t testing.TB) string {
 	t.Helper()
@@ -29,11 +29,7 @@ func CgroupRoot(t testing.TB) string {
 		t.Skipf("skipped: cgroup containment needs a writable cgroup2 hierarchy: %s: %v", mount, err)
 	}
 	root := filepath.Join(mount, UniqueName("reaper-test-"))
-	t.Cleanup(func() {
-		if err := os.Remove(root); err != nil && !os.IsNotExist(err) {
-			t.Errorf("cleanup: remove %s: %v", root, err)
-		}
-	})
+	t.Cleanup(func() { RemoveCgroup(t, root) })
 	return root
 }
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // Victim is what a test of hostile input checks nothing touched: a process (in a cgroup of its own
@@ -47,7 +46,7 @@ func NewVictim(t testing.TB, mount string) *Victim {
 		if err := os.Mkdir(v.Cgroup, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { removeCgroup(t, v.Cgroup) })
+		t.Cleanup(func() { RemoveCgroup(t, v.Cgroup) })
 		f, err := os.Open(v.Cgroup)
 		if err != nil {
 			t.Fatal(err)
@@ -65,21 +64,6 @@ func NewVictim(t testing.TB, mount string) *Victim {
 	}
 	v.Proc = p
 	return v
-}
-
-// removeCgroup removes dir, waiting a little for the kernel to release the killed process.
-func removeCgroup(t testing.TB, dir string) {
-	for i := 0; ; i++ {
-		err := syscall.Rmdir(dir)
-		if err == nil || os.IsNotExist(err) {
-			return
-		}
-		if i == 100 {
-			t.Errorf("cleanup: %s: %v", dir, err)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // Check fails the test if anything of the victim was touched: the process killed or moved, the cgroup

@@ -117,11 +117,8 @@ func place(t testing.TB, mode string) placement {
 		if entries, _ := os.ReadDir(p.stateDir); len(entries) > 0 {
 			t.Errorf("cleanup: state left in %s: %v", p.stateDir, entries)
 		}
-		if p.root == "" {
-			return
-		}
-		if err := os.Remove(p.root); err != nil && !os.IsNotExist(err) {
-			t.Errorf("cleanup: %s: %v", p.root, err)
+		if p.root != "" {
+			testutil.RemoveCgroup(t, p.root)
 		}
 	})
 	return p

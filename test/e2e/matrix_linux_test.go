@@ -328,19 +328,7 @@ func (sc *scenario) killCgroup() {
 		t.Fatal(err)
 	}
 	sc.goFile = filepath.Join(t.TempDir(), "go")
-	t.Cleanup(func() {
-		for i := 0; ; i++ { // the killed processes may still be leaving it
-			err := os.Remove(sc.kill)
-			if err == nil || os.IsNotExist(err) {
-				return
-			}
-			if i == 100 {
-				t.Errorf("cleanup: %s: %v", sc.kill, err)
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
+	t.Cleanup(func() { testutil.RemoveCgroup(t, sc.kill) })
 }
 
 // script is the shell script that starts every row and, last, becomes the exec row's process. Its
