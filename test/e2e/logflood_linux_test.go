@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // TestLogFlood: a client cannot fill reaper's log (and the disk or journal behind it) by sending,
@@ -24,17 +21,7 @@ func TestLogFlood(t *testing.T) {
 		if i%2 == 1 {
 			body = deep // refused: nested over the bound
 		}
-		req, _ := http.NewRequest(http.MethodPost, p.url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+p.token)
-		req.Header.Set("Mcp-Session-Id", cs.ID())
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		resp, err := testutil.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		p.post(t, cs.ID(), body).Body.Close()
 	}
 	// At most logBurst (20) lines a second of both kinds together, over the seconds the flood took: counted,
 	// not timed, so a slow machine that takes longer to send it allows more lines, never a flake.

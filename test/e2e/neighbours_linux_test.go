@@ -213,9 +213,9 @@ func hostileCall(id, n, pad int) string {
 	return b.String()
 }
 
-// postJSON posts body to p's endpoint in the session sid with p's token and returns the JSON-RPC
-// response (from a JSON or an event-stream answer).
-func postJSON(t testing.TB, p *reaperProc, sid, body string) map[string]any {
+// post posts body to p's endpoint in the session sid with p's token, as a client at the protocol
+// revision with sessions does, and returns the answer, whose body the caller closes.
+func (p *reaperProc) post(t testing.TB, sid, body string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, p.url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -227,6 +227,14 @@ func postJSON(t testing.TB, p *reaperProc, sid, body string) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// postJSON posts body as post does and returns the JSON-RPC response (from a JSON or an
+// event-stream answer).
+func postJSON(t testing.TB, p *reaperProc, sid, body string) map[string]any {
+	t.Helper()
+	resp := p.post(t, sid, body)
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 4<<20)
