@@ -9,11 +9,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cgreaper/reaper/internal/guard"
+	"github.com/cgreaper/reaper/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // TestGuardWatchedAfterHurry: a second signal (which cancels hurry) does not end the watch of the
@@ -36,15 +37,18 @@ func TestGuardWatchedAfterHurry(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	child := 0
+	child := -1 // a pidfd of the test's own child's child, once it has said its pid
+	lines := make(chan string)
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		if child > 0 {
-			syscall.Kill(child, syscall.SIGKILL) // the test's own child's child, started above
+		if child >= 0 { // through its pidfd: once it has exited, its pid may be another process's
+			unix.PidfdSendSignal(child, unix.SIGKILL, nil, 0)
+			unix.Close(child)
 		}
-		cmd.Wait()
+		cmd.Wait()        // closes the pipe: the reader below ends
+		for range lines { // and closes lines
+		}
 	})
-	lines := make(chan string)
 	go func() {
 		defer close(lines)
 		sc := bufio.NewScanner(out)
@@ -52,7 +56,7 @@ func TestGuardWatchedAfterHurry(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
-	deadline := time.After(60 * time.Second)
+	deadline := time.After(testutil.Slow(60 * time.Second))
 	for {
 		select {
 		case l, ok := <-lines:
@@ -61,7 +65,10 @@ func TestGuardWatchedAfterHurry(t *testing.T) {
 			}
 			switch {
 			case strings.HasPrefix(l, "pid "):
-				child, _ = strconv.Atoi(strings.TrimPrefix(l, "pid "))
+				pid, _ := strconv.Atoi(strings.TrimPrefix(l, "pid "))
+				if child, err = unix.PidfdOpen(pid, 0); err != nil {
+					t.Fatalf("the guarded child %d: %v", pid, err)
+				}
 			case l == "hurried":
 				time.Sleep(200 * time.Millisecond)
 				cmd.Process.Kill() // the guard dies
@@ -71,7 +78,7 @@ func TestGuardWatchedAfterHurry(t *testing.T) {
 				t.Fatal(l)
 			}
 		case <-deadline:
-			t.Fatal("the guarded child said nothing for 60 s")
+			t.Fatalf("the guarded child said nothing for %v", testutil.Slow(60*time.Second))
 		}
 	}
 }
@@ -97,7 +104,7 @@ func guardedChild() {
 	select {
 	case <-s.guardGone:
 		fmt.Println("guard gone seen")
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Slow(30 * time.Second)):
 		fmt.Println("FAIL: the guard's death was not seen after a hurry")
 	}
 }

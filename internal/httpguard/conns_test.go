@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // identityServer serves, on a loopback listener bounded by lim, a handler that authenticates each
@@ -39,7 +41,7 @@ func identityServer(t *testing.T, lim ConnLimits) (string, *limitedListener, fun
 		hs.Close()
 		select {
 		case <-served:
-		case <-time.After(time.Minute):
+		case <-time.After(testutil.Slow(time.Minute)):
 			t.Error("Serve has not returned a minute after Close")
 		}
 	})
@@ -69,7 +71,7 @@ func dial(t *testing.T, addr string) *kept {
 // ask sends a request as id on c and returns the answer's status line, Retry-After and body.
 func (c *kept) ask(t *testing.T, id string) (status, retry, body string) {
 	t.Helper()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(testutil.Slow(10 * time.Second)))
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Id: "+id+"\r\n\r\n")
 	res, err := http.ReadResponse(c.br, nil)
 	if err != nil {
@@ -82,7 +84,7 @@ func (c *kept) ask(t *testing.T, id string) (status, retry, body string) {
 
 // closedByServer reports whether the server closed c (its next read ends).
 func (c *kept) closedByServer() bool {
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testutil.Slow(5 * time.Second)))
 	_, err := c.br.ReadByte()
 	return err == io.EOF
 }
@@ -149,9 +151,9 @@ func TestPerIdentityLimit(t *testing.T) {
 			if _, unauth, _, _ := l.counts(); unauth == n {
 				return
 			}
-			if time.Since(start) > 10*time.Second {
+			if time.Since(start) > testutil.Slow(10*time.Second) {
 				_, unauth, _, _ := l.counts()
-				t.Fatalf("%d connections waiting to authenticate after 10 s, want %d", unauth, n)
+				t.Fatalf("%d connections waiting to authenticate after %v, want %d", unauth, testutil.Slow(10*time.Second), n)
 			}
 		}
 	}
@@ -165,7 +167,7 @@ func TestPerIdentityLimit(t *testing.T) {
 		c.Close()
 	}
 	alice[1].Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Slow(10 * time.Second))
 	for {
 		c := dial(t, addr)
 		status, _, _ := c.ask(t, "alice")
@@ -191,7 +193,7 @@ func TestPerIdentityLimit(t *testing.T) {
 		if total == 0 && unauth == 0 && peers == 0 && ids == 0 {
 			break
 		}
-		if time.Since(start) > 10*time.Second {
+		if time.Since(start) > testutil.Slow(10*time.Second) {
 			t.Fatalf("counts after every connection closed: total %d, unauthenticated %d, by peer %d, by identity %d", total, unauth, peers, ids)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // errorRecorder is a testing.TB whose Errorf records what RemoveCgroup reports, so that a test of it
@@ -49,7 +50,11 @@ func TestRemoveCgroupLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(root); !os.IsNotExist(err) {
 		t.Errorf("%s is still there: %v", root, err)
 	}
-	<-exited
+	select {
+	case <-exited:
+	case <-time.After(Slow(30 * time.Second)):
+		t.Fatal("the process left in the cgroup was not killed") // the cleanup kills it
+	}
 	if waitErr == nil || !strings.Contains(waitErr.Error(), "killed") {
 		t.Errorf("the process left in the cgroup: %v, want killed", waitErr)
 	}
