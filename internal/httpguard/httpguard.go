@@ -31,10 +31,11 @@ type Options struct {
 	IdleTimeout time.Duration
 	// WriteStall bounds each write of a response (and each flush), from its start to the client's
 	// taking it: a write past it fails, the request's context is cancelled, and the server closes
-	// the connection. Zero means 30 s.
+	// the connection. Zero means 30 s. Not used where WriteTimeout is set.
 	WriteStall time.Duration
-	// WriteTimeout, if set, bounds the writing of a response (http.Server.WriteTimeout): only for a
-	// server whose responses are all short. Zero means none.
+	// WriteTimeout, if set, bounds the writing of a whole response (http.Server.WriteTimeout), in
+	// place of WriteStall's bound of each write: only for a server whose responses are all short.
+	// Zero means none.
 	WriteTimeout time.Duration
 	// ErrorLog receives the server's own errors; nil means the log package's standard logger.
 	ErrorLog *log.Logger
@@ -51,8 +52,11 @@ const (
 
 // NewServer returns a server for h with the bounds of opts.
 func NewServer(h http.Handler, opts Options) *http.Server {
+	if opts.WriteTimeout <= 0 { // writeStall would lift the server's deadline for the response
+		h = writeStall(h, orDefault(opts.WriteStall, DefaultWriteStall))
+	}
 	return &http.Server{
-		Handler:           BodyDeadline(writeStall(h, orDefault(opts.WriteStall, DefaultWriteStall)), orDefault(opts.BodyTimeout, DefaultBodyTimeout)),
+		Handler:           BodyDeadline(h, orDefault(opts.BodyTimeout, DefaultBodyTimeout)),
 		ReadHeaderTimeout: orDefault(opts.ReadHeaderTimeout, DefaultReadHeaderTimeout),
 		MaxHeaderBytes:    orDefault(opts.MaxHeaderBytes, DefaultMaxHeaderBytes),
 		IdleTimeout:       orDefault(opts.IdleTimeout, DefaultIdleTimeout),

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cgreaper/reaper/internal/testutil"
 )
 
 // start serves h with opts on a loopback listener and returns its address.
@@ -122,6 +124,34 @@ func TestLongHandlerKeepsItsConnection(t *testing.T) {
 		if res.StatusCode != 200 || string(b) != "hello" {
 			t.Errorf("request %d: %s %q", i, res.Status, b)
 		}
+	}
+}
+
+// TestWriteTimeoutBoundsTheResponse: with WriteTimeout set, a client that does not read holds the
+// handler's writes for that long at most, however long WriteStall is (the admin server's bound).
+func TestWriteTimeoutBoundsTheResponse(t *testing.T) {
+	failed := make(chan error, 1)
+	flood := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				failed <- err
+				return
+			}
+		}
+	})
+	addr := start(t, flood, Options{WriteTimeout: 500 * time.Millisecond, WriteStall: time.Hour})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") // and never read the answer
+	select {
+	case err := <-failed:
+		t.Logf("the handler's write failed: %v", err)
+	case <-time.After(testutil.Slow(30 * time.Second)):
+		t.Fatal("a client that does not read held the handler's writes past WriteTimeout")
 	}
 }
 
