@@ -67,6 +67,9 @@ const maxAdoptedPasses = 64
 // pass after the first looks again only at the adopters where the one before saw one: an orphan
 // stays with the adopter it was handed to.
 func (p Policy) escapees(c *clock, e Escapees) Report {
+	if len(e.Adopters) == 0 {
+		return Report{} // nothing to look at: no turn to wait for (a session's end with namespaces)
+	}
 	if e.Turns != nil {
 		e.Turns.Lock()
 		defer e.Turns.Unlock()
@@ -80,7 +83,7 @@ func (p Policy) escapees(c *clock, e Escapees) Report {
 	seen := make(map[int]bool)
 	adopters := e.Adopters
 	for pass := 0; pass < maxAdoptedPasses && len(adopters) > 0; pass++ {
-		seeds, moved := e.look(w, adopters, seen)
+		seeds, moved, lookStarved := e.look(w, adopters, seen)
 		var hs []proc.Handle
 		again := adopters[:0:0]
 		for i, a := range adopters {
@@ -95,7 +98,7 @@ func (p Policy) escapees(c *clock, e Escapees) Report {
 		}
 		// A look refused a descriptor may have missed one: look again, after a pause, while there
 		// is time; a look that saw a child go looks again at once.
-		starved := w.Starved() != nil
+		starved := w.Starved() != nil || lookStarved
 		if len(hs) == 0 {
 			if starved && c.pause() {
 				continue // at every adopter: the one refused is not known
@@ -133,8 +136,9 @@ func (p Policy) escapees(c *clock, e Escapees) Report {
 // What tells a session's process is read once, after every adopter's children were listed (so that a
 // process handed over since joining a session is seen in it), and only where there is a candidate. A
 // look that cannot tell finds no escapee; one refused a descriptor for a child's environment finds
-// none either, and has every adopter with a candidate move.
-func (e Escapees) look(w *proc.Walker, adopters []Adopter, seen map[int]bool) (seeds []map[int]uint64, moved []bool) {
+// none either, and has every adopter with a candidate move; starved says so, as w.Starved no longer
+// does once look has asked it.
+func (e Escapees) look(w *proc.Walker, adopters []Adopter, seen map[int]bool) (seeds []map[int]uint64, moved []bool, starved bool) {
 	seeds = make([]map[int]uint64, len(adopters))
 	moved = make([]bool, len(adopters))
 	candidates := make([][]proc.Stat, len(adopters))
@@ -144,11 +148,11 @@ func (e Escapees) look(w *proc.Walker, adopters []Adopter, seen map[int]bool) (s
 		some = some || len(candidates[i]) > 0
 	}
 	if !some {
-		return seeds, moved
+		return seeds, moved, false
 	}
 	owned, ok := e.owned(w)
 	if !ok {
-		return seeds, moved // cannot tell: kill nothing
+		return seeds, moved, false // cannot tell: kill nothing
 	}
 	for i, cs := range candidates {
 		for _, st := range cs {
@@ -160,7 +164,7 @@ func (e Escapees) look(w *proc.Walker, adopters []Adopter, seen map[int]bool) (s
 			}
 		}
 	}
-	starved := w.Starved() != nil
+	starved = w.Starved() != nil
 	for i := range adopters {
 		if starved && len(candidates[i]) > 0 {
 			// An environment unread for want of a descriptor is no proof of an escapee: look again.
@@ -168,7 +172,7 @@ func (e Escapees) look(w *proc.Walker, adopters []Adopter, seen map[int]bool) (s
 		}
 		moved[i] = moved[i] || len(seeds[i]) > 0
 	}
-	return seeds, moved
+	return seeds, moved, starved
 }
 
 // adopted returns the live children of a that it did not start and that are not in seen, and

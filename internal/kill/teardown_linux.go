@@ -316,9 +316,13 @@ func (t *teardown) findEscaped() {
 	t.found = true
 	seeds := t.sc.Seeds
 	if a := t.adopter(); a != nil {
-		if adopted, _ := t.sc.Escapees.look(t.w, []Adopter{*a}, nil); len(adopted[0]) > 0 {
+		adopted, _, starved := t.sc.Escapees.look(t.w, []Adopter{*a}, nil)
+		if len(adopted[0]) > 0 {
 			seeds = writable(seeds)
 			maps.Copy(seeds, adopted[0])
+		}
+		if starved { // look asked the walker already: its refusal is said here
+			t.walkFailed(proc.ErrStarved)
 		}
 	}
 	var trusted map[int]bool
