@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,7 +19,7 @@ func (s *Server) observe(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		start := time.Now()
 		res, err := next(ctx, method, req)
-		op := Operation{Method: bounded(method, knownMethods), Duration: time.Since(start)}
+		op := Operation{Method: bounded(method, slices.Contains(knownMethods, method)), Duration: time.Since(start)}
 		if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
 			op.Transport, op.ProtocolVersion = transport(ss), initializeVersion(ss)
 		}
@@ -29,7 +30,7 @@ func (s *Server) observe(next mcp.MethodHandler) mcp.MethodHandler {
 			op.ProtocolVersion = requestVersion(req)
 		}
 		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
-			op.Tool = bounded(call.Params.Name, toolNames)
+			op.Tool = bounded(call.Params.Name, slices.Contains(toolNames, call.Params.Name))
 		}
 		var wire *jsonrpc.Error
 		switch {
@@ -59,7 +60,7 @@ func transport(ss *mcp.ServerSession) string {
 // without initialize (protocol 2026-07-28 and later).
 func initializeVersion(ss *mcp.ServerSession) string {
 	if p := ss.InitializeParams(); p != nil {
-		return boundedVersion(p.ProtocolVersion) // as the client sent it
+		return bounded(p.ProtocolVersion, sdkfix.Published(p.ProtocolVersion)) // as the client sent it
 	}
 	return ""
 }
@@ -72,17 +73,9 @@ func requestVersion(req mcp.Request) string {
 		return ""
 	}
 	if v, ok := p.GetMeta()[mcp.MetaKeyProtocolVersion].(string); ok {
-		return boundedVersion(v)
+		return bounded(v, sdkfix.Published(v))
 	}
 	return ""
-}
-
-// boundedVersion is v where the SDK speaks it, OtherValue otherwise (see bounded).
-func boundedVersion(v string) string {
-	if sdkfix.Published(v) {
-		return v
-	}
-	return OtherValue
 }
 
 // trackSessions is receiving middleware that makes the record of a session at its first request

@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"slices"
 	"time"
 )
 
@@ -76,8 +75,10 @@ func (nopObserver) Operation(Operation)      {}
 func (nopObserver) SessionEnded(SessionInfo) {}
 func (nopObserver) Refused(string)           {}
 
-func bounded(v string, known []string) string {
-	if slices.Contains(known, v) {
+// bounded is v where it is known (a method, tool or protocol revision reaper knows of), OtherValue
+// otherwise: what a client names never becomes a label of its own.
+func bounded(v string, known bool) string {
+	if known {
 		return v
 	}
 	return OtherValue
