@@ -120,14 +120,34 @@ func TestConnectionsPerIdentity(t *testing.T) {
 // still served.
 func TestConnectionsPerPeerIdentity(t *testing.T) {
 	tu := testutil.User(t)
+	// The local user's script, run by a goroutine of the test's, ends once reaper has stopped (it holds
+	// a connection until reaper closes it): a cleanup registered before reaper's stop, and so run
+	// after it, waits for the goroutine, whether or not the test waited for it itself.
+	var scriptDone chan struct{} // closed when the goroutine has returned; nil until it starts
+	t.Cleanup(func() {
+		if scriptDone == nil {
+			return
+		}
+		select {
+		case <-scriptDone:
+		case <-time.After(testutil.Slow(2 * time.Minute)):
+			t.Error("the local user's script has not returned 2 minutes after reaper stopped")
+		}
+	})
 	p := startHTTP(t, append(cgroupArgs(t), "--insecure-no-auth", "--max-connections", "40", "--admin", "127.0.0.1:0")...)
 	// 12 connections, one after the other, each with a request whose status line is printed, then the
 	// body of the last (refused); the first is held until reaper stops.
 	script := `for i in $(seq 12); do exec {fd}<>/dev/tcp/127.0.0.1/$PORT || echo failed; fds+=($fd); ` +
 		`printf 'GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\n\r\n' >&$fd; ` +
 		`read -t 20 -r line <&$fd; echo "$line"; done; timeout 5 cat <&${fds[11]}; echo; timeout 50 cat <&${fds[0]} >/dev/null`
-	done := make(chan string, 1)
-	go func() { done <- asUser(t, tu, script, "PORT="+portOf(t, p.url)) }()
+	port := portOf(t, p.url)
+	var out string
+	var scriptErr error
+	scriptDone = make(chan struct{})
+	go func() {
+		defer close(scriptDone)
+		out, scriptErr = runAsUser(tu, script, "PORT="+port)
+	}()
 	testutil.Eventually(t, "the local user's refusals", func() bool { return refusedMetric(t, p, "connections_identity") >= 2 })
 	cs := connectHTTP(t, p.url, "")
 	if r := bash(t, cs, "echo served"); r.Output != "served\n" {
@@ -138,7 +158,14 @@ func TestConnectionsPerPeerIdentity(t *testing.T) {
 	}
 	cs.Close()
 	p.stop(t) // closes the connection the local user's script waits on
-	out := <-done
+	select {
+	case <-scriptDone:
+	case <-time.After(testutil.Slow(2 * time.Minute)):
+		t.Fatal("the local user's script has not returned 2 minutes after reaper stopped")
+	}
+	if scriptErr != nil {
+		t.Fatal(scriptErr)
+	}
 	if n := strings.Count(out, "HTTP/1.1 400"); n != 10 || strings.Count(out, "HTTP/1.1 503") != 2 ||
 		!strings.Contains(out, "your identity (peer uid "+strconv.Itoa(tu.Uid)+") has 10 connections open") {
 		t.Errorf("a local user's 12 connections, 10 allowed (%d served):\n%s", n, out)

@@ -19,6 +19,7 @@ import (
 	"github.com/cgreaper/reaper/internal/mcptest"
 	"github.com/cgreaper/reaper/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 )
 
 // massSessions is how many sessions the tests of many sessions ending at once open: enough that
@@ -48,10 +49,10 @@ func TestSecondSignalHurriesManySessions(t *testing.T) {
 	needPIDNamespaces(t)
 	p, tag, _ := startBusy(t, place(t, "cgroup"), "on", massSessions, "10m", "trap '' TERM; ")
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(2 * time.Second) // the first teardowns are in their grace periods
+	awaitFirstSignal(t, p) // the teardowns begin; a second SIGTERM sent before could merge with the first
 	select {
 	case <-p.done:
-		t.Fatalf("reaper exited within 2 s of SIGTERM, with a grace period of 10 minutes for processes that ignore it")
+		t.Fatalf("reaper exited on the first SIGTERM, with a grace period of 10 minutes for processes that ignore it")
 	default:
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
@@ -121,6 +122,7 @@ func startBusy(t testing.TB, pl placement, ns string, n int, grace, prelude stri
 	t.Helper()
 	p := startHTTP(t, append(pl.args(), "--pid-namespace", ns, "--grace", grace)...)
 	tag := uniqueSleep()
+	t.Cleanup(func() { killSleepers(tag) }) // after the test's checks and the sessions' closes
 	made := busySessions(t, p, n, func(cs *mcp.ClientSession) error {
 		if _, err := bashCall(cs, map[string]any{"command": prelude + "setsid sleep " + tag + " > /dev/null 2>&1 & echo x"}); err != nil {
 			return err
@@ -201,18 +203,38 @@ func uniqueSleep() string {
 
 // sleepers returns the live processes, anywhere on the machine, that run `sleep tag`.
 func sleepers(tag string) []int {
-	want := []byte("sleep\x00" + tag + "\x00")
 	var out []int
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
-		b, err := os.ReadFile(d + "/cmdline")
-		if err != nil || !bytes.HasSuffix(b, want) {
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		if !sleeps(pid, tag) {
 			continue
 		}
-		pid, _ := strconv.Atoi(filepath.Base(d))
 		if p, ok := testutil.ProcOf(pid); ok && testutil.Running(p) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// sleeps reports whether pid runs `sleep tag`.
+func sleeps(pid int, tag string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.HasSuffix(b, []byte("sleep\x00"+tag+"\x00"))
+}
+
+// killSleepers SIGKILLs what reaper left of a test's `sleep tag` processes, so that a failing test
+// leaves none: each through a pidfd opened before its command line is checked again, so that a pid
+// reused meanwhile is never signalled.
+func killSleepers(tag string) {
+	for _, pid := range sleepers(tag) {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if sleeps(pid, tag) {
+			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+		unix.Close(fd)
+	}
 }

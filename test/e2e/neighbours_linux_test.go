@@ -26,28 +26,42 @@ import (
 // the victim's was touched, and that the server still serves and still ends clean.
 
 // asUser runs a bash script as the test user tu, with env added, and returns its output; it is
-// killed after a minute.
+// killed after a minute (stretched by Slow), which fails the test.
 func asUser(t testing.TB, tu testutil.TestUser, script string, env ...string) string {
 	t.Helper()
+	out, err := runAsUser(tu, script, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runAsUser is asUser for a goroutine other than the test's: it returns why the script failed to
+// start or to end within a minute (stretched by Slow), with its process group killed, instead of
+// failing the test.
+func runAsUser(tu testutil.TestUser, script string, env ...string) (string, error) {
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = "/"
 	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + tu.Home}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(tu.Uid), Gid: uint32(tu.Gid)}, Setpgid: true}
+	// Once bash has ended, a process outside its group (timeout(1) makes a group of its own) that
+	// holds the output open does not hold Wait: the output is cut after this.
+	cmd.WaitDelay = testutil.Slow(10 * time.Second)
 	var out testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return "", fmt.Errorf("as %s, %q: %w", tu.Name, script, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(time.Minute):
+	case <-time.After(testutil.Slow(time.Minute)):
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
-		t.Fatalf("as %s, %q did not end within a minute:\n%s", tu.Name, script, &out)
+		return out.String(), fmt.Errorf("as %s, %q did not end within a minute:\n%s", tu.Name, script, &out)
 	}
-	return out.String()
+	return out.String(), nil
 }
 
 // rawPost is a bash function that sends one HTTP POST of $2 to 127.0.0.1:$PORT/mcp with the extra

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cgreaper/reaper/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // A client that stops reading its answers: every write of a response is bounded in time (see
@@ -36,6 +37,58 @@ func stalledCall(t testing.TB, p *reaperProc, sid string) net.Conn {
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
 		"Authorization: Bearer %s\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: %d\r\n\r\n%s", p.token, sid, len(body), body)
 	return conn
+}
+
+// awaitStalledTCP waits until reaper's answer on conn (see stalledCall) has filled what the client
+// takes: the client's end holds part of it unread, and the server's end holds more that it cannot
+// send, the client's receive window being shut. Reaper's answer is then written as far as it goes.
+func awaitStalledTCP(t testing.TB, conn net.Conn) {
+	t.Helper()
+	var inq, sendq int
+	testutil.Eventually(t, "reaper's answer to fill the stalled client's receive buffer", func() bool {
+		inq, sendq = receiveQueue(t, conn), serverSendQueue(t, conn)
+		return inq > 0 && sendq > 0
+	})
+	t.Logf("stalled: %d bytes unread at the client, %d held at the server", inq, sendq)
+}
+
+// receiveQueue is the number of bytes received on conn and not yet read (FIONREAD).
+func receiveQueue(t testing.TB, conn net.Conn) int {
+	t.Helper()
+	rc, err := conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); err != nil || ierr != nil {
+		t.Fatalf("the receive queue of %v: %v %v", conn.LocalAddr(), err, ierr)
+	}
+	return n
+}
+
+// serverSendQueue is the number of bytes the server's end of conn, a loopback connection in this
+// network namespace, holds unsent or unacknowledged (tx_queue in /proc/net/tcp), or 0 if it is not
+// listed.
+func serverSendQueue(t testing.TB, conn net.Conn) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ports as /proc/net/tcp spells them: four hex digits after the address.
+	server := fmt.Sprintf(":%04X", conn.RemoteAddr().(*net.TCPAddr).Port)
+	client := fmt.Sprintf(":%04X", conn.LocalAddr().(*net.TCPAddr).Port)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line) // sl local_address rem_address st tx_queue:rx_queue ...
+		if len(f) < 5 || !strings.HasSuffix(f[1], server) || !strings.HasSuffix(f[2], client) {
+			continue
+		}
+		tx, _, _ := strings.Cut(f[4], ":")
+		n, _ := strconv.ParseInt(tx, 16, 64)
+		return int(n)
+	}
+	return 0
 }
 
 // closedByServer reads conn to its end within d and reports whether the server closed it: a
@@ -65,7 +118,7 @@ func TestStalledReader(t *testing.T) {
 	p := startHTTP(t, append(cgroupArgs(t), "--grace", "1s")...)
 	cs := p.connect(t)
 	conn := stalledCall(t, p, cs.ID())
-	time.Sleep(3 * time.Second) // the call has run; its answer fills the buffers
+	awaitStalledTCP(t, conn) // the call has run; its answer fills the buffers
 	if r := bash(t, p.connect(t), "echo served"); r.Output != "served\n" {
 		t.Errorf("another session, beside a stalled client: %+v", r)
 	}
@@ -80,11 +133,10 @@ func TestStalledReader(t *testing.T) {
 	}
 
 	cs = p.connect(t)
-	stalledCall(t, p, cs.ID())
-	time.Sleep(3 * time.Second)
+	awaitStalledTCP(t, stalledCall(t, p, cs.ID()))
 	start := time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	time.Sleep(500 * time.Millisecond)
+	awaitFirstSignal(t, p) // a second SIGTERM sent before would be one with the first
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -96,6 +148,43 @@ func TestStalledReader(t *testing.T) {
 	if strings.Contains(p.stderr.String(), "panic") {
 		t.Errorf("reaper panicked:\n%s", p.stderr)
 	}
+}
+
+// shuttingDown is the message reaper logs when it handles the first shutdown signal
+// (cmd/reaper/signals_linux.go).
+const shuttingDown = "shutting down: every session's processes are being killed"
+
+// awaitFirstSignal waits until p has logged that it handled the first shutdown signal, after which
+// another is a second signal of its own (signals sent before may merge into one).
+func awaitFirstSignal(t testing.TB, p *reaperProc) {
+	t.Helper()
+	testutil.Eventually(t, "reaper's log of the first signal", func() bool {
+		_, ok := testutil.LogLine(p.stderr.String(), shuttingDown)
+		return ok
+	})
+}
+
+// awaitFullPipe waits until the pipe whose read end is r is full, the writer at its other end
+// blocked: every slot of the pipe holds a page but the first, which may hold less (what was written
+// before a write of more than the pipe takes).
+func awaitFullPipe(t testing.TB, r *os.File, what string) {
+	t.Helper()
+	rc, err := r.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, size int
+	testutil.Eventually(t, what+" to be full", func() bool {
+		var nerr, serr error
+		if err := rc.Control(func(fd uintptr) {
+			n, nerr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) // FIONREAD
+			size, serr = unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0)
+		}); err != nil || nerr != nil || serr != nil {
+			t.Fatalf("%s: %v %v %v", what, err, nerr, serr)
+		}
+		return n > size-os.Getpagesize()
+	})
+	t.Logf("%s holds %d bytes, of a capacity of %d", what, n, size)
 }
 
 // TestStalledStdioReader: a stdio client that stops reading reaper's output (its pipe full with a
@@ -128,7 +217,7 @@ func TestStalledStdioReader(t *testing.T) {
 				fmt.Fprintln(inW, m)
 			}
 			escapee := pidFromFile(t, pidFile)
-			time.Sleep(3 * time.Second) // the call has ended; its answer fills the pipe
+			awaitFullPipe(t, outR, "reaper's output pipe") // the call has ended; its answer fills the pipe
 			start := time.Now()
 			if end == "eof" {
 				inW.Close()
