@@ -315,14 +315,13 @@ func (t *teardown) findEscaped() {
 	}
 	t.found = true
 	seeds := t.sc.Seeds
+	lookStarved := false // look asks the walker itself, which then forgets it
 	if a := t.adopter(); a != nil {
-		adopted, _, starved := t.sc.Escapees.look(t.w, []Adopter{*a}, nil)
+		var adopted []map[int]uint64
+		adopted, _, lookStarved = t.sc.Escapees.look(t.w, []Adopter{*a}, nil)
 		if len(adopted[0]) > 0 {
 			seeds = writable(seeds)
 			maps.Copy(seeds, adopted[0])
-		}
-		if starved { // look asked the walker already: its refusal is said here
-			t.walkFailed(proc.ErrStarved)
 		}
 	}
 	var trusted map[int]bool
@@ -342,6 +341,9 @@ func (t *teardown) findEscaped() {
 		Self: t.sc.Self, Seeds: seeds, Trusted: trusted, Known: known, Skip: t.sc.Skip, Marker: marker, Exited: t.exited(),
 	})
 	// A walk refused descriptors is not retried here: phase 4's walks make up for it.
+	if err == nil && lookStarved {
+		err = proc.ErrStarved
+	}
 	t.walkFailed(err)
 	t.outside = t.w.Verify(found)
 	t.alive = t.outside
